@@ -1,0 +1,2 @@
+/** The farm agent (gf-agent) lands here with the [Agent] issue. */
+export {};

@@ -1,0 +1,2 @@
+/** The customer client library and the gf CLI land here with the [Execution] issue. */
+export {};

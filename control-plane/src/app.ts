@@ -1,0 +1,68 @@
+import { MAX_BODY_BYTES, SERVICE_VERSION } from '@gpufarm/shared';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { adminRoutes } from './admin/routes.js';
+import { enforceAuth, resolveCredentials } from './auth/plugin.js';
+import { billingRoutes } from './billing/routes.js';
+import { capacityRoutes } from './capacity/routes.js';
+import type { OfferIndex } from './capacity/offer-index.js';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import { installCors } from './http/cors.js';
+import { installErrorHandling } from './http/error-handler.js';
+import { rateLimit } from './http/rate-limit.js';
+import type { RateLimitStore } from './http/rate-limit-store.js';
+import { clientRequestId, requestIdFor } from './http/request-id.js';
+import { recordRoutes } from './http/route-table.js';
+import './http/route-config.js';
+import { docsRoutes, indexRoutes } from './index-routes.js';
+import { pricingRoutes } from './pricing/routes.js';
+
+/** Everything the HTTP app needs, built once in `server.ts` (or a test) and passed in. */
+export interface AppDeps {
+  config: Config;
+  db: Database;
+  rateLimitStore: RateLimitStore;
+  clientHashSalt: string;
+  offerIndex: OfferIndex;
+  /** false in tests; the server logs JSON lines at `config.logLevel`. */
+  logger?: boolean;
+}
+
+/** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config } = deps;
+  const app = Fastify({
+    logger: deps.logger === false ? false : {
+      level: config.logLevel,
+      // Addresses, hostnames and keys never reach the logs.
+      serializers: {
+        req: (req) => ({ method: req.method, url: req.url }),
+        res: (res) => ({ statusCode: res.statusCode }),
+      },
+    },
+    genReqId: requestIdFor,
+    requestIdHeader: false,
+    bodyLimit: MAX_BODY_BYTES,
+    trustProxy: config.trustProxy,
+  });
+
+  const routes = recordRoutes(app);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', clientRequestId(request.raw) ?? request.id);
+    reply.header('Service-Version', SERVICE_VERSION);
+  });
+  installErrorHandling(app, routes);
+  await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken });
+  await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt });
+  await app.register(enforceAuth);
+  installCors(app, routes);
+
+  await app.register(indexRoutes, { config });
+  await app.register(docsRoutes);
+  await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
+  await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
+  await app.register(billingRoutes, { db: deps.db });
+  if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
+  return app;
+}

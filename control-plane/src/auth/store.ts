@@ -1,0 +1,84 @@
+import { API_KEY_SCOPES, type ApiKeyScope } from '@gpufarm/shared';
+import type { Queryable } from '../db/database.js';
+import { newId } from '../ids.js';
+import { generateApiKey, hashApiKey, type KeyEnvironment } from './api-keys.js';
+
+export interface ApiKeyRecord {
+  keyId: string;
+  accountId: string;
+  walletAddress: string;
+  accountStatus: 'active' | 'suspended';
+  scopes: ApiKeyScope[];
+  revokedAt: Date | null;
+}
+
+export async function findApiKeyByHash(db: Queryable, keyHash: string): Promise<ApiKeyRecord | null> {
+  const [row] = await db.query<{
+    key_id: string;
+    account_id: string;
+    wallet_address: string;
+    account_status: 'active' | 'suspended';
+    scopes: string[];
+    revoked_at: Date | null;
+  }>(
+    `SELECT k.id AS key_id, k.account_id, a.wallet_address, a.status AS account_status, k.scopes, k.revoked_at
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+      WHERE k.key_hash = $1`,
+    [keyHash],
+  );
+  if (!row) return null;
+  return {
+    keyId: row.key_id,
+    accountId: row.account_id,
+    walletAddress: row.wallet_address,
+    accountStatus: row.account_status,
+    scopes: row.scopes.filter((s): s is ApiKeyScope => (API_KEY_SCOPES as readonly string[]).includes(s)),
+    revokedAt: row.revoked_at,
+  };
+}
+
+export interface CreatedApiKey {
+  /** The full key: shown once, never stored. */
+  key: string;
+  keyId: string;
+  accountId: string;
+  walletAddress: string;
+  scopes: ApiKeyScope[];
+  accountCreated: boolean;
+}
+
+/**
+ * Creates a key for the account whose primary wallet is `walletAddress`, creating the account
+ * first when there is none. Only the key's SHA-256 is stored.
+ */
+export async function createApiKey(
+  db: Queryable,
+  params: { walletAddress: string; scopes: ApiKeyScope[]; environment: KeyEnvironment; label?: string | null },
+): Promise<CreatedApiKey> {
+  const wallet = params.walletAddress.toLowerCase();
+  const inserted = await db.query<{ id: string }>(
+    'INSERT INTO accounts (id, wallet_address) VALUES ($1, $2) ON CONFLICT (wallet_address) DO NOTHING RETURNING id',
+    [newId('acct'), wallet],
+  );
+  const [account] = inserted.length > 0 ? inserted : await db.query<{ id: string }>('SELECT id FROM accounts WHERE wallet_address = $1', [wallet]);
+  if (!account) throw new Error(`account for ${wallet} vanished while creating a key`);
+  const key = generateApiKey(params.environment);
+  const keyId = newId('key');
+  const scopes = [...new Set(params.scopes)];
+  await db.query(
+    'INSERT INTO api_keys (id, account_id, key_hash, environment, last_four, scopes, label) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+    [keyId, account.id, hashApiKey(key), params.environment, key.slice(-4), scopes, params.label ?? null],
+  );
+  return { key, keyId, accountId: account.id, walletAddress: wallet, scopes, accountCreated: inserted.length > 0 };
+}
+
+/** Revokes a key; returns false when there is no such key. Revoking twice keeps the first time. */
+export async function revokeApiKey(db: Queryable, keyId: string): Promise<boolean> {
+  const rows = await db.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id', [keyId]);
+  return rows.length > 0;
+}
+
+export async function setAccountStatus(db: Queryable, accountId: string, status: 'active' | 'suspended'): Promise<boolean> {
+  const rows = await db.query('UPDATE accounts SET status = $2 WHERE id = $1 RETURNING id', [accountId, status]);
+  return rows.length > 0;
+}

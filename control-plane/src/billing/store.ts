@@ -1,0 +1,42 @@
+import type { Queryable } from '../db/database.js';
+import { newId } from '../ids.js';
+
+export interface BillingEntryRow {
+  id: string;
+  type: string;
+  job_id: string | null;
+  amount_micro_usd: number;
+  token: string | null;
+  amount: string | null;
+  tx_hash: string | null;
+  created_at: Date;
+}
+
+/** One page of an account's billing entries, newest first (ids are time-ordered), after id `afterId`. */
+export async function listBillingEntries(
+  db: Queryable,
+  params: { accountId: string; limit: number; afterId: string | null },
+): Promise<BillingEntryRow[]> {
+  return db.query<BillingEntryRow>(
+    `SELECT id, type, job_id, amount_micro_usd, token, amount::text AS amount, tx_hash, created_at
+       FROM billing_entries
+      WHERE account_id = $1
+        AND ($2::text IS NULL OR id < $2::text)
+      ORDER BY id DESC
+      LIMIT $3`,
+    [params.accountId, params.afterId, params.limit],
+  );
+}
+
+/** Records a billing entry (funding, charge, refund, release); the escrow issue writes these. */
+export async function insertBillingEntry(
+  db: Queryable,
+  entry: { accountId: string; type: string; jobId?: string | null; amountMicroUsd: number; token?: string | null; amount?: string | null; txHash?: string | null },
+): Promise<string> {
+  const id = newId('bil');
+  await db.query(
+    'INSERT INTO billing_entries (id, account_id, type, job_id, amount_micro_usd, token, amount, tx_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+    [id, entry.accountId, entry.type, entry.jobId ?? null, entry.amountMicroUsd, entry.token ?? null, entry.amount ?? null, entry.txHash ?? null],
+  );
+  return id;
+}

@@ -1,0 +1,260 @@
+import { createHash } from 'node:crypto';
+import { BENCHMARK_TIERS, GPU_CLASSES, REGIONS, WORKLOAD_TYPES, type BenchmarkTier, type GpuClass, type Region } from '@gpufarm/shared';
+import type { FleetRow } from './store.js';
+import { versionRank } from './versions.js';
+
+/**
+ * An immutable, compact picture of the offered fleet, rebuilt on every load. Machine rows
+ * live in parallel typed arrays sorted by offer (farm, class, region), so a query is one scan
+ * that folds consecutive matching rows into offers. Everything constant per offer (ids,
+ * farm, class and region JSON) is prepared here once. Pure: no I/O.
+ */
+
+/** Benchmark tiers as ranks: S 3, A 2, B 1, C 0. A machine without a tier counts as C. */
+export const TIER_RANK: Readonly<Record<BenchmarkTier, number>> = { S: 3, A: 2, B: 1, C: 0 };
+export const TIER_BY_RANK: readonly BenchmarkTier[] = ['C', 'B', 'A', 'S'];
+
+/** Bit per workload type (the catalog order); `ALL_WORKLOADS` marks a machine that takes any. */
+export const WORKLOAD_BIT: ReadonlyMap<string, number> = new Map(WORKLOAD_TYPES.map((w, i) => [w, 1 << i]));
+export const ALL_WORKLOADS = 1 << WORKLOAD_TYPES.length;
+
+/** A (farm, GPU class, region) triple: one offer when any of its machines matches a query. */
+export interface OfferGroup {
+  /** `off_` + 16 hex digits of sha256(farmId/classId/regionKey): stable across loads, opaque. */
+  id: string;
+  /** Position of `id` among all group ids, for cheap tie-breaks. */
+  idRank: number;
+  farm: FarmInfo;
+  gpuClass: GpuClass;
+  region: Region;
+  /** The offer's JSON from `{"id":` through `"cudaVersion":`. */
+  headJson: string;
+  /** `,"region":{…},"price":{"perGpuHourMicroUsd":` — see `offers.ts`. */
+  regionJson: string;
+}
+
+export interface FarmInfo {
+  id: string;
+  slug: string;
+  name: string;
+  provider: string;
+  /** Rows of this farm: `[rowStart, rowEnd)`. */
+  rowStart: number;
+  rowEnd: number;
+}
+
+/** Supply per GPU class, for `GET /v1/pricing`. Prices are per machine row, sorted ascending. */
+export interface ClassSupply {
+  gpuClass: GpuClass;
+  /** GPUs on online machines of active farms, priced or not. */
+  gpusOnline: number;
+  gpusBusy: number;
+  /** Idle GPUs on priced machines: what can be rented now. */
+  gpusAvailable: number;
+  gpusPriced: number;
+  /** Price per GPU-hour of each priced machine row, ascending, with its GPU count alongside. */
+  prices: Float64Array;
+  priceGpus: Int32Array;
+}
+
+export interface FleetSupply {
+  /** One entry per catalog class, in catalog order. */
+  classes: ClassSupply[];
+  /** Over offered (priced) machines; null when none is offered. */
+  minBillingSeconds: { min: number; max: number } | null;
+}
+
+export interface Snapshot {
+  /** Increases with every successful load. */
+  version: number;
+  loadedAt: Date;
+  /** Offered machine rows. */
+  size: number;
+  group: Int32Array;
+  farm: Int32Array;
+  classIdx: Uint8Array;
+  regionIdx: Uint8Array;
+  price: Float64Array;
+  gpus: Int32Array;
+  busy: Int32Array;
+  minBilling: Int32Array;
+  tier: Uint8Array;
+  cudaRank: Float64Array;
+  cuda: (string | null)[];
+  driverRank: Float64Array;
+  driver: (string | null)[];
+  workloads: Uint16Array;
+  simulated: Uint8Array;
+  uptime: Int32Array;
+  groups: OfferGroup[];
+  farms: FarmInfo[];
+  farmBySlug: Map<string, number>;
+  supply: FleetSupply;
+  /** Per-sort caches of the unfiltered list, filled by `offers.ts` on first use. */
+  cache: Map<string, unknown>;
+}
+
+const classIndex = new Map(GPU_CLASSES.map((c, i) => [c.classId, i]));
+const regionIndex = new Map(REGIONS.map((r, i) => [r.key, i]));
+
+const offerIds = new Map<string, string>();
+/** The offer id of a (farm, class, region) triple; memoised, as it never changes. */
+export function offerIdFor(farmId: string, classId: string, regionKey: string): string {
+  const key = `${farmId}/${classId}/${regionKey}`;
+  let id = offerIds.get(key);
+  if (id === undefined) {
+    id = `off_${createHash('sha256').update(key).digest('hex').slice(0, 16)}`;
+    if (offerIds.size > 200_000) offerIds.clear();
+    offerIds.set(key, id);
+  }
+  return id;
+}
+
+const json = JSON.stringify;
+
+function workloadMask(workloads: readonly string[] | null): number {
+  if (workloads === null) return ALL_WORKLOADS;
+  let mask = 0;
+  // Values outside the catalog cannot be asked for; they are left out of the offer.
+  for (const w of workloads) mask |= WORKLOAD_BIT.get(w) ?? 0;
+  return mask;
+}
+
+function safePrice(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n > 0 ? n : null;
+}
+
+/** Builds a snapshot from the loaded rows. Rows of unknown classes or regions are left out. */
+export function buildSnapshot(rows: readonly FleetRow[], version: number, loadedAt: Date): Snapshot {
+  const supplyAcc = GPU_CLASSES.map(() => ({ online: 0, busy: 0, available: 0, priced: 0, prices: [] as Array<[number, number]> }));
+  let minBillingMin = Infinity;
+  let minBillingMax = -Infinity;
+
+  const offered: Array<{ row: FleetRow; cls: number; region: number; price: number }> = [];
+  for (const row of rows) {
+    const cls = classIndex.get(row.classId);
+    const region = regionIndex.get(row.regionKey);
+    if (cls === undefined || region === undefined) continue;
+    const acc = supplyAcc[cls]!;
+    acc.online += row.gpus;
+    acc.busy += row.busy;
+    const price = safePrice(row.pricePerGpuHourMicroUsd);
+    if (price === null) continue;
+    acc.available += row.gpus - row.busy;
+    acc.priced += row.gpus;
+    acc.prices.push([price, row.gpus]);
+    if (row.minBillingSeconds < minBillingMin) minBillingMin = row.minBillingSeconds;
+    if (row.minBillingSeconds > minBillingMax) minBillingMax = row.minBillingSeconds;
+    offered.push({ row, cls, region, price });
+  }
+
+  offered.sort((a, b) =>
+    a.row.farmId < b.row.farmId ? -1 : a.row.farmId > b.row.farmId ? 1
+      : a.cls - b.cls || a.region - b.region || (a.row.machineId < b.row.machineId ? -1 : a.row.machineId > b.row.machineId ? 1 : 0),
+  );
+
+  const size = offered.length;
+  const snapshot: Snapshot = {
+    version,
+    loadedAt,
+    size,
+    group: new Int32Array(size),
+    farm: new Int32Array(size),
+    classIdx: new Uint8Array(size),
+    regionIdx: new Uint8Array(size),
+    price: new Float64Array(size),
+    gpus: new Int32Array(size),
+    busy: new Int32Array(size),
+    minBilling: new Int32Array(size),
+    tier: new Uint8Array(size),
+    cudaRank: new Float64Array(size),
+    cuda: new Array<string | null>(size),
+    driverRank: new Float64Array(size),
+    driver: new Array<string | null>(size),
+    workloads: new Uint16Array(size),
+    simulated: new Uint8Array(size),
+    uptime: new Int32Array(size),
+    groups: [],
+    farms: [],
+    farmBySlug: new Map(),
+    supply: {
+      classes: GPU_CLASSES.map((gpuClass, i) => {
+        const acc = supplyAcc[i]!;
+        acc.prices.sort((a, b) => a[0] - b[0]);
+        return {
+          gpuClass,
+          gpusOnline: acc.online,
+          gpusBusy: acc.busy,
+          gpusAvailable: acc.available,
+          gpusPriced: acc.priced,
+          prices: Float64Array.from(acc.prices, (p) => p[0]),
+          priceGpus: Int32Array.from(acc.prices, (p) => p[1]),
+        };
+      }),
+      minBillingSeconds: size > 0 ? { min: minBillingMin, max: minBillingMax } : null,
+    },
+    cache: new Map(),
+  };
+
+  let farm: FarmInfo | undefined;
+  let groupKey = '';
+  for (let i = 0; i < size; i++) {
+    const { row, cls, region, price } = offered[i]!;
+    if (farm?.id !== row.farmId) {
+      if (farm) farm.rowEnd = i;
+      farm = { id: row.farmId, slug: row.farmSlug, name: row.farmName, provider: row.provider, rowStart: i, rowEnd: size };
+      snapshot.farmBySlug.set(farm.slug, snapshot.farms.length);
+      snapshot.farms.push(farm);
+    }
+    const key = `${row.farmId}/${cls}/${region}`;
+    if (key !== groupKey) {
+      groupKey = key;
+      snapshot.groups.push(makeGroup(farm, GPU_CLASSES[cls]!, REGIONS[region]!));
+    }
+    snapshot.group[i] = snapshot.groups.length - 1;
+    snapshot.farm[i] = snapshot.farms.length - 1;
+    snapshot.classIdx[i] = cls;
+    snapshot.regionIdx[i] = region;
+    snapshot.price[i] = price;
+    snapshot.gpus[i] = row.gpus;
+    snapshot.busy[i] = row.busy;
+    snapshot.minBilling[i] = row.minBillingSeconds;
+    snapshot.tier[i] = TIER_RANK[row.benchmarkTier as BenchmarkTier] ?? 0;
+    snapshot.cuda[i] = row.cudaVersion;
+    snapshot.cudaRank[i] = versionRank(row.cudaVersion);
+    snapshot.driver[i] = row.driverVersion;
+    snapshot.driverRank[i] = versionRank(row.driverVersion);
+    snapshot.workloads[i] = workloadMask(row.workloads);
+    snapshot.simulated[i] = row.simulated ? 1 : 0;
+    snapshot.uptime[i] = row.uptimeCentiPct;
+  }
+
+  const byId = snapshot.groups.map((g, i) => [g.id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  byId.forEach(([, groupIndex], rank) => {
+    snapshot.groups[groupIndex]!.idRank = rank;
+  });
+  return snapshot;
+}
+
+function makeGroup(farm: FarmInfo, gpuClass: GpuClass, region: Region): OfferGroup {
+  const id = offerIdFor(farm.id, gpuClass.classId, region.key);
+  return {
+    id,
+    idRank: 0,
+    farm,
+    gpuClass,
+    region,
+    headJson:
+      `{"id":${json(id)},"kind":"farm","farm":{"slug":${json(farm.slug)},"name":${json(farm.name)}},"provider":${json(farm.provider)},` +
+      `"gpu":{"classId":${json(gpuClass.classId)},"label":${json(gpuClass.label)},"model":${json(gpuClass.model)},"vendor":${json(gpuClass.vendor)},` +
+      `"family":${json(gpuClass.family)},"vramBytes":${gpuClass.vramBytes},"cudaVersion":`,
+    regionJson: `,"region":{"key":${json(region.key)},"label":${json(region.label)},"group":${json(region.group)}},"price":{"perGpuHourMicroUsd":`,
+  };
+}
+
+/** The tier letter of a rank. */
+export function tierOf(rank: number): BenchmarkTier {
+  return TIER_BY_RANK[rank] ?? BENCHMARK_TIERS[BENCHMARK_TIERS.length - 1]!;
+}

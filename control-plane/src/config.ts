@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { DEFAULT_CHAIN_ID, ENVIRONMENTS } from '@gpufarm/shared';
+
+const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');
+
+/** Every environment variable the control plane reads, with its default. README's table mirrors this. */
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  GF_DATA_DIR: z.string().min(1).default('.gpufarm'),
+  GF_ENVIRONMENT: z.enum(ENVIRONMENTS).default('local'),
+  GF_CHAIN_ID: z.coerce.number().int().positive().default(DEFAULT_CHAIN_ID),
+  GF_PUBLIC_URL: z.url().optional(),
+  GF_PLATFORM_FEE_BPS: z.coerce.number().int().min(0).max(10_000).default(1000),
+  GF_RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).default('memory'),
+  GF_TRUST_PROXY: booleanFromEnv.default(false),
+  GF_ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
+  GF_STABLE_TOKEN_ADDRESS: address.optional(),
+  GF_STABLE_TOKEN_SYMBOL: z.string().min(1).max(11).default('USDC'),
+  GF_STABLE_TOKEN_DECIMALS: z.coerce.number().int().min(0).max(36).default(6),
+  GF_OFFER_INDEX_REFRESH_MS: z.coerce.number().int().min(100).default(30_000),
+  GF_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  environment: (typeof ENVIRONMENTS)[number];
+  chainId: number;
+  publicUrl: string;
+  platformFeeBps: number;
+  rateLimitStore: 'memory' | 'postgres';
+  trustProxy: boolean;
+  adminToken: string | undefined;
+  stableToken: { address: string; symbol: string; decimals: number } | null;
+  offerIndexRefreshMs: number;
+  logLevel: Env['GF_LOG_LEVEL'];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads and validates the configuration; a bad value throws a ConfigError naming the variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // An empty variable means unset, as in most shells' `VAR= cmd`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${JSON.stringify(present[String(issue.path[0])] ?? null)})`));
+  }
+  const e = parsed.data;
+  const publicHost = e.HOST === '0.0.0.0' || e.HOST === '::' ? 'localhost' : e.HOST;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.GF_DATA_DIR,
+    environment: e.GF_ENVIRONMENT,
+    chainId: e.GF_CHAIN_ID,
+    publicUrl: (e.GF_PUBLIC_URL ?? `http://${publicHost}:${e.PORT}`).replace(/\/$/, ''),
+    platformFeeBps: e.GF_PLATFORM_FEE_BPS,
+    rateLimitStore: e.GF_RATE_LIMIT_STORE,
+    trustProxy: e.GF_TRUST_PROXY,
+    adminToken: e.GF_ADMIN_TOKEN,
+    stableToken: e.GF_STABLE_TOKEN_ADDRESS
+      ? { address: e.GF_STABLE_TOKEN_ADDRESS.toLowerCase(), symbol: e.GF_STABLE_TOKEN_SYMBOL, decimals: e.GF_STABLE_TOKEN_DECIMALS }
+      : null,
+    offerIndexRefreshMs: e.GF_OFFER_INDEX_REFRESH_MS,
+    logLevel: e.GF_LOG_LEVEL,
+  };
+}

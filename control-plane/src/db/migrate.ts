@@ -1,0 +1,66 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Database } from './database.js';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+/** Any constant shared by all replicas: serialises concurrent starts. */
+const MIGRATION_LOCK_KEY = 4663_0001;
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+/** The migrations in `control-plane/migrations`, named `NNN_description.sql`, in order. */
+export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((file) => /^\d+_[\w-]+\.sql$/.test(file))
+    .sort()
+    .map((file) => {
+      const sql = readFileSync(new URL(file, `file://${dir}`), 'utf8');
+      return {
+        version: Number.parseInt(file, 10),
+        name: file.replace(/\.sql$/, ''),
+        sql,
+        checksum: createHash('sha256').update(sql).digest('hex'),
+      };
+    });
+}
+
+/**
+ * Applies the migrations not yet recorded in `schema_migrations`, each in its own transaction,
+ * under an advisory lock so replicas starting together apply each once. Safe to run twice.
+ * A recorded migration whose file changed stops the start: migrations are append-only.
+ */
+export async function migrate(db: Database, migrations = loadMigrations()): Promise<{ applied: string[] }> {
+  await db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+  )`);
+  const applied: string[] = [];
+  for (const migration of migrations) {
+    await db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+      const [done] = await tx.query<{ checksum: string }>('SELECT checksum FROM schema_migrations WHERE version = $1', [migration.version]);
+      if (done) {
+        if (done.checksum !== migration.checksum) {
+          throw new Error(`migration ${migration.name} changed after it was applied; add a new migration instead`);
+        }
+        return;
+      }
+      await tx.exec(migration.sql);
+      await tx.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [
+        migration.version,
+        migration.name,
+        migration.checksum,
+      ]);
+      applied.push(migration.name);
+    });
+  }
+  return { applied };
+}

@@ -1,0 +1,106 @@
+import pg from 'pg';
+import { DatabaseUnavailableError, isDatabaseUnavailable } from './errors.js';
+import { INT8_OID, parseInt8, type Database, type SqlParam, type Transaction } from './database.js';
+
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
+};
+
+/** PostgreSQL through a `pg` pool. */
+export function openPostgres(connectionString: string, options: { max?: number } = {}): Database {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.max ?? 10,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    types,
+  });
+  // An idle client that loses its server must not crash the process; the next query reports it.
+  pool.on('error', () => {});
+
+  const runQuery = async <Row>(client: pg.PoolClient, sql: string, params?: readonly SqlParam[]) => {
+    const result = await client.query(sql, params as unknown[] | undefined);
+    return result.rows as Row[];
+  };
+  // A failure to get a connection at all means the database is unavailable (503), whatever its code.
+  const connect = () =>
+    pool.connect().catch((err: unknown) => {
+      throw new DatabaseUnavailableError(err);
+    });
+  const withClient = async <T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+    const client = await connect();
+    try {
+      const result = await fn(client);
+      client.release();
+      return result;
+    } catch (err) {
+      // A connection that broke mid-query is destroyed, not returned to the pool.
+      client.release(isDatabaseUnavailable(err) ? (err as Error) : undefined);
+      throw err;
+    }
+  };
+
+  let listener: pg.Client | undefined;
+  const handlers = new Map<string, Set<(payload: string) => void>>();
+
+  const ensureListener = async (): Promise<pg.Client> => {
+    if (listener) return listener;
+    const client = new pg.Client({ connectionString, types });
+    client.on('error', () => {
+      // The listening connection dropped: forget it; the next listen() reconnects.
+      listener = undefined;
+    });
+    client.on('notification', (msg) => {
+      for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
+    });
+    await client.connect();
+    listener = client;
+    return client;
+  };
+
+  return {
+    kind: 'postgres',
+    query: (sql, params) => withClient((client) => runQuery(client, sql, params)),
+    async exec(sql) {
+      await withClient((client) => client.query(sql));
+    },
+    async transaction(fn) {
+      const client = await connect();
+      try {
+        await client.query('BEGIN');
+        const tx: Transaction = {
+          query: (sql, params) => runQuery(client, sql, params),
+          async exec(sql) {
+            await client.query(sql);
+          },
+        };
+        const result = await fn(tx);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
+    async listen(channel, onNotify) {
+      const client = await ensureListener();
+      let set = handlers.get(channel);
+      if (!set) {
+        set = new Set();
+        handlers.set(channel, set);
+        await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      }
+      set.add(onNotify);
+      return async () => {
+        set.delete(onNotify);
+      };
+    },
+    async close() {
+      await listener?.end().catch(() => {});
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,41 @@
+/**
+ * Where fixed-window counters live. One process uses the in-memory store; several replicas
+ * share the PostgreSQL one (`postgres-store.ts`). Both implement the same contract.
+ */
+export interface RateLimitStore {
+  /** Counts one hit in `key`'s current window and returns the count so far in it. */
+  hit(key: string, windowMs: number, now: number): Promise<{ hits: number; resetAt: number }>;
+  close(): Promise<void>;
+}
+
+export function windowStart(now: number, windowMs: number): number {
+  return Math.floor(now / windowMs) * windowMs;
+}
+
+export function createMemoryRateLimitStore(): RateLimitStore {
+  const counters = new Map<string, { hits: number; resetAt: number }>();
+  // Drops ended windows now and then, so memory follows the number of active callers.
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const [key, counter] of counters) if (counter.resetAt <= now) counters.delete(key);
+  }, 30_000);
+  sweep.unref();
+  return {
+    async hit(key, windowMs, now) {
+      const start = windowStart(now, windowMs);
+      const id = `${key}@${start}`;
+      const counter = counters.get(id);
+      if (counter) {
+        counter.hits += 1;
+        return { ...counter };
+      }
+      const fresh = { hits: 1, resetAt: start + windowMs };
+      counters.set(id, fresh);
+      return { ...fresh };
+    },
+    async close() {
+      clearInterval(sweep);
+      counters.clear();
+    },
+  };
+}

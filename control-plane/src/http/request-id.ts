@@ -1,0 +1,29 @@
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+
+/** A client's own `X-Request-Id` is echoed when it is this sane; otherwise one is generated. */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+export function generateRequestId(): string {
+  const bytes = randomBytes(20);
+  let id = 'req_';
+  for (const byte of bytes) id += BASE62[byte % 62];
+  return id;
+}
+
+/** The value echoed in the `X-Request-Id` response header. */
+export function clientRequestId(raw: IncomingMessage): string | undefined {
+  const header = raw.headers['x-request-id'];
+  return typeof header === 'string' && CLIENT_REQUEST_ID.test(header) ? header : undefined;
+}
+
+/**
+ * fastify's `genReqId`: the id used in logs and in error bodies. Bodies always carry the
+ * `req_<id>` form, so a client value without the prefix gets it prepended there.
+ */
+export function requestIdFor(raw: IncomingMessage): string {
+  const fromClient = clientRequestId(raw);
+  if (!fromClient) return generateRequestId();
+  return fromClient.startsWith('req_') ? fromClient : `req_${fromClient}`;
+}

@@ -1,0 +1,29 @@
+import type { ApiKeyScope } from '@gpufarm/shared';
+
+/** Who is calling: the API key and the account that owns it. */
+export interface Principal {
+  keyId: string;
+  accountId: string;
+  walletAddress: string;
+  scopes: readonly ApiKeyScope[];
+}
+
+/** Buckets with their own limit besides the per-key one (the spec's Limits table). */
+export type RouteRateBucket = 'jobs_create' | 'fund_confirm' | 'artifact_download';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Who may call the route: `public` (no key needed), an API key scope, or `admin` (the
+     * admin token). Every /v1 route states one; the not-found handler has none.
+     */
+    auth?: 'public' | ApiKeyScope | 'admin';
+    rateBucket?: RouteRateBucket;
+  }
+  interface FastifyRequest {
+    /** The API key's owner, once the key was checked; null for anonymous calls. */
+    principal: Principal | null;
+    /** True when the call carried the right admin token for an admin route. */
+    isAdmin: boolean;
+  }
+}

@@ -1,0 +1,40 @@
+import { readFile } from 'node:fs/promises';
+import { SERVICE_VERSION } from '@gpufarm/shared';
+import type { FastifyPluginAsync } from 'fastify';
+import type { Config } from './config.js';
+
+/** `GET /v1`: what this deployment is and where everything lives. */
+export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, { config }) => {
+  const base = `${config.publicUrl}/v1`;
+  const body = JSON.stringify({
+    object: 'index',
+    service: 'gpufarm',
+    serviceVersion: SERVICE_VERSION,
+    chainId: config.chainId,
+    environment: config.environment,
+    apiKeyPrefix: config.environment === 'mainnet' ? 'gf_live_' : 'gf_test_',
+    links: {
+      self: base,
+      capacity: `${base}/capacity`,
+      pricing: `${base}/pricing`,
+      jobs: `${base}/jobs`,
+      job: `${base}/jobs/{id}`,
+      jobLogs: `${base}/jobs/{id}/logs`,
+      jobFunding: `${base}/jobs/{id}/funding`,
+      jobFundConfirm: `${base}/jobs/{id}/fund-confirm`,
+      jobCancel: `${base}/jobs/{id}/cancel`,
+      artifact: `${base}/artifacts/{id}`,
+      billing: `${base}/billing`,
+      docs: `${config.publicUrl}/docs`,
+    },
+  });
+  app.get('/v1', { config: { auth: 'public' } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(body));
+};
+
+const API_DOC = new URL('../../docs/API.md', import.meta.url);
+
+/** `GET /docs`: the API reference shipped with this version, as Markdown. */
+export const docsRoutes: FastifyPluginAsync = async (app) => {
+  const text = await readFile(API_DOC, 'utf8');
+  app.get('/docs', { config: { auth: 'public' } }, async (_request, reply) => reply.type('text/markdown; charset=utf-8').send(text));
+};

@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import { createOfferIndex, type OfferIndex } from './capacity/offer-index.js';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import { migrate } from './db/migrate.js';
+import { openDatabase } from './db/open.js';
+import { syncCatalog } from './fleet/catalog.js';
+import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.js';
+import { createMemoryRateLimitStore } from './http/rate-limit-store.js';
+import { removeLocalState, writeLocalState } from './local-state.js';
+import { deploymentSecret } from './settings/store.js';
+
+export interface ControlPlane {
+  app: FastifyInstance;
+  db: Database;
+  offerIndex: OfferIndex;
+  /** Where it listens, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Wires the control plane once: database (migrated, catalog synced), rate-limit store, offer
+ * index, HTTP app; then listens. Everything opened here is closed by `close()`.
+ */
+export async function startControlPlane(config: Config, options: { logger?: boolean } = {}): Promise<ControlPlane> {
+  const db = await openDatabase(config);
+  try {
+    await migrate(db);
+    await syncCatalog(db);
+    const rateLimitStore = config.rateLimitStore === 'postgres' ? createPostgresRateLimitStore(db) : createMemoryRateLimitStore();
+    const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
+    const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs });
+    await offerIndex.start();
+    const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, logger: options.logger ?? true });
+    app.addHook('onClose', async () => {
+      await offerIndex.close();
+      await rateLimitStore.close();
+      await db.close();
+      if (db.kind === 'pglite') removeLocalState(config.dataDir);
+    });
+    await app.listen({ port: config.port, host: config.host });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    if (db.kind === 'pglite') writeLocalState(config.dataDir, { pid: process.pid, url, adminToken: config.adminToken ?? null });
+    return { app, db, offerIndex, url, close: () => app.close() };
+  } catch (err) {
+    await db.close().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Database } from '../../src/db/database.js';
+import { migrate } from '../../src/db/migrate.js';
+import { openPglite } from '../../src/db/pglite.js';
+import { openPostgres } from '../../src/db/postgres.js';
+import { syncCatalog } from '../../src/fleet/catalog.js';
+
+/** The server `npm test` prepares (scripts/test-env.sh); each test file gets its own database in it. */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export interface TestDatabase {
+  db: Database;
+  /** Set for PostgreSQL: the fresh database's URL, for code that opens its own connections. */
+  url: string | null;
+}
+
+/** A fresh, migrated PostgreSQL database, dropped when the test ends. */
+export async function createPostgresTestDatabase(t: Teardown): Promise<TestDatabase> {
+  const name = `gf_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(TEST_DATABASE_URL);
+  url.pathname = `/${name}`;
+  const db = openPostgres(url.toString());
+  t.teardown(async () => {
+    await db.close();
+    const dropper = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await dropper.connect();
+    await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await dropper.end();
+  });
+  await migrate(db);
+  await syncCatalog(db);
+  return { db, url: url.toString() };
+}
+
+/** A fresh, migrated in-memory PGlite database. */
+export async function createPgliteTestDatabase(t: Teardown): Promise<TestDatabase> {
+  const db = await openPglite(undefined);
+  t.teardown(() => db.close());
+  await migrate(db);
+  await syncCatalog(db);
+  return { db, url: null };
+}
+
+/** Both backends, for store suites that must pass on each. */
+export const BACKENDS = [
+  ['postgres', createPostgresTestDatabase],
+  ['pglite', createPgliteTestDatabase],
+] as const;

@@ -1,0 +1,96 @@
+import t, { type Test } from 'tap';
+import Fastify from 'fastify';
+import { createPostgresRateLimitStore } from '../src/http/rate-limit-postgres-store.js';
+import { rateLimit } from '../src/http/rate-limit.js';
+import { createMemoryRateLimitStore, type RateLimitStore } from '../src/http/rate-limit-store.js';
+import '../src/http/route-config.js';
+import { installErrorHandling } from '../src/http/error-handler.js';
+import { recordRoutes } from '../src/http/route-table.js';
+import { assertError } from './helpers/assert.js';
+import { BACKENDS } from './helpers/database.js';
+import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
+
+t.test('anonymous public calls: 60 per minute per address, then 429 with Retry-After', async (t) => {
+  const { app } = await buildTestApp(t);
+  for (let i = 1; i <= 60; i++) {
+    const res = await app.inject({ url: '/v1/pricing', remoteAddress: '203.0.113.7' });
+    if (res.statusCode !== 200) t.fail(`call ${i} got ${res.statusCode}`);
+    if (i === 1) {
+      t.equal(res.headers['x-ratelimit-limit'], '60');
+      t.equal(res.headers['x-ratelimit-remaining'], '59');
+      t.ok(Number(res.headers['x-ratelimit-reset']) >= 1 && Number(res.headers['x-ratelimit-reset']) <= 60);
+    }
+  }
+  const limited = await app.inject({ url: '/v1/pricing', remoteAddress: '203.0.113.7' });
+  assertError(t, limited, 'rate_limited', 429);
+  t.ok(Number(limited.headers['retry-after']) >= 1, 'Retry-After in seconds');
+  t.equal(limited.headers['x-ratelimit-remaining'], '0');
+  const elsewhere = await app.inject({ url: '/v1/pricing', remoteAddress: '203.0.113.8' });
+  t.equal(elsewhere.statusCode, 200, 'another address has its own bucket');
+});
+
+t.test('per key: 300 per minute on any endpoint, counted per key', async (t) => {
+  const { app, db } = await buildTestApp(t);
+  const { key } = await createTestKey(db);
+  const other = await createTestKey(db);
+  let last;
+  for (let i = 1; i <= 300; i++) {
+    last = await app.inject({ url: i % 2 ? '/v1/billing' : '/v1/capacity', headers: bearer(key), remoteAddress: `198.51.100.${i % 250}` });
+    if (last.statusCode !== 200) t.fail(`call ${i} got ${last.statusCode}`);
+  }
+  t.equal(last?.headers['x-ratelimit-limit'], '300');
+  t.equal(last?.headers['x-ratelimit-remaining'], '0');
+  assertError(t, await app.inject({ url: '/v1/billing', headers: bearer(key) }), 'rate_limited', 429);
+  t.equal((await app.inject({ url: '/v1/billing', headers: bearer(other.key) })).statusCode, 200);
+});
+
+t.test('route buckets (jobs_create 30/min) bind before the per-key limit', async (t) => {
+  const app = Fastify();
+  const store = createMemoryRateLimitStore();
+  t.teardown(() => app.close());
+  installErrorHandling(app, recordRoutes(app));
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (request) => {
+    request.principal = { keyId: String(request.headers['x-key']), accountId: 'a', walletAddress: '0x', scopes: [] };
+  });
+  await app.register(rateLimit, { store, clientHashSalt: 's' });
+  app.post('/jobs', { config: { rateBucket: 'jobs_create' } }, async () => ({ ok: true }));
+  app.get('/read', async () => ({ ok: true }));
+  for (let i = 0; i < 30; i++) t.equal((await app.inject({ method: 'POST', url: '/jobs', headers: { 'x-key': 'k1' } })).statusCode, 200);
+  const first = await app.inject({ method: 'POST', url: '/jobs', headers: { 'x-key': 'k2' } });
+  t.equal(first.headers['x-ratelimit-limit'], '30', 'the tighter bucket sets the headers');
+  const limited = await app.inject({ method: 'POST', url: '/jobs', headers: { 'x-key': 'k1' } });
+  t.equal(limited.statusCode, 429);
+  t.equal(limited.json().error.code, 'rate_limited');
+  t.match(limited.json().error.message, /30 per 60 s/);
+  const read = await app.inject({ url: '/read', headers: { 'x-key': 'k1' } });
+  t.equal(read.statusCode, 200);
+  t.equal(read.headers['x-ratelimit-limit'], '300');
+  t.equal(read.headers['x-ratelimit-remaining'], String(300 - 32), 'every call counted in the per-key bucket');
+});
+
+async function storeContract(t: Test, store: RateLimitStore) {
+  const windowMs = 60_000;
+  const now = 1_700_000_010_000;
+  t.same(await store.hit('a', windowMs, now), { hits: 1, resetAt: 1_700_000_040_000 });
+  t.same(await store.hit('a', windowMs, now + 1), { hits: 2, resetAt: 1_700_000_040_000 });
+  t.same(await store.hit('b', windowMs, now), { hits: 1, resetAt: 1_700_000_040_000 }, 'keys are separate');
+  t.same(await store.hit('a', windowMs, now + 30_000), { hits: 1, resetAt: 1_700_000_100_000 }, 'a new window starts at zero');
+  const concurrent = await Promise.all(Array.from({ length: 50 }, () => store.hit('c', windowMs, now)));
+  t.same(concurrent.map((r) => r.hits).sort((x, y) => x - y), Array.from({ length: 50 }, (_, i) => i + 1), 'concurrent hits are each counted once');
+}
+
+t.test('store contract: memory', async (t) => {
+  const store = createMemoryRateLimitStore();
+  t.teardown(() => store.close());
+  await storeContract(t, store);
+});
+
+for (const [name, create] of BACKENDS) {
+  t.test(`store contract: shared ${name} store`, async (t) => {
+    const { db } = await create(t);
+    const store = createPostgresRateLimitStore(db);
+    t.teardown(() => store.close());
+    await storeContract(t, store);
+  });
+}

@@ -1,0 +1,126 @@
+import { parseArgs } from 'node:util';
+import { API_KEY_SCOPES, type ApiKeyScope } from '@gpufarm/shared';
+import { keyEnvironmentFor } from '@gpufarm/control-plane/auth/api-keys.js';
+import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-plane/auth/store.js';
+import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
+import { migrate } from '@gpufarm/control-plane/db/migrate.js';
+import { openDatabase } from '@gpufarm/control-plane/db/open.js';
+import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
+
+const USAGE = `usage: npm run admin -- <command> [options]
+
+commands:
+  create-key --wallet 0x<40 hex> --scopes jobs:create,jobs:read[,...] [--label TEXT]
+      creates the account for that primary wallet if needed and a new API key; prints the key once
+  revoke-key --id key_...
+  suspend-account --id acct_...
+  reactivate-account --id acct_...
+
+scopes: ${API_KEY_SCOPES.join(', ')}
+It talks to the local control plane started by \`npm start\` when one runs on the embedded
+database, and otherwise to the database itself (DATABASE_URL, or the embedded one).`;
+
+class UsageError extends Error {}
+
+/** What an admin command needs: the same operations over HTTP or straight on the database. */
+interface AdminPort {
+  createKey(params: { walletAddress: string; scopes: ApiKeyScope[]; label: string | null }): Promise<{ key: string; keyId: string; accountId: string; walletAddress: string; scopes: string[] }>;
+  revokeKey(id: string): Promise<boolean>;
+  setAccountStatus(id: string, action: 'suspend' | 'reactivate'): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+async function httpPort(url: string, adminToken: string): Promise<AdminPort> {
+  const call = async (path: string, body?: unknown) => {
+    const response = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminToken}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const json = (await response.json()) as Record<string, unknown> & { error?: { code: string; message: string } };
+    // 404: no such key or account (or, for create, no admin API on that server).
+    if (response.status === 404) return null;
+    if (!response.ok) throw new Error(`the control plane refused: ${json.error?.code}: ${json.error?.message}`);
+    return json;
+  };
+  return {
+    async createKey(params) {
+      const created = await call('/admin/v1/api-keys', params);
+      if (!created) throw new Error('the running control plane has no admin API; restart it with npm start');
+      return created as unknown as Awaited<ReturnType<AdminPort['createKey']>>;
+    },
+    revokeKey: async (id) => (await call(`/admin/v1/api-keys/${id}/revoke`)) !== null,
+    setAccountStatus: async (id, action) => (await call(`/admin/v1/accounts/${id}/${action}`)) !== null,
+    async close() {},
+  };
+}
+
+async function databasePort(config: Config): Promise<AdminPort> {
+  const db = await openDatabase(config);
+  await migrate(db);
+  return {
+    createKey: (params) => createApiKey(db, { ...params, environment: keyEnvironmentFor(config.environment) }),
+    revokeKey: (id) => revokeApiKey(db, id),
+    setAccountStatus: (id, action) => setAccountStatus(db, id, action === 'suspend' ? 'suspended' : 'active'),
+    close: () => db.close(),
+  };
+}
+
+function parseScopes(text: string | undefined): ApiKeyScope[] {
+  if (!text) throw new UsageError('--scopes is required, for example --scopes jobs:create,jobs:read');
+  const scopes = text.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = scopes.filter((s) => !(API_KEY_SCOPES as readonly string[]).includes(s));
+  if (unknown.length > 0 || scopes.length === 0) throw new UsageError(`--scopes: unknown scope ${unknown.join(', ')}; choose from ${API_KEY_SCOPES.join(', ')}`);
+  return scopes as ApiKeyScope[];
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  const { values } = parseArgs({ args: rest, options: { wallet: { type: 'string' }, scopes: { type: 'string' }, label: { type: 'string' }, id: { type: 'string' } }, strict: true });
+  if (!command || command === 'help' || command === '--help') {
+    console.log(USAGE);
+    return;
+  }
+  const config = loadConfig();
+  const running = config.databaseUrl ? null : readLiveLocalState(config.dataDir);
+  if (running && !running.adminToken) throw new Error(`the control plane at ${running.url} has no admin token; restart it with npm start`);
+  const port = running?.adminToken ? await httpPort(running.url, running.adminToken) : await databasePort(config);
+  try {
+    switch (command) {
+      case 'create-key': {
+        const wallet = values.wallet;
+        if (!wallet || !/^0x[0-9a-fA-F]{40}$/.test(wallet)) throw new UsageError('--wallet must be a 0x-prefixed 20-byte hex address');
+        const created = await port.createKey({ walletAddress: wallet, scopes: parseScopes(values.scopes), label: values.label ?? null });
+        console.log(`account ${created.accountId} (wallet ${created.walletAddress})`);
+        console.log(`key id  ${created.keyId}, scopes ${created.scopes.join(', ')}`);
+        console.log(`\nAPI key (shown once; only its SHA-256 is stored):\n${created.key}`);
+        return;
+      }
+      case 'revoke-key':
+      case 'suspend-account':
+      case 'reactivate-account': {
+        const id = values.id;
+        if (!id) throw new UsageError(`--id is required for ${command}`);
+        const done = command === 'revoke-key' ? await port.revokeKey(id) : await port.setAccountStatus(id, command === 'suspend-account' ? 'suspend' : 'reactivate');
+        if (!done) throw new Error(`no such ${command === 'revoke-key' ? 'API key' : 'account'}: ${id}`);
+        console.log(`${command}: ${id} done`);
+        return;
+      }
+      default:
+        throw new UsageError(`unknown command ${command}`);
+    }
+  } finally {
+    await port.close();
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError || (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS'))) {
+    console.error(`admin: ${err.message}\n\n${USAGE}`);
+  } else if (err instanceof ConfigError) {
+    console.error(`admin: ${err.message}`);
+  } else {
+    console.error(`admin: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
+# may create databases (each test file makes its own). As root it installs and starts what is
+# missing; otherwise it says exactly what to run. Later issues add Docker and the registry here.
+set -euo pipefail
+
+PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
+is_root() { [ "$(id -u)" = 0 ]; }
+say() { printf 'test-env: %s\n' "$*"; }
+fail() { printf 'test-env: %s\n' "$*" >&2; exit 1; }
+
+pg_answers() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+
+ensure_postgres_installed() {
+  if command -v pg_ctlcluster >/dev/null 2>&1 && ls /etc/postgresql/*/main >/dev/null 2>&1; then return; fi
+  if ! is_root; then
+    fail "PostgreSQL is not installed. Install it with: sudo apt-get update && sudo apt-get install -y postgresql"
+  fi
+  say "installing PostgreSQL from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+}
+
+ensure_postgres_running() {
+  if pg_answers; then return; fi
+  ensure_postgres_installed
+  local version
+  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  if ! is_root; then
+    fail "PostgreSQL $version is installed but not running. Start it with: sudo pg_ctlcluster $version main start"
+  fi
+  say "starting PostgreSQL $version"
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  for _ in $(seq 1 30); do pg_answers && return; sleep 0.5; done
+  fail "PostgreSQL $version did not answer on 127.0.0.1:5432; see /var/log/postgresql/postgresql-$version-main.log"
+}
+
+as_postgres() {
+  if is_root; then runuser -u postgres -- "$@"; else sudo -n -u postgres "$@"; fi
+}
+
+ensure_test_role() {
+  if psql "$PG_URL" -qtAc 'select 1' >/dev/null 2>&1; then return; fi
+  if [ -n "${TEST_DATABASE_URL:-}" ]; then
+    fail "cannot connect to TEST_DATABASE_URL ($TEST_DATABASE_URL); check the server and the credentials"
+  fi
+  say "creating the gpufarm test role (LOGIN CREATEDB, password gpufarm)"
+  as_postgres psql -qc "DO \$\$ BEGIN
+      IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'gpufarm') THEN
+        CREATE ROLE gpufarm LOGIN CREATEDB PASSWORD 'gpufarm';
+      ELSE
+        ALTER ROLE gpufarm LOGIN CREATEDB PASSWORD 'gpufarm';
+      END IF;
+    END \$\$;" \
+    || fail "could not create the role; as a PostgreSQL superuser run: CREATE ROLE gpufarm LOGIN CREATEDB PASSWORD 'gpufarm';"
+  psql "$PG_URL" -qtAc 'select 1' >/dev/null 2>&1 \
+    || fail "the gpufarm role exists but cannot log in over TCP; allow password logins from 127.0.0.1 in pg_hba.conf"
+}
+
+ensure_postgres_running
+ensure_test_role
+say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"

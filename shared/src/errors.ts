@@ -1,0 +1,73 @@
+import { z } from 'zod';
+
+/**
+ * The spec's error table, in one place: each code with its HTTP status and a default
+ * message. `shared/test/errors.test.ts` fails when this and the spec's table disagree.
+ */
+export const ERROR_CODES = {
+  invalid_request: { status: 400, message: 'A parameter is malformed.' },
+  invalid_json: { status: 400, message: 'The request body is not valid JSON.' },
+  validation_error: { status: 422, message: 'The job specification failed validation.' },
+  policy_rejected: { status: 422, message: 'The workload policy refused the job.' },
+  missing_api_key: { status: 401, message: 'No API key was sent. Send it as "Authorization: Bearer <API_KEY>".' },
+  invalid_api_key: { status: 401, message: 'The API key is malformed or unknown.' },
+  revoked_api_key: { status: 401, message: 'The API key was revoked. Create a new key.' },
+  wrong_environment: { status: 401, message: 'The API key belongs to another environment.' },
+  insufficient_scope: { status: 403, message: 'The API key lacks the scope this endpoint needs.' },
+  account_suspended: { status: 403, message: 'The account behind the API key is suspended.' },
+  forbidden: { status: 403, message: 'Not allowed.' },
+  not_found: { status: 404, message: 'Not found.' },
+  method_not_allowed: { status: 405, message: 'This HTTP method is not allowed for this path.' },
+  conflict: { status: 409, message: 'The request conflicts with the current state.' },
+  gone: { status: 410, message: 'The artifact expired.' },
+  payload_too_large: { status: 413, message: 'The request body is over 256 KiB.' },
+  rate_limited: { status: 429, message: 'Too many requests. Wait Retry-After seconds and try again.' },
+  internal: { status: 500, message: 'Internal server error. Retry later; if it persists, contact support with the requestId.' },
+  unavailable: { status: 503, message: 'A backing service (database, storage, chain RPC or contracts) is unavailable. Retry later.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+export const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
+export const errorCodeSchema = z.enum(errorCodes);
+
+/** One entry of `error.details`: the offending field's path and what is wrong with it. */
+export const errorDetailSchema = z.object({
+  field: z.string(),
+  message: z.string(),
+});
+export type ErrorDetail = z.infer<typeof errorDetailSchema>;
+
+export const errorEnvelopeSchema = z.object({
+  error: z.object({
+    code: errorCodeSchema,
+    message: z.string(),
+    requestId: z.string().regex(/^req_[A-Za-z0-9._:-]+$/),
+    details: z.array(errorDetailSchema),
+  }),
+});
+export type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
+
+/**
+ * The one error type the services throw for a spec error: a code from the table, a message
+ * for the customer, field details and the cause kept for logs (never sent).
+ */
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: ErrorDetail[];
+  /** Extra response headers, for example `Retry-After`. */
+  readonly headers: Record<string, string>;
+
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    options: { details?: ErrorDetail[]; cause?: unknown; headers?: Record<string, string> } = {},
+  ) {
+    super(message ?? ERROR_CODES[code].message, { cause: options.cause });
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = ERROR_CODES[code].status;
+    this.details = options.details ?? [];
+    this.headers = options.headers ?? {};
+  }
+}

@@ -1,0 +1,170 @@
+import { z } from 'zod';
+import { findRegion } from '../catalog/regions.js';
+import { tokenAmountSchema } from '../money.js';
+import { artifactSummarySchema } from './artifact.js';
+import {
+  addressSchema,
+  bytes32Schema,
+  httpUrlSchema,
+  isoTimeSchema,
+  listEnvelopeSchema,
+  nonNegativeIntSchema,
+  sha256HexSchema,
+  txHashSchema,
+} from './common.js';
+
+/**
+ * Job states, the complete list (ARCHITECTURE.md section 5). The transition table lives in
+ * the control plane; this is the vocabulary both sides share.
+ */
+export const JOB_STATUSES = [
+  'CREATED',
+  'FUNDED',
+  'QUEUED',
+  'MATCHING',
+  'RUNNING',
+  'COMPLETED',
+  'FAILED',
+  'TIMED_OUT',
+  'CANCELED',
+  'EXPIRED',
+] as const;
+export const jobStatusSchema = z.enum(JOB_STATUSES);
+export type JobStatus = z.infer<typeof jobStatusSchema>;
+
+/** States a job never leaves. */
+export const TERMINAL_JOB_STATUSES = ['COMPLETED', 'FAILED', 'TIMED_OUT', 'CANCELED', 'EXPIRED'] as const satisfies readonly JobStatus[];
+const terminal: ReadonlySet<string> = new Set(TERMINAL_JOB_STATUSES);
+
+/** True for COMPLETED, FAILED, TIMED_OUT, CANCELED and EXPIRED. */
+export function isTerminalStatus(status: JobStatus): boolean {
+  return terminal.has(status);
+}
+
+/** Result verification levels, strongest first (ARCHITECTURE.md section 9). */
+export const VERIFICATION_LEVELS = ['RESULT_VERIFIED', 'EXECUTION_VERIFIED', 'HOST_REPORTED'] as const;
+export const verificationLevelSchema = z.enum(VERIFICATION_LEVELS);
+export type VerificationLevel = z.infer<typeof verificationLevelSchema>;
+
+/**
+ * Escrow receipt states. The spec shows `completed`; ours follow the contract: `completed`
+ * (completion recorded, challenge window open), `disputed`, `released` (paid out),
+ * `refund_authorized` (after a cancel or failure) and `refunded` (claimed by the customer).
+ */
+export const RECEIPT_STATUSES = ['completed', 'disputed', 'released', 'refund_authorized', 'refunded'] as const;
+export const receiptStatusSchema = z.enum(RECEIPT_STATUSES);
+export type ReceiptStatus = z.infer<typeof receiptStatusSchema>;
+
+const regionKeySchema = z.string().refine((key) => findRegion(key) !== undefined, { error: 'must be a known region key' });
+
+export const jobPricingSchema = z.strictObject({
+  maxPricePerGpuHourMicroUsd: nonNegativeIntSchema,
+  minBillingSeconds: nonNegativeIntSchema,
+  platformFeeBps: z.int().min(0).max(10_000),
+  estimateLowMicroUsd: nonNegativeIntSchema,
+  estimateHighMicroUsd: nonNegativeIntSchema,
+  maxCostMicroUsd: nonNegativeIntSchema,
+});
+export type JobPricing = z.infer<typeof jobPricingSchema>;
+
+/**
+ * Escrow terms. `token` is the zero address for ETH; `maxPayment` is in the token's base units;
+ * `escrowJobKey` is `keccak256(abi.encode(wallet, jobId))` for the key owner's primary wallet.
+ */
+export const jobPaymentSchema = z.strictObject({
+  token: addressSchema,
+  symbol: z.string().min(1),
+  decimals: z.int().min(0).max(77),
+  maxPayment: tokenAmountSchema,
+  escrowJobKey: bytes32Schema,
+});
+export type JobPayment = z.infer<typeof jobPaymentSchema>;
+
+export const jobLinksSchema = z.strictObject({
+  dashboard: httpUrlSchema,
+  logs: httpUrlSchema,
+  funding: httpUrlSchema,
+});
+export type JobLinks = z.infer<typeof jobLinksSchema>;
+
+/** Where the job runs; `startedAt`, `finishedAt` and `exitCode` are null until they happen. */
+export const jobAssignmentSchema = z.strictObject({
+  gpu: z.strictObject({
+    model: z.string().min(1),
+    modelClass: z.string().min(1),
+    count: z.int().min(1),
+  }),
+  farm: z.strictObject({ slug: z.string().min(1), name: z.string().min(1) }),
+  region: regionKeySchema,
+  pricePerGpuHourMicroUsd: nonNegativeIntSchema,
+  startedAt: isoTimeSchema.nullable(),
+  finishedAt: isoTimeSchema.nullable(),
+  exitCode: z.int().nullable(),
+});
+export type JobAssignment = z.infer<typeof jobAssignmentSchema>;
+
+export const jobCostSchema = z.strictObject({
+  billableGpuSeconds: nonNegativeIntSchema,
+  computeMicroUsd: nonNegativeIntSchema,
+  feeMicroUsd: nonNegativeIntSchema,
+  totalMicroUsd: nonNegativeIntSchema,
+  finalPayment: tokenAmountSchema,
+});
+export type JobCost = z.infer<typeof jobCostSchema>;
+
+/**
+ * The output's hashes. `hostHash` is what the machine reported (null when it reported none),
+ * `serverHash` the server's re-hash of the stored bytes (null when no output was stored).
+ */
+export const jobResultSchema = z.strictObject({
+  hostHash: sha256HexSchema.nullable(),
+  serverHash: sha256HexSchema.nullable(),
+  hashesMatch: z.boolean(),
+  outputArtifactId: z.string().min(1).nullable(),
+  logArtifactId: z.string().min(1).nullable(),
+});
+export type JobResult = z.infer<typeof jobResultSchema>;
+
+/**
+ * The escrow's record of the job. `resultHash` (bytes32, on chain) and `challengeEndsAt` are
+ * null for a refund receipt; a transaction hash is null until the transaction exists.
+ */
+export const jobReceiptSchema = z.strictObject({
+  jobKey: bytes32Schema,
+  status: receiptStatusSchema,
+  amount: tokenAmountSchema,
+  computeSeconds: nonNegativeIntSchema,
+  resultHash: bytes32Schema.nullable(),
+  challengeEndsAt: isoTimeSchema.nullable(),
+  transactions: z.strictObject({
+    fund: txHashSchema.nullable(),
+    completion: txHashSchema.nullable(),
+    release: txHashSchema.nullable(),
+    refund: txHashSchema.nullable(),
+  }),
+});
+export type JobReceipt = z.infer<typeof jobReceiptSchema>;
+
+/**
+ * The job resource (`object: 'job'`). `assignment`, `cost`, `result` and `receipt` are null
+ * until they exist; `verificationLevel` is null before a result exists.
+ */
+export const jobSchema = z.strictObject({
+  object: z.literal('job'),
+  id: z.string().min(1),
+  status: jobStatusSchema,
+  verificationLevel: verificationLevelSchema.nullable(),
+  pricing: jobPricingSchema,
+  payment: jobPaymentSchema,
+  links: jobLinksSchema,
+  assignment: jobAssignmentSchema.nullable(),
+  cost: jobCostSchema.nullable(),
+  result: jobResultSchema.nullable(),
+  receipt: jobReceiptSchema.nullable(),
+  artifacts: z.array(artifactSummarySchema),
+});
+export type Job = z.infer<typeof jobSchema>;
+
+/** `GET /v1/jobs`: a list of job objects. */
+export const jobListSchema = listEnvelopeSchema(jobSchema);
+export type JobList = z.infer<typeof jobListSchema>;

@@ -1,0 +1,34 @@
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { ApiError, ERROR_CODES, errorCodes } from '../src/errors.js';
+
+// The spec lives beside the repository (../shared/spec), as in every checkout and in CI.
+const SPEC = new URL('../../../shared/spec/public-api.md', import.meta.url);
+
+function specErrorTable(): Map<string, number> {
+  const text = readFileSync(SPEC, 'utf8');
+  const section = text.slice(text.indexOf('| Code | HTTP | When |'));
+  const rows = new Map<string, number>();
+  for (const line of section.split('\n').slice(2)) {
+    const match = /^\|\s*([a-z_]+)\s*\|\s*(\d{3})\s*\|/.exec(line);
+    if (!match) break;
+    rows.set(match[1]!, Number(match[2]));
+  }
+  return rows;
+}
+
+t.test('the error table matches the spec, code for code and status for status', async (t) => {
+  const spec = specErrorTable();
+  t.ok(spec.size >= 19, `the spec table was found (${spec.size} rows)`);
+  t.same(new Map(errorCodes.map((code) => [code, ERROR_CODES[code].status])), spec);
+});
+
+t.test('ApiError carries the code, status, details and cause', async (t) => {
+  const cause = new Error('boom');
+  const err = new ApiError('validation_error', 'gpu.count must be from 1 to 16', { details: [{ field: 'gpu.count', message: 'x' }], cause });
+  t.equal(err.status, 422);
+  t.equal(err.code, 'validation_error');
+  t.same(err.details, [{ field: 'gpu.count', message: 'x' }]);
+  t.equal(err.cause, cause);
+  t.equal(new ApiError('gone').message, ERROR_CODES.gone.message, 'default message from the table');
+});
