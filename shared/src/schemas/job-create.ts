@@ -3,7 +3,7 @@ import { WORKLOAD_TYPES } from '../constants.js';
 import type { ErrorDetail } from '../errors.js';
 import { findGpuClass, gpuClassIds } from '../catalog/gpu-classes.js';
 import { findRegion, regionKeys } from '../catalog/regions.js';
-import { parseUsdToMicroUsd } from '../money.js';
+import { formatMicroUsd, parseUsdToMicroUsd } from '../money.js';
 import { fieldError, formatFieldPath, isCleanText, issuesToDetails, utf8ByteLength } from './common.js';
 
 /**
@@ -262,7 +262,7 @@ const gpuSchema = z
 
 const WORKLOAD_MESSAGE = `must be one of ${WORKLOAD_TYPES.join(', ')}`;
 const PRICE_MESSAGE = 'must be a USD amount per GPU-hour, as a number or a decimal string such as "2.5"';
-const PRICE_RANGE_MESSAGE = `must be above 0 and at most ${L.maxPricePerGpuHourMicroUsdMax / 1_000_000} USD per GPU-hour`;
+const PRICE_RANGE_MESSAGE = `must be above 0 and at most ${formatMicroUsd(L.maxPricePerGpuHourMicroUsdMax)} USD per GPU-hour`;
 
 const maxPriceSchema = z
   .union([z.number(), z.string()], fieldError(PRICE_MESSAGE))
