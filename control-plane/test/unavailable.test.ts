@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import pg from 'pg';
 import t from 'tap';
 import { generateApiKey } from '../src/auth/api-keys.js';
 import { openPostgres } from '../src/db/postgres.js';
@@ -8,7 +9,7 @@ import { createMemoryRateLimitStore } from '../src/http/rate-limit-store.js';
 import { createOfferIndex } from '../src/capacity/offer-index.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
-import { createPostgresTestDatabase } from './helpers/database.js';
+import { createPostgresTestDatabase, TEST_DATABASE_URL } from './helpers/database.js';
 
 /** A port on which nothing listens: grab a free one and let it go. */
 async function closedPort(): Promise<number> {
@@ -45,10 +46,12 @@ t.test('error: unavailable when the database goes away under a running app', asy
   const { app } = await buildTestApp(t, { db });
   const { key } = await createTestKey(db);
   t.equal((await app.inject({ url: '/v1/billing', headers: bearer(key) })).statusCode, 200);
-  // Every server connection of this database is ended, and new ones are refused.
-  await db.query(`ALTER DATABASE ${(await db.query<{ d: string }>('SELECT current_database() AS d'))[0]?.d} WITH ALLOW_CONNECTIONS false`).catch(() => {});
-  await db.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
-  await db.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => {});
+  // The database disappears under the running app: its connections end, new ones are refused.
+  const [{ name }] = (await db.query<{ name: string }>('SELECT current_database() AS name')) as [{ name: string }];
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+  await admin.end();
   const res = await app.inject({ url: '/v1/billing', headers: bearer(key) });
   assertError(t, res, 'unavailable', 503);
 });

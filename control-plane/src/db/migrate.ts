@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Database } from './database.js';
 
@@ -20,7 +21,7 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
     .filter((file) => /^\d+_[\w-]+\.sql$/.test(file))
     .sort()
     .map((file) => {
-      const sql = readFileSync(new URL(file, `file://${dir}`), 'utf8');
+      const sql = readFileSync(join(dir, file), 'utf8');
       return {
         version: Number.parseInt(file, 10),
         name: file.replace(/\.sql$/, ''),
