@@ -126,5 +126,9 @@ BEGIN
 END;
 $$;
 CREATE TRIGGER farms_changed AFTER INSERT OR UPDATE OR DELETE ON farms FOR EACH STATEMENT EXECUTE FUNCTION notify_fleet_changed();
-CREATE TRIGGER machines_changed AFTER INSERT OR UPDATE OR DELETE ON machines FOR EACH STATEMENT EXECUTE FUNCTION notify_fleet_changed();
+-- Not on heartbeat columns (last_heartbeat_at, disk_free_bytes…): those would reload every index constantly.
+CREATE TRIGGER machines_changed
+  AFTER INSERT OR DELETE OR UPDATE OF farm_id, region_key, status, price_per_gpu_hour_micro_usd, min_billing_seconds,
+    benchmark_tier, cuda_version, driver_version, workloads, simulated
+  ON machines FOR EACH STATEMENT EXECUTE FUNCTION notify_fleet_changed();
 CREATE TRIGGER machine_gpus_changed AFTER INSERT OR UPDATE OR DELETE ON machine_gpus FOR EACH STATEMENT EXECUTE FUNCTION notify_fleet_changed();

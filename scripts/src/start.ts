@@ -13,7 +13,7 @@ const STARTER_FLEET_MACHINES = 60;
  */
 async function main(): Promise<void> {
   // The admin token lets `npm run admin` reach this server; one is made per run unless set.
-  process.env.GF_ADMIN_TOKEN ??= randomBytes(32).toString('base64url');
+  process.env.GF_ADMIN_TOKEN ||= randomBytes(32).toString('base64url');
   const config = loadConfig();
   const controlPlane = await startControlPlane(config, { logger: process.env.GF_LOG_LEVEL !== undefined });
   const [{ machines }] = (await controlPlane.db.query<{ machines: number }>('SELECT count(*)::int AS machines FROM machines')) as [{ machines: number }];

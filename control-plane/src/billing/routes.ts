@@ -5,8 +5,8 @@ import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseQuery } from '../http/parse.js';
 import { listBillingEntries, type BillingEntryRow } from './store.js';
 
-const querySchema = z.object({
-  limit: intParam('limit', 1, 200, 50),
+const querySchema = z.strictObject({
+  limit: intParam(1, 200, 50),
   cursor: z.string().min(1).optional(),
 });
 
@@ -29,7 +29,7 @@ function toEntry(row: BillingEntryRow) {
 /** `GET /v1/billing` [billing:read]: the account's billing entries, newest first. */
 export const billingRoutes: FastifyPluginAsync<{ db: Queryable }> = async (app, { db }) => {
   app.get('/v1/billing', { config: { auth: 'billing:read' } }, async (request) => {
-    const query = parseQuery(querySchema, request.query);
+    const query = parseQuery(querySchema, request.query, 'GET /v1/billing');
     const after = query.cursor ? decodeCursor(query.cursor, cursorSchema).id : null;
     const principal = request.principal;
     if (!principal) throw new Error('billing route reached without a principal');

@@ -1,15 +1,20 @@
 import { ApiError, type CapacityOffer } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
-import { offerJson, queryOffers, toCapacityOffer } from './offers.js';
+import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.js';
 import { DEFAULT_CAPACITY_QUERY, type CapacityQuery } from './query.js';
-import { buildSnapshot, type FleetSupply, type Snapshot } from './snapshot.js';
-import { loadFleetRows } from './store.js';
+import { buildSnapshot, withUptime, type FleetSupply, type Snapshot } from './snapshot.js';
+import { loadFleetRows, loadUptimeSeconds, uptimeWindowFirstDay } from './store.js';
 
 /** The channel the fleet tables' triggers notify (migration 001). */
 export const FLEET_CHANGED_CHANNEL = 'fleet_changed';
+/** Every this many periodic reloads, one reads the whole fleet even without a notification. */
+const FULL_RELOAD_EVERY = 10;
 
 export interface OfferIndexOptions {
-  /** Full reload period, which also keeps the 30-day uptimes current. */
+  /**
+   * Reload period: refreshes the 30-day uptimes, and the whole fleet every 10th time or while
+   * change notifications cannot be received.
+   */
   refreshMs: number;
   /** The clock; uptimes are computed as of `now()`. */
   now?: () => Date;
@@ -30,16 +35,17 @@ export interface OfferListPage {
   nextCursor: string | null;
 }
 
-/** The same page with `data` already serialized as a JSON array. */
+/** The same page with `data` serialized: a JSON array in UTF-8. */
 export interface OfferListJsonPage {
-  dataJson: string;
+  dataJson: Buffer;
   nextCursor: string | null;
 }
 
 /**
  * The in-process offer index: an in-memory snapshot of every offered machine, reloaded after
- * the fleet tables change (LISTEN `fleet_changed`, debounced) and every `refreshMs`, and
- * queried synchronously by the capacity and pricing routes. Each replica keeps its own.
+ * the fleet tables change (LISTEN `fleet_changed`, debounced), with its uptimes refreshed
+ * every `refreshMs`, and queried synchronously by the capacity and pricing routes. Each
+ * replica keeps its own.
  *
  * Queries before the first successful load throw `ApiError('unavailable')` (HTTP 503); a
  * failed later reload keeps serving the previous snapshot.
@@ -57,7 +63,10 @@ export interface OfferIndex {
   readonly loadedAt: Date | null;
   /** One page of offers for a validated query (`parseCapacityQuery`); the default query without one. */
   listOffers(query?: CapacityQuery): OfferListPage;
-  /** `listOffers` with the page serialized: what the route sends. */
+  /**
+   * `listOffers` with the page serialized: what the route sends. Unfiltered pages are
+   * serialized once per snapshot (when no `queuedByClass` makes them vary).
+   */
   listOffersJson(query?: CapacityQuery): OfferListJsonPage;
   /** GPU supply per catalog class and the billing range, for pricing. */
   supply(): FleetSupply;
@@ -87,11 +96,42 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
   let debounce: NodeJS.Timeout | null = null;
   let unlisten: (() => Promise<void>) | null = null;
 
-  const load = async (): Promise<void> => {
+  /** Seconds up per machine, from the last full load (plus machines that appeared since). */
+  let uptime: { firstDay: string; seconds: Map<string, number> } | null = null;
+
+  /**
+   * What a load reads: `full` the fleet and every machine's uptime days; `fleet` (after a
+   * change notification) the fleet and the uptime of machines not seen before; `uptime` (the
+   * periodic reload while no change was notified) only the uptime days, keeping the fleet.
+   */
+  type LoadMode = 'uptime' | 'fleet' | 'full';
+  const STRENGTH: Record<LoadMode, number> = { uptime: 0, fleet: 1, full: 2 };
+
+  const load = async (requested: LoadMode): Promise<void> => {
     const at = now();
+    const firstDay = uptimeWindowFirstDay(at);
+    // A new UTC day moves the uptime window; the first load has nothing to keep.
+    const mode: LoadMode = snapshot === null || uptime === null || uptime.firstDay !== firstDay ? 'full' : requested;
+    const version = (snapshot?.version ?? 0) + 1;
     try {
-      const rows = await loadFleetRows(db, at);
-      snapshot = buildSnapshot(rows, (snapshot?.version ?? 0) + 1, at);
+      if (mode === 'uptime') {
+        const seconds = await loadUptimeSeconds(db, firstDay);
+        uptime = { firstDay, seconds };
+        snapshot = withUptime(snapshot!, seconds, version, at);
+      } else if (mode === 'full') {
+        const [rows, seconds] = await Promise.all([loadFleetRows(db), loadUptimeSeconds(db, firstDay)]);
+        uptime = { firstDay, seconds };
+        snapshot = buildSnapshot(rows, seconds, version, at);
+      } else {
+        const rows = await loadFleetRows(db);
+        const known = uptime!.seconds;
+        const unseen = [...new Set(rows.filter((r) => !known.has(r.machineId)).map((r) => r.machineId))];
+        if (unseen.length > 0) {
+          const found = await loadUptimeSeconds(db, firstDay, unseen);
+          for (const id of unseen) known.set(id, found.get(id) ?? 0);
+        }
+        snapshot = buildSnapshot(rows, known, version, at);
+      }
       lastError = null;
       if (failing) warn(`reload succeeded again; ${snapshot.size} offered machine rows`);
       failing = false;
@@ -109,19 +149,30 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     }
   };
 
-  /** Runs a load; a call during a load queues exactly one more, shared by every caller. */
-  const reload = (): Promise<void> => {
-    if (pending) return pending;
+  let pendingMode: LoadMode = 'uptime';
+  /**
+   * Runs a load; a call during a load queues exactly one more, shared by every caller (reading
+   * as much as the most demanding caller asked for).
+   */
+  const reload = (mode: LoadMode): Promise<void> => {
+    if (closed) return Promise.resolve();
+    if (pending) {
+      if (STRENGTH[mode] > STRENGTH[pendingMode]) pendingMode = mode;
+      return pending;
+    }
     if (loading) {
+      pendingMode = mode;
       pending = loading
         .catch(() => {})
         .then(() => {
+          const next = pendingMode;
           pending = null;
-          return reload();
+          pendingMode = 'uptime';
+          return reload(next);
         });
       return pending;
     }
-    loading = load().finally(() => {
+    loading = load(mode).finally(() => {
       loading = null;
     });
     return loading;
@@ -134,7 +185,7 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
         if (debounce || closed) return;
         debounce = setTimeout(() => {
           debounce = null;
-          if (!closed) reload().catch(() => {});
+          if (!closed) reload('fleet').catch(() => {});
         }, debounceMs);
         debounce.unref();
       });
@@ -144,14 +195,22 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     }
   };
 
+  let ticks = 0;
+  /**
+   * The periodic reload. While the listener is up, fleet changes arrive as notifications, so
+   * a tick refreshes only the uptimes (a full rebuild stalls requests for tens of ms at 10,000
+   * machines); every `FULL_RELOAD_EVERY`th tick reloads everything in case a notification was
+   * lost with a dropped connection.
+   */
   const schedule = () => {
     if (closed) return;
     // Until the first load succeeds, retry sooner than the full period.
     const delay = snapshot ? options.refreshMs : Math.min(options.refreshMs, 2_000);
     tick = setTimeout(() => {
       tick = null;
+      ticks++;
       void ensureListening()
-        .then(() => reload())
+        .then(() => reload(unlisten === null || ticks % FULL_RELOAD_EVERY === 0 ? 'full' : 'uptime'))
         .catch(() => {})
         .finally(schedule);
     }, delay);
@@ -169,13 +228,17 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     return { s, result, queue: queued() };
   };
 
+  /** Serialized unfiltered pages of the current snapshot (only without a queue provider). */
+  let pageCache: { version: number; pages: Map<string, OfferListJsonPage> } = { version: 0, pages: new Map() };
+  const PAGE_CACHE_LIMIT = 256;
+
   return {
     async start() {
       await ensureListening();
-      await reload().catch(() => {});
+      await reload('full').catch(() => {});
       schedule();
     },
-    refresh: reload,
+    refresh: () => reload('full'),
     async close() {
       closed = true;
       if (tick) clearTimeout(tick);
@@ -200,14 +263,22 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
       };
     },
     listOffersJson(query = DEFAULT_CAPACITY_QUERY) {
+      const cacheKey = options.queuedByClass === undefined && isUnfiltered(query) ? `${query.sort}|${query.limit}|${query.after?.key}|${query.after?.id}` : null;
+      const version = current().version;
+      if (pageCache.version !== version) pageCache = { version, pages: new Map() };
+      const cached = cacheKey === null ? undefined : pageCache.pages.get(cacheKey);
+      if (cached) return cached;
       const { result, queue } = page(query);
-      let dataJson = '[';
+      let text = '[';
       for (let i = 0; i < result.offers.length; i++) {
         const o = result.offers[i]!;
-        if (i > 0) dataJson += ',';
-        dataJson += offerJson(o, queue.get(o.group.gpuClass.classId) ?? 0);
+        if (i > 0) text += ',';
+        text += offerJson(o, queue.get(o.group.gpuClass.classId) ?? 0);
       }
-      return { dataJson: `${dataJson}]`, nextCursor: result.nextCursor };
+      // One UTF-8 encoding here; a string body would be measured and encoded again per send.
+      const built = { dataJson: Buffer.from(`${text}]`), nextCursor: result.nextCursor };
+      if (cacheKey !== null && pageCache.pages.size < PAGE_CACHE_LIMIT) pageCache.pages.set(cacheKey, built);
+      return built;
     },
     supply() {
       return current().supply;

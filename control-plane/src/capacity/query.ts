@@ -13,7 +13,7 @@ import {
 } from '@gpufarm/shared';
 import { z } from 'zod';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
-import { parseQuery } from '../http/parse.js';
+import { intParam, parseQuery } from '../http/parse.js';
 import { VERSION_PARAMETER, versionRank } from './versions.js';
 
 /**
@@ -39,7 +39,7 @@ export interface CapacityCursor {
 export interface CapacityQuery {
   /** GPU class id. */
   model?: string;
-  /** Minimum memory per GPU, bytes (the `minVram` GB times 10^9, rounded up). */
+  /** Minimum memory per GPU, bytes (the `minVram` GB times 2^30, rounded up). */
   minVramBytes?: number;
   /** Highest price per GPU-hour, micro-USD. */
   maxPriceMicroUsd?: number;
@@ -95,12 +95,20 @@ function scaledCeil(intPart: string, fracPart: string, decimals: number): number
 
 const DECIMAL = /^(\d{1,6})(?:\.(\d{1,12}))?$/;
 
+const GiB = 2n ** 30n;
+
+/**
+ * GB per GPU as the catalog and vendors count them (GiB: a request for 24 fits a 24 GB card),
+ * the same unit as a job's `gpu.minimumVramGb`; exact, rounded up to whole bytes.
+ */
 const minVramParam = z
   .string()
-  .regex(DECIMAL, 'must be a number of GB per GPU (1 GB = 10^9 bytes), such as 24 or 40.5')
+  .regex(DECIMAL, 'must be a number of GB per GPU, such as 24 or 40.5')
   .transform((text) => {
     const [, whole = '0', frac = ''] = DECIMAL.exec(text) ?? [];
-    return scaledCeil(whole, frac, 9);
+    const scale = 10n ** BigInt(frac.length);
+    const bytesTimesScale = (BigInt(whole) * scale + BigInt(frac || '0')) * GiB;
+    return Number((bytesTimesScale + scale - 1n) / scale);
   });
 
 const maxPriceParam = z.string().transform((text, ctx) => {
@@ -150,29 +158,17 @@ const querySchema = z.strictObject({
   availability: z.enum(['available', 'all'], 'must be available or all').default('all'),
   tier: z.enum(BENCHMARK_TIERS, `must be one of ${BENCHMARK_TIERS.join(', ')}`).optional(),
   sort: z.enum(CAPACITY_SORTS, `must be one of ${CAPACITY_SORTS.join(', ')}`).default(DEFAULT_CAPACITY_SORT),
-  limit: z
-    .string()
-    .regex(/^\d{1,9}$/, `must be an integer from 1 to ${MAX_CAPACITY_LIMIT}`)
-    .transform(Number)
-    .pipe(z.number().min(1, `must be an integer from 1 to ${MAX_CAPACITY_LIMIT}`).max(MAX_CAPACITY_LIMIT, `must be an integer from 1 to ${MAX_CAPACITY_LIMIT}`))
-    .default(DEFAULT_CAPACITY_LIMIT),
+  limit: intParam(1, MAX_CAPACITY_LIMIT, DEFAULT_CAPACITY_LIMIT),
   cursor: z.string().max(512, 'is not a cursor this endpoint issued').optional(),
 });
 
-const KNOWN = new Set(Object.keys(querySchema.shape));
-
 /**
- * Parses the raw query string object of `GET /v1/capacity`. An empty value (`?model=`) counts
- * as absent, as HTML forms send it. Unknown, repeated and malformed parameters, a cursor from
- * another sort or a garbled one: 400 `invalid_request` with one detail per parameter.
+ * Parses the raw query string object of `GET /v1/capacity`. Unknown, repeated and malformed
+ * parameters, a cursor from another sort or a garbled one: 400 `invalid_request` with one
+ * detail per parameter.
  */
 export function parseCapacityQuery(raw: unknown): CapacityQuery {
-  const params: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries((raw ?? {}) as Record<string, unknown>)) {
-    if (value === '' && KNOWN.has(name)) continue;
-    params[name] = value;
-  }
-  const q = parseQuery(querySchema, params);
+  const q = parseQuery(querySchema, raw, 'GET /v1/capacity');
   const query: CapacityQuery = { availability: q.availability, sort: q.sort, limit: q.limit };
   if (q.model !== undefined) query.model = q.model;
   if (q.minVram !== undefined) query.minVramBytes = q.minVram;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { BENCHMARK_TIERS, GPU_CLASSES, REGIONS, WORKLOAD_TYPES, type BenchmarkTier, type GpuClass, type Region } from '@gpufarm/shared';
-import type { FleetRow } from './store.js';
+import { uptimeCentiPct, type FleetRow } from './store.js';
 import { versionRank } from './versions.js';
 
 /**
@@ -27,6 +27,10 @@ export interface OfferGroup {
   farm: FarmInfo;
   gpuClass: GpuClass;
   region: Region;
+  /** Indices into `Snapshot.farms`, `GPU_CLASSES` and `REGIONS`. */
+  farmIndex: number;
+  classIndex: number;
+  regionIndex: number;
   /** The offer's JSON from `{"id":` through `"cudaVersion":`. */
   headJson: string;
   /** `,"region":{…},"price":{"perGpuHourMicroUsd":` — see `offers.ts`. */
@@ -86,13 +90,23 @@ export interface Snapshot {
   workloads: Uint16Array;
   simulated: Uint8Array;
   uptime: Int32Array;
+  /** Per row: the machine and its creation time, to recompute uptimes (`withUptime`). */
+  machineId: string[];
+  createdAtMs: Float64Array;
   groups: OfferGroup[];
   farms: FarmInfo[];
   farmBySlug: Map<string, number>;
+  /** Row indices: every row (0…size-1), per catalog class and per catalog region, ascending. */
+  allRows: Int32Array;
+  classRows: Int32Array[];
+  regionRows: Int32Array[];
   supply: FleetSupply;
   /** Per-sort caches of the unfiltered list, filled by `offers.ts` on first use. */
   cache: Map<string, unknown>;
 }
+
+/** Rows per snapshot are below this (2^21); see the sort in `buildSnapshot`. */
+const ROW_SPAN = 2 ** 21;
 
 const classIndex = new Map(GPU_CLASSES.map((c, i) => [c.classId, i]));
 const regionIndex = new Map(REGIONS.map((r, i) => [r.key, i]));
@@ -126,36 +140,61 @@ function safePrice(value: unknown): number | null {
   return Number.isSafeInteger(n) && n > 0 ? n : null;
 }
 
-/** Builds a snapshot from the loaded rows. Rows of unknown classes or regions are left out. */
-export function buildSnapshot(rows: readonly FleetRow[], version: number, loadedAt: Date): Snapshot {
+/**
+ * Builds a snapshot from the loaded rows and each machine's seconds up in the uptime window,
+ * as of `loadedAt`. Rows of classes or regions outside the catalog are left out.
+ */
+export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: ReadonlyMap<string, number>, version: number, loadedAt: Date): Snapshot {
+  if (rows.length >= ROW_SPAN) throw new RangeError(`the offer index holds at most ${ROW_SPAN - 1} machine rows`);
   const supplyAcc = GPU_CLASSES.map(() => ({ online: 0, busy: 0, available: 0, priced: 0, prices: [] as Array<[number, number]> }));
   let minBillingMin = Infinity;
   let minBillingMax = -Infinity;
 
-  const offered: Array<{ row: FleetRow; cls: number; region: number; price: number }> = [];
-  for (const row of rows) {
+  // Offered rows as indices into `rows`, then ordered by offer (farm, class, region) with a
+  // numeric key: string comparisons in the sort cost more than the rest of the build.
+  const offeredRows: number[] = [];
+  const offeredClass: number[] = [];
+  const offeredRegion: number[] = [];
+  const offeredPrice: number[] = [];
+  const farmIds: string[] = [];
+  const farmSeen = new Set<string>();
+  rows.forEach((row, r) => {
     const cls = classIndex.get(row.classId);
     const region = regionIndex.get(row.regionKey);
-    if (cls === undefined || region === undefined) continue;
+    if (cls === undefined || region === undefined) return;
     const acc = supplyAcc[cls]!;
     acc.online += row.gpus;
     acc.busy += row.busy;
     const price = safePrice(row.pricePerGpuHourMicroUsd);
-    if (price === null) continue;
+    if (price === null) return;
     acc.available += row.gpus - row.busy;
     acc.priced += row.gpus;
     acc.prices.push([price, row.gpus]);
     if (row.minBillingSeconds < minBillingMin) minBillingMin = row.minBillingSeconds;
     if (row.minBillingSeconds > minBillingMax) minBillingMax = row.minBillingSeconds;
-    offered.push({ row, cls, region, price });
+    offeredRows.push(r);
+    offeredClass.push(cls);
+    offeredRegion.push(region);
+    offeredPrice.push(price);
+    if (!farmSeen.has(row.farmId)) {
+      farmSeen.add(row.farmId);
+      farmIds.push(row.farmId);
+    }
+  });
+  farmIds.sort();
+  const farmOrdinal = new Map(farmIds.map((id, i) => [id, i]));
+  const offerKey = new Float64Array(offeredRows.length);
+  // Key and position in one number, exact below 2^53 (fewer than 65,536 farms, 2^21 rows), so a
+  // native numeric sort orders the rows.
+  if (farmIds.length >= 65_536) throw new RangeError('the offer index holds at most 65535 farms');
+  const order = new Float64Array(offeredRows.length);
+  for (let k = 0; k < offeredRows.length; k++) {
+    offerKey[k] = farmOrdinal.get(rows[offeredRows[k]!]!.farmId)! * 65_536 + offeredClass[k]! * 256 + offeredRegion[k]!;
+    order[k] = offerKey[k]! * ROW_SPAN + k;
   }
+  order.sort();
 
-  offered.sort((a, b) =>
-    a.row.farmId < b.row.farmId ? -1 : a.row.farmId > b.row.farmId ? 1
-      : a.cls - b.cls || a.region - b.region || (a.row.machineId < b.row.machineId ? -1 : a.row.machineId > b.row.machineId ? 1 : 0),
-  );
-
-  const size = offered.length;
+  const size = order.length;
   const snapshot: Snapshot = {
     version,
     loadedAt,
@@ -176,9 +215,14 @@ export function buildSnapshot(rows: readonly FleetRow[], version: number, loaded
     workloads: new Uint16Array(size),
     simulated: new Uint8Array(size),
     uptime: new Int32Array(size),
+    machineId: new Array<string>(size),
+    createdAtMs: new Float64Array(size),
     groups: [],
     farms: [],
     farmBySlug: new Map(),
+    allRows: Int32Array.from({ length: size }, (_, i) => i),
+    classRows: [],
+    regionRows: [],
     supply: {
       classes: GPU_CLASSES.map((gpuClass, i) => {
         const acc = supplyAcc[i]!;
@@ -199,25 +243,27 @@ export function buildSnapshot(rows: readonly FleetRow[], version: number, loaded
   };
 
   let farm: FarmInfo | undefined;
-  let groupKey = '';
+  let groupKey = -1;
   for (let i = 0; i < size; i++) {
-    const { row, cls, region, price } = offered[i]!;
+    const k = order[i]! % ROW_SPAN;
+    const row = rows[offeredRows[k]!]!;
+    const cls = offeredClass[k]!;
+    const region = offeredRegion[k]!;
     if (farm?.id !== row.farmId) {
       if (farm) farm.rowEnd = i;
       farm = { id: row.farmId, slug: row.farmSlug, name: row.farmName, provider: row.provider, rowStart: i, rowEnd: size };
       snapshot.farmBySlug.set(farm.slug, snapshot.farms.length);
       snapshot.farms.push(farm);
     }
-    const key = `${row.farmId}/${cls}/${region}`;
-    if (key !== groupKey) {
-      groupKey = key;
-      snapshot.groups.push(makeGroup(farm, GPU_CLASSES[cls]!, REGIONS[region]!));
+    if (offerKey[k] !== groupKey) {
+      groupKey = offerKey[k]!;
+      snapshot.groups.push(makeGroup(farm, snapshot.farms.length - 1, cls, region));
     }
     snapshot.group[i] = snapshot.groups.length - 1;
     snapshot.farm[i] = snapshot.farms.length - 1;
     snapshot.classIdx[i] = cls;
     snapshot.regionIdx[i] = region;
-    snapshot.price[i] = price;
+    snapshot.price[i] = offeredPrice[k]!;
     snapshot.gpus[i] = row.gpus;
     snapshot.busy[i] = row.busy;
     snapshot.minBilling[i] = row.minBillingSeconds;
@@ -228,8 +274,13 @@ export function buildSnapshot(rows: readonly FleetRow[], version: number, loaded
     snapshot.driverRank[i] = versionRank(row.driverVersion);
     snapshot.workloads[i] = workloadMask(row.workloads);
     snapshot.simulated[i] = row.simulated ? 1 : 0;
-    snapshot.uptime[i] = row.uptimeCentiPct;
+    snapshot.uptime[i] = uptimeCentiPct(uptimeSeconds.get(row.machineId) ?? 0, row.createdAtMs, loadedAt);
+    snapshot.machineId[i] = row.machineId;
+    snapshot.createdAtMs[i] = row.createdAtMs;
   }
+
+  snapshot.classRows = rowsBy(snapshot.classIdx, GPU_CLASSES.length);
+  snapshot.regionRows = rowsBy(snapshot.regionIdx, REGIONS.length);
 
   const byId = snapshot.groups.map((g, i) => [g.id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   byId.forEach(([, groupIndex], rank) => {
@@ -238,7 +289,31 @@ export function buildSnapshot(rows: readonly FleetRow[], version: number, loaded
   return snapshot;
 }
 
-function makeGroup(farm: FarmInfo, gpuClass: GpuClass, region: Region): OfferGroup {
+/**
+ * The same fleet with fresh uptimes as of `loadedAt`: everything else is shared with `s`
+ * (read-only), the per-query caches start empty. A few milliseconds instead of a full build.
+ */
+export function withUptime(s: Snapshot, uptimeSeconds: ReadonlyMap<string, number>, version: number, loadedAt: Date): Snapshot {
+  const uptime = new Int32Array(s.size);
+  for (let i = 0; i < s.size; i++) uptime[i] = uptimeCentiPct(uptimeSeconds.get(s.machineId[i]!) ?? 0, s.createdAtMs[i]!, loadedAt);
+  return { ...s, version, loadedAt, uptime, cache: new Map() };
+}
+
+/** For each value 0..n-1, the ascending indices where `values` holds it. */
+function rowsBy(values: Uint8Array, n: number): Int32Array[] {
+  const counts = new Int32Array(n);
+  for (const v of values) counts[v]! += 1;
+  const lists = Array.from(counts, (c) => new Int32Array(c));
+  const filled = new Int32Array(n);
+  values.forEach((v, i) => {
+    lists[v]![filled[v]!++] = i;
+  });
+  return lists;
+}
+
+function makeGroup(farm: FarmInfo, farmIndex: number, classIndex: number, regionIndex: number): OfferGroup {
+  const gpuClass = GPU_CLASSES[classIndex]!;
+  const region = REGIONS[regionIndex]!;
   const id = offerIdFor(farm.id, gpuClass.classId, region.key);
   return {
     id,
@@ -246,6 +321,9 @@ function makeGroup(farm: FarmInfo, gpuClass: GpuClass, region: Region): OfferGro
     farm,
     gpuClass,
     region,
+    farmIndex,
+    classIndex,
+    regionIndex,
     headJson:
       `{"id":${json(id)},"kind":"farm","farm":{"slug":${json(farm.slug)},"name":${json(farm.name)}},"provider":${json(farm.provider)},` +
       `"gpu":{"classId":${json(gpuClass.classId)},"label":${json(gpuClass.label)},"model":${json(gpuClass.model)},"vendor":${json(gpuClass.vendor)},` +

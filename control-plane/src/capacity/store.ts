@@ -2,8 +2,7 @@ import type { Queryable } from '../db/database.js';
 
 /**
  * One row per (machine, GPU class) of every machine that is online on an active farm, priced
- * or not: the offer index's raw material. `uptimeCentiPct` is the 30-day uptime in hundredths
- * of a percent.
+ * or not: the offer index's raw material.
  */
 export interface FleetRow {
   machineId: string;
@@ -24,40 +23,125 @@ export interface FleetRow {
   /** null: accepts every workload type. */
   workloads: string[] | null;
   simulated: boolean;
-  uptimeCentiPct: number;
+  /** The machine's `created_at`, epoch milliseconds: the uptime window starts no earlier. */
+  createdAtMs: number;
+}
+
+interface FarmRecord {
+  id: string;
+  slug: string;
+  name: string;
+  provider: string;
+}
+
+interface MachineRecord {
+  id: string;
+  farmId: string;
+  regionKey: string;
+  price: number | string | bigint | null;
+  minBillingSeconds: number;
+  benchmarkTier: string | null;
+  cudaVersion: string | null;
+  driverVersion: string | null;
+  workloads: string[] | null;
+  simulated: boolean;
+  createdAtMs: number;
+}
+
+interface GpuGroupRecord {
+  machineId: string;
+  classId: string;
+  gpus: number;
+  busy: number;
 }
 
 /**
- * The 30-day uptime is the seconds a machine was heard from in the UTC days since
- * `max(created_at, now - 30 days)` over the seconds since then, capped at 100 %. The day rows
- * are grouped per machine first (index `machine_uptime_days_day` bounds the days read); the GPUs
- * per machine and class come from the `machine_gpus` primary key.
+ * Reads the offered fleet. Three single-table statements joined here rather than one SQL join:
+ * a join's plan depends on table statistics, which PGlite never gathers on its own and
+ * PostgreSQL lacks right after a bulk insert, and a nested-loop plan over 10,000 machines
+ * took tens of seconds. Each statement here is a scan (plus a GROUP BY for the GPUs) whatever
+ * the statistics say.
  */
-const LOAD_FLEET_SQL = `
-WITH uptime AS (
-  SELECT machine_id, sum(seconds_up)::bigint AS seconds_up
-  FROM machine_uptime_days
-  WHERE day >= (($1::timestamptz - interval '30 days') AT TIME ZONE 'UTC')::date
-  GROUP BY machine_id
-), gpus AS (
-  SELECT machine_id, class_id, count(*)::int AS gpus, (count(*) FILTER (WHERE busy))::int AS busy
-  FROM machine_gpus
-  GROUP BY machine_id, class_id
-)
-SELECT m.id AS "machineId", m.farm_id AS "farmId", f.slug AS "farmSlug", f.name AS "farmName", f.provider,
-  m.region_key AS "regionKey", g.class_id AS "classId", g.gpus, g.busy,
-  m.price_per_gpu_hour_micro_usd AS "pricePerGpuHourMicroUsd", m.min_billing_seconds AS "minBillingSeconds",
-  m.benchmark_tier AS "benchmarkTier", m.cuda_version AS "cudaVersion", m.driver_version AS "driverVersion",
-  m.workloads, m.simulated,
-  round(least(10000, 10000 * coalesce(u.seconds_up, 0)::numeric
-    / greatest(1, extract(epoch FROM $1::timestamptz - greatest(m.created_at, $1::timestamptz - interval '30 days')))))::int AS "uptimeCentiPct"
-FROM machines m
-JOIN farms f ON f.id = m.farm_id AND f.status = 'active'
-JOIN gpus g ON g.machine_id = m.id
-LEFT JOIN uptime u ON u.machine_id = m.id
-WHERE m.status = 'online'`;
+export async function loadFleetRows(db: Queryable): Promise<FleetRow[]> {
+  const [farms, machines, gpuGroups] = await Promise.all([
+    db.query<FarmRecord>(`SELECT id, slug, name, provider FROM farms WHERE status = 'active'`),
+    db.query<MachineRecord>(
+      `SELECT id, farm_id AS "farmId", region_key AS "regionKey", price_per_gpu_hour_micro_usd AS price,
+         min_billing_seconds AS "minBillingSeconds", benchmark_tier AS "benchmarkTier", cuda_version AS "cudaVersion",
+         driver_version AS "driverVersion", workloads, simulated, (extract(epoch FROM created_at) * 1000)::float8 AS "createdAtMs"
+       FROM machines WHERE status = 'online'`,
+    ),
+    db.query<GpuGroupRecord>(
+      `SELECT machine_id AS "machineId", class_id AS "classId", count(*)::int AS gpus, (count(*) FILTER (WHERE busy))::int AS busy
+       FROM machine_gpus GROUP BY machine_id, class_id`,
+    ),
+  ]);
+  const farmById = new Map(farms.map((f) => [f.id, f]));
+  const machineById = new Map<string, { machine: MachineRecord; farm: FarmRecord }>();
+  for (const machine of machines) {
+    const farm = farmById.get(machine.farmId);
+    if (farm) machineById.set(machine.id, { machine, farm });
+  }
+  const rows: FleetRow[] = [];
+  for (const g of gpuGroups) {
+    const found = machineById.get(g.machineId);
+    if (!found) continue;
+    const { machine: m, farm: f } = found;
+    rows.push({
+      machineId: m.id,
+      farmId: f.id,
+      farmSlug: f.slug,
+      farmName: f.name,
+      provider: f.provider,
+      regionKey: m.regionKey,
+      classId: g.classId,
+      gpus: g.gpus,
+      busy: g.busy,
+      pricePerGpuHourMicroUsd: m.price === null ? null : Number(m.price),
+      minBillingSeconds: m.minBillingSeconds,
+      benchmarkTier: m.benchmarkTier,
+      cudaVersion: m.cudaVersion,
+      driverVersion: m.driverVersion,
+      workloads: m.workloads,
+      simulated: m.simulated,
+      createdAtMs: m.createdAtMs,
+    });
+  }
+  return rows;
+}
 
-/** Reads the whole offered fleet as of `now`. */
-export async function loadFleetRows(db: Queryable, now: Date): Promise<FleetRow[]> {
-  return db.query<FleetRow>(LOAD_FLEET_SQL, [now]);
+/** The first UTC day (`YYYY-MM-DD`) counted in the 30-day uptime as of `now`. */
+export function uptimeWindowFirstDay(now: Date): string {
+  return new Date(now.getTime() - UPTIME_WINDOW_MS).toISOString().slice(0, 10);
+}
+
+export const UPTIME_WINDOW_MS = 30 * 86_400_000;
+
+/**
+ * Seconds up per machine over the UTC days from `firstDay` on (`machine_uptime_days`, bounded
+ * by its `day` index), for every machine or only `machineIds`. Machines without rows are absent.
+ */
+export async function loadUptimeSeconds(db: Queryable, firstDay: string, machineIds?: readonly string[]): Promise<Map<string, number>> {
+  const rows = machineIds
+    ? await db.query<{ machineId: string; seconds: number }>(
+        `SELECT machine_id AS "machineId", sum(seconds_up)::float8 AS seconds FROM machine_uptime_days
+         WHERE day >= $1::date AND machine_id = ANY($2::text[]) GROUP BY machine_id`,
+        [firstDay, machineIds],
+      )
+    : await db.query<{ machineId: string; seconds: number }>(
+        `SELECT machine_id AS "machineId", sum(seconds_up)::float8 AS seconds FROM machine_uptime_days
+         WHERE day >= $1::date GROUP BY machine_id`,
+        [firstDay],
+      );
+  return new Map(rows.map((r) => [r.machineId, r.seconds]));
+}
+
+/**
+ * The 30-day uptime in hundredths of a percent: seconds up over the seconds since
+ * `max(createdAt, now - 30 days)`, capped at 100 %, rounded to the nearest hundredth.
+ */
+export function uptimeCentiPct(secondsUp: number, createdAtMs: number, now: Date): number {
+  const windowStart = Math.max(createdAtMs, now.getTime() - UPTIME_WINDOW_MS);
+  const windowSeconds = Math.max(1, (now.getTime() - windowStart) / 1000);
+  return Math.min(10_000, Math.round((10_000 * secondsUp) / windowSeconds));
 }

@@ -41,23 +41,55 @@ export function openPostgres(connectionString: string, options: { max?: number }
     }
   };
 
-  let listener: pg.Client | undefined;
+  // One dedicated connection carries every LISTEN. When it drops it is re-made (backoff up to
+  // 5 s), the channels are listened to again, and each handler gets an empty notification:
+  // whatever changed meanwhile was missed, so listeners reload.
   const handlers = new Map<string, Set<(payload: string) => void>>();
+  let listener: Promise<pg.Client> | undefined;
+  let reconnectTimer: NodeJS.Timeout | undefined;
+  let closed = false;
 
-  const ensureListener = async (): Promise<pg.Client> => {
-    if (listener) return listener;
-    const client = new pg.Client({ connectionString, types });
-    client.on('error', () => {
-      // The listening connection dropped: forget it; the next listen() reconnects.
-      listener = undefined;
-    });
+  const connectListener = async (): Promise<pg.Client> => {
+    const client = new pg.Client({ connectionString, types, connectionTimeoutMillis: 5_000 });
     client.on('notification', (msg) => {
       for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
     });
+    client.on('error', () => dropListener(client));
+    client.on('end', () => dropListener(client));
     await client.connect();
-    listener = client;
+    for (const channel of handlers.keys()) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
     return client;
   };
+
+  const ensureListener = (): Promise<pg.Client> => {
+    listener ??= connectListener().catch((err: unknown) => {
+      listener = undefined;
+      throw new DatabaseUnavailableError(err);
+    });
+    return listener;
+  };
+
+  const reconnect = (delayMs: number) => {
+    if (closed || reconnectTimer) return;
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = undefined;
+      ensureListener().then(
+        () => {
+          for (const set of handlers.values()) for (const handler of set) handler('');
+        },
+        () => reconnect(Math.min(delayMs * 2, 5_000)),
+      );
+    }, delayMs);
+    reconnectTimer.unref();
+  };
+
+  function dropListener(client: pg.Client) {
+    void listener?.then((current) => {
+      if (current !== client) return;
+      listener = undefined;
+      reconnect(250);
+    }, () => {});
+  }
 
   return {
     kind: 'postgres',
@@ -86,12 +118,17 @@ export function openPostgres(connectionString: string, options: { max?: number }
       }
     },
     async listen(channel, onNotify) {
-      const client = await ensureListener();
       let set = handlers.get(channel);
       if (!set) {
         set = new Set();
         handlers.set(channel, set);
-        await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        try {
+          const client = await ensureListener();
+          await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        } catch (err) {
+          handlers.delete(channel);
+          throw err;
+        }
       }
       set.add(onNotify);
       return async () => {
@@ -99,7 +136,10 @@ export function openPostgres(connectionString: string, options: { max?: number }
       };
     },
     async close() {
-      await listener?.end().catch(() => {});
+      closed = true;
+      clearTimeout(reconnectTimer);
+      const client = await listener?.catch(() => undefined);
+      await client?.end().catch(() => {});
       await pool.end();
     },
   };

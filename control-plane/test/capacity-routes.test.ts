@@ -1,0 +1,105 @@
+import { capacityListSchema, errorEnvelopeSchema } from '@gpufarm/shared';
+import type { FastifyInstance } from 'fastify';
+import t from 'tap';
+import { offerIdFor } from '../src/capacity/snapshot.js';
+import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { buildTestApp } from './helpers/app.js';
+import { assertError } from './helpers/assert.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
+
+let address = 0;
+/** A fresh client address per call: anonymous calls are limited to 60 a minute per address. */
+const get = (app: FastifyInstance, url: string) => app.inject({ url, remoteAddress: `10.9.${(++address >> 8) & 255}.${address & 255}` });
+
+t.test('GET /v1/capacity', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const north = await createFarm(db, { slug: 'north-gpu', name: 'North GPU', provider: 'North GPU Inc.' });
+  const south = await createFarm(db, { slug: 'south-gpu', name: 'South GPU', provider: 'South GPU Ltda.' });
+  await createMachine(db, { farmId: north.id, regionKey: 'canada', classId: 'rtx-4090-24gb', gpuCount: 4, busyGpus: 1, pricePerGpuHourMicroUsd: 450_000, uptimePct: 99 });
+  await createMachine(db, { farmId: north.id, regionKey: 'canada', classId: 'a100-40gb', gpuCount: 8, pricePerGpuHourMicroUsd: 1_000_000, benchmarkTier: 'S', uptimePct: 98 });
+  await createMachine(db, { farmId: south.id, regionKey: 'south-america', classId: 'rtx-3090-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: 200_000, benchmarkTier: 'B', uptimePct: 93.25 });
+  const o4090 = offerIdFor(north.id, 'rtx-4090-24gb', 'canada');
+  const oA100 = offerIdFor(north.id, 'a100-40gb', 'canada');
+  const o3090 = offerIdFor(south.id, 'rtx-3090-24gb', 'south-america');
+  const { app, config } = await buildTestApp(t, { db });
+
+  t.test('default: the list envelope, public, cheapest first', async (t) => {
+    const res = await get(app, '/v1/capacity');
+    t.equal(res.statusCode, 200);
+    t.match(res.headers['content-type'], /^application\/json/);
+    t.equal(res.headers['access-control-allow-origin'], '*', 'public GET readable cross-origin');
+    t.ok(res.headers['x-ratelimit-limit'], 'rate limited');
+    const body = capacityListSchema.parse(res.json());
+    t.equal(body.chainId, config.chainId);
+    t.ok(Math.abs(Date.parse(body.generatedAt) - Date.now()) < 60_000, 'generatedAt is now');
+    t.same(body.data.map((o) => o.id), [o3090, o4090, oA100]);
+    t.equal(body.nextCursor, null);
+    t.equal(body.data[0]!.uptimePct, 93.25);
+  });
+
+  t.test('args: filters and sort over HTTP', async (t) => {
+    const ids = async (query: string) => capacityListSchema.parse((await get(app, `/v1/capacity?${query}`)).json()).data.map((o) => o.id);
+    t.same(await ids('region=North%20America'), [o4090, oA100]);
+    t.same(await ids('minVram=30'), [oA100]);
+    t.same(await ids('maxPrice=0.45'), [o3090, o4090]);
+    t.same(await ids('farm=south-gpu'), [o3090]);
+    t.same(await ids('tier=S'), [oA100]);
+    t.same(await ids('minUptime=98.5'), [o4090]);
+    t.same(await ids('sort=count'), [oA100, o4090, o3090]);
+    t.same(await ids('sort=price_desc&limit=2'), [oA100, o4090]);
+    t.same(await ids('model=&region='), [o3090, o4090, oA100], 'empty values count as absent');
+  });
+
+  t.test('args: limit and cursor page through every offer once', async (t) => {
+    const seen: string[] = [];
+    let url = '/v1/capacity?sort=uptime&limit=1';
+    for (let i = 0; i < 5; i++) {
+      const body = capacityListSchema.parse((await get(app, url)).json());
+      seen.push(...body.data.map((o) => o.id));
+      if (!body.nextCursor) break;
+      t.match(body.nextCursor, /^[A-Za-z0-9_-]+$/, 'base64url');
+      url = `/v1/capacity?sort=uptime&limit=1&cursor=${body.nextCursor}`;
+    }
+    t.same(seen, [o4090, oA100, o3090]);
+  });
+
+  t.test('error: invalid_request names the parameter', async (t) => {
+    const first = capacityListSchema.parse((await get(app, '/v1/capacity?limit=1')).json());
+    const cases: Array<[string, string]> = [
+      ['limit=0', 'limit'],
+      ['limit=501', 'limit'],
+      ['limit=abc', 'limit'],
+      ['limit=1.5', 'limit'],
+      ['sort=cheapest', 'sort'],
+      ['tier=X', 'tier'],
+      ['tier=s', 'tier'],
+      ['region=mars', 'region'],
+      ['model=gtx-1080', 'model'],
+      ['cuda=twelve', 'cuda'],
+      ['cuda=12.', 'cuda'],
+      ['minVram=lots', 'minVram'],
+      ['minVram=-4', 'minVram'],
+      ['maxPrice=-1', 'maxPrice'],
+      ['maxPrice=1e3', 'maxPrice'],
+      ['maxPrice=0.0000001', 'maxPrice'],
+      ['minUptime=101', 'minUptime'],
+      ['minUptime=100.01', 'minUptime'],
+      ['workload=mining', 'workload'],
+      ['availability=some', 'availability'],
+      ['cursor=garbage', 'cursor'],
+      ['cursor=eyJzIjoidnJhbSJ9', 'cursor'],
+      [`sort=vram&cursor=${first.nextCursor}`, 'cursor'],
+      ['gpu=h100', 'gpu'],
+      ['limit=1&limit=2', 'limit'],
+    ];
+    for (const [query, field] of cases) {
+      const res = await get(app, `/v1/capacity?${query}`);
+      assertError(t, res, 'invalid_request', 400);
+      const { error } = errorEnvelopeSchema.parse(res.json());
+      t.same(error.details.map((d) => d.field), [field], `${query}: details name ${field}`);
+      t.match(error.message, field, `${query}: the message names ${field}`);
+    }
+    const two = errorEnvelopeSchema.parse((await get(app, '/v1/capacity?limit=0&tier=Z')).json());
+    t.same(two.error.details.map((d) => d.field).sort(), ['limit', 'tier'], 'every offending parameter is listed');
+  });
+});

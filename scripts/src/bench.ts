@@ -1,0 +1,100 @@
+import { cpus } from 'node:os';
+import { migrate } from '@gpufarm/control-plane/db/migrate.js';
+import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
+import { capacitySection, type SectionContext } from './bench/capacity.js';
+import { createBenchDatabase } from './bench/database.js';
+import { formatTable, verdict, type BenchRow } from './bench/report.js';
+import { startControlPlaneProcess } from './bench/server.js';
+
+/**
+ * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
+ * plane as a separate process on it, and measures endpoints with autocannon, rate limiting on.
+ * Each section (`bench/*.ts`) returns table rows; later issues add sections.
+ *
+ * Environment: BENCH_DATABASE_URL (a server where the role may create databases), BENCH_MACHINES
+ * (10000), BENCH_DURATION (seconds per endpoint, 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (50).
+ */
+const SECTIONS: Array<{ name: string; run: (ctx: SectionContext) => Promise<BenchRow[]> }> = [{ name: 'public read endpoints', run: capacitySection }];
+
+function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
+  return Number(raw);
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+async function cleanUp(): Promise<void> {
+  while (cleanups.length > 0) await cleanups.pop()!().catch((err: unknown) => console.error(`bench: cleanup failed: ${(err as Error).message}`));
+}
+
+async function main(): Promise<number> {
+  const serverUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
+  const machines = envInt('BENCH_MACHINES', 10_000);
+  const durationSeconds = envInt('BENCH_DURATION', 10);
+  const warmupSeconds = envInt('BENCH_WARMUP', 2);
+  const connections = envInt('BENCH_CONNECTIONS', 50);
+  const log = (line: string) => console.log(line);
+
+  log(`gpufarm bench: ${cpus().length} cores, Node ${process.version}, ${machines} machines, ${connections} connections, ${durationSeconds} s per endpoint after ${warmupSeconds} s of warm-up`);
+  const database = await createBenchDatabase(serverUrl);
+  cleanups.push(() => database.drop());
+  log(`database ${database.name} created`);
+
+  const db = openPostgres(database.url);
+  try {
+    await migrate(db);
+    await syncCatalog(db);
+    const started = performance.now();
+    const seeded = await seedFleet(db, { machines });
+    log(`seeded ${seeded.machines} machines (${seeded.gpus} GPUs) on ${seeded.farms} farms in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    await db.close();
+  }
+
+  const server = await startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1' });
+  cleanups.push(() => server.stop());
+  log(`control plane pid ${server.pid} at ${server.url}`);
+
+  let offers = 0;
+  for (let cursor: string | null = '', i = 0; cursor !== null && i < 100; i++) {
+    const page = (await (await fetch(`${server.url}/v1/capacity?limit=500${cursor ? `&cursor=${cursor}` : ''}`, { headers: { 'x-forwarded-for': '192.0.2.2' } })).json()) as { data: unknown[]; nextCursor: string | null };
+    offers += page.data.length;
+    cursor = page.nextCursor;
+  }
+  log(`${offers} capacity offers listed`);
+
+  const rows: BenchRow[] = [];
+  for (const section of SECTIONS) {
+    log(`\n${section.name}:`);
+    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, log })));
+  }
+
+  log(`\n${formatTable(rows)}\n`);
+  const baseline = rows.find((r) => r.baseline);
+  const failed = rows.filter((r) => verdict(r, baseline).pass === false);
+  const broken = rows.filter((r) => r.result.non2xx > 0 || r.result.errors > 0 || r.result.timeouts > 0);
+  for (const row of broken) {
+    log(`${row.label}: ${row.result.non2xx} non-2xx responses, ${row.result.errors} errors, ${row.result.timeouts} timeouts; status codes ${JSON.stringify(row.result.statusCodes)}`);
+  }
+  log(broken.length > 0 ? 'INVALID: some responses were not 2xx (see above)' : `every response was 2xx (${rows.reduce((n, r) => n + r.result.requests, 0)} requests, rate limiting on)`);
+  log(failed.length > 0 ? `targets missed: ${failed.map((r) => r.label).join('; ')}` : 'all targets met');
+  return broken.length > 0 ? 1 : 0;
+}
+
+process.once('SIGINT', () => {
+  void cleanUp().finally(() => process.exit(130));
+});
+
+main()
+  .then(async (code) => {
+    await cleanUp();
+    process.exit(code);
+  })
+  .catch(async (err: unknown) => {
+    console.error(`bench failed: ${err instanceof Error ? err.message : String(err)}`);
+    await cleanUp();
+    process.exit(1);
+  });

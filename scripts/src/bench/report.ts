@@ -1,0 +1,55 @@
+import type { LoadResult } from './load.js';
+
+/** A performance goal relative to the baseline endpoint of the run. */
+export interface Target {
+  /** At least this share of the baseline's requests per second. */
+  minRatio: number;
+  /** 99th-percentile latency below this. */
+  maxP99Ms: number;
+}
+
+/** One measured endpoint: what each bench section returns. */
+export interface BenchRow {
+  label: string;
+  result: LoadResult;
+  /** The row the ratios are computed against (the cheapest endpoint). */
+  baseline?: boolean;
+  target?: Target;
+}
+
+export interface RowVerdict {
+  ratio: number | null;
+  pass: boolean | null;
+}
+
+export function verdict(row: BenchRow, baseline: BenchRow | undefined): RowVerdict {
+  const ratio = baseline && baseline.result.requestsPerSecond > 0 ? row.result.requestsPerSecond / baseline.result.requestsPerSecond : null;
+  if (!row.target || ratio === null) return { ratio, pass: null };
+  return { ratio, pass: ratio >= row.target.minRatio && row.result.p99Ms < row.target.maxP99Ms };
+}
+
+const pad = (text: string, width: number, right = false) => (right ? text.padStart(width) : text.padEnd(width));
+
+/** The results table: endpoint, req/s, p50, p99, ratio to the baseline, target and verdict. */
+export function formatTable(rows: readonly BenchRow[]): string {
+  const baseline = rows.find((r) => r.baseline);
+  const lines = rows.map((row) => {
+    const { ratio, pass } = verdict(row, baseline);
+    const target = row.baseline ? 'baseline' : row.target ? `>= 1/${Math.round(1 / row.target.minRatio)} req/s, p99 < ${row.target.maxP99Ms} ms` : '-';
+    return [
+      row.label,
+      row.result.requestsPerSecond.toFixed(0),
+      String(row.result.p50Ms),
+      String(row.result.p99Ms),
+      ratio === null ? '-' : ratio.toFixed(3),
+      String(row.result.non2xx),
+      target,
+      pass === null ? '' : pass ? 'PASS' : 'FAIL',
+    ];
+  });
+  const header = ['endpoint', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'non-2xx', 'target', 'result'];
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const numeric = new Set([1, 2, 3, 4, 5]);
+  const render = (cells: string[]) => cells.map((c, i) => pad(c, widths[i]!, numeric.has(i))).join('  ').trimEnd();
+  return [render(header), widths.map((w) => '-'.repeat(w)).join('  '), ...lines.map(render)].join('\n');
+}

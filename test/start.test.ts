@@ -1,0 +1,81 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { capacityListSchema, pricingSchema } from '@gpufarm/shared';
+import t from 'tap';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const run = promisify(execFile);
+
+/** Starts `npm start`'s script on a fresh embedded database and waits for its banner. */
+async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no banner within 60 s:\n${output}`)), 60_000);
+    const check = () => {
+      const match = /API\s+(http:\/\/\S+)\/v1/.exec(output);
+      if (match?.[1] && output.includes('Stop with Ctrl-C')) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    };
+    child.stdout?.on('data', check);
+    child.once('exit', (code) => reject(new Error(`npm start exited with ${code}:\n${output}`)));
+  });
+  return { child, url, output: () => output };
+}
+
+t.test('npm start: the control plane on the embedded database with a seeded fleet; npm run admin reaches it', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-'));
+  const { child, url, output } = await startMarketplace(t, dataDir);
+  t.match(output(), /seeded a simulated fleet/);
+  t.match(output(), /npm run admin -- create-key/, 'says how to create a key');
+
+  const capacity = await fetch(`${url}/v1/capacity?limit=3`);
+  t.equal(capacity.status, 200);
+  const list = capacityListSchema.parse(await capacity.json());
+  t.equal(list.data.length, 3);
+  t.ok(list.data.every((offer) => offer.simulated), 'seeded offers are marked simulated');
+  pricingSchema.parse(await (await fetch(`${url}/v1/pricing`)).json());
+
+  // While the server owns the embedded database, the admin command goes through its admin API.
+  const admin = await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/admin.ts'), 'create-key', '--wallet', '0x70997970C51812dc3A010C7d01b50e0d17dc79C8', '--scopes', 'billing:read'], {
+    cwd: ROOT,
+    env: { ...process.env, GF_DATA_DIR: dataDir, DATABASE_URL: '' },
+  });
+  const key = /^(gf_test_\S+)$/m.exec(admin.stdout)?.[1];
+  t.ok(key, 'the key is printed');
+  const billing = await fetch(`${url}/v1/billing`, { headers: { authorization: `Bearer ${key}` } });
+  t.equal(billing.status, 200);
+
+  // A second process must not open the same embedded database.
+  const seed = await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/seed.ts'), '--machines', '5'], {
+    cwd: ROOT,
+    env: { ...process.env, GF_DATA_DIR: dataDir, DATABASE_URL: '' },
+  }).catch((err: unknown) => err as { code: number; stderr: string });
+  t.equal((seed as { code: number }).code, 1);
+  t.match((seed as { stderr: string }).stderr, /in use by the control plane/);
+
+  child.kill('SIGTERM');
+  await new Promise((resolve) => child.once('exit', resolve));
+  t.notOk(existsSync(join(dataDir, 'control-plane.json')), 'the state file is removed on a clean stop');
+
+  // Restarted on the same data, nothing is seeded twice and the key still works.
+  const again = await startMarketplace(t, dataDir);
+  t.notMatch(again.output(), /seeded a simulated fleet/);
+  t.equal((await fetch(`${again.url}/v1/billing`, { headers: { authorization: `Bearer ${key}` } })).status, 200);
+  again.child.kill('SIGTERM');
+  await new Promise((resolve) => again.child.once('exit', resolve));
+});
