@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
-# may create databases (each test file makes its own). As root it installs and starts what is
+# may create databases (each test file makes its own), and tap built with our plugins. As root it installs and starts what is
 # missing; otherwise it says exactly what to run. Later issues add Docker and the registry here.
 set -euo pipefail
 
@@ -57,6 +57,18 @@ ensure_test_role() {
     || fail "the gpufarm role exists but cannot log in over TCP; allow password logins from 127.0.0.1 in pg_hba.conf"
 }
 
+# tap compiles its plugin set into node_modules at install time; this repository drops its
+# ts-node plugin (tests run through tsx, see package.json "tap"), so a fresh install needs one
+# rebuild before the first run, or every test file would be loaded as CommonJS.
+ensure_tap_built() {
+  local built=node_modules/@tapjs/test/test-built/dist/esm/index.js
+  if [ ! -f "$built" ] || grep -q '@tapjs/typescript' "$built"; then
+    say "building the tap runner with this repository's plugins"
+    npx --no-install tap build >/dev/null
+  fi
+}
+
 ensure_postgres_running
 ensure_test_role
+ensure_tap_built
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env -S npx tsx
 import { ConfigError, loadConfig } from './config.js';
-import { startControlPlane } from './server.js';
+import { closeOnSignals, startControlPlane } from './server.js';
 
 /** The control plane process: configuration from the environment, then serve until a signal. */
 async function main(): Promise<void> {
@@ -14,13 +14,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const controlPlane = await startControlPlane(config);
-  const stop = async () => {
-    await controlPlane.close();
-    process.exit(0);
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  closeOnSignals(await startControlPlane(config));
 }
 
 main().catch((err: unknown) => {

@@ -51,3 +51,13 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     throw err;
   }
 }
+
+/** Closes the control plane on SIGINT or SIGTERM, then exits 0. */
+export function closeOnSignals(controlPlane: ControlPlane): void {
+  const stop = async () => {
+    await controlPlane.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ConfigError, loadConfig } from '@gpufarm/control-plane/config.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
-import { startControlPlane } from '@gpufarm/control-plane/server.js';
+import { closeOnSignals, startControlPlane } from '@gpufarm/control-plane/server.js';
 
 /** Machines seeded into an empty database so a newcomer sees capacity at once. */
 const STARTER_FLEET_MACHINES = 60;
@@ -34,12 +34,7 @@ Create an API key (in another terminal; the key is printed once):
   npm run admin -- create-key --wallet 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 --scopes jobs:create,jobs:read,artifacts:read,billing:read
 
 Stop with Ctrl-C.`);
-  const stop = async () => {
-    await controlPlane.close();
-    process.exit(0);
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  closeOnSignals(controlPlane);
 }
 
 main().catch((err: unknown) => {
