@@ -15,6 +15,7 @@ import { clientRequestId, requestIdFor } from './http/request-id.js';
 import { recordRoutes } from './http/route-table.js';
 import './http/route-config.js';
 import { docsRoutes, indexRoutes } from './index-routes.js';
+import { jobRoutes } from './jobs/routes.js';
 import { pricingRoutes } from './pricing/routes.js';
 
 /** Everything the HTTP app needs, built once in `server.ts` (or a test) and passed in. */
@@ -62,6 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(docsRoutes);
   await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
   await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
+  await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
   await app.register(billingRoutes, { db: deps.db });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_CHAIN_ID, ENVIRONMENTS } from '@gpufarm/shared';
+import { parseBannedImagePattern } from './policy/images.js';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');
@@ -19,7 +20,15 @@ const envSchema = z.object({
   GF_ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
   GF_STABLE_TOKEN_ADDRESS: address.optional(),
   GF_STABLE_TOKEN_SYMBOL: z.string().min(1).max(11).default('USDC'),
-  GF_STABLE_TOKEN_DECIMALS: z.coerce.number().int().min(0).max(36).default(6),
+  GF_STABLE_TOKEN_DECIMALS: z.coerce.number().int().min(6, 'must be at least 6 (micro-USD precision)').max(36).default(6),
+  GF_WEI_PER_USD: z.string().regex(/^[1-9]\d{0,30}$/, 'must be a positive integer of wei per USD').default('333333333333333'),
+  GF_BANNED_IMAGES: z
+    .string()
+    .default('')
+    .transform((text) => text.split(',').map((s) => s.trim()).filter(Boolean))
+    .refine((patterns) => patterns.every((p) => parseBannedImagePattern(p) !== null), {
+      message: 'must be comma-separated image repositories such as acme/tool or acme/* (no tag, digest or bare *)',
+    }),
   GF_OFFER_INDEX_REFRESH_MS: z.coerce.number().int().min(100).default(30_000),
   GF_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -39,6 +48,10 @@ export interface Config {
   trustProxy: boolean;
   adminToken: string | undefined;
   stableToken: { address: string; symbol: string; decimals: number } | null;
+  /** The fixed ETH price source: wei per USD, frozen into each ETH job at creation. */
+  weiPerUsd: bigint;
+  /** Image repositories refused besides the built-in miners and crackers (`*` suffix wildcard). */
+  bannedImages: string[];
   offerIndexRefreshMs: number;
   logLevel: Env['GF_LOG_LEVEL'];
 }
@@ -75,6 +88,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     stableToken: e.GF_STABLE_TOKEN_ADDRESS
       ? { address: e.GF_STABLE_TOKEN_ADDRESS.toLowerCase(), symbol: e.GF_STABLE_TOKEN_SYMBOL, decimals: e.GF_STABLE_TOKEN_DECIMALS }
       : null,
+    weiPerUsd: BigInt(e.GF_WEI_PER_USD),
+    bannedImages: e.GF_BANNED_IMAGES,
     offerIndexRefreshMs: e.GF_OFFER_INDEX_REFRESH_MS,
     logLevel: e.GF_LOG_LEVEL,
   };

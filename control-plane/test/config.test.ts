@@ -14,6 +14,7 @@ t.test('defaults', async (t) => {
   t.equal(config.dataDir, '.gpufarm');
   t.equal(config.publicUrl, 'http://127.0.0.1:8080');
   t.equal(config.stableToken, null);
+  t.same(loadConfig({ GF_BANNED_IMAGES: ' acme/tool , evil/* ' }).bannedImages, ['acme/tool', 'evil/*']);
 });
 
 t.test('error: a bad value names the variable', async (t) => {
@@ -25,6 +26,8 @@ t.test('error: a bad value names the variable', async (t) => {
     ['GF_TRUST_PROXY', 'maybe'],
     ['GF_ADMIN_TOKEN', 'short'],
     ['GF_STABLE_TOKEN_ADDRESS', '0x123'],
+    ['GF_BANNED_IMAGES', 'acme/tool, *'],
+    ['GF_WEI_PER_USD', '1.5'],
   ];
   for (const [name, value] of cases) {
     const err = (() => {

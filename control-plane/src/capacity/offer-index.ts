@@ -1,5 +1,6 @@
 import { ApiError, type CapacityOffer } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
+import { fittingMachines, type FittingMachine, type JobRequirements } from './fit.js';
 import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.js';
 import { DEFAULT_CAPACITY_QUERY, type CapacityQuery } from './query.js';
 import { buildSnapshot, withUptime, type FleetSupply, type Snapshot } from './snapshot.js';
@@ -70,6 +71,8 @@ export interface OfferIndex {
   listOffersJson(query?: CapacityQuery): OfferListJsonPage;
   /** GPU supply per catalog class and the billing range, for pricing. */
   supply(): FleetSupply;
+  /** The offered machines that could run a job with these requirements. */
+  fittingMachines(requirements: JobRequirements): FittingMachine[];
 }
 
 function describe(err: unknown): string {
@@ -282,6 +285,9 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     },
     supply() {
       return current().supply;
+    },
+    fittingMachines(requirements) {
+      return fittingMachines(current(), requirements);
     },
   };
 }
