@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
-# may create databases (each test file makes its own), and tap built with our plugins. As root it installs and starts what is
-# missing; otherwise it says exactly what to run. Later issues add Docker and the registry here.
+# may create databases (each test file makes its own), and tap built with our plugins. As root
+# it installs and starts what is missing; otherwise it says exactly what to run. Later issues
+# add Docker and the registry here.
 set -euo pipefail
 
 PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
