@@ -38,7 +38,8 @@ CREATE TABLE idempotency_keys (
   key text NOT NULL,
   request_hash text NOT NULL,
   job_id text NOT NULL REFERENCES jobs (id),
-  response jsonb NOT NULL,
+  -- The first response as sent (text, not jsonb: a replay is byte-for-byte the same).
+  response text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (account_id, key)
 );

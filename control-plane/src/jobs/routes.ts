@@ -96,7 +96,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
         details: [{ field: 'Idempotency-Key', message: 'Idempotency-Key was already used with a different body' }],
       });
     }
-    return { ...(record.response as JobCreated), idempotentReplay: true };
+    return { ...(JSON.parse(record.response) as JobCreated), idempotentReplay: true };
   };
 
   app.post('/v1/jobs', { config: { auth: 'jobs:create', rateBucket: 'jobs_create' } }, async (request, reply) => {
@@ -207,7 +207,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
           idempotentReplay: false,
         };
         if (idempotencyKey) {
-          const taken = await claimIdempotencyKey(tx, { accountId: principal.accountId, key: idempotencyKey, requestHash, jobId, response: created });
+          const taken = await claimIdempotencyKey(tx, { accountId: principal.accountId, key: idempotencyKey, requestHash, jobId, response: JSON.stringify(created) });
           if (taken) throw new KeyTaken(taken);
         }
         return created;

@@ -93,7 +93,8 @@ export async function applyTransition(
 export interface IdempotencyRecord {
   request_hash: string;
   job_id: string;
-  response: unknown;
+  /** The first response's JSON text. */
+  response: string;
 }
 
 /**
@@ -104,7 +105,7 @@ export interface IdempotencyRecord {
  */
 export async function claimIdempotencyKey(
   tx: Transaction,
-  params: { accountId: string; key: string; requestHash: string; jobId: string; response: unknown },
+  params: { accountId: string; key: string; requestHash: string; jobId: string; response: string },
 ): Promise<IdempotencyRecord | null> {
   const inserted = await tx.query(
     `INSERT INTO idempotency_keys (account_id, key, request_hash, job_id, response) VALUES ($1, $2, $3, $4, $5)
@@ -112,7 +113,7 @@ export async function claimIdempotencyKey(
        SET request_hash = EXCLUDED.request_hash, job_id = EXCLUDED.job_id, response = EXCLUDED.response, created_at = now()
        WHERE idempotency_keys.created_at <= now() - interval '24 hours'
      RETURNING key`,
-    [params.accountId, params.key, params.requestHash, params.jobId, JSON.stringify(params.response)],
+    [params.accountId, params.key, params.requestHash, params.jobId, params.response],
   );
   if (inserted.length > 0) return null;
   return findIdempotencyKey(tx, params.accountId, params.key);
