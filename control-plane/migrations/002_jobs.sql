@@ -1,7 +1,9 @@
 -- Jobs: the creation spec as accepted (defaults applied), its fixed price terms and escrow terms.
 
+-- Ids are random (they reveal nothing); `seq` gives the order lists walk.
 CREATE TABLE jobs (
   id text PRIMARY KEY,
+  seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
   account_id text NOT NULL REFERENCES accounts (id),
   api_key_id text NOT NULL REFERENCES api_keys (id),
   status text NOT NULL CHECK (status IN ('CREATED', 'FUNDED', 'QUEUED', 'MATCHING', 'RUNNING', 'COMPLETED', 'FAILED', 'TIMED_OUT', 'CANCELED', 'EXPIRED')),
@@ -29,7 +31,7 @@ CREATE TABLE jobs (
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX jobs_account ON jobs (account_id, id DESC);
+CREATE INDEX jobs_account ON jobs (account_id, seq DESC);
 CREATE INDEX jobs_status ON jobs (status) WHERE status IN ('CREATED', 'QUEUED', 'MATCHING', 'RUNNING');
 
 -- A retried POST /v1/jobs with the same Idempotency-Key and body gets the first response again.

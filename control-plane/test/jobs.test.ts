@@ -92,19 +92,32 @@ t.test('args: an explicit cap prices the estimate and max cost; stable pays micr
   t.notOk(defaults.some((d) => d.field === 'maxPricePerGpuHourMicroUsd'), 'an explicit cap is no default');
 });
 
-t.test('error: validation_error when nothing fits or the cap is below every fitting machine', async (t) => {
+t.test('error: validation_error when nothing fits and no cap was given', async (t) => {
   const { app, key } = await setup(t);
   const tooMany = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ gpu: { count: 16 } }) });
   assertError(t, tooMany, 'validation_error', 422);
   t.same(tooMany.json().error.details.map((d: { field: string }) => d.field), ['gpu']);
-  const cheap = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ maxPricePerGpuHour: 0.39 }) });
-  assertError(t, cheap, 'validation_error', 422);
-  t.same(cheap.json().error.details.map((d: { field: string }) => d.field), ['maxPricePerGpuHour']);
-  t.match(cheap.json().error.message, /cheapest costs 0\.4/);
+  t.match(tooMany.json().error.message, /no machine offered now has 16 GPU/);
   const stable = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ paymentToken: 'stable' }) });
   t.same(stable.json().error.details.map((d: { field: string }) => d.field), ['paymentToken'], 'no stablecoin configured');
   const input = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ inputs: [{ artifactId: 'art_x', mountName: 'data' }] }) });
   t.same(input.json().error.details.map((d: { field: string }) => d.field), ['inputs[0].artifactId'], 'only the caller’s own artifacts');
+});
+
+t.test('behavior: with a cap and nothing matching now, the job is created and waits for capacity', async (t) => {
+  const { app, key } = await setup(t);
+  const cheap = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ maxPricePerGpuHour: 0.39, estRuntime: { minSeconds: 600, maxSeconds: 1800 } }) });
+  t.equal(cheap.statusCode, 201);
+  const created = jobCreatedSchema.parse(cheap.json());
+  t.same(created.estimate.matchedClasses, []);
+  t.match(created.estimate.assumptions.join('\n'), /the cheapest costs 0\.4\); it waits for capacity/);
+  t.equal(created.job.pricing.maxPricePerGpuHourMicroUsd, 390_000);
+  t.equal(created.estimate.lowMicroUsd, 286_000, 'at the cap: 390000*4*600/3600 = 260000, +10%');
+  t.equal(created.job.pricing.maxCostMicroUsd, 1_716_000, '390000*4 for an hour, +10%');
+  const nothing = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ gpu: { count: 16 }, maxPricePerGpuHourMicroUsd: 3_000_000 }) });
+  t.equal(nothing.statusCode, 201);
+  t.match(nothing.json().estimate.assumptions.join('\n'), /no machine offered now fits the whole job; it waits for capacity/);
+  t.notMatch(created.job.id, /^job_01/, 'ids are random, not time-ordered');
 });
 
 t.test('error: policy_rejected lists the findings', async (t) => {

@@ -3,8 +3,9 @@ import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
-import { capacitySection, type SectionContext } from './bench/capacity.js';
+import { capacitySection } from './bench/capacity.js';
 import { createBenchDatabase } from './bench/database.js';
+import { jobsSection, type JobsSectionContext } from './bench/jobs.js';
 import { formatTable, verdict, type BenchRow } from './bench/report.js';
 import { startControlPlaneProcess } from './bench/server.js';
 
@@ -14,9 +15,13 @@ import { startControlPlaneProcess } from './bench/server.js';
  * Each section (`bench/*.ts`) returns table rows; later issues add sections.
  *
  * Environment: BENCH_DATABASE_URL (a server where the role may create databases), BENCH_MACHINES
- * (10000), BENCH_DURATION (seconds per endpoint, 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (50).
+ * (10000), BENCH_DURATION (seconds per endpoint, 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (50),
+ * BENCH_JOB_KEYS (API keys for the job creation section; default: enough for 5,000 creations/s).
  */
-const SECTIONS: Array<{ name: string; run: (ctx: SectionContext) => Promise<BenchRow[]> }> = [{ name: 'public read endpoints', run: capacitySection }];
+const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<BenchRow[]> }> = [
+  { name: 'public read endpoints', run: capacitySection },
+  { name: 'job creation', run: jobsSection },
+];
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -69,7 +74,8 @@ async function main(): Promise<number> {
   const rows: BenchRow[] = [];
   for (const section of SECTIONS) {
     log(`\n${section.name}:`);
-    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, log })));
+    const baseline = rows.find((r) => r.baseline)?.result;
+    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, log, databaseUrl: database.url, baseline })));
   }
 
   log(`\n${formatTable(rows)}\n`);

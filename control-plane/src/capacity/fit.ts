@@ -1,7 +1,7 @@
 import { GPU_CLASSES, WORKLOAD_TYPES, type WorkloadType } from '@gpufarm/shared';
 import { ALL_WORKLOADS, WORKLOAD_BIT, type Snapshot } from './snapshot.js';
 
-/** What a job needs of one machine. */
+/** What a job needs of one machine, and the most it pays. */
 export interface JobRequirements {
   gpuCount: number;
   /** Minimum memory per GPU in bytes; null: any. */
@@ -9,28 +9,61 @@ export interface JobRequirements {
   /** Allowed GPU class ids; null: any class. */
   classIds: readonly string[] | null;
   workloadType: WorkloadType;
+  /** Price cap per GPU-hour, micro-USD; null: no cap (every fitting machine matches). */
+  capMicroUsd: number | null;
 }
 
-/** An offered machine that could run the job. */
-export interface FittingMachine {
-  classId: string;
-  priceMicroUsd: number;
-  minBillingSeconds: number;
+/** The offered machines that fit a job, and those of them at or under its cap. */
+export interface FitSummary {
+  /** Machines that fit the whole job, at any price. */
+  fitting: number;
+  /** Their highest price; 0 when none fits. */
+  maxFittingPriceMicroUsd: number;
+  /** Their lowest price; 0 when none fits. */
+  minFittingPriceMicroUsd: number;
+  /** Fitting machines at or under the cap, and their lowest and highest price and minimum billing. */
+  matched: number;
+  minPriceMicroUsd: number;
+  maxPriceMicroUsd: number;
+  maxMinBillingSeconds: number;
+  /** Classes of the matched machines, in catalog order. */
+  matchedClasses: string[];
 }
 
 /**
- * Offered machines that fit the whole job on their own (enough GPUs of an allowed class with
- * enough memory, accepting the workload), busy or not: a funded job queues for them. Pure.
+ * One scan over the snapshot's machine rows: machines that fit the whole job on their own
+ * (enough GPUs of an allowed class with enough memory, accepting the workload), busy or not,
+ * since a funded job queues for them. Pure; allocates nothing per row.
  */
-export function fittingMachines(s: Snapshot, req: JobRequirements): FittingMachine[] {
+export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
   const wanted = (WORKLOAD_BIT.get(req.workloadType) ?? 1 << WORKLOAD_TYPES.length) | ALL_WORKLOADS;
-  const fits: FittingMachine[] = [];
+  const allowed = GPU_CLASSES.map((c) => (req.classIds === null || req.classIds.includes(c.classId)) && (req.minVramBytes === null || c.vramBytes >= req.minVramBytes));
+  const cap = req.capMicroUsd ?? Number.POSITIVE_INFINITY;
+  const matchedClass = new Uint8Array(GPU_CLASSES.length);
+  const out: FitSummary = {
+    fitting: 0,
+    maxFittingPriceMicroUsd: 0,
+    minFittingPriceMicroUsd: 0,
+    matched: 0,
+    minPriceMicroUsd: 0,
+    maxPriceMicroUsd: 0,
+    maxMinBillingSeconds: 0,
+    matchedClasses: [],
+  };
   for (let row = 0; row < s.size; row++) {
-    if (s.gpus[row]! < req.gpuCount || (s.workloads[row]! & wanted) === 0) continue;
-    const gpuClass = GPU_CLASSES[s.classIdx[row]!]!;
-    if (req.minVramBytes !== null && gpuClass.vramBytes < req.minVramBytes) continue;
-    if (req.classIds !== null && !req.classIds.includes(gpuClass.classId)) continue;
-    fits.push({ classId: gpuClass.classId, priceMicroUsd: s.price[row]!, minBillingSeconds: s.minBilling[row]! });
+    const classIndex = s.classIdx[row]!;
+    if (!allowed[classIndex] || s.gpus[row]! < req.gpuCount || (s.workloads[row]! & wanted) === 0) continue;
+    const price = s.price[row]!;
+    out.minFittingPriceMicroUsd = out.fitting === 0 ? price : Math.min(out.minFittingPriceMicroUsd, price);
+    out.maxFittingPriceMicroUsd = Math.max(out.maxFittingPriceMicroUsd, price);
+    out.fitting += 1;
+    if (price > cap) continue;
+    out.minPriceMicroUsd = out.matched === 0 ? price : Math.min(out.minPriceMicroUsd, price);
+    out.maxPriceMicroUsd = Math.max(out.maxPriceMicroUsd, price);
+    out.maxMinBillingSeconds = Math.max(out.maxMinBillingSeconds, s.minBilling[row]!);
+    out.matched += 1;
+    matchedClass[classIndex] = 1;
   }
-  return fits;
+  out.matchedClasses = GPU_CLASSES.filter((_, i) => matchedClass[i] === 1).map((c) => c.classId);
+  return out;
 }

@@ -1,6 +1,6 @@
 import { ApiError, type CapacityOffer } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
-import { fittingMachines, type FittingMachine, type JobRequirements } from './fit.js';
+import { summarizeFit, type FitSummary, type JobRequirements } from './fit.js';
 import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.js';
 import { DEFAULT_CAPACITY_QUERY, type CapacityQuery } from './query.js';
 import { buildSnapshot, withUptime, type FleetSupply, type Snapshot } from './snapshot.js';
@@ -71,8 +71,8 @@ export interface OfferIndex {
   listOffersJson(query?: CapacityQuery): OfferListJsonPage;
   /** GPU supply per catalog class and the billing range, for pricing. */
   supply(): FleetSupply;
-  /** The offered machines that could run a job with these requirements. */
-  fittingMachines(requirements: JobRequirements): FittingMachine[];
+  /** The offered machines that could run a job with these requirements, summarized. */
+  summarizeFit(requirements: JobRequirements): FitSummary;
 }
 
 function describe(err: unknown): string {
@@ -286,8 +286,8 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     supply() {
       return current().supply;
     },
-    fittingMachines(requirements) {
-      return fittingMachines(current(), requirements);
+    summarizeFit(requirements) {
+      return summarizeFit(current(), requirements);
     },
   };
 }

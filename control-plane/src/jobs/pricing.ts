@@ -1,5 +1,5 @@
-import { finalCost, formatMicroUsd, GPU_CLASSES, MIN_BILLING_SECONDS, type ErrorDetail, type JobEstimate } from '@gpufarm/shared';
-import type { FittingMachine } from '../capacity/fit.js';
+import { finalCost, formatMicroUsd, MIN_BILLING_SECONDS, type ErrorDetail, type JobEstimate } from '@gpufarm/shared';
+import type { FitSummary } from '../capacity/fit.js';
 
 /** A job priced against the capacity that exists now. */
 export interface JobPriceTerms {
@@ -15,62 +15,53 @@ export interface JobPriceTerms {
 export interface PriceJobInput {
   gpuCount: number;
   maxRuntimeSeconds: number;
-  /** The runtime estimate; defaults to the minimum billing up to `maxRuntimeSeconds`. */
+  /** The runtime estimate; null: from the minimum billing to `maxRuntimeSeconds`. */
   estRuntime: { minSeconds: number; maxSeconds: number } | null;
   /** The customer's cap, micro-USD per GPU-hour; null takes the default. */
   requestedCapMicroUsd: number | null;
-  /** The field the cap came from, for error details. */
-  capField: 'maxPricePerGpuHour' | 'maxPricePerGpuHourMicroUsd';
-  fitting: readonly FittingMachine[];
+  /** The fitting machines, summarized with the requested cap (`summarizeFit`). */
+  fit: FitSummary;
   platformFeeBps: number;
 }
 
 /**
- * Prices a job (pure): the cap (asked for, or the highest price among machines that fit the
- * whole job), the machines and classes matched at or under it, the estimate range and the most
- * it can cost. The range uses `estRuntime` and the matched machines' lowest and highest prices;
- * the minimum billing is the highest among matched machines, and each end is billed at least that. `maxCost` is the cap for the whole
- * `maxRuntimeSeconds` (or the minimum billing, when longer), fee included.
+ * Prices a job (pure). The cap is the one asked for, or the highest price among machines that
+ * fit the whole job. The estimate runs from the lowest matched price (machines at or under the
+ * cap) for `estRuntime.minSeconds` to the highest for `estRuntime.maxSeconds`, each billed at
+ * least the minimum billing (the highest among matched machines), fee included; `maxCost` is the
+ * cap for `maxRuntimeSeconds` (or the minimum billing, when longer). With a cap and nothing
+ * matching now, the job is priced at its cap and waits for capacity; with neither, it is refused.
  */
 export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms } | { ok: false; details: ErrorDetail[] } {
-  if (input.fitting.length === 0) {
-    return {
-      ok: false,
-      details: [{ field: 'gpu', message: `gpu: no machine offered now has ${input.gpuCount} GPU(s) of this kind on one machine; see GET /v1/capacity and relax gpu.count, the memory or the model allowlist` }],
-    };
-  }
-  const capDefaulted = input.requestedCapMicroUsd === null;
-  const prices = (machines: readonly FittingMachine[]) => machines.map((m) => m.priceMicroUsd);
-  const cap = input.requestedCapMicroUsd ?? Math.max(...prices(input.fitting));
-  const matched = input.fitting.filter((m) => m.priceMicroUsd <= cap);
-  if (matched.length === 0) {
-    const cheapest = Math.min(...prices(input.fitting));
+  const { fit } = input;
+  if (input.requestedCapMicroUsd === null && fit.fitting === 0) {
     return {
       ok: false,
       details: [{
-        field: input.capField,
-        message: `${input.capField}: no machine that fits the job is offered at or below ${formatMicroUsd(cap)} USD per GPU-hour; the cheapest costs ${formatMicroUsd(cheapest)}`,
+        field: 'gpu',
+        message: `gpu: no machine offered now has ${input.gpuCount} GPU(s) of this kind on one machine, so there is no price to default the cap to; see GET /v1/capacity, relax gpu.count, the memory or the model allowlist, or give maxPricePerGpuHour to wait for capacity`,
       }],
     };
   }
-  const minBillingSeconds = Math.max(MIN_BILLING_SECONDS, ...matched.map((m) => m.minBillingSeconds));
-  const lowPrice = Math.min(...prices(matched));
-  const highPrice = Math.max(...prices(matched));
-  const matchedClasses = GPU_CLASSES.map((c) => c.classId).filter((id) => matched.some((m) => m.classId === id));
+  const capDefaulted = input.requestedCapMicroUsd === null;
+  const cap = input.requestedCapMicroUsd ?? fit.maxFittingPriceMicroUsd;
+  const waits = fit.matched === 0;
+  const minBillingSeconds = Math.max(MIN_BILLING_SECONDS, fit.maxMinBillingSeconds);
+  const lowPrice = waits ? cap : fit.minPriceMicroUsd;
+  const highPrice = waits ? cap : fit.maxPriceMicroUsd;
   const est = input.estRuntime ?? { minSeconds: 0, maxSeconds: input.maxRuntimeSeconds };
   const cost = (pricePerGpuHourMicroUsd: number, runtimeSeconds: number) =>
     finalCost({ runtimeSeconds, minBillingSeconds, gpuCount: input.gpuCount, pricePerGpuHourMicroUsd, platformFeeBps: input.platformFeeBps }).totalMicroUsd;
-  const estimate: JobEstimate = {
-    lowMicroUsd: cost(lowPrice, est.minSeconds),
-    highMicroUsd: cost(highPrice, est.maxSeconds),
-    assumptions: [
-      `runtime from ${Math.max(est.minSeconds, minBillingSeconds)} to ${Math.max(est.maxSeconds, minBillingSeconds)} seconds${input.estRuntime ? '' : ' (no estRuntime given: from the minimum billing to maxRuntimeSeconds)'}`,
-      `${input.gpuCount} GPU(s) at ${formatMicroUsd(lowPrice)} to ${formatMicroUsd(highPrice)} USD per GPU-hour, the matched offers' prices at or below the cap`,
-      `billed at least ${minBillingSeconds} seconds`,
-      `platform fee ${input.platformFeeBps} basis points included`,
-    ],
-    matchedClasses,
-  };
+  const assumptions = [
+    `runtime from ${Math.max(est.minSeconds, minBillingSeconds)} to ${Math.max(est.maxSeconds, minBillingSeconds)} seconds${input.estRuntime ? '' : ' (no estRuntime given: from the minimum billing to maxRuntimeSeconds)'}`,
+    waits
+      ? fit.fitting === 0
+        ? `no machine offered now fits the whole job; it waits for capacity at up to ${formatMicroUsd(cap)} USD per GPU-hour`
+        : `no machine that fits the whole job is offered at or below ${formatMicroUsd(cap)} USD per GPU-hour now (the cheapest costs ${formatMicroUsd(fit.minFittingPriceMicroUsd)}); it waits for capacity, estimated at the cap`
+      : `${input.gpuCount} GPU(s) at ${formatMicroUsd(lowPrice)} to ${formatMicroUsd(highPrice)} USD per GPU-hour, the prices of the matched machines at or below the cap`,
+    `billed at least ${minBillingSeconds} seconds`,
+    `platform fee ${input.platformFeeBps} basis points included`,
+  ];
   return {
     ok: true,
     terms: {
@@ -78,7 +69,7 @@ export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms
       capDefaulted,
       minBillingSeconds,
       platformFeeBps: input.platformFeeBps,
-      estimate,
+      estimate: { lowMicroUsd: cost(lowPrice, est.minSeconds), highMicroUsd: cost(highPrice, est.maxSeconds), assumptions, matchedClasses: fit.matchedClasses },
       maxCostMicroUsd: cost(cap, input.maxRuntimeSeconds),
     },
   };

@@ -21,12 +21,12 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
-import { newId } from '../ids.js';
+import { randomId } from '../ids.js';
 import { evaluatePolicy } from '../policy/policy.js';
 import { escrowJobKey } from './escrow-key.js';
 import { priceJob } from './pricing.js';
 import { toJob } from './serialize.js';
-import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJob, listJobs, type IdempotencyRecord, type JobRow } from './store.js';
+import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJob, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
 import { ForbiddenTransitionError, isTerminalStatus, transitionFor } from './transitions.js';
 
 export interface JobRoutesOptions {
@@ -57,7 +57,7 @@ const listQuery = z.strictObject({
   limit: intParam(1, 100, 20),
   cursor: z.string().optional(),
 });
-const listCursor = z.strictObject({ id: z.string().regex(JOB_ID) });
+const listCursor = z.strictObject({ seq: z.int().positive() });
 const cancelBody = z.strictObject({ reason: z.string().max(500, 'must be at most 500 characters').nullable().optional() }).nullable().optional();
 
 /** Thrown inside the creating transaction when the idempotency key was taken meanwhile. */
@@ -108,15 +108,16 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       });
     }
     const idempotencyKey = keyHeader as string | undefined;
-    const requestHash = sha256(stringify(request.body ?? null) ?? 'null');
-    if (idempotencyKey) {
-      const used = await findIdempotencyKey(db, principal.accountId, idempotencyKey);
-      if (used) return reply.code(200).send(replayOrConflict(used, requestHash));
-    }
 
     const parsed = parseJobCreateRequest(request.body);
     if (!parsed.ok) throw new ApiError('validation_error', parsed.details.map((d) => d.message).join('; '), { details: parsed.details });
     const spec = parsed.value;
+    // Hashed only once valid: a valid body is shallow, and an invalid one is never remembered.
+    const requestHash = sha256(stringify(request.body) ?? '');
+    if (idempotencyKey) {
+      const used = await findIdempotencyKey(db, principal.accountId, idempotencyKey);
+      if (used) return reply.code(200).send(replayOrConflict(used, requestHash));
+    }
 
     const policy = evaluatePolicy(spec, { bannedImages: config.bannedImages });
     if (policy.verdict !== 'allowed') {
@@ -136,17 +137,18 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     }
     const maxRuntimeSeconds = spec.maxRuntimeSeconds ?? JOB_SPEC_DEFAULTS.maxRuntimeSeconds;
     const workloadType = spec.workloadType ?? JOB_SPEC_DEFAULTS.workloadType;
+    const requestedCapMicroUsd = maxPriceMicroUsdOf(spec);
     const priced = priceJob({
       gpuCount: spec.gpu.count,
       maxRuntimeSeconds,
       estRuntime: spec.estRuntime ?? null,
-      requestedCapMicroUsd: maxPriceMicroUsdOf(spec),
-      capField: spec.maxPricePerGpuHourMicroUsd !== undefined ? 'maxPricePerGpuHourMicroUsd' : 'maxPricePerGpuHour',
-      fitting: offerIndex.fittingMachines({
+      requestedCapMicroUsd,
+      fit: offerIndex.summarizeFit({
         gpuCount: spec.gpu.count,
         minVramBytes: requestedVramBytes(spec.gpu),
         classIds: spec.gpu.modelAllowlist ?? null,
         workloadType,
+        capMicroUsd: requestedCapMicroUsd,
       }),
       platformFeeBps: config.platformFeeBps,
     });
@@ -159,59 +161,61 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       accepted.spec.maxPricePerGpuHourMicroUsd = terms.maxPricePerGpuHourMicroUsd;
       accepted.defaults.push({ field: 'maxPricePerGpuHourMicroUsd', value: terms.maxPricePerGpuHourMicroUsd });
     }
-    const jobId = newId('job');
+    const jobId = randomId('job');
     const stable = config.stableToken;
     const payment =
       paymentToken === 'stable' && stable
         ? { kind: 'stable' as const, token: stable.address, symbol: stable.symbol, decimals: stable.decimals, maxPayment: (stableMaxPayment(terms.maxCostMicroUsd) * 10n ** BigInt(stable.decimals - 6)).toString(), weiPerUsd: null }
         : { kind: 'eth' as const, token: '0x0000000000000000000000000000000000000000', symbol: 'ETH', decimals: 18, maxPayment: ethMaxPayment(terms.maxCostMicroUsd, config.weiPerUsd).toString(), weiPerUsd: config.weiPerUsd.toString() };
 
-    const create = async (): Promise<JobCreated> =>
-      db.transaction(async (tx) => {
-        const row = await insertJob(tx, {
-          id: jobId,
-          account_id: principal.accountId,
-          api_key_id: principal.keyId,
-          spec: accepted.spec,
-          spec_hash: sha256(stringify(accepted.spec) ?? ''),
-          title: spec.title ?? null,
-          gpu_count: spec.gpu.count,
-          workload_type: workloadType,
-          max_runtime_seconds: maxRuntimeSeconds,
-          max_price_per_gpu_hour_micro_usd: terms.maxPricePerGpuHourMicroUsd,
-          min_billing_seconds: terms.minBillingSeconds,
-          platform_fee_bps: terms.platformFeeBps,
-          estimate_low_micro_usd: terms.estimate.lowMicroUsd,
-          estimate_high_micro_usd: terms.estimate.highMicroUsd,
-          max_cost_micro_usd: terms.maxCostMicroUsd,
-          matched_classes: terms.estimate.matchedClasses,
-          payment_kind: payment.kind,
-          payment_token: payment.token,
-          payment_symbol: payment.symbol,
-          payment_decimals: payment.decimals,
-          max_payment: payment.maxPayment,
-          wei_per_usd: payment.weiPerUsd,
-          escrow_job_key: escrowJobKey(principal.walletAddress, jobId),
-        });
-        const created: JobCreated = {
-          object: 'job.created',
-          job: toJob(row, config.publicUrl),
-          estimate: terms.estimate,
-          policy: { verdict: 'allowed', findings: [] },
-          funding: null,
-          fundingUnavailable: {
-            code: 'escrow_not_deployed',
-            message: 'On-chain funding is not available on this deployment yet: no escrow contract is configured. The job keeps its terms; fund it once funding opens.',
-          },
-          defaults: accepted.defaults,
-          idempotentReplay: false,
-        };
-        if (idempotencyKey) {
-          const taken = await claimIdempotencyKey(tx, { accountId: principal.accountId, key: idempotencyKey, requestHash, jobId, response: JSON.stringify(created) });
-          if (taken) throw new KeyTaken(taken);
-        }
+    const newJob: NewJob = {
+      id: jobId,
+      account_id: principal.accountId,
+      api_key_id: principal.keyId,
+      spec: accepted.spec,
+      spec_hash: sha256(stringify(accepted.spec) ?? ''),
+      title: spec.title ?? null,
+      gpu_count: spec.gpu.count,
+      workload_type: workloadType,
+      max_runtime_seconds: maxRuntimeSeconds,
+      max_price_per_gpu_hour_micro_usd: terms.maxPricePerGpuHourMicroUsd,
+      min_billing_seconds: terms.minBillingSeconds,
+      platform_fee_bps: terms.platformFeeBps,
+      estimate_low_micro_usd: terms.estimate.lowMicroUsd,
+      estimate_high_micro_usd: terms.estimate.highMicroUsd,
+      max_cost_micro_usd: terms.maxCostMicroUsd,
+      matched_classes: terms.estimate.matchedClasses,
+      payment_kind: payment.kind,
+      payment_token: payment.token,
+      payment_symbol: payment.symbol,
+      payment_decimals: payment.decimals,
+      max_payment: payment.maxPayment,
+      wei_per_usd: payment.weiPerUsd,
+      escrow_job_key: escrowJobKey(principal.walletAddress, jobId),
+    };
+    const createdFor = (row: JobRow): JobCreated => ({
+      object: 'job.created',
+      job: toJob(row, config.publicUrl),
+      estimate: terms.estimate,
+      policy: { verdict: 'allowed', findings: [] },
+      funding: null,
+      fundingUnavailable: {
+        code: 'escrow_not_deployed',
+        message: 'On-chain funding is not available on this deployment yet: no escrow contract is configured. The job keeps its terms; fund it once funding opens.',
+      },
+      defaults: accepted.defaults,
+      idempotentReplay: false,
+    });
+    // Without a key, one autocommitted INSERT; with one, the key is claimed in the same transaction.
+    const create = async (): Promise<JobCreated> => {
+      if (!idempotencyKey) return createdFor(await insertJob(db, newJob));
+      return db.transaction(async (tx) => {
+        const created = createdFor(await insertJob(tx, newJob));
+        const taken = await claimIdempotencyKey(tx, { accountId: principal.accountId, key: idempotencyKey, requestHash, jobId, response: JSON.stringify(created) });
+        if (taken) throw new KeyTaken(taken);
         return created;
       });
+    };
     try {
       return reply.code(201).send(await create());
     } catch (err) {
@@ -223,14 +227,14 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
 
   app.get('/v1/jobs', { config: { auth: 'jobs:read' } }, async (request) => {
     const query = parseQuery(listQuery, request.query, 'GET /v1/jobs');
-    const afterId = query.cursor ? decodeCursor(query.cursor, listCursor).id : null;
-    const rows = await listJobs(db, { accountId: request.principal!.accountId, statuses: query.status ?? null, limit: query.limit + 1, afterId });
+    const beforeSeq = query.cursor ? decodeCursor(query.cursor, listCursor).seq : null;
+    const rows = await listJobs(db, { accountId: request.principal!.accountId, statuses: query.status ?? null, limit: query.limit + 1, beforeSeq });
     const page = rows.slice(0, query.limit);
     const last = page.at(-1);
     return {
       object: 'list',
       data: page.map((row) => toJob(row, config.publicUrl)),
-      nextCursor: rows.length > query.limit && last ? encodeCursor({ id: last.id }) : null,
+      nextCursor: rows.length > query.limit && last ? encodeCursor({ seq: last.seq }) : null,
     };
   });
 

@@ -3,6 +3,8 @@ import type { Queryable, Transaction } from '../db/database.js';
 
 export interface JobRow {
   id: string;
+  /** Insertion order: lists walk it, since ids are random. */
+  seq: number;
   account_id: string;
   status: JobStatus;
   spec: unknown;
@@ -30,12 +32,12 @@ export interface JobRow {
   updated_at: Date;
 }
 
-const COLUMNS = `id, account_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
+const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
   max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
   max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment::text AS max_payment,
   wei_per_usd::text AS wei_per_usd, escrow_job_key, cancel_reason, created_at, updated_at`;
 
-export type NewJob = Omit<JobRow, 'status' | 'cancel_reason' | 'created_at' | 'updated_at'> & { api_key_id: string };
+export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at'> & { api_key_id: string };
 
 export async function insertJob(db: Queryable, job: NewJob): Promise<JobRow> {
   const [row] = await db.query<JobRow>(
@@ -61,16 +63,16 @@ export async function findJob(db: Queryable, accountId: string, jobId: string): 
   return row ?? null;
 }
 
-/** One page of the account's jobs, newest first (ids are time-ordered), after id `afterId`. */
+/** One page of the account's jobs, newest first, below insertion position `beforeSeq`. */
 export async function listJobs(
   db: Queryable,
-  params: { accountId: string; statuses: readonly JobStatus[] | null; limit: number; afterId: string | null },
+  params: { accountId: string; statuses: readonly JobStatus[] | null; limit: number; beforeSeq: number | null },
 ): Promise<JobRow[]> {
   return db.query<JobRow>(
     `SELECT ${COLUMNS} FROM jobs
-      WHERE account_id = $1 AND ($2::text[] IS NULL OR status = ANY($2::text[])) AND ($3::text IS NULL OR id < $3::text)
-      ORDER BY id DESC LIMIT $4`,
-    [params.accountId, params.statuses, params.afterId, params.limit],
+      WHERE account_id = $1 AND ($2::text[] IS NULL OR status = ANY($2::text[])) AND ($3::bigint IS NULL OR seq < $3::bigint)
+      ORDER BY seq DESC LIMIT $4`,
+    [params.accountId, params.statuses, params.beforeSeq, params.limit],
   );
 }
 
