@@ -16,7 +16,10 @@ for (const [name, create] of BACKENDS) t.test(name, async (t) => {
     const tables = await db.query<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`,
     );
-    t.match(tables.map((r) => r.table_name), ['accounts', 'api_keys', 'billing_entries', 'farms', 'gpu_classes', 'machine_gpus', 'machine_uptime_days', 'machines']);
+    const names = tables.map((r) => r.table_name);
+    for (const table of ['accounts', 'api_keys', 'billing_entries', 'farms', 'gpu_classes', 'idempotency_keys', 'jobs', 'machine_gpus', 'machine_uptime_days', 'machines']) {
+      t.ok(names.includes(table), `table ${table} exists`);
+    }
     const classes = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM gpu_classes');
     t.ok((classes[0]?.n ?? 0) >= 10, 'the GPU class catalog is synced');
   });

@@ -16,7 +16,9 @@ import { startControlPlaneProcess } from './bench/server.js';
  *
  * Environment: BENCH_DATABASE_URL (a server where the role may create databases), BENCH_MACHINES
  * (10000), BENCH_DURATION (seconds per endpoint, 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (50),
- * BENCH_JOB_KEYS (API keys for the job creation section; default: enough for 5,000 creations/s).
+ * BENCH_JOB_KEYS (API keys for the job creation section; default: enough for 5,000 creations/s),
+ * BENCH_SECTIONS (comma-separated words of section names to run besides the baseline's),
+ * BENCH_CPU_PROFILE_DIR (the server writes a V8 CPU profile there).
  */
 const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<BenchRow[]> }> = [
   { name: 'public read endpoints', run: capacitySection },
@@ -72,7 +74,10 @@ async function main(): Promise<number> {
   log(`${offers} capacity offers listed`);
 
   const rows: BenchRow[] = [];
+  // BENCH_SECTIONS=jobs runs the baseline and that section only.
+  const only = process.env.BENCH_SECTIONS?.split(',').map((s) => s.trim()).filter(Boolean);
   for (const section of SECTIONS) {
+    if (only && section !== SECTIONS[0] && !only.some((name) => section.name.includes(name))) continue;
     log(`\n${section.name}:`);
     const baseline = rows.find((r) => r.baseline)?.result;
     rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, log, databaseUrl: database.url, baseline })));

@@ -234,6 +234,8 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
   /** Serialized unfiltered pages of the current snapshot (only without a queue provider). */
   let pageCache: { version: number; pages: Map<string, OfferListJsonPage> } = { version: 0, pages: new Map() };
   const PAGE_CACHE_LIMIT = 256;
+  let fitCache: { version: number; answers: Map<string, FitSummary> } = { version: 0, answers: new Map() };
+  const FIT_CACHE_LIMIT = 4096;
 
   return {
     async start() {
@@ -287,7 +289,17 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
       return current().supply;
     },
     summarizeFit(requirements) {
-      return summarizeFit(current(), requirements);
+      // Jobs of the same shape price against the same snapshot: remember each answer until the next load.
+      const s = current();
+      if (fitCache.version !== s.version) fitCache = { version: s.version, answers: new Map() };
+      const key = `${requirements.gpuCount}|${requirements.minVramBytes}|${requirements.classIds?.join(',') ?? '*'}|${requirements.workloadType}|${requirements.capMicroUsd}`;
+      let answer = fitCache.answers.get(key);
+      if (!answer) {
+        answer = summarizeFit(s, requirements);
+        if (fitCache.answers.size >= FIT_CACHE_LIMIT) fitCache.answers.clear();
+        fitCache.answers.set(key, answer);
+      }
+      return { ...answer, matchedClasses: [...answer.matchedClasses] };
     },
   };
 }

@@ -35,7 +35,9 @@ function exited(child: ChildProcess): boolean {
 export async function startControlPlaneProcess(options: { databaseUrl: string; readyPath: string; env?: Record<string, string> }): Promise<BenchServer> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-bench-'));
-  const child = spawn(process.execPath, ['--import', 'tsx', 'control-plane/src/main.ts'], {
+  // BENCH_CPU_PROFILE_DIR: the server writes a V8 CPU profile there when it stops.
+  const profile = process.env.BENCH_CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE_DIR}`] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'control-plane/src/main.ts'], {
     cwd: REPO_ROOT,
     env: {
       ...process.env,
