@@ -2,7 +2,7 @@ import { jobCreatedSchema, jobSchema, listEnvelopeSchema } from '@gpufarm/shared
 import t, { type Test } from 'tap';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import type { Database } from '../src/db/database.js';
-import { escrowJobKey } from '../src/jobs/escrow-key.js';
+import { encodeAbiParameters, keccak256, stringToBytes, type Address } from 'viem';
 import { TRANSITIONS, transitionFor, ForbiddenTransitionError } from '../src/jobs/transitions.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
@@ -64,7 +64,8 @@ t.test('default: a job is created, priced against live capacity, with every defa
     symbol: 'ETH',
     decimals: 18,
     maxPayment: '733333333333333', // ceil(2200000 * 333333333333333 / 1e6)
-    escrowJobKey: escrowJobKey(walletAddress, job.id),
+    // Computed independently, as the contract does: keccak256(abi.encode(wallet, keccak256(jobId))).
+    escrowJobKey: keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'bytes32' }], [walletAddress as Address, keccak256(stringToBytes(job.id))])),
   });
   t.same(created.defaults.map((d) => d.field).sort(), ['maxPricePerGpuHourMicroUsd', 'maxRuntimeSeconds', 'networkPolicy', 'outputRules', 'paymentToken', 'workloadType']);
   t.same(created.defaults.find((d) => d.field === 'outputRules')?.value, [{ path: '/output', maxBytes: 1073741824 }]);

@@ -1,14 +1,20 @@
-import { encodeAbiParameters, keccak256, stringToBytes, type Address, type Hex } from 'viem';
+import { keccak_256 } from '@noble/hashes/sha3';
+
+const toHex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString('hex')}` as const;
 
 /** The escrow's job id for one of our jobs: keccak256 of its id's UTF-8 bytes. */
-export function escrowJobId(jobId: string): Hex {
-  return keccak256(stringToBytes(jobId));
+export function escrowJobId(jobId: string): `0x${string}` {
+  return toHex(keccak_256(Buffer.from(jobId, 'utf8')));
 }
 
 /**
  * The key the escrow contract derives for a job: `keccak256(abi.encode(funder, jobId))`
- * (ARCHITECTURE.md section 7), so only the key owner's wallet can fund it.
+ * (ARCHITECTURE.md section 7), so only the key owner's wallet can fund it. `abi.encode` of an
+ * address and a bytes32 is the address left-padded to 32 bytes, then the 32 bytes.
  */
-export function escrowJobKey(wallet: string, jobId: string): Hex {
-  return keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'bytes32' }], [wallet as Address, escrowJobId(jobId)]));
+export function escrowJobKey(wallet: string, jobId: string): `0x${string}` {
+  const encoded = new Uint8Array(64);
+  encoded.set(Buffer.from(wallet.slice(2).toLowerCase(), 'hex'), 12);
+  encoded.set(keccak_256(Buffer.from(jobId, 'utf8')), 32);
+  return toHex(keccak_256(encoded));
 }

@@ -40,12 +40,13 @@ const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count,
 export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at'> & { api_key_id: string };
 
 export async function insertJob(db: Queryable, job: NewJob): Promise<JobRow> {
-  const [row] = await db.query<JobRow>(
+  // Only what the database decides comes back; the rest is what was sent.
+  const [row] = await db.query<Pick<JobRow, 'seq' | 'created_at' | 'updated_at'>>(
     `INSERT INTO jobs (id, account_id, api_key_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
        max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
        max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, wei_per_usd, escrow_job_key)
      VALUES ($1, $2, $3, 'CREATED', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
-     RETURNING ${COLUMNS}`,
+     RETURNING seq, created_at, updated_at`,
     [
       job.id, job.account_id, job.api_key_id, JSON.stringify(job.spec), job.spec_hash, job.title, job.gpu_count, job.workload_type,
       job.max_runtime_seconds, job.max_price_per_gpu_hour_micro_usd, job.min_billing_seconds, job.platform_fee_bps,
@@ -54,7 +55,8 @@ export async function insertJob(db: Queryable, job: NewJob): Promise<JobRow> {
     ],
   );
   if (!row) throw new Error('INSERT … RETURNING gave no row');
-  return row;
+  const { api_key_id: _apiKeyId, ...stored } = job;
+  return { ...stored, ...row, status: 'CREATED', cancel_reason: null };
 }
 
 /** The account's job, or null (another account's job is as absent as a missing one). */
