@@ -5,7 +5,7 @@ import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import type { SectionContext } from './capacity.js';
-import type { LoadResult } from './load.js';
+import { toLoadResult, type LoadResult } from './load.js';
 import type { BenchRow } from './report.js';
 
 /** What the job creation section needs besides the common context. */
@@ -98,22 +98,6 @@ function run(ctx: JobsSectionContext, nextKey: () => string, seconds: number): P
       },
     ],
   });
-}
-
-function toLoadResult(result: autocannon.Result): LoadResult {
-  const statusCodes: Record<string, number> = {};
-  for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count ?? 0;
-  return {
-    requestsPerSecond: result.requests.average,
-    p50Ms: result.latency.p50,
-    p99Ms: result.latency.p99,
-    requests: result.requests.total,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    statusCodes,
-    bytesPerSecond: result.throughput.average,
-  };
 }
 
 /**

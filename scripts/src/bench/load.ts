@@ -49,7 +49,11 @@ function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> 
 /** Warms the endpoint up, then measures it with autocannon; every call from a fresh enough address. */
 export async function measure(options: LoadOptions): Promise<LoadResult> {
   if (options.warmupSeconds > 0) await run(options, options.warmupSeconds);
-  const result = await run(options, options.durationSeconds);
+  return toLoadResult(await run(options, options.durationSeconds));
+}
+
+/** An autocannon result as a table row's figures. */
+export function toLoadResult(result: autocannon.Result): LoadResult {
   const statusCodes: Record<string, number> = {};
   for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count ?? 0;
   return {
