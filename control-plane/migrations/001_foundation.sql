@@ -97,8 +97,10 @@ CREATE TABLE machine_uptime_days (
 );
 CREATE INDEX machine_uptime_days_day ON machine_uptime_days (day);
 
+-- `seq` orders lists: ids made in one millisecond are not ordered among themselves.
 CREATE TABLE billing_entries (
   id text PRIMARY KEY,
+  seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
   account_id text NOT NULL REFERENCES accounts (id),
   type text NOT NULL,
   job_id text,
@@ -108,7 +110,7 @@ CREATE TABLE billing_entries (
   tx_hash text,
   created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX billing_entries_account ON billing_entries (account_id, id DESC);
+CREATE INDEX billing_entries_account ON billing_entries (account_id, seq DESC);
 
 -- Fixed-window counters for the shared rate-limit store (several replicas); lost on a crash by design.
 CREATE UNLOGGED TABLE rate_limit_counters (

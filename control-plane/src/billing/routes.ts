@@ -10,7 +10,7 @@ const querySchema = z.strictObject({
   cursor: z.string().min(1).optional(),
 });
 
-const cursorSchema = z.object({ id: z.string().regex(/^bil_[0-9a-z]{26}$/) });
+const cursorSchema = z.strictObject({ seq: z.int().positive() });
 
 function toEntry(row: BillingEntryRow) {
   return {
@@ -30,17 +30,17 @@ function toEntry(row: BillingEntryRow) {
 export const billingRoutes: FastifyPluginAsync<{ db: Queryable }> = async (app, { db }) => {
   app.get('/v1/billing', { config: { auth: 'billing:read' } }, async (request) => {
     const query = parseQuery(querySchema, request.query, 'GET /v1/billing');
-    const after = query.cursor ? decodeCursor(query.cursor, cursorSchema).id : null;
+    const beforeSeq = query.cursor ? decodeCursor(query.cursor, cursorSchema).seq : null;
     const principal = request.principal;
     if (!principal) throw new Error('billing route reached without a principal');
     // One row more than asked tells whether another page exists.
-    const rows = await listBillingEntries(db, { accountId: principal.accountId, limit: query.limit + 1, afterId: after });
+    const rows = await listBillingEntries(db, { accountId: principal.accountId, limit: query.limit + 1, beforeSeq });
     const page = rows.slice(0, query.limit);
     const last = page.at(-1);
     return {
       object: 'list',
       data: page.map(toEntry),
-      nextCursor: rows.length > query.limit && last ? encodeCursor({ id: last.id }) : null,
+      nextCursor: rows.length > query.limit && last ? encodeCursor({ seq: last.seq }) : null,
     };
   });
 };

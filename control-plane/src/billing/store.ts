@@ -3,6 +3,7 @@ import { newId } from '../ids.js';
 
 export interface BillingEntryRow {
   id: string;
+  seq: number;
   type: string;
   job_id: string | null;
   amount_micro_usd: number;
@@ -12,19 +13,19 @@ export interface BillingEntryRow {
   created_at: Date;
 }
 
-/** One page of an account's billing entries, newest first (ids are time-ordered), after id `afterId`. */
+/** One page of an account's billing entries, newest first, below insertion position `beforeSeq`. */
 export async function listBillingEntries(
   db: Queryable,
-  params: { accountId: string; limit: number; afterId: string | null },
+  params: { accountId: string; limit: number; beforeSeq: number | null },
 ): Promise<BillingEntryRow[]> {
   return db.query<BillingEntryRow>(
-    `SELECT id, type, job_id, amount_micro_usd, token, amount::text AS amount, tx_hash, created_at
+    `SELECT id, seq, type, job_id, amount_micro_usd, token, amount::text AS amount, tx_hash, created_at
        FROM billing_entries
       WHERE account_id = $1
-        AND ($2::text IS NULL OR id < $2::text)
-      ORDER BY id DESC
+        AND ($2::bigint IS NULL OR seq < $2::bigint)
+      ORDER BY seq DESC
       LIMIT $3`,
-    [params.accountId, params.afterId, params.limit],
+    [params.accountId, params.beforeSeq, params.limit],
   );
 }
 
