@@ -27,6 +27,8 @@ export interface AppDeps {
   offerIndex: OfferIndex;
   /** false in tests; the server logs JSON lines at `config.logLevel`. */
   logger?: boolean;
+  /** Epoch milliseconds for rate-limit windows; tests pin it so a window cannot end mid-test. */
+  now?: () => number;
 }
 
 /** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
@@ -55,7 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   installErrorHandling(app, routes);
   await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken });
-  await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt });
+  await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt, ...(deps.now ? { now: deps.now } : {}) });
   await app.register(enforceAuth);
   installCors(app, routes);
 

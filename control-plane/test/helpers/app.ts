@@ -28,13 +28,13 @@ export interface TestApp {
  * The real app on a fresh PostgreSQL database (or the one given), for `app.inject()` tests.
  * `env` overrides configuration variables as the process environment would.
  */
-export async function buildTestApp(t: TestContext, options: { env?: Record<string, string>; db?: Database } = {}): Promise<TestApp> {
+export async function buildTestApp(t: TestContext, options: { env?: Record<string, string>; db?: Database; now?: () => number } = {}): Promise<TestApp> {
   const db = options.db ?? (await createPostgresTestDatabase(t)).db;
   const config = loadConfig({ GF_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env });
   const rateLimitStore = createMemoryRateLimitStore();
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start();
-  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false });
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, ...(options.now ? { now: options.now } : {}) });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();
