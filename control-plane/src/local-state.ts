@@ -30,18 +30,26 @@ export function writeLocalState(dataDir: string, state: LocalState): void {
   writeFileSync(stateFile(dataDir), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
 }
 
+/** The state file's content; null when it is missing, truncated or not ours. */
+function readState(file: string): LocalState | null {
+  if (!existsSync(file)) return null;
+  try {
+    const parsed = stateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The running local control plane's state, or null when none runs (a stale file is ignored). */
 export function readLiveLocalState(dataDir: string): LocalState | null {
-  const file = stateFile(dataDir);
-  if (!existsSync(file)) return null;
-  const parsed = stateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
-  if (!parsed.success || !isAlive(parsed.data.pid)) return null;
-  return parsed.data;
+  const state = readState(stateFile(dataDir));
+  return state && isAlive(state.pid) ? state : null;
 }
 
 export function removeLocalState(dataDir: string, pid = process.pid): void {
   const file = stateFile(dataDir);
   if (!existsSync(file)) return;
-  const parsed = stateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
-  if (!parsed.success || parsed.data.pid === pid) rmSync(file, { force: true });
+  const state = readState(file);
+  if (!state || state.pid === pid) rmSync(file, { force: true });
 }
