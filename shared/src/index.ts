@@ -4,3 +4,4 @@ export * from './catalog/regions.js';
 export * from './constants.js';
 export * from './money.js';
 export * from './schemas/index.js';
+export * from './protocol/index.js';
