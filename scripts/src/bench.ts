@@ -8,6 +8,7 @@ import { createBenchDatabase } from './bench/database.js';
 import { jobsSection, type JobsSectionContext } from './bench/jobs.js';
 import { formatTable, verdict, type BenchRow } from './bench/report.js';
 import { startControlPlaneProcess } from './bench/server.js';
+import { STANDALONE_SECTIONS } from './bench/standalone.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -85,13 +86,20 @@ async function main(): Promise<number> {
 
   log(`\n${formatTable(rows)}\n`);
   const baseline = rows.find((r) => r.baseline);
-  const failed = rows.filter((r) => verdict(r, baseline).pass === false);
+  const missed = rows.filter((r) => verdict(r, baseline).pass === false).map((r) => r.label);
+  for (const section of STANDALONE_SECTIONS) {
+    if (only && !only.some((name) => section.name.includes(name))) continue;
+    log(`\n${section.name}:`);
+    const result = await section.run(log);
+    log(`\n${result.table.join('\n')}\n`);
+    missed.push(...result.missed);
+  }
   const broken = rows.filter((r) => r.result.non2xx > 0 || r.result.errors > 0 || r.result.timeouts > 0);
   for (const row of broken) {
     log(`${row.label}: ${row.result.non2xx} non-2xx responses, ${row.result.errors} errors, ${row.result.timeouts} timeouts; status codes ${JSON.stringify(row.result.statusCodes)}`);
   }
   log(broken.length > 0 ? 'INVALID: some responses were not 2xx (see above)' : `every response was 2xx (${rows.reduce((n, r) => n + r.result.requests, 0)} requests, rate limiting on)`);
-  log(failed.length > 0 ? `targets missed: ${failed.map((r) => r.label).join('; ')}` : 'all targets met');
+  log(missed.length > 0 ? `targets missed: ${missed.join('; ')}` : 'all targets met');
   return broken.length > 0 ? 1 : 0;
 }
 

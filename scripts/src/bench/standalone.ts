@@ -1,0 +1,17 @@
+/**
+ * A bench section that needs neither the seeded database nor the control-plane process (the
+ * agent's runtime, log link and uploads). Each measures its subject beside its own baseline in
+ * the same run and returns the lines of its table; `missed` lists the targets it did not meet.
+ */
+export interface StandaloneSection {
+  name: string;
+  run: (log: (line: string) => void) => Promise<StandaloneResult>;
+}
+
+export interface StandaloneResult {
+  table: string[];
+  missed: string[];
+}
+
+/** The registered sections, in the order they run (each lives in its own file under bench/). */
+export const STANDALONE_SECTIONS: StandaloneSection[] = [];
