@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
-# may create databases (each test file makes its own), and tap built with our plugins. As root
-# it installs and starts what is missing; otherwise it says exactly what to run. Later issues
-# add Docker and the registry here.
+# may create databases (each test file makes its own), tap built with our plugins, Docker Engine,
+# a local registry on 127.0.0.1:5000 and the local test images pushed to it (the agent's tests
+# run real containers). As root it installs and starts what is missing; otherwise it says
+# exactly what to run.
 set -euo pipefail
 
 PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
@@ -69,7 +70,91 @@ ensure_tap_built() {
   fi
 }
 
+# --- Docker Engine, the local registry and the local images (the agent's runtime tests) ---
+DOCKER_PIDFILE=/tmp/gpufarm-dockerd.pid
+DOCKER_LOG=/var/log/gpufarm-dockerd.log
+REGISTRY_ADDR=127.0.0.1:5000
+if is_root; then REGISTRY_HOME=/var/lib/gpufarm-registry; else REGISTRY_HOME="${XDG_STATE_HOME:-$HOME/.local/state}/gpufarm-registry"; fi
+
+docker_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+registry_answers() { curl -fsS -m 2 "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1; }
+
+# Debian packages the runtime tests need, each checked by a file it installs.
+ensure_docker_packages() {
+  local missing=()
+  command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+  command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+  { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || missing+=(busybox-static)
+  [ -f /usr/include/openssl/sha.h ] || missing+=(libssl-dev)
+  command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ ${#missing[@]} -eq 0 ] && return
+  if ! is_root; then
+    fail "missing packages for the agent's Docker tests. Install them with: sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+  fi
+  say "installing ${missing[*]} from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_docker_running() {
+  if docker_answers; then return; fi
+  if ! is_root; then
+    if [ -S /var/run/docker.sock ]; then
+      fail "Docker Engine runs but this user cannot use /var/run/docker.sock. Add yourself to the docker group: sudo usermod -aG docker $USER (then log in again)"
+    fi
+    fail "Docker Engine is not running. Start it with: sudo sh -c 'dockerd --storage-driver=vfs >$DOCKER_LOG 2>&1 & echo \$! >$DOCKER_PIDFILE'"
+  fi
+  if [ -f "$DOCKER_PIDFILE" ] && kill -0 "$(cat "$DOCKER_PIDFILE")" 2>/dev/null; then
+    say "dockerd (pid $(cat "$DOCKER_PIDFILE")) is starting; waiting"
+  else
+    say "starting dockerd --storage-driver=vfs (log $DOCKER_LOG, pid in $DOCKER_PIDFILE)"
+    setsid nohup dockerd --storage-driver=vfs >>"$DOCKER_LOG" 2>&1 </dev/null &
+    echo $! >"$DOCKER_PIDFILE"
+  fi
+  for _ in $(seq 1 60); do docker_answers && return; sleep 0.5; done
+  fail "dockerd did not answer on /var/run/docker.sock within 30 s; see $DOCKER_LOG"
+}
+
+# Debian's default registry config asks for htpasswd auth; ours listens on 127.0.0.1 only,
+# with no auth, storing blobs in a folder of ours that outlives any one clone of the repository.
+ensure_registry_running() {
+  if registry_answers; then return; fi
+  mkdir -p "$REGISTRY_HOME/data"
+  cat >"$REGISTRY_HOME/config.yml" <<YAML
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $REGISTRY_HOME/data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY_ADDR
+YAML
+  if [ -f "$REGISTRY_HOME/registry.pid" ] && kill -0 "$(cat "$REGISTRY_HOME/registry.pid")" 2>/dev/null; then
+    say "the registry (pid $(cat "$REGISTRY_HOME/registry.pid")) is starting; waiting"
+  else
+    say "starting docker-registry on $REGISTRY_ADDR (storage and log in $REGISTRY_HOME, pid in $REGISTRY_HOME/registry.pid)"
+    setsid nohup docker-registry serve "$REGISTRY_HOME/config.yml" >>"$REGISTRY_HOME/registry.log" 2>&1 </dev/null &
+    echo $! >"$REGISTRY_HOME/registry.pid"
+  fi
+  for _ in $(seq 1 40); do registry_answers && return; sleep 0.25; done
+  fail "the registry did not answer on http://$REGISTRY_ADDR/v2/; see $REGISTRY_HOME/registry.log (is the port taken?)"
+}
+
+ensure_images_built() {
+  bash scripts/build-images.sh
+}
+
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
+ensure_docker_packages
+ensure_docker_running
+ensure_registry_running
+ensure_images_built
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"
+say "Docker Engine $(docker version --format '{{.Server.Version}}') and the registry on $REGISTRY_ADDR ready; test images in .gpufarm/images.json"
