@@ -1,0 +1,140 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { lstat, readdir, readlink } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { PassThrough, Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
+import type { AssignmentOutputRule } from '@gpufarm/shared';
+
+/** What a packed artifact came to: its SHA-256 (hex) and size, both of the bytes streamed. */
+export interface PackedDigest {
+  sha256: string;
+  sizeBytes: number;
+}
+
+/** A stream of an artifact's bytes and, once it ended, their digest. */
+export interface ArtifactSource {
+  stream: Readable;
+  /** Rejects with `ArtifactTooLargeError` when the bytes pass the limit. */
+  digest: Promise<PackedDigest>;
+}
+
+/** The artifact passed its limit; the stream was cut before the limit was passed. */
+export class ArtifactTooLargeError extends Error {
+  constructor(
+    readonly limitBytes: number,
+    readonly path: string,
+  ) {
+    super(`${path} is more than its ${limitBytes}-byte limit`);
+    this.name = 'ArtifactTooLargeError';
+  }
+}
+
+/** Read size for files and uploads. */
+export const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Hashes and counts the bytes going through, in the same pass; never lets more than
+ * `limitBytes` through (it fails with `ArtifactTooLargeError` first).
+ */
+export function hashingLimiter(limitBytes: number, label: string): { transform: Transform; digest: Promise<PackedDigest> } {
+  const hash = createHash('sha256');
+  let size = 0;
+  let settle!: { resolve: (d: PackedDigest) => void; reject: (e: Error) => void };
+  const digest = new Promise<PackedDigest>((resolve, reject) => (settle = { resolve, reject }));
+  digest.catch(() => undefined);
+  const transform = new Transform({
+    highWaterMark: CHUNK_BYTES,
+    transform(chunk: Buffer, _enc, done) {
+      if (size + chunk.length > limitBytes) {
+        const err = new ArtifactTooLargeError(limitBytes, label);
+        settle.reject(err);
+        return done(err);
+      }
+      size += chunk.length;
+      hash.update(chunk);
+      done(null, chunk);
+    },
+    flush(done) {
+      settle.resolve({ sha256: hash.digest('hex'), sizeBytes: size });
+      done();
+    },
+  });
+  transform.on('error', (err) => settle.reject(err));
+  return { transform, digest };
+}
+
+interface Entry {
+  path: string;
+  name: string;
+  kind: 'file' | 'directory' | 'symlink';
+  size: number;
+  mode: number;
+  mtime: Date;
+}
+
+/** Regular files, folders and symlinks under `root` in name order (symlinks are not followed). */
+async function walk(root: string, base: string): Promise<Entry[]> {
+  const info = await lstat(root).catch(() => null);
+  if (!info) return [];
+  const name = relative(base, root) || '.';
+  const entry = (kind: Entry['kind']): Entry => ({ path: root, name, kind, size: kind === 'file' ? info.size : 0, mode: info.mode & 0o7777, mtime: info.mtime });
+  if (info.isSymbolicLink()) return [entry('symlink')];
+  if (info.isFile()) return [entry('file')];
+  if (!info.isDirectory()) return [];
+  const out: Entry[] = name === '.' ? [] : [entry('directory')];
+  const names = (await readdir(root)).sort();
+  for (const child of names) out.push(...(await walk(join(root, child), base)));
+  return out;
+}
+
+/** Bytes of the regular files a rule covers (a lower bound of its tar's size). */
+export async function ruleContentBytes(outputDir: string, rule: AssignmentOutputRule): Promise<number> {
+  const entries = await walk(hostPathOf(outputDir, rule), outputDir);
+  return entries.reduce((n, e) => n + e.size, 0);
+}
+
+export function hostPathOf(outputDir: string, rule: AssignmentOutputRule): string {
+  return join(outputDir, rule.path.slice('/output'.length));
+}
+
+/**
+ * Packs what an output rule covers as a tar stream, hashing it in the same pass, never more
+ * than the rule's `maxBytes`. Entries are named relative to /output, in name order, owned by
+ * 0:0, with the files' modes and mtimes: packing the same files again gives the same bytes
+ * (an upload retry re-packs and checks the hash). A rule whose path does not exist packs to
+ * an empty archive.
+ */
+export function packOutputRule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource {
+  const pack = tar.pack();
+  const limiter = hashingLimiter(rule.maxBytes, rule.path);
+  const out = new PassThrough({ highWaterMark: CHUNK_BYTES });
+  const fill = async () => {
+    for (const e of await walk(hostPathOf(outputDir, rule), outputDir)) {
+      const header = { name: e.name, mode: e.mode, mtime: e.mtime, uid: 0, gid: 0, uname: '', gname: '' };
+      if (e.kind === 'directory') await entry(pack, { ...header, type: 'directory' });
+      else if (e.kind === 'symlink') await entry(pack, { ...header, type: 'symlink', linkname: await readlink(e.path) });
+      else {
+        const sink = pack.entry({ ...header, type: 'file', size: e.size });
+        await pipeline(createReadStream(e.path, { highWaterMark: CHUNK_BYTES }), sink);
+      }
+    }
+    pack.finalize();
+  };
+  fill().catch((err: Error) => pack.destroy(err));
+  pipeline(pack, limiter.transform, out).catch((err: Error) => out.destroy(err));
+  return { stream: out, digest: limiter.digest };
+}
+
+function entry(pack: tar.Pack, header: Partial<tar.Header> & { name: string }): Promise<void> {
+  return new Promise((resolve, reject) => pack.entry(header, (err) => (err ? reject(err) : resolve())));
+}
+
+/** A file as an artifact (the log), hashed while streamed, with 1 MiB reads. */
+export function fileSource(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
+  const limiter = hashingLimiter(limitBytes, path);
+  const out = new PassThrough({ highWaterMark: CHUNK_BYTES });
+  pipeline(createReadStream(path, { highWaterMark: CHUNK_BYTES }), limiter.transform, out).catch((err: Error) => out.destroy(err));
+  return { stream: out, digest: limiter.digest };
+}

@@ -1,0 +1,90 @@
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { AssignmentSpec } from '@gpufarm/shared';
+import type { DockerRuntime, JobHandle } from '../runtime/docker-runtime.js';
+import type { JobExit } from '../runtime/job-state.js';
+import { LABEL_ASSIGNMENT } from '../runtime/labels.js';
+import type { LogSink } from '../runtime/log-lines.js';
+import { releaseOutputMount } from '../runtime/output-mount.js';
+
+export interface RestoreOptions {
+  /** The sink for an assignment's lines (the link's spool for it). */
+  sinkFor: (spec: AssignmentSpec) => LogSink;
+  /**
+   * The cursor of the last line the link already holds for the assignment (its spool's last
+   * container line), or null to resume after the last line of the runtime's own log file.
+   */
+  cursorFor?: (assignmentId: string) => string | null;
+  /**
+   * Whether an assignment is still wanted (the daemon's own records, or what the control plane
+   * said). Default: every assignment the runtime has state for.
+   */
+  owns?: (assignmentId: string) => boolean;
+}
+
+export interface RestoreResult {
+  /** Jobs supervised again: running ones go on, exited ones settle `done` at once with their exit. */
+  jobs: JobHandle[];
+  /** Assignments that exited and whose results are not released yet, with no container left (outputs remain on disk). */
+  finished: Array<{ spec: AssignmentSpec; exit: JobExit; outputDir: string; logFile: string }>;
+  /** Assignments with state but neither a container nor an exit: report them `lost`. */
+  lost: AssignmentSpec[];
+  /** Containers removed because no assignment owns them (their ids). */
+  removed: string[];
+}
+
+/**
+ * Rebuilds the runtime's jobs after an agent restart (STYLE.md rule 8): finds this owner's
+ * containers by label, resumes supervision of those an assignment owns (lines continue after
+ * the last one delivered, without duplicates; the runtime limit counts from the container's
+ * start), reports the ones that exited meanwhile with their exit codes, and removes labelled
+ * containers nobody owns together with their mounts and folders. It never re-runs a job.
+ */
+export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions): Promise<RestoreResult> {
+  const result: RestoreResult = { jobs: [], finished: [], lost: [], removed: [] };
+  const owns = opts.owns ?? (() => true);
+  const containers = await runtime.listContainers();
+  const seen = new Set<string>();
+  for (const c of containers) {
+    const assignmentId = c.Labels[LABEL_ASSIGNMENT] ?? '';
+    const state = assignmentId ? await runtime.readState(assignmentId) : null;
+    if (!state || state.containerId !== c.Id || !owns(assignmentId) || seen.has(assignmentId)) {
+      await runtime.removeContainer(c.Id);
+      if (assignmentId && !seen.has(assignmentId) && (!state || !owns(assignmentId))) await dropFolder(runtime, assignmentId);
+      result.removed.push(c.Id);
+      continue;
+    }
+    seen.add(assignmentId);
+    const handle = await runtime.resume(state, opts.sinkFor(state.spec), { sinkAfter: opts.cursorFor?.(assignmentId) ?? null });
+    result.jobs.push(handle);
+  }
+  // Folders without a container: finished and awaiting upload, or lost.
+  let names: string[] = [];
+  try {
+    names = await readdir(join(runtime.deps.stateDir, 'assignments'));
+  } catch {
+    // No state yet.
+  }
+  for (const assignmentId of names) {
+    if (seen.has(assignmentId)) continue;
+    const state = await runtime.readState(assignmentId);
+    if (!state) {
+      await dropFolder(runtime, assignmentId);
+      continue;
+    }
+    if (!owns(assignmentId)) {
+      await dropFolder(runtime, assignmentId);
+      continue;
+    }
+    const exit = await runtime.readExit(assignmentId);
+    const dir = runtime.dirOf(assignmentId);
+    if (exit) result.finished.push({ spec: state.spec, exit, outputDir: join(dir, 'output'), logFile: join(dir, 'log.jsonl') });
+    else result.lost.push(state.spec);
+  }
+  return result;
+}
+
+async function dropFolder(runtime: DockerRuntime, assignmentId: string): Promise<void> {
+  await releaseOutputMount(runtime.dirOf(assignmentId));
+  await rm(runtime.dirOf(assignmentId), { recursive: true, force: true });
+}

@@ -1,0 +1,371 @@
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import type { AssignmentSpec } from '@gpufarm/shared';
+import { ContainerConfigError, toContainerConfig, type MachineFacts } from './container-config.js';
+import { RuntimeError } from './errors.js';
+import { ensureImage } from './image.js';
+import { downloadInputs } from './inputs.js';
+import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-state.js';
+import { assignmentLabels, containerName, LABEL_ASSIGNMENT, ownerFilter } from './labels.js';
+import { LogFile } from './log-file.js';
+import { compareCursors, DockerLogParser, formatCursor, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
+import { prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS } from './output-mount.js';
+
+/** Seconds between SIGTERM and SIGKILL when a job is stopped (timeout, cancel). */
+export const STOP_GRACE_SECONDS = 10;
+
+/** What the runtime needs; wired once in the agent's main.ts (STYLE.md rule 2). */
+export interface RuntimeDeps {
+  docker: Docker;
+  machine: MachineFacts;
+  /** Names this agent on its containers' labels (the machine id); only its own are touched. */
+  owner: string;
+  /** Where per-assignment folders live (inputs, output mount, log artifact, state). */
+  stateDir: string;
+  /** Overrides `STOP_GRACE_SECONDS`. */
+  stopGraceSeconds?: number;
+  /** false forces the watchdog instead of a loop-mounted /output (tests, hosts without loop devices). */
+  allowLoopMounts?: boolean;
+  clock?: () => number;
+}
+
+/** A job the runtime supervises: started now, or found again after a restart. */
+export interface JobHandle {
+  assignmentId: string;
+  spec: AssignmentSpec;
+  containerId: string;
+  imageDigest: string;
+  startedAt: string;
+  /** Host folder of /output, read by the packer once the job exited. */
+  outputDir: string;
+  /** The log artifact (`log.jsonl`); complete once `done` resolved. */
+  logFile: string;
+  /** Settles when the container exited and every line reached the sink and the log file. */
+  done: Promise<JobExit>;
+  /** Stops the job (SIGTERM, grace, SIGKILL); `done` reports `canceled`. */
+  cancel(): Promise<void>;
+  /**
+   * Stops supervising without touching the container (the agent shuts down and leaves the job
+   * running for the next agent to restore): `done` rejects with `DetachedError`.
+   */
+  detach(): Promise<void>;
+}
+
+/** `done` of a job the agent stopped supervising (see `JobHandle.detach`). */
+export class DetachedError extends Error {
+  constructor(assignmentId: string) {
+    super(`stopped supervising ${assignmentId}`);
+    this.name = 'DetachedError';
+  }
+}
+
+/** Options of `start` and `resume`. */
+export interface SuperviseOptions {
+  /** Lines at or before this cursor (from the link's spool) are not sent to the sink again. */
+  sinkAfter?: string | null;
+}
+
+/**
+ * The container runtime through Docker Engine. `start` pulls, downloads inputs, prepares the
+ * output mount, creates and starts the container and returns once it runs; its lines flow to
+ * the sink until it exits. `resume` supervises a container found after a restart (see
+ * `restore/`). `release` removes the container, the mount and the folder once results are
+ * uploaded.
+ */
+export class DockerRuntime {
+  private readonly now: () => number;
+  private readonly grace: number;
+
+  constructor(readonly deps: RuntimeDeps) {
+    this.now = deps.clock ?? Date.now;
+    this.grace = deps.stopGraceSeconds ?? STOP_GRACE_SECONDS;
+  }
+
+  dirOf(assignmentId: string): string {
+    return jobDir(this.deps.stateDir, assignmentId);
+  }
+
+  /**
+   * Runs an assignment. Resolves once the container is running.
+   * @throws ContainerConfigError (refuse the assignment: `invalid`, `unsupported`, `conflict`, `duplicate`)
+   * @throws RuntimeError (`pull_failed`, `digest_mismatch`, `input_failed`, `create_failed`, `internal`)
+   */
+  async start(spec: AssignmentSpec, sink: LogSink, opts: SuperviseOptions = {}): Promise<JobHandle> {
+    const dir = this.dirOf(spec.assignmentId);
+    if (await readJson<JobState>(join(dir, 'state.json'))) {
+      throw new ContainerConfigError('duplicate', `assignment ${spec.assignmentId} already ran on this machine`);
+    }
+    const name = containerName(this.deps.owner, spec.assignmentId);
+    // Refuse a request the machine cannot honour before pulling anything.
+    toContainerConfig(spec, this.deps.machine, { name, image: 'x', labels: {}, inputs: [], outputHostPath: '/' });
+
+    await mkdir(join(dir, 'inputs'), { recursive: true, mode: 0o700 });
+    const { file: log } = await LogFile.open(join(dir, 'log.jsonl'));
+    const system = (line: string) => {
+      const entry: RuntimeLogLine = { stream: 'system', line, ts: this.now(), cursor: null };
+      log.append(entry);
+      sink(entry);
+    };
+    let started = false;
+    try {
+      const image = await ensureImage(this.deps.docker, spec.image, spec.imageDigest, system);
+      const inputs = await downloadInputs(spec.inputs, join(dir, 'inputs'), system);
+      const output = await prepareOutputMount(dir, spec.outputRules, { allowLoop: this.deps.allowLoopMounts });
+      system(output.kind === 'loop'
+        ? `/output is a ${output.limitBytes}-byte filesystem (loop-mounted ext4): writes past it fail`
+        : `/output limited to ${output.limitBytes} bytes by a watchdog (${output.reason}): the job is stopped past it`);
+
+      const config = toContainerConfig(spec, this.deps.machine, {
+        name,
+        image: image.reference,
+        labels: assignmentLabels(this.deps.owner, spec.assignmentId, spec.jobId, spec.maxRuntimeSeconds),
+        inputs,
+        outputHostPath: output.dir,
+      });
+      let container: Docker.Container;
+      try {
+        container = await this.deps.docker.createContainer(config);
+      } catch (err) {
+        throw new RuntimeError('create_failed', `creating the container failed: ${(err as Error).message}`, { cause: err });
+      }
+      // dockerode: wait() before start() returns at once; 'next-exit' waits for this run's exit.
+      const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
+      exited.catch(() => undefined);
+      const state: JobState = {
+        spec,
+        containerId: container.id,
+        imageReference: image.reference,
+        imageDigest: image.digest,
+        outputMount: output.kind,
+        outputLimitBytes: output.limitBytes,
+        startedAt: new Date(this.now()).toISOString(),
+      };
+      await writeJson(join(dir, 'state.json'), state);
+      try {
+        await container.start();
+      } catch (err) {
+        throw new RuntimeError('create_failed', `starting the container failed: ${(err as Error).message}`, { cause: err });
+      }
+      started = true;
+      system(`container ${container.id.slice(0, 12)} started from ${image.reference}`);
+      return this.supervise(state, container, log, null, sink, opts, exited);
+    } finally {
+      if (!started) await log.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Supervises a container found after a restart: follows its lines after the last one in the
+   * log file (and after `sinkAfter` for the sink), re-arms the runtime limit from its start and
+   * reports its exit, at once when it already exited.
+   */
+  async resume(state: JobState, sink: LogSink, opts: SuperviseOptions = {}): Promise<JobHandle> {
+    const dir = this.dirOf(state.spec.assignmentId);
+    const { file: log, last } = await LogFile.open(join(dir, 'log.jsonl'));
+    const container = this.deps.docker.getContainer(state.containerId);
+    const info = await container.inspect();
+    const exited = info.State.Running
+      ? (container.wait() as Promise<{ StatusCode: number }>)
+      : Promise.resolve({ StatusCode: info.State.ExitCode });
+    exited.catch(() => undefined);
+    const startedAt = info.State.StartedAt && !info.State.StartedAt.startsWith('0001') ? info.State.StartedAt : state.startedAt;
+    return this.supervise({ ...state, startedAt }, container, log, last, sink, opts, exited);
+  }
+
+  private supervise(
+    state: JobState,
+    container: Docker.Container,
+    log: LogFile,
+    fileAfter: LogCursor | null,
+    sink: LogSink,
+    opts: SuperviseOptions,
+    exited: Promise<{ StatusCode: number }>,
+  ): JobHandle {
+    const { spec } = state;
+    const dir = this.dirOf(spec.assignmentId);
+    const sinkAfter = opts.sinkAfter ? parseCursor(opts.sinkAfter) : fileAfter;
+    const resumeAt = [fileAfter, sinkAfter].reduce<LogCursor | null>((a, b) => (a === null || b === null ? null : compareCursors(a, b) <= 0 ? a : b), fileAfter);
+    const system = (line: string) => {
+      const entry: RuntimeLogLine = { stream: 'system', line, ts: this.now(), cursor: null };
+      log.append(entry);
+      sink(entry);
+    };
+    let stopCause: 'timeout' | 'cancel' | 'watchdog' | null = null;
+    const stop = async (cause: 'timeout' | 'cancel' | 'watchdog', graceSeconds: number) => {
+      if (stopCause) return;
+      stopCause = cause;
+      try {
+        await container.stop({ t: graceSeconds });
+      } catch (err) {
+        const code = (err as { statusCode?: number }).statusCode;
+        if (code !== 304 && code !== 404) system(`stopping the container failed: ${(err as Error).message}`);
+      }
+    };
+
+    const elapsed = this.now() - Date.parse(state.startedAt);
+    const remaining = Math.max(0, spec.maxRuntimeSeconds * 1000 - elapsed);
+    const timer = setTimeout(() => {
+      system(`maxRuntimeSeconds (${spec.maxRuntimeSeconds}) reached: stopping (SIGTERM, then SIGKILL after ${this.grace} s)`);
+      void stop('timeout', this.grace);
+    }, remaining);
+    let watchdog: NodeJS.Timeout | null = null;
+    if (state.outputMount === 'watchdog') {
+      let measuring = false;
+      watchdog = setInterval(() => {
+        if (measuring) return;
+        measuring = true;
+        void treeBytes(join(dir, 'output')).then((bytes) => {
+          measuring = false;
+          if (bytes > state.outputLimitBytes && !stopCause) {
+            system(`/output holds ${bytes} bytes, more than the ${state.outputLimitBytes} allowed: stopping the job`);
+            void stop('watchdog', 0);
+          }
+        });
+      }, WATCHDOG_INTERVAL_MS);
+    }
+
+    let detached = false;
+    let logStream: NodeJS.ReadableStream | null = null;
+    const logsDone = this.follow(container, resumeAt, (s) => {
+      logStream = s;
+      if (detached) (s as unknown as { destroy: () => void }).destroy();
+    }, (line) => {
+      if (detached) return;
+      const cursor = line.cursor ? parseCursor(line.cursor) : null;
+      if (!fileAfter || !cursor || compareCursors(cursor, fileAfter) > 0) log.append(line);
+      if (!sinkAfter || !cursor || compareCursors(cursor, sinkAfter) > 0) sink(line);
+    });
+
+    let detachNow!: () => void;
+    const detachSignal = new Promise<never>((_, reject) => (detachNow = () => reject(new DetachedError(spec.assignmentId))));
+    detachSignal.catch(() => undefined);
+    const done = (async (): Promise<JobExit> => {
+      let exitCode: number | null = null;
+      try {
+        exitCode = (await Promise.race([exited, detachSignal])).StatusCode;
+      } catch (err) {
+        if (err instanceof DetachedError) {
+          clearTimeout(timer);
+          if (watchdog) clearInterval(watchdog);
+          throw err;
+        }
+        system(`waiting for the container failed: ${(err as Error).message}`);
+      }
+      clearTimeout(timer);
+      if (watchdog) clearInterval(watchdog);
+      if (detached) throw new DetachedError(spec.assignmentId);
+      await logsDone.catch((err: unknown) => system(`reading the container's logs failed: ${(err as Error).message}`));
+      let info: Docker.ContainerInspectInfo | null = null;
+      try {
+        info = await container.inspect();
+      } catch {
+        // Removed behind our back: the wait's status is all there is.
+      }
+      if (detached) throw new DetachedError(spec.assignmentId);
+      if (info) exitCode = info.State.ExitCode;
+      const oomKilled = Boolean(info?.State.OOMKilled) || (exitCode === 137 && stopCause === null);
+      const finishedAt = info?.State.FinishedAt && !info.State.FinishedAt.startsWith('0001') ? info.State.FinishedAt : new Date(this.now()).toISOString();
+      const exit: JobExit = {
+        assignmentId: spec.assignmentId,
+        exitCode,
+        oomKilled,
+        timedOut: stopCause === 'timeout',
+        canceled: stopCause === 'cancel',
+        outputLimitExceeded: stopCause === 'watchdog',
+        startedAt: state.startedAt,
+        finishedAt,
+        imageDigest: state.imageDigest,
+      };
+      system(`exited with code ${exitCode}${oomKilled ? ' (out of memory)' : ''}${exit.timedOut ? ' (stopped at maxRuntimeSeconds)' : ''}${exit.canceled ? ' (canceled)' : ''}${exit.outputLimitExceeded ? ' (output limit exceeded)' : ''}`);
+      await log.close();
+      await writeJson(join(dir, 'exit.json'), exit);
+      return exit;
+    })();
+
+    return {
+      assignmentId: spec.assignmentId,
+      spec,
+      containerId: state.containerId,
+      imageDigest: state.imageDigest,
+      startedAt: state.startedAt,
+      outputDir: join(dir, 'output'),
+      logFile: join(dir, 'log.jsonl'),
+      done,
+      cancel: async () => {
+        system('canceled: stopping (SIGTERM, then SIGKILL after the grace period)');
+        await stop('cancel', this.grace);
+      },
+      detach: async () => {
+        if (detached) return;
+        detached = true;
+        detachNow();
+        (logStream as unknown as { destroy?: () => void } | null)?.destroy?.();
+        await logsDone.catch(() => undefined);
+        await log.close().catch(() => undefined);
+      },
+    };
+  }
+
+  /** Follows the container's log (after `after`) until it exits; resolves when the stream ended. */
+  private async follow(container: Docker.Container, after: LogCursor | null, opened: (stream: NodeJS.ReadableStream) => void, emit: (line: RuntimeLogLine) => void): Promise<void> {
+    const stream = (await container.logs({
+      follow: true,
+      stdout: true,
+      stderr: true,
+      timestamps: true,
+      ...(after ? { since: sinceSeconds(after) } : {}),
+    })) as unknown as NodeJS.ReadableStream;
+    opened(stream);
+    const parser = new DockerLogParser((stream, text, cursor) => {
+      const ts = timestampMs(cursor.ts);
+      const pieces = splitLong(text);
+      // Every piece carries the line's cursor: a resume drops all of them or none.
+      for (const line of pieces) emit({ stream, line, ts, cursor: formatCursor(cursor) });
+    }, after);
+    await new Promise<void>((resolve, reject) => {
+      stream.on('data', (chunk: Buffer) => parser.push(chunk));
+      stream.on('end', () => {
+        parser.end();
+        resolve();
+      });
+      stream.on('error', reject);
+      // A destroyed stream (detach) closes without 'end'.
+      stream.on('close', () => resolve());
+    });
+  }
+
+  /** Stops and removes the container, unmounts /output and deletes the assignment's folder. */
+  async release(assignmentId: string): Promise<void> {
+    const state = await readJson<JobState>(join(this.dirOf(assignmentId), 'state.json'));
+    const ids = new Set<string>();
+    if (state) ids.add(state.containerId);
+    for (const c of await this.listContainers()) if (c.Labels[LABEL_ASSIGNMENT] === assignmentId) ids.add(c.Id);
+    for (const id of ids) await this.removeContainer(id);
+    await releaseOutputMount(this.dirOf(assignmentId));
+    await rm(this.dirOf(assignmentId), { recursive: true, force: true });
+  }
+
+  /** Every container of this owner, running or not. */
+  async listContainers(): Promise<Docker.ContainerInfo[]> {
+    return this.deps.docker.listContainers({ all: true, filters: ownerFilter(this.deps.owner) });
+  }
+
+  async removeContainer(id: string): Promise<void> {
+    try {
+      await this.deps.docker.getContainer(id).remove({ force: true, v: true });
+    } catch (err) {
+      const code = (err as { statusCode?: number }).statusCode;
+      if (code !== 404 && code !== 409) throw err;
+    }
+  }
+
+  /** The state of an assignment started on this machine, or null. */
+  async readState(assignmentId: string): Promise<JobState | null> {
+    return readJson<JobState>(join(this.dirOf(assignmentId), 'state.json'));
+  }
+
+  async readExit(assignmentId: string): Promise<JobExit | null> {
+    return readJson<JobExit>(join(this.dirOf(assignmentId), 'exit.json'));
+  }
+}

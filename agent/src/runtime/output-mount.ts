@@ -1,0 +1,109 @@
+import { execFile } from 'node:child_process';
+import { chmod, mkdir, readdir, rm, stat, lstat, truncate, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { AssignmentOutputRule } from '@gpufarm/shared';
+
+const run = promisify(execFile);
+
+/**
+ * The `/output` mount of one job. Preferred: a sparse file of the outputs' size formatted ext4
+ * and loop-mounted (`loop`): writing past it gives ENOSPC inside the container. Where the host
+ * refuses (no root, no loop devices), a plain folder (`watchdog`): the runtime measures it
+ * every `WATCHDOG_INTERVAL_MS` and stops the job once it holds more than the limit.
+ * PLATFORM-NOTES "Hard output limits".
+ */
+export interface OutputMount {
+  kind: 'loop' | 'watchdog';
+  /** The folder bind-mounted at `/output`. */
+  dir: string;
+  /** Bytes the job may write under /output. */
+  limitBytes: number;
+  /** Why the loop mount was not used (watchdog only). */
+  reason: string | null;
+}
+
+export const WATCHDOG_INTERVAL_MS = 1000;
+/** ext4 keeps some of the file for itself (inode tables, journal); the file gets this much more. */
+export function loopImageBytes(limitBytes: number): number {
+  return Math.ceil(limitBytes * 1.0625) + 512 * 1024;
+}
+
+/**
+ * Bytes the job may write: a rule on `/output` itself bounds everything; otherwise the sum of
+ * the rules (each rule's own limit is enforced exactly when it is packed).
+ */
+export function outputLimitBytes(rules: AssignmentOutputRule[]): number {
+  const whole = rules.find((r) => r.path === '/output');
+  return whole ? whole.maxBytes : rules.reduce((n, r) => n + r.maxBytes, 0);
+}
+
+/** Makes the mount under `workdir` (`output.img`, `output/`). Idempotent for a mount already there. */
+export async function prepareOutputMount(workdir: string, rules: AssignmentOutputRule[], opts: { allowLoop?: boolean } = {}): Promise<OutputMount> {
+  const limitBytes = outputLimitBytes(rules);
+  const dir = join(workdir, 'output');
+  await mkdir(dir, { recursive: true });
+  if (await isMountPoint(dir)) return { kind: 'loop', dir, limitBytes, reason: null };
+  let reason: string;
+  if (opts.allowLoop === false) {
+    reason = 'loop mounts disabled by configuration';
+  } else if (process.getuid?.() !== 0) {
+    reason = 'the agent does not run as root, so it cannot loop-mount a filesystem';
+  } else {
+    const image = join(workdir, 'output.img');
+    try {
+      await writeFile(image, '');
+      await truncate(image, loopImageBytes(limitBytes));
+      await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', image]);
+      await run('mount', ['-o', 'loop,nosuid,nodev,noexec', image, dir]);
+      await rm(join(dir, 'lost+found'), { recursive: true, force: true });
+      // The job may run as any user of its image.
+      await chmod(dir, 0o777);
+      return { kind: 'loop', dir, limitBytes, reason: null };
+    } catch (err) {
+      reason = `loop mount failed: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}`;
+      await rm(image, { force: true });
+    }
+  }
+  await chmod(dir, 0o777);
+  return { kind: 'watchdog', dir, limitBytes, reason };
+}
+
+/** Unmounts (when loop-mounted) and deletes the image file; the folder's files stay until the workdir goes. */
+export async function releaseOutputMount(workdir: string): Promise<void> {
+  const dir = join(workdir, 'output');
+  if (await isMountPoint(dir)) {
+    // -d frees the loop device too.
+    await run('umount', ['-d', dir]).catch(async () => run('umount', ['-l', '-d', dir]));
+  }
+  await rm(join(workdir, 'output.img'), { force: true });
+}
+
+/** True when `dir` is a mount point (its device differs from its parent's). */
+export async function isMountPoint(dir: string): Promise<boolean> {
+  try {
+    const [a, b] = await Promise.all([stat(dir), stat(join(dir, '..'))]);
+    return a.dev !== b.dev;
+  } catch {
+    return false;
+  }
+}
+
+/** Bytes of regular files under `dir` (the watchdog's measure; symlinks are not followed). */
+export async function treeBytes(dir: string): Promise<number> {
+  let total = 0;
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch {
+    return 0;
+  }
+  for (const name of entries) {
+    const path = join(dir, name);
+    const info = await lstat(path).catch(() => null);
+    if (!info) continue;
+    if (info.isDirectory()) total += await treeBytes(path);
+    else if (info.isFile()) total += info.blocks * 512 > info.size ? info.blocks * 512 : info.size;
+  }
+  return total;
+}

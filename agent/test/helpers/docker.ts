@@ -1,0 +1,148 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Docker from 'dockerode';
+import type { Test } from 'tap';
+import type { AssignmentSpec } from '@gpufarm/shared';
+import { DockerRuntime, type RuntimeDeps } from '../../src/runtime/docker-runtime.js';
+import { LABEL_OWNER } from '../../src/runtime/labels.js';
+import type { RuntimeLogLine } from '../../src/runtime/log-lines.js';
+import { releaseOutputMount } from '../../src/runtime/output-mount.js';
+import { readdirSync } from 'node:fs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+export interface LocalImage {
+  repository: string;
+  tag: string;
+  digest: string;
+  reference: string;
+}
+
+/** The images scripts/build-images.sh pushed to the local registry (run by `npm test`'s test-env.sh). */
+export function localImages(): { registry: string; canary: LocalImage; busybox: LocalImage } {
+  const path = join(ROOT, '.gpufarm/images.json');
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    throw new Error(`${path} is missing: run bash scripts/test-env.sh (or bash scripts/build-images.sh)`);
+  }
+  const parsed = JSON.parse(text) as { registry: string; images: { canary: LocalImage; busybox: LocalImage } };
+  return { registry: parsed.registry, ...parsed.images };
+}
+
+export const docker = new Docker();
+
+/** A unique name for this test's containers, tags and folders (tap runs files in parallel). */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * A runtime with its own owner label and state folder; teardown removes every container of
+ * that owner, unmounts every /output it made and deletes the folder.
+ */
+export function testRuntime(t: Test, overrides: Partial<RuntimeDeps> = {}): DockerRuntime {
+  const owner = overrides.owner ?? uniqueName('t');
+  const stateDir = overrides.stateDir ?? mkdtempSync(join(tmpdir(), 'gf-runtime-'));
+  const runtime = new DockerRuntime({
+    docker,
+    machine: { simulated: true, cpuCores: 2, ramBytes: 4 * 1024 ** 3 },
+    owner,
+    stateDir,
+    stopGraceSeconds: 2,
+    ...overrides,
+  });
+  t.teardown(() => cleanOwner(owner, stateDir));
+  return runtime;
+}
+
+/** Removes an owner's containers, mounts and state folder. */
+export async function cleanOwner(owner: string, stateDir: string): Promise<void> {
+  const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL_OWNER}=${owner}`] } });
+  for (const c of containers) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined);
+  let names: string[] = [];
+  try {
+    names = readdirSync(join(stateDir, 'assignments'));
+  } catch {
+    // Nothing was started.
+  }
+  for (const name of names) await releaseOutputMount(join(stateDir, 'assignments', name)).catch(() => undefined);
+  await rm(stateDir, { recursive: true, force: true });
+}
+
+/** An assignment for the busybox image, pinned by digest; override what the test needs. */
+export function busyboxSpec(overrides: Partial<AssignmentSpec> = {}): AssignmentSpec {
+  const img = localImages().busybox;
+  const id = uniqueName('asg');
+  return {
+    assignmentId: id,
+    jobId: `job_${id}`,
+    image: img.repository,
+    imageDigest: img.digest,
+    command: ['true'],
+    env: {},
+    gpus: [],
+    cpuCores: 1,
+    ramBytes: 64 * 1024 * 1024,
+    maxRuntimeSeconds: 60,
+    networkPolicy: { mode: 'none' },
+    inputs: [],
+    outputRules: [{ path: '/output', maxBytes: 1024 * 1024 }],
+    ...overrides,
+  };
+}
+
+/** A sink that keeps every line. */
+export function collectLines(): { lines: RuntimeLogLine[]; sink: (line: RuntimeLogLine) => void; of: (stream: string) => string[] } {
+  const lines: RuntimeLogLine[] = [];
+  return { lines, sink: (l) => lines.push(l), of: (stream) => lines.filter((l) => l.stream === stream).map((l) => l.line) };
+}
+
+/** What an HTTP sink received for one PUT. */
+export interface ReceivedUpload {
+  path: string;
+  body: Buffer;
+  headers: IncomingMessage['headers'];
+  trailers: Record<string, string | undefined>;
+  complete: boolean;
+}
+
+/**
+ * A local HTTP server that stores PUT bodies (the control plane's upload endpoint stands in).
+ * `failFirst` answers that many requests with 503 before accepting.
+ */
+export async function uploadSink(t: Test, opts: { failFirst?: number } = {}): Promise<{ url: string; received: ReceivedUpload[]; server: Server }> {
+  const received: ReceivedUpload[] = [];
+  let failures = opts.failFirst ?? 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    const entry: ReceivedUpload = { path: req.url ?? '', body: Buffer.alloc(0), headers: req.headers, trailers: {}, complete: false };
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      entry.body = Buffer.concat(chunks);
+      entry.trailers = req.trailers;
+      entry.complete = true;
+      received.push(entry);
+      if (failures > 0) {
+        failures--;
+        res.writeHead(503).end();
+        return;
+      }
+      res.writeHead(201, { 'content-type': 'application/json' }).end('{}');
+    });
+    req.on('aborted', () => {
+      entry.body = Buffer.concat(chunks);
+      received.push(entry);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const address = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${address.port}`, received, server };
+}
