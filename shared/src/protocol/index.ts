@@ -1,1 +1,2 @@
 export * from './assignment.js';
+export * from './agent-messages.js';

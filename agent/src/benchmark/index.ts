@@ -1,0 +1,4 @@
+export * from './gpu-container.js';
+export * from './host-checks.js';
+export * from './run.js';
+export * from './tiers.js';

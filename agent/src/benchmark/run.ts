@@ -1,0 +1,35 @@
+import type { BenchmarkResult } from '@gpufarm/shared';
+import type { InventorySnapshot } from '../inventory/snapshot.js';
+import type { GpuBenchmarkRunner } from './gpu-container.js';
+import { tierFor } from './tiers.js';
+
+export interface BenchmarkDeps {
+  host: { diskWriteMBps: () => Promise<number>; sha256MBps: () => Promise<number> | number };
+  /** Null when Docker cannot be reached. */
+  gpu: GpuBenchmarkRunner | null;
+  now: () => Date;
+}
+
+/**
+ * Runs the benchmark for a machine as its inventory describes it. Simulated machines get host
+ * figures and `status: 'simulated'` with no GPU figure; a real machine runs the GPU container
+ * only when its health is proven (the probe passed), and otherwise says why it did not.
+ */
+export async function runBenchmark(deps: BenchmarkDeps, snapshot: InventorySnapshot): Promise<BenchmarkResult> {
+  const host = { diskWriteMBps: await deps.host.diskWriteMBps(), sha256MBps: await deps.host.sha256MBps() };
+  const ranAt = deps.now().toISOString();
+  if (snapshot.simulated) {
+    return { status: 'simulated', reason: 'simulated GPUs: no GPU was measured, so no GPU figure and no tier are reported', tier: null, host, gpus: [], ranAt };
+  }
+  if (snapshot.health.status !== 'healthy') {
+    return { status: 'not_run', reason: `the GPU benchmark container was not run: ${snapshot.health.reason ?? 'the machine is unhealthy'}`, tier: null, host, gpus: [], ranAt };
+  }
+  if (deps.gpu === null) return { status: 'not_run', reason: 'the GPU benchmark container was not run: Docker cannot be reached', tier: null, host, gpus: [], ranAt };
+  try {
+    const gpus = await deps.gpu.run(snapshot.detected.map((g) => ({ index: g.index, uuid: g.uuid })));
+    const tier = tierFor({ gpus: gpus.map((f) => ({ classId: snapshot.detected.find((g) => g.uuid === f.uuid)?.classId ?? null, ...f })), host });
+    return { status: 'completed', reason: tier === null ? 'a GPU model is not in the class catalog: no tier' : null, tier, host, gpus, ranAt };
+  } catch (err) {
+    return { status: 'not_run', reason: `the GPU benchmark container failed: ${(err as Error).message}`, tier: null, host, gpus: [], ranAt };
+  }
+}

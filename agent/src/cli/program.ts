@@ -1,0 +1,188 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { Command, Option } from 'commander';
+import { ConfigError, DEFAULT_CONFIG_PATH, workDirOf } from '../config/config.js';
+import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
+import { runBenchmark } from '../benchmark/run.js';
+import { measureDiskWriteMBps, measureSha256MBps } from '../benchmark/host-checks.js';
+import { dockerGpuBenchmark } from '../benchmark/gpu-container.js';
+import { formatDoctor, runDoctor } from '../doctor/checks.js';
+import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
+import { toWireInventory } from '../inventory/snapshot.js';
+import { SimulatedGpuSpecError } from '../inventory/simulated.js';
+import { systemdUnit } from '../service/systemd.js';
+import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, type GlobalOptions } from './context.js';
+import { enroll } from './enroll.js';
+import { runDaemon } from './run.js';
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const err = (line: string) => process.stderr.write(`${line}\n`);
+
+/** A failure the user can fix: printed without a stack trace, exit code 1 (2 for configuration). */
+function fail(error: unknown): never {
+  if (error instanceof ConfigError) {
+    err(`gf-agent: configuration error:\n${error.message.split('\n').map((l) => `  ${l}`).join('\n')}`);
+    process.exit(2);
+  }
+  if (error instanceof SimulatedGpuSpecError) {
+    err(`gf-agent: ${error.message}`);
+    process.exit(2);
+  }
+  err(`gf-agent: ${(error as Error).message}`);
+  process.exit(1);
+}
+
+function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (error) {
+      fail(error);
+    }
+  };
+}
+
+/** The `gf-agent` command line. */
+export function buildProgram(): Command {
+  const program = new Command('gf-agent')
+    .description('gpufarm agent: offers this machine\'s GPUs to the marketplace and runs the jobs it is given')
+    .version(AGENT_VERSION)
+    .option('-c, --config <file>', `configuration file, TOML or .json (default ${DEFAULT_CONFIG_PATH} when it exists; env GF_AGENT_CONFIG)`)
+    .option('--state-dir <dir>', 'state directory: keys, machine token, log spill (env GF_AGENT_STATE_DIR; default /var/lib/gf-agent)')
+    .option('--simulate-gpus <spec>', 'simulated mode on a machine without GPUs, such as "2x h100-80gb-sxm" (env GF_AGENT_SIMULATE_GPUS)')
+    .showHelpAfterError();
+  const globals = () => program.opts<GlobalOptions>();
+
+  program
+    .command('enroll')
+    .description('register this machine with a control plane using a one-time enrollment token')
+    .requiredOption('--server <url>', 'the control plane, such as https://farm.example.com')
+    .requiredOption('--token <gfe_token>', 'the one-time enrollment token (gfe_…)')
+    .option('--force', 'replace an existing enrollment', false)
+    .action(action(async (opts: { server: string; token: string; force: boolean }) => {
+      const config = configFrom(globals());
+      await enroll(config, opts, out);
+    }));
+
+  program
+    .command('run')
+    .description('run the agent daemon: connect, report inventory and health, take assignments')
+    .action(action(async () => {
+      await runDaemon(configFrom(globals()), (line) => out(`${new Date().toISOString()} ${line}`));
+    }));
+
+  program
+    .command('status')
+    .description('show the enrollment and what the running daemon last reported')
+    .option('--json', 'print JSON')
+    .action(action(async (opts: { json?: boolean }) => {
+      const config = configFrom(globals());
+      const machine = readMachineFile(config.stateDir);
+      const status = readJsonFile(stateFiles(config.stateDir).status) as { pid?: number; link?: string; updatedAt?: string; health?: { status: string; reason: string | null } | null; lastHeartbeatAt?: string | null; lastDownReason?: string | null; running?: string[]; draining?: boolean } | null;
+      let alive = false;
+      if (status?.pid) {
+        try {
+          process.kill(status.pid, 0);
+          alive = true;
+        } catch {
+          alive = false;
+        }
+      }
+      const report = {
+        enrolled: machine !== null,
+        machineId: machine?.machineId ?? null,
+        server: machine?.server ?? config.server,
+        stateDir: config.stateDir,
+        daemon: status ? { running: alive, ...status } : null,
+      };
+      if (opts.json) {
+        out(JSON.stringify(report, null, 2));
+        return;
+      }
+      out(machine ? `enrolled: machine ${machine.machineId} with ${machine.server} (since ${machine.enrolledAt})` : `not enrolled (state dir ${config.stateDir}): run "gf-agent enroll --server URL --token gfe_…"`);
+      if (!status) out('daemon: no status yet (start it with "gf-agent run" or "systemctl start gf-agent")');
+      else {
+        out(`daemon: ${alive ? `running (pid ${status.pid})` : `not running (last pid ${status.pid})`}, link ${status.link}, status of ${status.updatedAt}`);
+        if (status.health) out(`health: ${status.health.status}${status.health.reason ? ` (${status.health.reason})` : ''}`);
+        out(`last heartbeat: ${status.lastHeartbeatAt ?? 'none'}${status.lastDownReason ? `; last link problem: ${status.lastDownReason}` : ''}`);
+        out(`assignments: ${status.running?.length ? status.running.join(', ') : 'none'}${status.draining ? ' (draining)' : ''}`);
+      }
+    }));
+
+  program
+    .command('inventory')
+    .description('print the GPUs and host facts as JSON (what the control plane is told)')
+    .option('--probe', 'also run the GPU container probe through Docker (health truth)', false)
+    .option('--wire', 'print exactly the inventory message sent to the control plane (no GPUs while unhealthy)', false)
+    .action(action(async (opts: { probe: boolean; wire: boolean }) => {
+      const config = configFrom(globals());
+      const snap = await inventoryMonitor(config, { probe: opts.probe }).refresh();
+      const wire = toWireInventory(snap);
+      out(JSON.stringify(opts.wire ? wire : { ...wire, gpus: snap.detected, offered: snap.health.status === 'healthy' }, null, 2));
+    }));
+
+  program
+    .command('benchmark')
+    .description('measure disk write and SHA-256 speed, and GPU matmul and memory bandwidth in the benchmark container; stores and prints the result')
+    .option('--disk-mib <n>', 'MiB written by the disk check', '256')
+    .option('--sha-mib <n>', 'MiB hashed by the SHA-256 check', '512')
+    .action(action(async (opts: { diskMib: string; shaMib: string }) => {
+      const config = configFrom(globals());
+      const snap = await inventoryMonitor(config, { probe: true }).refresh();
+      const workDir = workDirOf(config);
+      const result = await runBenchmark(
+        {
+          host: { diskWriteMBps: () => measureDiskWriteMBps(workDir, Number(opts.diskMib) * 1024 * 1024), sha256MBps: () => measureSha256MBps(Number(opts.shaMib) * 1024 * 1024) },
+          gpu: dockerGpuBenchmark(dockerClient(), { image: config.benchmarkImage }),
+          now: () => new Date(),
+        },
+        snap,
+      );
+      try {
+        ensureStateDir(config.stateDir);
+        writeFileAtomic(stateFiles(config.stateDir).benchmark, `${JSON.stringify(result, null, 2)}\n`, 0o644);
+      } catch (e) {
+        err(`could not store the result in ${config.stateDir}: ${(e as Error).message}`);
+      }
+      out(JSON.stringify(result, null, 2));
+    }));
+
+  program
+    .command('doctor')
+    .description('check Docker, nvidia-smi, the NVIDIA container runtime, disk, clock and the control plane; say how to fix each')
+    .option('--json', 'print JSON')
+    .action(action(async (opts: { json?: boolean }) => {
+      const config = configFrom(globals());
+      const machine = (() => {
+        try {
+          return readMachineFile(config.stateDir);
+        } catch {
+          return null;
+        }
+      })();
+      const checks = await runDoctor(
+        { docker: dockerClient(), dockerEndpoint: dockerEndpoint(), gpus: nvidiaSmiReader({ command: config.nvidiaSmi }), fetch, now: () => new Date() },
+        { server: config.server ?? machine?.server ?? null, workDir: workDirOf(config), minFreeDiskBytes: config.minFreeDiskBytes, simulated: Boolean(config.simulateGpus) },
+      );
+      out(opts.json ? JSON.stringify(checks, null, 2) : formatDoctor(checks));
+      if (checks.some((c) => c.status === 'fail')) process.exitCode = 1;
+    }));
+
+  program
+    .command('install-service')
+    .description('write a systemd unit for the agent and say how to enable it')
+    .option('--path <file>', 'where to write the unit', '/etc/systemd/system/gf-agent.service')
+    .option('--exec <command>', 'the command that starts the daemon', `${resolve(process.argv[1] ?? 'gf-agent')} run`)
+    .option('--user <name>', 'the user the agent runs as (needs the Docker socket)', 'root')
+    .addOption(new Option('--force', 'overwrite an existing unit').default(false))
+    .action(action(async (opts: { path: string; exec: string; user: string; force: boolean }) => {
+      const config = configFrom(globals());
+      if (existsSync(opts.path) && !opts.force) throw new Error(`${opts.path} exists; pass --force to overwrite it`);
+      const unit = systemdUnit({ execStart: opts.exec, configPath: globals().config ? resolve(globals().config!) : null, stateDir: config.stateDir, user: opts.user });
+      mkdirSync(dirname(opts.path), { recursive: true });
+      writeFileAtomic(opts.path, unit, 0o644);
+      out(`wrote ${opts.path}. Enable and start it:\n  systemctl daemon-reload\n  systemctl enable --now ${opts.path.split('/').pop()!.replace(/\.service$/, '')}\nthen follow it with: journalctl -u ${opts.path.split('/').pop()!.replace(/\.service$/, '')} -f`);
+    }));
+
+  return program;
+}

@@ -1,0 +1,277 @@
+import {
+  AGENT_PROTOCOL_VERSION,
+  AGENT_PROTOCOL_VERSIONS,
+  type AgentMessage,
+  type AssignmentSpec,
+  type BenchmarkResult,
+  type HeartbeatMessage,
+  type HelloMessage,
+  type ServerMessage,
+  type WelcomeMessage,
+} from '@gpufarm/shared';
+import { AgentLink, type LinkState } from '../link/agent-link.js';
+import type { AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
+import { LogShipper } from '../logs/shipper.js';
+import type { InventoryMonitor } from '../inventory/monitor.js';
+import { inventoryKey, toWireInventory } from '../inventory/snapshot.js';
+
+export interface DaemonDeps {
+  inventory: InventoryMonitor;
+  runner: AssignmentRunner;
+  /** The last benchmark result, if any (sent in `hello`). */
+  benchmark: () => BenchmarkResult | null;
+  /** Called with what `status` shows, whenever it changes (the CLI writes status.json). */
+  onStatus?: (status: DaemonStatus) => void;
+  log: (line: string) => void;
+  now?: () => Date;
+}
+
+export interface DaemonOptions {
+  server: string;
+  machineToken: string;
+  agentVersion: string;
+  spoolDir: string;
+  logMemoryBytes: number;
+  heartbeatIntervalSeconds: number;
+  inventoryIntervalSeconds: number;
+  reconnect: { initialMs: number; maxMs: number };
+  flushIntervalMs?: number;
+  flushBytes?: number;
+}
+
+export interface DaemonStatus {
+  pid: number;
+  link: LinkState;
+  machineId: string | null;
+  connections: number;
+  lastWelcomeAt: string | null;
+  lastHeartbeatAt: string | null;
+  lastDownReason: string | null;
+  health: { status: string; reason: string | null; gpuProbe: string } | null;
+  gpus: number;
+  running: string[];
+  draining: boolean;
+  updatedAt: string;
+}
+
+/**
+ * `gf-agent run`: the link, heartbeats with live GPU figures, periodic inventory re-reads, the
+ * log shipper, and assignments handed to the `AssignmentRunner` port. Restart-safe: at start the
+ * runner restores what it finds, and `hello` reports it; unacked log lines are resent from the
+ * server's last stored seq.
+ */
+export class AgentDaemon {
+  readonly link: AgentLink;
+  readonly logs: LogShipper;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private inventoryTimer: NodeJS.Timeout | null = null;
+  private heartbeatMs: number;
+  private sentInventoryKey: string | null = null;
+  private readonly contexts = new Map<string, AssignmentContext>();
+  private readonly pendingReports: AgentMessage[] = [];
+  private draining = false;
+  private readonly now: () => Date;
+  private statusValue: DaemonStatus;
+
+  constructor(private readonly deps: DaemonDeps, private readonly options: DaemonOptions) {
+    this.now = deps.now ?? (() => new Date());
+    this.heartbeatMs = options.heartbeatIntervalSeconds * 1000;
+    this.link = new AgentLink({
+      server: options.server,
+      machineToken: options.machineToken,
+      reconnect: options.reconnect,
+      hello: () => this.hello(),
+      onWelcome: (w) => this.onWelcome(w),
+      onMessage: (m) => this.onMessage(m),
+      onDown: (reason) => {
+        deps.log(`link down: ${reason}; reconnecting`);
+        deps.runner.setPartitioned(true);
+        this.setStatus({ lastDownReason: reason });
+      },
+      onRefused: (reason) => {
+        deps.log(`link refused: ${reason}`);
+        this.setStatus({ lastDownReason: reason });
+      },
+      onInvalid: (problem) => deps.log(`ignored an invalid message from the control plane: ${problem}`),
+    });
+    this.logs = new LogShipper(
+      { isReady: () => this.link.ready, send: (m) => void this.link.send(m), bufferedAmount: () => this.link.bufferedAmount },
+      { spoolDir: options.spoolDir, memoryBytes: options.logMemoryBytes, flushIntervalMs: options.flushIntervalMs, flushBytes: options.flushBytes },
+    );
+    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, running: [], draining: false, updatedAt: this.now().toISOString() };
+  }
+
+  get status(): DaemonStatus {
+    return { ...this.statusValue, link: this.link.state, connections: this.link.connections };
+  }
+
+  async start(): Promise<void> {
+    await this.refreshInventory();
+    await this.deps.runner.restore((assignmentId, firstSeq) => this.context(assignmentId, firstSeq));
+    this.link.start();
+    this.inventoryTimer = setInterval(() => void this.refreshInventory(), this.options.inventoryIntervalSeconds * 1000);
+    this.armHeartbeat();
+  }
+
+  async stop(): Promise<void> {
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.inventoryTimer) clearInterval(this.inventoryTimer);
+    this.logs.flush();
+    this.logs.stop();
+    await this.deps.runner.close();
+    await this.link.stop();
+    this.setStatus({});
+  }
+
+  private armHeartbeat(): void {
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatMs);
+  }
+
+  private async refreshInventory(): Promise<void> {
+    try {
+      const snap = await this.deps.inventory.refresh();
+      this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0 });
+    } catch (err) {
+      this.deps.log(`inventory refresh failed: ${(err as Error).message}`);
+    }
+  }
+
+  private async hello(): Promise<HelloMessage> {
+    const snap = this.deps.inventory.latest ?? (await this.deps.inventory.refresh());
+    const inventory = toWireInventory(snap);
+    this.sentInventoryKey = inventoryKey(inventory);
+    const fromRunner = await this.deps.runner.running();
+    const known = new Set(fromRunner.map((r) => r.assignmentId));
+    return {
+      type: 'hello',
+      protocolVersion: AGENT_PROTOCOL_VERSION,
+      supportedVersions: [...AGENT_PROTOCOL_VERSIONS],
+      agentVersion: this.options.agentVersion,
+      inventory,
+      benchmark: this.deps.benchmark(),
+      running: [
+        ...fromRunner,
+        // Assignments the runner finished but whose lines are not all acked yet.
+        ...this.logs.assignments().filter((a) => !known.has(a.assignmentId)).map((a) => ({ assignmentId: a.assignmentId, jobId: a.assignmentId, state: 'exited' as const, nextLogSeq: a.nextSeq })),
+      ],
+      draining: this.draining,
+    };
+  }
+
+  private onWelcome(welcome: WelcomeMessage): void {
+    this.deps.log(`link up: machine ${welcome.machineId}, protocol ${welcome.protocolVersion}, heartbeat ${welcome.heartbeatIntervalSeconds} s`);
+    if (welcome.heartbeatIntervalSeconds * 1000 !== this.heartbeatMs) {
+      this.heartbeatMs = welcome.heartbeatIntervalSeconds * 1000;
+      this.armHeartbeat();
+    }
+    this.deps.runner.setPartitioned(false);
+    this.setStatus({ machineId: welcome.machineId, lastWelcomeAt: this.now().toISOString() });
+    this.logs.onReconnected(welcome.acked);
+    while (this.pendingReports.length > 0 && this.link.send(this.pendingReports[0]!)) this.pendingReports.shift();
+  }
+
+  private onMessage(message: ServerMessage): void {
+    switch (message.type) {
+      case 'logs.ack':
+        this.logs.onAck(message.assignmentId, message.seq);
+        return;
+      case 'assign':
+        void this.onAssign(message.assignment);
+        return;
+      case 'cancel':
+        this.deps.runner.cancel(message.assignmentId, message.reason).catch((err: unknown) => this.deps.log(`cancel ${message.assignmentId} failed: ${(err as Error).message}`));
+        return;
+      case 'drain':
+        this.draining = !message.undrain;
+        this.deps.log(this.draining ? `draining: ${message.reason ?? 'asked by the control plane'}` : 'drain lifted');
+        this.setStatus({ draining: this.draining });
+        return;
+      case 'welcome':
+        return;
+    }
+  }
+
+  private async onAssign(spec: AssignmentSpec): Promise<void> {
+    const reject = (reason: 'draining' | 'unhealthy' | 'duplicate' | 'internal', message: string) =>
+      this.sendOrQueue({ type: 'assignment.rejected', assignmentId: spec.assignmentId, reason: reason === 'internal' ? 'not_ready' : reason, message });
+    if (this.contexts.has(spec.assignmentId)) return reject('duplicate', `assignment ${spec.assignmentId} is already held by this machine`);
+    if (this.draining) return reject('draining', 'the machine is draining and takes no new assignment');
+    const health = this.deps.inventory.latest?.health;
+    if (health?.status !== 'healthy') return reject('unhealthy', `the machine is unhealthy: ${health?.reason ?? 'inventory not read yet'}`);
+    const ctx = this.context(spec.assignmentId, 0);
+    try {
+      const result = await this.deps.runner.accept(spec, ctx);
+      if (result.accepted) {
+        this.sendOrQueue({ type: 'assignment.accepted', assignmentId: spec.assignmentId });
+        this.setStatus({});
+      } else {
+        this.forget(spec.assignmentId);
+        this.sendOrQueue({ type: 'assignment.rejected', assignmentId: spec.assignmentId, reason: result.reason, message: result.message });
+      }
+    } catch (err) {
+      this.forget(spec.assignmentId);
+      reject('internal', `the runner failed: ${(err as Error).message}`);
+    }
+  }
+
+  private context(assignmentId: string, firstSeq: number): AssignmentContext {
+    const logs = this.logs.open(assignmentId, { firstSeq });
+    const link = this.link;
+    const ctx: AssignmentContext = {
+      assignmentId,
+      logs,
+      report: (status: AssignmentReport) => {
+        this.sendOrQueue({ type: 'assignment.status', assignmentId, at: this.now().toISOString(), ...status });
+        if (status.state === 'finished' || status.state === 'failed') {
+          // Keep the sink until the server has every line, then forget the assignment.
+          void logs.drained().then(() => this.forget(assignmentId));
+        }
+      },
+      get partitioned() {
+        return !link.ready;
+      },
+    };
+    this.contexts.set(assignmentId, ctx);
+    return ctx;
+  }
+
+  private forget(assignmentId: string): void {
+    this.contexts.get(assignmentId)?.logs.release();
+    this.contexts.delete(assignmentId);
+    this.setStatus({});
+  }
+
+  /** Status and accept/reject messages are kept in order while the link is down. */
+  private sendOrQueue(message: AgentMessage): void {
+    if (this.pendingReports.length === 0 && this.link.send(message)) return;
+    this.pendingReports.push(message);
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (!this.link.ready) return;
+    const snap = this.deps.inventory.latest;
+    if (!snap) return;
+    const inventory = toWireInventory(snap);
+    const key = inventoryKey(inventory);
+    const changed = key !== this.sentInventoryKey;
+    const message: HeartbeatMessage = {
+      type: 'heartbeat',
+      sentAt: this.now().toISOString(),
+      health: snap.health,
+      gpus: inventory.gpus.map((g) => ({ index: g.index, uuid: g.uuid, temperatureC: g.temperatureC, utilizationPercent: g.utilizationPercent, memoryUsedBytes: g.memoryUsedBytes, powerDrawWatts: g.powerDrawWatts })),
+      inventory: changed ? inventory : null,
+      runningAssignmentIds: [...this.contexts.keys()],
+      draining: this.draining,
+    };
+    if (this.link.send(message)) {
+      if (changed) this.sentInventoryKey = key;
+      this.setStatus({ lastHeartbeatAt: message.sentAt });
+    }
+  }
+
+  private setStatus(patch: Partial<DaemonStatus>): void {
+    this.statusValue = { ...this.statusValue, ...patch, running: [...this.contexts.keys()], draining: this.draining, updatedAt: this.now().toISOString() };
+    this.deps.onStatus?.(this.status);
+  }
+}

@@ -1,0 +1,92 @@
+import { gpuClassForProductName, type GpuInventory, type HostInventory, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import type { GpuReading } from './gpu-reader.js';
+import type { GpuProbeResult } from './gpu-probe.js';
+
+/**
+ * What the agent knows about its machine at one moment: every GPU it detected, whether they
+ * may be offered (`health`), and the host. `toWireInventory` turns it into what leaves the
+ * machine, where an unhealthy machine lists no GPUs.
+ */
+export interface InventorySnapshot {
+  agentVersion: string;
+  simulated: boolean;
+  host: HostInventory;
+  detected: GpuInventory[];
+  driverVersion: string | null;
+  cudaVersion: string | null;
+  health: MachineHealth;
+  collectedAt: string;
+}
+
+/** The probe's state as the snapshot needs it: not run yet, or its last result. */
+export type ProbeState = { kind: 'not_run' } | { kind: 'done'; result: GpuProbeResult };
+
+/** GPUs from an nvidia-smi reading, mapped to catalog classes. */
+export function gpusFromReading(reading: GpuReading): GpuInventory[] {
+  if (!reading.ok) return [];
+  const { driverVersion, cudaVersion } = reading.report;
+  return reading.report.gpus.map((g) => ({
+    index: g.index,
+    uuid: g.uuid,
+    name: g.name,
+    classId: gpuClassForProductName(g.name)?.classId ?? null,
+    vramBytes: g.vramBytes,
+    driverVersion,
+    cudaVersion,
+    temperatureC: g.temperatureC,
+    utilizationPercent: g.utilizationPercent === null ? null : Math.min(100, Math.max(0, g.utilizationPercent)),
+    memoryUsedBytes: g.memoryUsedBytes,
+    powerDrawWatts: g.powerDrawWatts,
+    powerLimitWatts: g.powerLimitWatts,
+    simulated: false,
+  }));
+}
+
+/**
+ * The health rule (pure): simulated machines are healthy; a real one is healthy only when
+ * nvidia-smi listed GPUs and the container probe saw them all.
+ */
+export function decideHealth(input: { simulated: boolean; reading: GpuReading | null; probe: ProbeState; now: Date }): MachineHealth {
+  const checkedAt = input.now.toISOString();
+  if (input.simulated) return { status: 'healthy', reason: null, gpuProbe: 'simulated', checkedAt };
+  const reading = input.reading;
+  if (reading === null || !reading.ok) {
+    const reason = reading?.reason ?? 'the GPUs were not read';
+    return { status: 'unhealthy', reason: reading?.ok === false && reading.missing ? `${reason}; install the NVIDIA driver, or run with --simulate-gpus for a machine without GPUs` : reason, gpuProbe: 'no_gpus', checkedAt };
+  }
+  if (reading.report.gpus.length === 0) return { status: 'unhealthy', reason: 'nvidia-smi lists no GPU', gpuProbe: 'no_gpus', checkedAt };
+  if (input.probe.kind === 'not_run') return { status: 'unhealthy', reason: 'the GPU container probe has not run yet: GPUs are offered once a container has seen them', gpuProbe: 'not_run', checkedAt };
+  if (!input.probe.result.ok) return { status: 'unhealthy', reason: `GPU container probe failed: ${input.probe.result.reason}`, gpuProbe: 'failed', checkedAt };
+  return { status: 'healthy', reason: null, gpuProbe: 'passed', checkedAt };
+}
+
+/** What leaves the machine: GPUs only when healthy. */
+export function toWireInventory(s: InventorySnapshot): MachineInventory {
+  return {
+    agentVersion: s.agentVersion,
+    simulated: s.simulated,
+    host: s.host,
+    gpus: s.health.status === 'healthy' ? s.detected : [],
+    detectedGpuCount: s.detected.length,
+    driverVersion: s.driverVersion,
+    cudaVersion: s.cudaVersion,
+    health: s.health,
+    collectedAt: s.collectedAt,
+  };
+}
+
+/**
+ * A key that changes when anything but live figures and times changes (GPU count, model,
+ * UUID, driver, health, host): the link sends the whole inventory again when it does.
+ */
+export function inventoryKey(inv: MachineInventory): string {
+  return JSON.stringify({
+    simulated: inv.simulated,
+    host: { ...inv.host, diskFreeBytes: Math.round(inv.host.diskFreeBytes / 2 ** 30) },
+    gpus: inv.gpus.map((g) => [g.uuid, g.name, g.classId, g.vramBytes, g.driverVersion, g.cudaVersion, g.powerLimitWatts]),
+    detected: inv.detectedGpuCount,
+    driver: inv.driverVersion,
+    cuda: inv.cudaVersion,
+    health: [inv.health.status, inv.health.reason, inv.health.gpuProbe],
+  });
+}

@@ -1,0 +1,2 @@
+export * from './outbox.js';
+export * from './shipper.js';

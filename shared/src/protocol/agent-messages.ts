@@ -1,0 +1,395 @@
+import { z } from 'zod';
+import { BENCHMARK_TIERS } from '../constants.js';
+import { isoTimeSchema, nonNegativeIntSchema, sha256HexSchema } from '../schemas/common.js';
+import { logStreamSchema } from '../schemas/logs.js';
+import { assignmentSpecSchema } from './assignment.js';
+
+/**
+ * The agent protocol (ARCHITECTURE.md section 8): how a farm machine enrolls over HTTP and then
+ * talks to the control plane over one WebSocket of JSON messages. Both sides parse every message
+ * with these schemas; an invalid message is a protocol error (close code 4400), never guessed at.
+ *
+ * Enrollment:
+ *   agent  POST /agent/v1/enroll  {enrollmentToken: gfe_…, publicKeyPem, inventory, …}
+ *   server 201                    {machineId, machineToken: gfa_…, heartbeatIntervalSeconds}
+ *
+ * Link (`GET /agent/v1/ws`, `Authorization: Bearer gfa_…`, upgraded to a WebSocket):
+ *
+ *   agent                                  server
+ *   hello {protocolVersion, inventory,  ->
+ *          benchmark, running}
+ *                                       <-  welcome {protocolVersion, machineId, acked}
+ *   heartbeat {health, gpus, inventory?} ->  (every heartbeatIntervalSeconds)
+ *                                       <-  assign {assignment}
+ *   assignment.accepted | .rejected     ->
+ *   assignment.status {state, …}        ->  (each change of state)
+ *   logs {assignmentId, lines[seq…]}    ->
+ *                                       <-  logs.ack {assignmentId, seq}
+ *                                       <-  cancel {assignmentId} | drain {}
+ *
+ * Log lines are numbered per assignment from 0 (the same `seq` as the public log API). The agent
+ * keeps every line until a `logs.ack` covers it and resends unacked lines, in order, after a
+ * reconnect; the server stores each (assignmentId, seq) once, so a resent line is harmless.
+ * The agent sends nothing before `welcome` except `hello`.
+ */
+
+/** The protocol version this build speaks; `hello` carries it and `welcome` echoes the one chosen. */
+export const AGENT_PROTOCOL_VERSION = 1;
+/** Every version this build can speak (a server may support several while agents upgrade). */
+export const AGENT_PROTOCOL_VERSIONS = [1] as const;
+
+/** HTTP paths of the agent API on the control plane. */
+export const AGENT_ENROLL_PATH = '/agent/v1/enroll';
+export const AGENT_WS_PATH = '/agent/v1/ws';
+
+/**
+ * WebSocket close codes the server uses (4000-4999 are the application's). The agent does not
+ * reconnect after `unauthorized` or `unsupportedVersion`; it does after the others.
+ */
+export const AGENT_CLOSE_CODES = {
+  /** The machine token is unknown, revoked, or the machine was removed. */
+  unauthorized: 4401,
+  /** A message failed its schema; the reason names the message type and field. */
+  invalidMessage: 4400,
+  /** No protocol version in common; the reason lists the server's versions. */
+  unsupportedVersion: 4426,
+  /** Another connection of the same machine took over (the newest wins). */
+  replaced: 4409,
+  /** No heartbeat or message within three heartbeat intervals. */
+  timeout: 4408,
+} as const;
+
+/** One-time enrollment token an operator gets from the control plane: `gfe_` + 43 base64url chars (32 bytes). */
+export const enrollmentTokenSchema = z.string().regex(/^gfe_[A-Za-z0-9_-]{32,128}$/, { error: 'must be an enrollment token: gfe_ followed by at least 32 base64url characters' });
+/** The machine's bearer token for the link and the artifact uploads: `gfa_` + base64url; only its SHA-256 is stored by the server. */
+export const machineTokenSchema = z.string().regex(/^gfa_[A-Za-z0-9_-]{32,128}$/, { error: 'must be a machine token: gfa_ followed by at least 32 base64url characters' });
+const machineIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be an id of letters, digits, _ and -' });
+const assignmentIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be an id of letters, digits, _ and -' });
+
+// ---------------------------------------------------------------------------------------------
+// Inventory: what the machine has. It never carries a hostname, IP address, MAC or user name.
+
+/** One GPU as `nvidia-smi` reports it; live figures are null when the driver does not report them. */
+export const gpuInventorySchema = z.strictObject({
+  index: nonNegativeIntSchema,
+  /** `GPU-…` UUID; the runtime passes it in `DeviceRequests`. Simulated GPUs get `GPU-sim-…`. */
+  uuid: z.string().min(1).max(128),
+  /** Product name as reported, such as `NVIDIA H100 80GB HBM3`. */
+  name: z.string().min(1).max(128),
+  /** Catalog class (`shared/src/catalog/gpu-classes.ts`), null when the model is not listed. */
+  classId: z.string().nullable(),
+  vramBytes: nonNegativeIntSchema,
+  driverVersion: z.string().min(1).max(32),
+  /** CUDA version the driver supports, such as `12.4`. */
+  cudaVersion: z.string().min(1).max(16),
+  temperatureC: z.number().nullable(),
+  utilizationPercent: z.number().min(0).max(100).nullable(),
+  memoryUsedBytes: nonNegativeIntSchema.nullable(),
+  powerDrawWatts: z.number().min(0).nullable(),
+  powerLimitWatts: z.number().min(0).nullable(),
+  /** True when the agent runs in simulated mode: no such GPU exists. */
+  simulated: z.boolean(),
+});
+export type GpuInventory = z.infer<typeof gpuInventorySchema>;
+
+/** Host facts; nothing that identifies the host on a network. */
+export const hostInventorySchema = z.strictObject({
+  cpuModel: z.string().max(256),
+  cpuCores: z.int().min(1),
+  cpuThreads: z.int().min(1),
+  ramBytes: nonNegativeIntSchema,
+  /** Free and total bytes of the file system holding the agent's work directory. */
+  diskFreeBytes: nonNegativeIntSchema,
+  diskTotalBytes: nonNegativeIntSchema,
+  /** Distribution and release, such as `Debian GNU/Linux 12`. */
+  os: z.string().max(128),
+  kernel: z.string().max(128),
+  arch: z.string().max(32),
+});
+export type HostInventory = z.infer<typeof hostInventorySchema>;
+
+/** The GPU probe: a container started with the NVIDIA runtime ran `nvidia-smi -L` and saw the GPUs. */
+export const GPU_PROBE_STATES = ['passed', 'failed', 'not_run', 'simulated', 'no_gpus'] as const;
+
+/**
+ * Whether the machine may be offered. A machine whose GPUs no container can see is `unhealthy`
+ * with the reason, and its inventory lists no GPUs (`gpus: []`; `detectedGpuCount` says how
+ * many `nvidia-smi` saw), so the control plane never offers what cannot run.
+ */
+export const machineHealthSchema = z.strictObject({
+  status: z.enum(['healthy', 'unhealthy']),
+  /** Why it is unhealthy, with what the operator can do; null when healthy. */
+  reason: z.string().max(2000).nullable(),
+  gpuProbe: z.enum(GPU_PROBE_STATES),
+  checkedAt: isoTimeSchema,
+});
+export type MachineHealth = z.infer<typeof machineHealthSchema>;
+
+export const machineInventorySchema = z.strictObject({
+  agentVersion: z.string().min(1).max(64),
+  simulated: z.boolean(),
+  host: hostInventorySchema,
+  /** GPUs the machine offers: empty while unhealthy. */
+  gpus: z.array(gpuInventorySchema).max(64),
+  /** GPUs `nvidia-smi` listed (or simulated), whether or not they are offered. */
+  detectedGpuCount: nonNegativeIntSchema,
+  driverVersion: z.string().max(32).nullable(),
+  cudaVersion: z.string().max(16).nullable(),
+  health: machineHealthSchema,
+  collectedAt: isoTimeSchema,
+});
+export type MachineInventory = z.infer<typeof machineInventorySchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Benchmark
+
+export const benchmarkTierSchema = z.enum(BENCHMARK_TIERS);
+
+export const gpuBenchmarkSchema = z.strictObject({
+  index: nonNegativeIntSchema,
+  uuid: z.string().min(1),
+  matmulGflops: z.number().min(0),
+  memoryBandwidthMbps: z.number().min(0),
+});
+
+/**
+ * A benchmark run. `completed`: measured on real GPUs in the benchmark container. `simulated`:
+ * the machine runs in simulated mode, so no GPU figure exists and none is invented (`gpus: []`,
+ * `tier: null`). `not_run`: the GPU part could not run (`reason` says why); host figures may
+ * still be there.
+ */
+export const benchmarkResultSchema = z.strictObject({
+  status: z.enum(['completed', 'simulated', 'not_run']),
+  reason: z.string().max(2000).nullable(),
+  /** Worst GPU's tier against its class's expected figures; null without GPU figures. */
+  tier: benchmarkTierSchema.nullable(),
+  host: z.strictObject({
+    diskWriteMBps: z.number().min(0).nullable(),
+    sha256MBps: z.number().min(0).nullable(),
+  }),
+  gpus: z.array(gpuBenchmarkSchema).max(64),
+  ranAt: isoTimeSchema,
+});
+export type BenchmarkResult = z.infer<typeof benchmarkResultSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Enrollment over HTTP
+
+/** `POST /agent/v1/enroll` body. The token is single-use; a second use answers 401. */
+export const enrollRequestSchema = z.strictObject({
+  enrollmentToken: enrollmentTokenSchema,
+  /** The machine's ed25519 public key, SPKI PEM; it verifies the signed execution records. */
+  publicKeyPem: z.string().regex(/^-----BEGIN PUBLIC KEY-----\n[A-Za-z0-9+/=\n]+-----END PUBLIC KEY-----\n?$/, { error: 'must be an SPKI PEM public key' }).max(512),
+  agentVersion: z.string().min(1).max(64),
+  protocolVersion: z.int().min(1),
+  inventory: machineInventorySchema,
+});
+export type EnrollRequest = z.infer<typeof enrollRequestSchema>;
+
+/** `201` answer to enrollment. Errors use the API's error envelope (`invalid_request`, 401 for a bad or used token). */
+export const enrollResponseSchema = z.strictObject({
+  machineId: machineIdSchema,
+  machineToken: machineTokenSchema,
+  heartbeatIntervalSeconds: z.int().min(1).max(300),
+});
+export type EnrollResponse = z.infer<typeof enrollResponseSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Agent -> server
+
+/** An assignment the agent holds (running, or finished while the link was down and not yet reported). */
+export const runningAssignmentSchema = z.strictObject({
+  assignmentId: assignmentIdSchema,
+  jobId: z.string().min(1).max(64),
+  state: z.enum(['running', 'exited', 'uploading']),
+  /** The next seq the agent will give a log line (all lines below it exist on the agent). */
+  nextLogSeq: nonNegativeIntSchema,
+});
+export type RunningAssignment = z.infer<typeof runningAssignmentSchema>;
+
+export const helloMessageSchema = z.strictObject({
+  type: z.literal('hello'),
+  protocolVersion: z.int().min(1),
+  /** Versions this agent can speak; the server picks one and says it in `welcome`. */
+  supportedVersions: z.array(z.int().min(1)).min(1),
+  agentVersion: z.string().min(1).max(64),
+  inventory: machineInventorySchema,
+  benchmark: benchmarkResultSchema.nullable(),
+  running: z.array(runningAssignmentSchema).max(256),
+  /** True while draining: the agent takes no new assignment. */
+  draining: z.boolean(),
+});
+
+/** Live figures of one GPU, sent with every heartbeat. */
+export const gpuLiveSchema = z.strictObject({
+  index: nonNegativeIntSchema,
+  uuid: z.string().min(1),
+  temperatureC: z.number().nullable(),
+  utilizationPercent: z.number().min(0).max(100).nullable(),
+  memoryUsedBytes: nonNegativeIntSchema.nullable(),
+  powerDrawWatts: z.number().min(0).nullable(),
+});
+
+export const heartbeatMessageSchema = z.strictObject({
+  type: z.literal('heartbeat'),
+  sentAt: isoTimeSchema,
+  health: machineHealthSchema,
+  gpus: z.array(gpuLiveSchema).max(64),
+  /** The whole inventory when it changed since the last one sent on this connection (GPU count, model, driver, health); null otherwise. */
+  inventory: machineInventorySchema.nullable(),
+  runningAssignmentIds: z.array(assignmentIdSchema).max(256),
+  draining: z.boolean(),
+});
+
+export const assignmentAcceptedMessageSchema = z.strictObject({
+  type: z.literal('assignment.accepted'),
+  assignmentId: assignmentIdSchema,
+});
+
+/** Why an agent refuses an assignment; the control plane requeues the job and excludes the machine for it. */
+export const ASSIGNMENT_REJECT_REASONS = ['not_ready', 'draining', 'unhealthy', 'gpus_unavailable', 'duplicate', 'unsupported', 'invalid'] as const;
+
+export const assignmentRejectedMessageSchema = z.strictObject({
+  type: z.literal('assignment.rejected'),
+  assignmentId: assignmentIdSchema,
+  reason: z.enum(ASSIGNMENT_REJECT_REASONS),
+  message: z.string().max(2000),
+});
+
+export const ASSIGNMENT_STATES = ['pulling', 'starting', 'running', 'stopping', 'exited', 'uploading', 'finished', 'failed'] as const;
+/** Why an assignment failed on the machine: an infrastructure fault the control plane retries elsewhere. */
+export const ASSIGNMENT_FAILURES = ['pull_failed', 'digest_mismatch', 'input_failed', 'create_failed', 'upload_failed', 'lost', 'internal'] as const;
+
+export const assignmentOutputSchema = z.strictObject({
+  /** The output rule's path under /output. */
+  path: z.string().min(1),
+  sha256: sha256HexSchema,
+  sizeBytes: nonNegativeIntSchema,
+});
+
+/**
+ * A change of an assignment's state. `finished` comes once outputs and the log artifact are
+ * uploaded and carries the exit facts and the signed execution record; `failed` carries the
+ * failure code. Fields that do not apply yet are null.
+ */
+export const assignmentStatusMessageSchema = z.strictObject({
+  type: z.literal('assignment.status'),
+  assignmentId: assignmentIdSchema,
+  state: z.enum(ASSIGNMENT_STATES),
+  at: isoTimeSchema,
+  imageDigest: z.string().regex(/^sha256:[a-f0-9]{64}$/).nullable(),
+  startedAt: isoTimeSchema.nullable(),
+  finishedAt: isoTimeSchema.nullable(),
+  exitCode: z.int().nullable(),
+  oomKilled: z.boolean().nullable(),
+  timedOut: z.boolean().nullable(),
+  failure: z.strictObject({ code: z.enum(ASSIGNMENT_FAILURES), message: z.string().max(2000) }).nullable(),
+  outputs: z.array(assignmentOutputSchema).max(16).nullable(),
+  /** The execution record (JSON text) and its ed25519 signature (base64) by the machine key. */
+  record: z.strictObject({ json: z.string().max(65536), signature: z.string().max(256) }).nullable(),
+  /** The last seq given to a log line of this assignment (null before the first line). */
+  lastLogSeq: nonNegativeIntSchema.nullable(),
+});
+
+/** Largest text of one log line; the agent splits longer lines. */
+export const MAX_LOG_LINE_CHARS = 16 * 1024;
+/** Most lines in one `logs` message. */
+export const MAX_LOG_BATCH_LINES = 10_000;
+
+export const logBatchLineSchema = z.strictObject({
+  seq: nonNegativeIntSchema,
+  stream: logStreamSchema,
+  /** Milliseconds since the epoch when the agent read the line. */
+  atMs: nonNegativeIntSchema,
+  line: z.string().max(MAX_LOG_LINE_CHARS),
+});
+export type LogBatchLine = z.infer<typeof logBatchLineSchema>;
+
+/** Consecutive lines of one assignment: each line's seq is the one before plus one. */
+export const logsMessageSchema = z
+  .strictObject({
+    type: z.literal('logs'),
+    assignmentId: assignmentIdSchema,
+    lines: z.array(logBatchLineSchema).min(1).max(MAX_LOG_BATCH_LINES),
+  })
+  .check((ctx) => {
+    const lines = ctx.value.lines;
+    for (let i = 1; i < lines.length; i++) {
+      if (lines[i]!.seq !== lines[i - 1]!.seq + 1) {
+        ctx.issues.push({ code: 'custom', message: 'seq must increase by one within a batch', path: ['lines', i, 'seq'], input: lines[i]!.seq });
+        return;
+      }
+    }
+  });
+
+export const agentMessageSchema = z.discriminatedUnion('type', [
+  helloMessageSchema,
+  heartbeatMessageSchema,
+  assignmentAcceptedMessageSchema,
+  assignmentRejectedMessageSchema,
+  assignmentStatusMessageSchema,
+  logsMessageSchema,
+]);
+export type AgentMessage = z.infer<typeof agentMessageSchema>;
+export type HelloMessage = z.infer<typeof helloMessageSchema>;
+export type HeartbeatMessage = z.infer<typeof heartbeatMessageSchema>;
+export type AssignmentRejectedMessage = z.infer<typeof assignmentRejectedMessageSchema>;
+export type AssignmentStatusMessage = z.infer<typeof assignmentStatusMessageSchema>;
+export type LogsMessage = z.infer<typeof logsMessageSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Server -> agent
+
+/**
+ * The answer to `hello`. `acked` lists, for each assignment of `hello.running`, the highest seq
+ * the server stored (null: none), so the agent resends only what is missing.
+ */
+export const welcomeMessageSchema = z.strictObject({
+  type: z.literal('welcome'),
+  protocolVersion: z.int().min(1),
+  supportedVersions: z.array(z.int().min(1)).min(1),
+  machineId: machineIdSchema,
+  heartbeatIntervalSeconds: z.int().min(1).max(300),
+  serverTime: isoTimeSchema,
+  acked: z.array(z.strictObject({ assignmentId: assignmentIdSchema, seq: nonNegativeIntSchema.nullable() })).max(256),
+});
+
+export const assignMessageSchema = z.strictObject({
+  type: z.literal('assign'),
+  assignment: assignmentSpecSchema,
+});
+
+/** Every line of the assignment with `seq` at or below this one is stored (cumulative). */
+export const logsAckMessageSchema = z.strictObject({
+  type: z.literal('logs.ack'),
+  assignmentId: assignmentIdSchema,
+  seq: nonNegativeIntSchema,
+});
+
+/** Stop the assignment (customer cancel, or the control plane gave it up); outputs so far are still uploaded. */
+export const cancelMessageSchema = z.strictObject({
+  type: z.literal('cancel'),
+  assignmentId: assignmentIdSchema,
+  reason: z.string().max(500),
+});
+
+/** Take no new assignment; let running ones finish. `undrain: true` lifts it. */
+export const drainMessageSchema = z.strictObject({
+  type: z.literal('drain'),
+  undrain: z.boolean(),
+  reason: z.string().max(500).nullable(),
+});
+
+export const serverMessageSchema = z.discriminatedUnion('type', [
+  welcomeMessageSchema,
+  assignMessageSchema,
+  logsAckMessageSchema,
+  cancelMessageSchema,
+  drainMessageSchema,
+]);
+export type ServerMessage = z.infer<typeof serverMessageSchema>;
+export type WelcomeMessage = z.infer<typeof welcomeMessageSchema>;
+export type AssignMessage = z.infer<typeof assignMessageSchema>;
+export type LogsAckMessage = z.infer<typeof logsAckMessageSchema>;
+export type CancelMessage = z.infer<typeof cancelMessageSchema>;
+export type DrainMessage = z.infer<typeof drainMessageSchema>;
