@@ -15,6 +15,7 @@ import { clientRequestId, requestIdFor } from './http/request-id.js';
 import { recordRoutes } from './http/route-table.js';
 import './http/route-config.js';
 import { docsRoutes, indexRoutes } from './index-routes.js';
+import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { pricingRoutes } from './pricing/routes.js';
 
@@ -25,6 +26,8 @@ export interface AppDeps {
   rateLimitStore: RateLimitStore;
   clientHashSalt: string;
   offerIndex: OfferIndex;
+  /** The escrow deployment and its health probe; null or absent: funding is unavailable. */
+  escrow?: EscrowDeps | null;
   /** false in tests; the server logs JSON lines at `config.logLevel`. */
   logger?: boolean;
   /** Epoch milliseconds for rate-limit windows; tests pin it so a window cannot end mid-test. */
@@ -65,7 +68,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(docsRoutes);
   await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
   await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
-  await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
+  await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null });
   await app.register(billingRoutes, { db: deps.db });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

@@ -29,11 +29,54 @@ const envSchema = z.object({
     .refine((patterns) => patterns.every((p) => parseBannedImagePattern(p) !== null), {
       message: 'must be comma-separated image repositories such as acme/tool or acme/* (no tag, digest or bare *)',
     }),
+  GF_RPC_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) JSON-RPC URL' }).optional(),
+  GF_ESCROW_ADDRESS: address.optional(),
+  GF_OPERATOR_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be 0x followed by 64 hex digits').optional(),
+  GF_CONFIRMATIONS: z.coerce.number().int().min(1).max(1000).default(1),
+  GF_CHAIN_HEALTH_MS: z.coerce.number().int().min(100).default(5_000),
+  GF_ESCROW_SWEEP_MS: z.coerce.number().int().min(100).default(5_000),
+  GF_ESCROW_START_BLOCK: z.coerce.number().int().min(0).default(0),
   GF_OFFER_INDEX_REFRESH_MS: z.coerce.number().int().min(100).default(30_000),
   GF_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
+/** Variables whose values never appear in messages, even when malformed. */
+const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL']);
+
 export type Env = z.infer<typeof envSchema>;
+
+/** A secret from the environment: it prints and serialises as `[redacted]`; `reveal()` gives the value. */
+export class Secret {
+  readonly #value: string;
+  constructor(value: string) {
+    this.#value = value;
+  }
+  reveal(): string {
+    return this.#value;
+  }
+  toString(): string {
+    return '[redacted]';
+  }
+  toJSON(): string {
+    return '[redacted]';
+  }
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return '[redacted]';
+  }
+}
+
+/** The escrow deployment: set when both `GF_RPC_URL` and `GF_ESCROW_ADDRESS` are. */
+export interface ChainConfig {
+  rpcUrl: string;
+  escrowAddress: `0x${string}`;
+  /** The operator's key (completeJob, authorizeRefund, release); never logged. */
+  operatorKey: Secret | null;
+  confirmations: number;
+  healthIntervalMs: number;
+  sweepIntervalMs: number;
+  /** The first block the escrow event scan reads (the escrow's deployment block). */
+  startBlock: number;
+}
 
 export interface Config {
   port: number;
@@ -53,6 +96,8 @@ export interface Config {
   /** Image repositories refused besides the built-in miners and crackers (`*` suffix wildcard). */
   bannedImages: string[];
   offerIndexRefreshMs: number;
+  /** null: funding is unavailable (`fundingUnavailable.code` `escrow_not_deployed`). */
+  chain: ChainConfig | null;
   logLevel: Env['GF_LOG_LEVEL'];
 }
 
@@ -69,7 +114,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${JSON.stringify(present[String(issue.path[0])] ?? null)})`));
+    const shown = (name: string) => (SECRET_VARIABLES.has(name) ? '[redacted]' : JSON.stringify(present[name] ?? null));
+    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${shown(String(issue.path[0]))})`));
   }
   const e = parsed.data;
   const publicHost = e.HOST === '0.0.0.0' || e.HOST === '::' ? 'localhost' : e.HOST;
@@ -91,6 +137,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     weiPerUsd: BigInt(e.GF_WEI_PER_USD),
     bannedImages: e.GF_BANNED_IMAGES,
     offerIndexRefreshMs: e.GF_OFFER_INDEX_REFRESH_MS,
+    chain:
+      e.GF_RPC_URL && e.GF_ESCROW_ADDRESS
+        ? {
+            rpcUrl: e.GF_RPC_URL,
+            escrowAddress: e.GF_ESCROW_ADDRESS.toLowerCase() as `0x${string}`,
+            operatorKey: e.GF_OPERATOR_PRIVATE_KEY ? new Secret(e.GF_OPERATOR_PRIVATE_KEY) : null,
+            confirmations: e.GF_CONFIRMATIONS,
+            healthIntervalMs: e.GF_CHAIN_HEALTH_MS,
+            sweepIntervalMs: e.GF_ESCROW_SWEEP_MS,
+            startBlock: e.GF_ESCROW_START_BLOCK,
+          }
+        : null,
     logLevel: e.GF_LOG_LEVEL,
   };
 }

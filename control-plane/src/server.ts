@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import { connectChain } from './chain/client.js';
+import { startChainHealth } from './chain/health.js';
 import { createOfferIndex, type OfferIndex } from './capacity/offer-index.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
@@ -8,6 +10,8 @@ import { openDatabase } from './db/open.js';
 import { syncCatalog } from './fleet/catalog.js';
 import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.js';
 import { createMemoryRateLimitStore } from './http/rate-limit-store.js';
+import { startEscrowWorker } from './jobs/escrow-worker.js';
+import type { EscrowDeps } from './jobs/funding.js';
 import { removeLocalState, writeLocalState } from './local-state.js';
 import { deploymentSecret } from './settings/store.js';
 
@@ -15,6 +19,8 @@ export interface ControlPlane {
   app: FastifyInstance;
   db: Database;
   offerIndex: OfferIndex;
+  /** The escrow deployment, when configured. */
+  escrow: EscrowDeps | null;
   /** Where it listens, e.g. `http://127.0.0.1:8080`. */
   url: string;
   close(): Promise<void>;
@@ -33,8 +39,27 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs });
     await offerIndex.start();
-    const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, logger: options.logger ?? true });
+    let escrow: EscrowDeps | null = null;
+    if (config.chain) {
+      const chain = connectChain({
+        rpcUrl: config.chain.rpcUrl,
+        chainId: config.chainId,
+        escrowAddress: config.chain.escrowAddress,
+        operatorPrivateKey: (config.chain.operatorKey?.reveal() ?? null) as `0x${string}` | null,
+        confirmations: config.chain.confirmations,
+      });
+      escrow = { chain, health: await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs }) };
+    }
+    const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true });
+    const worker = escrow
+      ? startEscrowWorker(
+          { db, escrow, startBlock: config.chain?.startBlock ?? 0, log: (message, err) => app.log.warn({ err }, message) },
+          { intervalMs: config.chain?.sweepIntervalMs ?? 5_000 },
+        )
+      : null;
     app.addHook('onClose', async () => {
+      await worker?.close();
+      escrow?.health.close();
       await offerIndex.close();
       await rateLimitStore.close();
       await db.close();
@@ -45,7 +70,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     if (db.kind === 'pglite') writeLocalState(config.dataDir, { pid: process.pid, url, adminToken: config.adminToken ?? null });
-    return { app, db, offerIndex, url, close: () => app.close() };
+    return { app, db, offerIndex, escrow, url, close: () => app.close() };
   } catch (err) {
     await db.close().catch(() => {});
     throw err;

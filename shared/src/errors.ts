@@ -24,9 +24,14 @@ export const ERROR_CODES = {
   rate_limited: { status: 429, message: 'Too many requests. Wait Retry-After seconds and try again.' },
   internal: { status: 500, message: 'Internal server error. Retry later; if it persists, contact support with the requestId.' },
   unavailable: { status: 503, message: 'A backing service (database, storage, chain RPC or contracts) is unavailable. Retry later.' },
+  // Not in the spec's table (it leaves the code for mismatched funding open): see EXTENSION_CODES.
+  funding_mismatch: { status: 422, message: 'The transaction does not fund this job as its terms require.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Codes we added where the spec says "not shown" (docs/decisions.md); every other code is the spec's. */
+export const EXTENSION_CODES: readonly ErrorCode[] = ['funding_mismatch'];
 export const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
 export const errorCodeSchema = z.enum(errorCodes);
 

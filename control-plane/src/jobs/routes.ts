@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   ApiError,
   ethMaxPayment,
+  fundConfirmRequestSchema,
   JOB_SPEC_DEFAULTS,
   jobStatusSchema,
   maxPriceMicroUsdOf,
@@ -23,7 +24,11 @@ import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { randomId } from '../ids.js';
 import { evaluatePolicy } from '../policy/policy.js';
+import { getAddress, type Hash } from 'viem';
 import { escrowJobKey } from './escrow-key.js';
+import { confirmFunding, RETRY_AFTER_SECONDS } from './fund-confirm.js';
+import { ensureEscrowTerms, fundingFor, requireChain, termsHash, type EscrowDeps } from './funding.js';
+import { authorizePendingRefund } from './settlement.js';
 import { priceJob } from './pricing.js';
 import { toJob } from './serialize.js';
 import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJob, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
@@ -33,6 +38,8 @@ export interface JobRoutesOptions {
   db: Database;
   offerIndex: OfferIndex;
   config: Config;
+  /** The escrow deployment; null when funding is not configured (`escrow_not_deployed`). */
+  escrow: EscrowDeps | null;
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -59,6 +66,9 @@ const listQuery = z.strictObject({
 });
 const listCursor = z.strictObject({ seq: z.int().positive() });
 const cancelBody = z.strictObject({ reason: z.string().max(500, 'must be at most 500 characters').nullable().optional() }).nullable().optional();
+
+/** The wallet that must send the funding calls, checksummed as wallets show it. */
+const signerOf = (wallet: string) => getAddress(wallet);
 
 /** Thrown inside the creating transaction when the idempotency key was taken meanwhile. */
 class KeyTaken extends Error {
@@ -89,7 +99,7 @@ function applyDefaults(spec: JobCreateRequest, paymentToken: 'eth' | 'stable'): 
  * Jobs: `POST /v1/jobs` (validate, policy, price against live capacity, fix the escrow terms;
  * idempotent with `Idempotency-Key`), `GET /v1/jobs`, `GET /v1/jobs/:id`, and cancel.
  */
-export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db, offerIndex, config }) => {
+export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db, offerIndex, config, escrow }) => {
   const replayOrConflict = (record: IdempotencyRecord, requestHash: string): JobCreated => {
     if (record.request_hash !== requestHash) {
       throw new ApiError('conflict', 'This Idempotency-Key was used with a different request body; use a new key for a new job.', {
@@ -192,17 +202,18 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       max_payment: payment.maxPayment,
       wei_per_usd: payment.weiPerUsd,
       escrow_job_key: escrowJobKey(principal.walletAddress, jobId),
+      escrow_address: escrow ? escrow.chain.escrowAddress : null,
+      job_hash: null,
     };
+    if (escrow) newJob.job_hash = termsHash(escrow.chain, newJob);
+    // Built before the insert: only a stablecoin job reads the chain (its allowance), with a short timeout.
+    const funding = await fundingFor(escrow, newJob, signerOf(principal.walletAddress));
     const createdFor = (row: JobRow): JobCreated => ({
       object: 'job.created',
       job: toJob(row, config.publicUrl),
       estimate: terms.estimate,
       policy: { verdict: 'allowed', findings: [] },
-      funding: null,
-      fundingUnavailable: {
-        code: 'escrow_not_deployed',
-        message: 'On-chain funding is not available on this deployment yet: no escrow contract is configured. The job keeps its terms; fund it once funding opens.',
-      },
+      ...funding,
       defaults: accepted.defaults,
       idempotentReplay: false,
     });
@@ -247,6 +258,54 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
 
   app.get('/v1/jobs/:id', { config: { auth: 'jobs:read' } }, async (request) => toJob(await loadJob(request.principal!.accountId, request.params), config.publicUrl));
 
+  /** The `authorize_refund` effect, at once when the chain answers; otherwise the escrow worker retries it. */
+  const tryAuthorizeRefund = async (row: JobRow): Promise<JobRow> => {
+    if (!escrow || !escrow.health.current().ok) return row;
+    try {
+      return await authorizePendingRefund({ db, escrow }, row);
+    } catch (err) {
+      app.log.warn({ err, jobId: row.id }, 'refund authorization failed; the escrow worker retries it');
+      return row;
+    }
+  };
+
+  app.get('/v1/jobs/:id/funding', { config: { auth: 'jobs:create' } }, async (request) => {
+    const principal = request.principal!;
+    let row = await loadJob(principal.accountId, request.params);
+    if (row.status !== 'CREATED') {
+      throw new ApiError('conflict', `The job is ${row.status}; only a CREATED job waits for funding.`, { details: [{ field: 'status', message: `status is ${row.status}` }] });
+    }
+    requireChain(escrow);
+    row = await ensureEscrowTerms(db, escrow, row);
+    const answer = await fundingFor(escrow, row, signerOf(principal.walletAddress));
+    if (!answer.funding) throw new ApiError('unavailable', answer.fundingUnavailable.message, { details: [{ field: 'chain', message: `chain: ${answer.fundingUnavailable.code}` }] });
+    return answer.funding;
+  });
+
+  app.post('/v1/jobs/:id/fund-confirm', { config: { auth: 'jobs:create', rateBucket: 'fund_confirm' } }, async (request, reply) => {
+    const principal = request.principal!;
+    const { txHash } = parseBody(fundConfirmRequestSchema, request.body);
+    const row = await loadJob(principal.accountId, request.params);
+    const outcome = await confirmFunding({ db, escrow }, { job: row, wallet: principal.walletAddress, txHash: txHash as Hash });
+    if (outcome.kind === 'pending') {
+      reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+      return reply.code(202).send({
+        object: 'funding.confirmation',
+        status: 'pending',
+        message: outcome.message,
+        confirmations: outcome.confirmations,
+        requiredConfirmations: outcome.required,
+        job: toJob(outcome.job, config.publicUrl),
+      });
+    }
+    return {
+      object: 'funding.confirmation',
+      status: 'confirmed',
+      message: `The escrow holds ${outcome.job.max_payment} base units of ${outcome.job.payment_symbol} for this job (transaction ${outcome.job.fund_tx_hash}); it is queued.`,
+      job: toJob(outcome.job, config.publicUrl),
+    };
+  });
+
   app.post('/v1/jobs/:id/cancel', { config: { auth: 'jobs:create' } }, async (request) => {
     const body = parseBody(cancelBody, request.body);
     const reason = body?.reason ?? null;
@@ -267,8 +326,10 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
           { details: [{ field: 'status', message: `status is ${row.status}` }] },
         );
       }
-      const moved = await applyTransition(db, { jobId: row.id, from: row.status, to, cancelReason: reason });
-      if (moved) return toJob(moved, config.publicUrl);
+      const transition = transitionFor(row.status, 'cancel');
+      const refund = transition.effects.includes('authorize_refund');
+      const moved = await applyTransition(db, { jobId: row.id, from: row.status, to, cancelReason: reason, refundPending: refund });
+      if (moved) return toJob(refund ? await tryAuthorizeRefund(moved) : moved, config.publicUrl);
       row = await loadJob(request.principal!.accountId, request.params);
     }
     throw new ApiError('conflict', 'The job changed while canceling it; retry.');

@@ -27,7 +27,21 @@ export interface JobRow {
   max_payment: string;
   wei_per_usd: string | null;
   escrow_job_key: string;
+  escrow_address: string | null;
+  job_hash: string | null;
   cancel_reason: string | null;
+  funding_hold: string | null;
+  fund_tx_hash: string | null;
+  settlement_status: 'completed' | 'disputed' | 'released' | null;
+  settlement_amount: string | null;
+  compute_seconds: number | null;
+  result_hash: string | null;
+  challenge_ends_at: Date | null;
+  completion_tx_hash: string | null;
+  release_tx_hash: string | null;
+  refund_status: 'pending' | 'authorized' | 'claimed' | null;
+  refund_authorize_tx_hash: string | null;
+  refund_tx_hash: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -35,28 +49,48 @@ export interface JobRow {
 const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
   max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
   max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment::text AS max_payment,
-  wei_per_usd::text AS wei_per_usd, escrow_job_key, cancel_reason, created_at, updated_at`;
+  wei_per_usd::text AS wei_per_usd, escrow_job_key, escrow_address, job_hash, cancel_reason, funding_hold, fund_tx_hash, settlement_status,
+  settlement_amount::text AS settlement_amount, compute_seconds, result_hash, challenge_ends_at, completion_tx_hash, release_tx_hash,
+  refund_status, refund_authorize_tx_hash, refund_tx_hash, created_at, updated_at`;
 
-export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at'> & { api_key_id: string };
+/** Columns a new job starts without (the escrow's later records). */
+const ESCROW_DEFAULTS = {
+  funding_hold: null,
+  fund_tx_hash: null,
+  settlement_status: null,
+  settlement_amount: null,
+  compute_seconds: null,
+  result_hash: null,
+  challenge_ends_at: null,
+  completion_tx_hash: null,
+  release_tx_hash: null,
+  refund_status: null,
+  refund_authorize_tx_hash: null,
+  refund_tx_hash: null,
+} as const satisfies Partial<JobRow>;
+
+export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string };
 
 export async function insertJob(db: Queryable, job: NewJob): Promise<JobRow> {
   // Only what the database decides comes back; the rest is what was sent.
   const [row] = await db.query<Pick<JobRow, 'seq' | 'created_at' | 'updated_at'>>(
     `INSERT INTO jobs (id, account_id, api_key_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
        max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
-       max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, wei_per_usd, escrow_job_key)
-     VALUES ($1, $2, $3, 'CREATED', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+       max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, wei_per_usd, escrow_job_key,
+       escrow_address, job_hash)
+     VALUES ($1, $2, $3, 'CREATED', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
      RETURNING seq, created_at, updated_at`,
     [
       job.id, job.account_id, job.api_key_id, JSON.stringify(job.spec), job.spec_hash, job.title, job.gpu_count, job.workload_type,
       job.max_runtime_seconds, job.max_price_per_gpu_hour_micro_usd, job.min_billing_seconds, job.platform_fee_bps,
       job.estimate_low_micro_usd, job.estimate_high_micro_usd, job.max_cost_micro_usd, job.matched_classes, job.payment_kind,
       job.payment_token, job.payment_symbol, job.payment_decimals, job.max_payment, job.wei_per_usd, job.escrow_job_key,
+      job.escrow_address, job.job_hash,
     ],
   );
   if (!row) throw new Error('INSERT … RETURNING gave no row');
   const { api_key_id: _apiKeyId, ...stored } = job;
-  return { ...stored, ...row, status: 'CREATED', cancel_reason: null };
+  return { ...stored, ...ESCROW_DEFAULTS, ...row, status: 'CREATED', cancel_reason: null };
 }
 
 /** The account's job, or null (another account's job is as absent as a missing one). */
@@ -84,14 +118,138 @@ export async function listJobs(
  */
 export async function applyTransition(
   db: Queryable,
-  params: { jobId: string; from: JobStatus; to: JobStatus; cancelReason?: string | null },
+  params: {
+    jobId: string;
+    from: JobStatus;
+    to: JobStatus;
+    cancelReason?: string | null;
+    /** The funding transaction (the `fund` event). */
+    fundTxHash?: string | null;
+    /** True when the transition's effects include `authorize_refund`: the refund becomes pending. */
+    refundPending?: boolean;
+  },
 ): Promise<JobRow | null> {
   const [row] = await db.query<JobRow>(
-    `UPDATE jobs SET status = $3, updated_at = now(), cancel_reason = COALESCE($4, cancel_reason)
+    `UPDATE jobs SET status = $3, updated_at = now(), cancel_reason = COALESCE($4, cancel_reason),
+            fund_tx_hash = COALESCE($5, fund_tx_hash),
+            refund_status = CASE WHEN $6::boolean AND refund_status IS NULL THEN 'pending' ELSE refund_status END
       WHERE id = $1 AND status = $2 RETURNING ${COLUMNS}`,
-    [params.jobId, params.from, params.to, params.cancelReason ?? null],
+    [params.jobId, params.from, params.to, params.cancelReason ?? null, params.fundTxHash ?? null, params.refundPending ?? false],
   );
   return row ?? null;
+}
+
+/** A job by id whatever its account (background work: escrow events, refunds). */
+export async function findJobById(db: Queryable, jobId: string): Promise<JobRow | null> {
+  const [row] = await db.query<JobRow>(`SELECT ${COLUMNS} FROM jobs WHERE id = $1`, [jobId]);
+  return row ?? null;
+}
+
+/** The job funded under `escrowJobKey`, or null. */
+export async function findJobByEscrowKey(db: Queryable, escrowJobKey: string): Promise<JobRow | null> {
+  const [row] = await db.query<JobRow>(`SELECT ${COLUMNS} FROM jobs WHERE escrow_job_key = $1`, [escrowJobKey.toLowerCase()]);
+  return row ?? null;
+}
+
+/** Fixes the escrow terms of a job created before funding opened (only once). */
+export async function setEscrowTerms(db: Queryable, params: { jobId: string; escrowAddress: string; jobHash: string }): Promise<JobRow | null> {
+  const [row] = await db.query<JobRow>(
+    `UPDATE jobs SET escrow_address = $2, job_hash = $3, updated_at = now() WHERE id = $1 AND job_hash IS NULL RETURNING ${COLUMNS}`,
+    [params.jobId, params.escrowAddress, params.jobHash],
+  );
+  return row ?? null;
+}
+
+/** A funding event that reached a job when it could no longer run (canceled or expired): its deposit goes back. */
+export async function recordLateFunding(db: Queryable, params: { jobId: string; fundTxHash: string }): Promise<JobRow | null> {
+  const [row] = await db.query<JobRow>(
+    `UPDATE jobs SET fund_tx_hash = $2, refund_status = COALESCE(refund_status, 'pending'), updated_at = now()
+      WHERE id = $1 AND fund_tx_hash IS NULL AND status IN ('CANCELED', 'EXPIRED') RETURNING ${COLUMNS}`,
+    [params.jobId, params.fundTxHash],
+  );
+  return row ?? null;
+}
+
+/** Records changes the escrow made (refund authorized or claimed, completion, release); returns the row. */
+export async function updateEscrowRecord(
+  db: Queryable,
+  jobId: string,
+  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'funding_hold'>>,
+  guard: { refundStatus?: JobRow['refund_status']; settlementStatus?: JobRow['settlement_status'] } = {},
+): Promise<JobRow | null> {
+  const entries = Object.entries(fields);
+  const sets = entries.map(([column], i) => `${column} = $${i + 2}`);
+  const values = entries.map(([, value]) => value);
+  const where = ['id = $1'];
+  if (guard.refundStatus !== undefined) where.push(guard.refundStatus === null ? 'refund_status IS NULL' : `refund_status = '${guard.refundStatus}'`);
+  if (guard.settlementStatus !== undefined) where.push(guard.settlementStatus === null ? 'settlement_status IS NULL' : `settlement_status = '${guard.settlementStatus}'`);
+  const [row] = await db.query<JobRow>(
+    `UPDATE jobs SET ${[...sets, 'updated_at = now()'].join(', ')} WHERE ${where.join(' AND ')} RETURNING ${COLUMNS}`,
+    [jobId, ...values],
+  );
+  return row ?? null;
+}
+
+export interface CreditRow {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  job_id: string;
+  block_number: number;
+  block_hash: string;
+  status: 'credited' | 'reorged';
+}
+
+/**
+ * Credits one JobFunded log to a job. Returns null when the log was credited already (to this or
+ * another job): credits are unique on (chain id, tx hash, log index), so a log funds once, ever.
+ */
+export async function insertCredit(
+  db: Queryable,
+  credit: { chainId: number; txHash: string; logIndex: number; jobId: string; jobKey: string; customer: string; token: string; amount: string; blockNumber: bigint; blockHash: string },
+): Promise<CreditRow | null> {
+  const [row] = await db.query<CreditRow>(
+    `INSERT INTO escrow_credits (chain_id, tx_hash, log_index, job_id, job_key, customer, token, amount, block_number, block_hash)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING
+     RETURNING chain_id, tx_hash, log_index, job_id, block_number, block_hash, status`,
+    [credit.chainId, credit.txHash.toLowerCase(), credit.logIndex, credit.jobId, credit.jobKey.toLowerCase(), credit.customer.toLowerCase(), credit.token.toLowerCase(), credit.amount, credit.blockNumber.toString(), credit.blockHash.toLowerCase()],
+  );
+  return row ?? null;
+}
+
+export async function findCredit(db: Queryable, params: { chainId: number; txHash: string; logIndex: number }): Promise<CreditRow | null> {
+  const [row] = await db.query<CreditRow>(
+    'SELECT chain_id, tx_hash, log_index, job_id, block_number, block_hash, status FROM escrow_credits WHERE chain_id = $1 AND tx_hash = $2 AND log_index = $3',
+    [params.chainId, params.txHash.toLowerCase(), params.logIndex],
+  );
+  return row ?? null;
+}
+
+/** Credits whose jobs have not run yet: the ones a reorg could still take away. */
+export async function listCreditsToRecheck(db: Queryable, chainId: number): Promise<(CreditRow & { job_status: JobStatus })[]> {
+  return db.query(
+    `SELECT c.chain_id, c.tx_hash, c.log_index, c.job_id, c.block_number::int AS block_number, c.block_hash, c.status, j.status AS job_status
+       FROM escrow_credits c JOIN jobs j ON j.id = c.job_id
+      WHERE c.chain_id = $1 AND c.status = 'credited' AND j.funding_hold IS NULL AND j.status IN ('FUNDED', 'QUEUED', 'MATCHING')`,
+    [chainId],
+  );
+}
+
+export async function markCreditReorged(db: Queryable, params: { chainId: number; txHash: string; logIndex: number }): Promise<void> {
+  await db.query(`UPDATE escrow_credits SET status = 'reorged' WHERE chain_id = $1 AND tx_hash = $2 AND log_index = $3`, [params.chainId, params.txHash, params.logIndex]);
+}
+
+/** Jobs whose refund still has to be authorized on the escrow. */
+export async function listPendingRefunds(db: Queryable, limit: number): Promise<JobRow[]> {
+  return db.query<JobRow>(`SELECT ${COLUMNS} FROM jobs WHERE refund_status = 'pending' AND fund_tx_hash IS NOT NULL ORDER BY updated_at LIMIT $1`, [limit]);
+}
+
+/** Completed jobs whose challenge window ended without a release. */
+export async function listReleasesDue(db: Queryable, now: Date, limit: number): Promise<JobRow[]> {
+  return db.query<JobRow>(
+    `SELECT ${COLUMNS} FROM jobs WHERE settlement_status = 'completed' AND release_tx_hash IS NULL AND challenge_ends_at <= $1 ORDER BY challenge_ends_at LIMIT $2`,
+    [now, limit],
+  );
 }
 
 export interface IdempotencyRecord {

@@ -41,3 +41,17 @@ export const fundConfirmResponseSchema = z.strictObject({
   job: jobSchema,
 });
 export type FundConfirmResponse = z.infer<typeof fundConfirmResponseSchema>;
+
+/**
+ * 202 answer of `POST /v1/jobs/:id/fund-confirm` while the transaction is unknown, pending or
+ * short of the required confirmations (with header `Retry-After`); `job.status` is unchanged.
+ */
+export const fundConfirmPendingSchema = z.strictObject({
+  object: z.literal('funding.confirmation'),
+  status: z.literal('pending'),
+  message: z.string().min(1),
+  confirmations: z.int().min(0),
+  requiredConfirmations: z.int().min(1),
+  job: jobSchema,
+});
+export type FundConfirmPending = z.infer<typeof fundConfirmPendingSchema>;

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+interface IERC20 {
+    function transfer(address to, uint256 amount) external returns (bool);
+    function transferFrom(address from, address to, uint256 amount) external returns (bool);
+}
+
+/// @title gpufarm escrow: one deposit per job, paid out after a challenge window.
+/// @notice A customer funds a job from their own wallet (ETH or an ERC-20). The operator records
+/// the completion (final payment, fee, provider) which opens a challenge window; the customer may
+/// approve early or dispute inside it; anyone releases after it. A canceled or failed job gets its
+/// refund authorized by the operator and claimed by the customer. Every state change emits an event;
+/// every payout follows checks-effects-interactions under a reentrancy guard.
+contract GpuFarmEscrow {
+    enum Status { None, Funded, Completed, Disputed, RefundAuthorized, Released, Refunded }
+
+    struct Job {
+        address customer;
+        address token;
+        uint256 amount;
+        bytes32 jobHash;
+        Status status;
+        address provider;
+        uint256 payout;
+        uint256 fee;
+        uint64 computeSeconds;
+        uint64 challengeEndsAt;
+        bytes32 resultHash;
+    }
+
+    address public immutable operator;
+    address public immutable treasury;
+    uint64 public immutable challengeWindow;
+
+    mapping(bytes32 => Job) private jobs;
+    uint256 private locked = 1;
+
+    event JobFunded(bytes32 indexed jobKey, address indexed customer, address token, uint256 amount, bytes32 jobHash);
+    event JobCompleted(bytes32 indexed jobKey, address indexed provider, uint256 payout, uint256 fee, uint64 computeSeconds, bytes32 resultHash, uint64 challengeEndsAt);
+    event JobApproved(bytes32 indexed jobKey);
+    event JobDisputed(bytes32 indexed jobKey);
+    event DisputeResolved(bytes32 indexed jobKey, uint256 payout, uint256 fee);
+    event JobReleased(bytes32 indexed jobKey, address indexed provider, uint256 providerAmount, uint256 fee, uint256 customerRefund);
+    event RefundAuthorized(bytes32 indexed jobKey);
+    event RefundClaimed(bytes32 indexed jobKey, address indexed customer, uint256 amount);
+
+    error NotOperator();
+    error NotCustomer();
+    error WrongStatus(Status status);
+    error AlreadyFunded();
+    error BadAmount();
+    error BadPayout();
+    error ZeroAddress();
+    error ChallengeWindowOpen();
+    error ChallengeWindowClosed();
+    error TransferFailed();
+    error Reentrancy();
+
+    modifier onlyOperator() {
+        if (msg.sender != operator) revert NotOperator();
+        _;
+    }
+
+    modifier nonReentrant() {
+        if (locked != 1) revert Reentrancy();
+        locked = 2;
+        _;
+        locked = 1;
+    }
+
+    constructor(address operator_, address treasury_, uint64 challengeWindow_) {
+        if (operator_ == address(0) || treasury_ == address(0)) revert ZeroAddress();
+        operator = operator_;
+        treasury = treasury_;
+        challengeWindow = challengeWindow_;
+    }
+
+    /// @notice The key of `jobId` funded by `customer`: only that wallet's createJob lands on it.
+    function jobKeyOf(address customer, bytes32 jobId) public pure returns (bytes32) {
+        return keccak256(abi.encode(customer, jobId));
+    }
+
+    /// @notice Funds a job. ETH when `token` is the zero address (`msg.value == amount`), else the
+    /// ERC-20 `amount` is pulled with transferFrom (approve it first).
+    function createJob(bytes32 jobId, address token, uint256 amount, bytes32 jobHash) external payable nonReentrant returns (bytes32 jobKey) {
+        if (amount == 0) revert BadAmount();
+        jobKey = jobKeyOf(msg.sender, jobId);
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.None) revert AlreadyFunded();
+        if (token == address(0)) {
+            if (msg.value != amount) revert BadAmount();
+        } else if (msg.value != 0) {
+            revert BadAmount();
+        }
+        job.customer = msg.sender;
+        job.token = token;
+        job.amount = amount;
+        job.jobHash = jobHash;
+        job.status = Status.Funded;
+        emit JobFunded(jobKey, msg.sender, token, amount, jobHash);
+        if (token != address(0)) _pull(token, msg.sender, amount);
+    }
+
+    /// @notice Operator: records a finished job's final payment (fee included, never above the
+    /// deposit) and opens the challenge window.
+    function completeJob(bytes32 jobKey, uint256 payout, uint256 fee, uint64 computeSeconds, bytes32 resultHash, address provider) external onlyOperator {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Funded) revert WrongStatus(job.status);
+        if (payout > job.amount || fee > payout) revert BadPayout();
+        if (provider == address(0)) revert ZeroAddress();
+        uint64 endsAt = uint64(block.timestamp) + challengeWindow;
+        job.status = Status.Completed;
+        job.provider = provider;
+        job.payout = payout;
+        job.fee = fee;
+        job.computeSeconds = computeSeconds;
+        job.resultHash = resultHash;
+        job.challengeEndsAt = endsAt;
+        emit JobCompleted(jobKey, provider, payout, fee, computeSeconds, resultHash, endsAt);
+    }
+
+    /// @notice Operator: lets the customer take the whole deposit back (after a cancel or failure).
+    function authorizeRefund(bytes32 jobKey) external onlyOperator {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Funded) revert WrongStatus(job.status);
+        job.status = Status.RefundAuthorized;
+        emit RefundAuthorized(jobKey);
+    }
+
+    /// @notice Customer: takes an authorized refund.
+    function claimRefund(bytes32 jobKey) external nonReentrant {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.RefundAuthorized) revert WrongStatus(job.status);
+        if (msg.sender != job.customer) revert NotCustomer();
+        job.status = Status.Refunded;
+        uint256 amount = job.amount;
+        emit RefundClaimed(jobKey, job.customer, amount);
+        _send(job.token, job.customer, amount);
+    }
+
+    /// @notice Customer: accepts the result before the window ends; pays out at once.
+    function approve(bytes32 jobKey) external nonReentrant {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Completed) revert WrongStatus(job.status);
+        if (msg.sender != job.customer) revert NotCustomer();
+        emit JobApproved(jobKey);
+        _release(jobKey, job);
+    }
+
+    /// @notice Customer: disputes the result inside the window; blocks release until resolved.
+    function dispute(bytes32 jobKey) external {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Completed) revert WrongStatus(job.status);
+        if (msg.sender != job.customer) revert NotCustomer();
+        if (block.timestamp >= job.challengeEndsAt) revert ChallengeWindowClosed();
+        job.status = Status.Disputed;
+        emit JobDisputed(jobKey);
+    }
+
+    /// @notice Operator: settles a dispute with a new payment (at most the recorded one) and pays out.
+    function resolveDispute(bytes32 jobKey, uint256 payout, uint256 fee) external onlyOperator nonReentrant {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Disputed) revert WrongStatus(job.status);
+        if (payout > job.payout || fee > payout) revert BadPayout();
+        job.payout = payout;
+        job.fee = fee;
+        emit DisputeResolved(jobKey, payout, fee);
+        _release(jobKey, job);
+    }
+
+    /// @notice Anyone: pays out a completed job once its challenge window has ended.
+    function release(bytes32 jobKey) external nonReentrant {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Completed) revert WrongStatus(job.status);
+        if (block.timestamp < job.challengeEndsAt) revert ChallengeWindowOpen();
+        _release(jobKey, job);
+    }
+
+    /// @notice The escrow's record of a job.
+    function getJob(bytes32 jobKey) external view returns (Job memory) {
+        return jobs[jobKey];
+    }
+
+    function _release(bytes32 jobKey, Job storage job) private {
+        job.status = Status.Released;
+        uint256 fee = job.fee;
+        uint256 providerAmount = job.payout - fee;
+        uint256 customerRefund = job.amount - job.payout;
+        emit JobReleased(jobKey, job.provider, providerAmount, fee, customerRefund);
+        if (providerAmount > 0) _send(job.token, job.provider, providerAmount);
+        if (fee > 0) _send(job.token, treasury, fee);
+        if (customerRefund > 0) _send(job.token, job.customer, customerRefund);
+    }
+
+    function _send(address token, address to, uint256 amount) private {
+        if (token == address(0)) {
+            (bool ok, ) = to.call{value: amount}("");
+            if (!ok) revert TransferFailed();
+        } else {
+            _checked(token, abi.encodeCall(IERC20.transfer, (to, amount)));
+        }
+    }
+
+    function _pull(address token, address from, uint256 amount) private {
+        _checked(token, abi.encodeCall(IERC20.transferFrom, (from, address(this), amount)));
+    }
+
+    /// Accepts tokens that return nothing as well as those returning true.
+    function _checked(address token, bytes memory data) private {
+        if (token.code.length == 0) revert TransferFailed();
+        (bool ok, bytes memory ret) = token.call(data);
+        if (!ok || (ret.length != 0 && !abi.decode(ret, (bool)))) revert TransferFailed();
+    }
+}

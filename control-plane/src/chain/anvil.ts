@@ -1,0 +1,73 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+/** anvil's well-known development accounts (mnemonic "test test … junk"): never use them on a real network. */
+export const ANVIL_ACCOUNTS = [
+  { address: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', privateKey: '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80' },
+  { address: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8', privateKey: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d' },
+  { address: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC', privateKey: '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a' },
+  { address: '0x90F79bf6EB2c4f870365E785982E1f101E93b906', privateKey: '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6' },
+  { address: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65', privateKey: '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a' },
+] as const satisfies readonly { address: `0x${string}`; privateKey: `0x${string}` }[];
+
+export interface Anvil {
+  rpcUrl: string;
+  pid: number;
+  /** Stops this anvil (SIGTERM to its pid) and waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+/** The anvil binary inside `@foundry-rs/anvil`'s platform package (npm may skip its install script). */
+export function anvilBinary(): string {
+  const require = createRequire(import.meta.url);
+  const platformPackage = `@foundry-rs/anvil-${process.platform}-${process.arch === 'x64' ? 'amd64' : process.arch}`;
+  return join(dirname(require.resolve(`${platformPackage}/package.json`)), 'bin', 'anvil');
+}
+
+/**
+ * Starts anvil as a child process on a free port (`--port 0`, read back from its output) with
+ * the given chain id, and resolves once it listens. Throws when it exits or does not listen
+ * within `timeoutMs`.
+ */
+export async function startAnvil(options: { chainId: number; host?: string; port?: number; timeoutMs?: number; args?: string[] }): Promise<Anvil> {
+  const host = options.host ?? '127.0.0.1';
+  const child: ChildProcess = spawn(
+    anvilBinary(),
+    ['--host', host, '--port', String(options.port ?? 0), '--chain-id', String(options.chainId), ...(options.args ?? [])],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const rpcUrl = await new Promise<string>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => fail(new Error(`anvil did not listen within ${options.timeoutMs ?? 10_000} ms:\n${output.slice(-2000)}`)), options.timeoutMs ?? 10_000);
+    const fail = (err: Error) => {
+      clearTimeout(timer);
+      child.kill('SIGTERM');
+      reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Listening on ([\d.]+|\[[^\]]+\]):(\d+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        child.stdout?.off('data', onData);
+        // Keep draining its output so a full pipe never blocks anvil.
+        child.stdout?.resume();
+        resolve(`http://${match[1]}:${match[2]}`);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('error', (err) => fail(new Error(`anvil failed to start: ${err.message}`, { cause: err })));
+    child.once('exit', (code) => fail(new Error(`anvil exited with ${String(code)} before listening:\n${output.slice(-2000)}`)));
+  });
+  return {
+    rpcUrl,
+    pid: child.pid!,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

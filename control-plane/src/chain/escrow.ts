@@ -1,0 +1,138 @@
+import { erc20Abi, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { gpuFarmEscrowAbi } from './artifacts.generated.js';
+import type { EscrowChain } from './client.js';
+
+/** The escrow's job states, in the contract's enum order. */
+export const ESCROW_STATUSES = ['none', 'funded', 'completed', 'disputed', 'refund_authorized', 'released', 'refunded'] as const;
+export type EscrowStatus = (typeof ESCROW_STATUSES)[number];
+
+/**
+ * A chain call that failed. `retryable` is true when the chain did not answer (RPC down,
+ * timeout) rather than refusing the call (a revert); the cause is kept for logs.
+ */
+export class ChainError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options);
+    this.name = 'ChainError';
+  }
+}
+
+function operatorOf(chain: EscrowChain) {
+  if (!chain.operator) throw new ChainError('no operator key is configured (GF_OPERATOR_PRIVATE_KEY)', false);
+  return chain.operator;
+}
+
+const isRevert = (err: unknown) => err instanceof Error && /revert/i.test(`${err.name} ${err.message}`);
+
+/** Sends one operator transaction to the escrow and waits for its receipt; a revert throws a ChainError. */
+async function sendOperatorTx(chain: EscrowChain, label: string, write: () => Promise<Hash>): Promise<TransactionReceipt> {
+  let hash: Hash;
+  try {
+    hash = await write();
+  } catch (err) {
+    throw new ChainError(`${label} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, !isRevert(err), { cause: err });
+  }
+  try {
+    const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 });
+    if (receipt.status !== 'success') throw new ChainError(`${label} reverted in transaction ${hash}`, false);
+    return receipt;
+  } catch (err) {
+    if (err instanceof ChainError) throw err;
+    throw new ChainError(`${label}: no receipt for ${hash}`, true, { cause: err });
+  }
+}
+
+export interface EscrowJob {
+  status: EscrowStatus;
+  customer: Address;
+  token: Address;
+  amount: bigint;
+  jobHash: Hex;
+  provider: Address;
+  payout: bigint;
+  fee: bigint;
+  computeSeconds: bigint;
+  challengeEndsAt: bigint;
+  resultHash: Hex;
+}
+
+/** The escrow's record of `jobKey` (status `none` when it was never funded). */
+export async function readEscrowJob(chain: EscrowChain, jobKey: Hex): Promise<EscrowJob> {
+  const job = await chain.publicClient.readContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'getJob', args: [jobKey] });
+  return { ...job, status: ESCROW_STATUSES[job.status] ?? 'none' };
+}
+
+/** The ERC-20 allowance `owner` gave the escrow. */
+export async function readAllowance(chain: EscrowChain, token: Address, owner: Address): Promise<bigint> {
+  return chain.publicClient.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [owner, chain.escrowAddress] });
+}
+
+/** Operator: lets the customer claim the whole deposit back (after a cancel or a failure). */
+export async function authorizeRefund(chain: EscrowChain, jobKey: Hex): Promise<{ txHash: Hash }> {
+  const operator = operatorOf(chain);
+  const receipt = await sendOperatorTx(chain, 'authorizeRefund', () =>
+    operator.writeContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'authorizeRefund', args: [jobKey] }),
+  );
+  return { txHash: receipt.transactionHash };
+}
+
+export interface Completion {
+  jobKey: Hex;
+  /** The final payment in token base units, fee included; never above the deposit. */
+  payout: bigint;
+  /** The platform fee inside `payout`, paid to the treasury at release. */
+  fee: bigint;
+  computeSeconds: number;
+  /** bytes32: `0x` + the output's sha256. */
+  resultHash: Hex;
+  /** The farm's payout address. */
+  provider: Address;
+}
+
+/**
+ * Operator: records a finished job's final payment on the escrow and opens the challenge window.
+ * Returns the transaction and when the window ends (from the JobCompleted event).
+ */
+export async function completeJob(chain: EscrowChain, completion: Completion): Promise<{ txHash: Hash; challengeEndsAt: Date }> {
+  const operator = operatorOf(chain);
+  const receipt = await sendOperatorTx(chain, 'completeJob', () =>
+    operator.writeContract({
+      address: chain.escrowAddress,
+      abi: gpuFarmEscrowAbi,
+      functionName: 'completeJob',
+      args: [completion.jobKey, completion.payout, completion.fee, BigInt(completion.computeSeconds), completion.resultHash, completion.provider],
+    }),
+  );
+  const [event] = parseEventLogs({ abi: gpuFarmEscrowAbi, eventName: 'JobCompleted', logs: receipt.logs.filter((l) => sameAddress(l.address, chain.escrowAddress)) });
+  if (!event) throw new ChainError(`completeJob transaction ${receipt.transactionHash} emitted no JobCompleted`, false);
+  return { txHash: receipt.transactionHash, challengeEndsAt: new Date(Number(event.args.challengeEndsAt) * 1000) };
+}
+
+/** Anyone (the operator here): pays out a completed job after its challenge window. */
+export async function releaseJob(chain: EscrowChain, jobKey: Hex): Promise<{ txHash: Hash }> {
+  const operator = operatorOf(chain);
+  const receipt = await sendOperatorTx(chain, 'release', () =>
+    operator.writeContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'release', args: [jobKey] }),
+  );
+  return { txHash: receipt.transactionHash };
+}
+
+/** Operator: settles a dispute with a new payment (at most the recorded one) and pays out. */
+export async function resolveDispute(chain: EscrowChain, params: { jobKey: Hex; payout: bigint; fee: bigint }): Promise<{ txHash: Hash }> {
+  const operator = operatorOf(chain);
+  const receipt = await sendOperatorTx(chain, 'resolveDispute', () =>
+    operator.writeContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'resolveDispute', args: [params.jobKey, params.payout, params.fee] }),
+  );
+  return { txHash: receipt.transactionHash };
+}
+
+export const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+
+/** The escrow's events among `logs` (any address), decoded; logs that are not escrow events are skipped. */
+export function decodeEscrowLogs(logs: readonly Log[]) {
+  return parseEventLogs({ abi: gpuFarmEscrowAbi, logs: logs as Log[], strict: true });
+}

@@ -1,0 +1,179 @@
+import type { Hex } from 'viem';
+import { gpuFarmEscrowAbi } from '../chain/artifacts.generated.js';
+import type { Database } from '../db/database.js';
+import { insertBillingEntry } from '../billing/store.js';
+import type { EscrowDeps } from './funding.js';
+import { authorizePendingRefund, recordRelease, releaseCompleted } from './settlement.js';
+import {
+  findJobByEscrowKey,
+  insertCredit,
+  listCreditsToRecheck,
+  listPendingRefunds,
+  listReleasesDue,
+  markCreditReorged,
+  recordLateFunding,
+  updateEscrowRecord,
+} from './store.js';
+
+/** Blocks read per event scan request. */
+const SCAN_STEP = 2_000n;
+const BATCH = 50;
+
+export interface EscrowWorkerDeps {
+  db: Database;
+  escrow: EscrowDeps;
+  /** First block to scan on a fresh database (the escrow's deployment block). */
+  startBlock: number;
+  now?: () => Date;
+  log?: (message: string, err?: unknown) => void;
+}
+
+const cursorKey = (deps: EscrowWorkerDeps) => `escrow_scan:${deps.escrow.chain.chainId}:${deps.escrow.chain.escrowAddress}`;
+
+/**
+ * Reads the escrow's events since the last scan and records what they mean for our jobs:
+ * a JobFunded for a job that was canceled or expired before its funding arrived is credited and
+ * its refund queued (never lost); RefundClaimed fills `receipt.transactions.refund` with a
+ * `refund` billing entry; JobDisputed and JobReleased (the customer's approve, anyone's release)
+ * update the receipt. Returns the last block scanned.
+ */
+export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> {
+  const { chain } = deps.escrow;
+  const [saved] = await deps.db.query<{ value: string }>('SELECT value FROM service_settings WHERE key = $1', [cursorKey(deps)]);
+  let from = saved ? BigInt(saved.value) + 1n : BigInt(deps.startBlock);
+  const latest = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
+  // Stay `confirmations - 1` blocks behind the head, as fund-confirm does.
+  const head = latest - BigInt(chain.confirmations - 1);
+  while (from <= head) {
+    const to = from + SCAN_STEP - 1n < head ? from + SCAN_STEP - 1n : head;
+    const events = await chain.publicClient.getContractEvents({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, fromBlock: from, toBlock: to, strict: true });
+    for (const event of events) {
+      const job = await findJobByEscrowKey(deps.db, event.args.jobKey as string);
+      if (!job) continue;
+      const txHash = event.transactionHash.toLowerCase() as Hex;
+      switch (event.eventName) {
+        case 'JobFunded':
+          if ((job.status === 'CANCELED' || job.status === 'EXPIRED') && !job.fund_tx_hash && event.args.customer) {
+            await deps.db.transaction(async (tx) => {
+              const credit = await insertCredit(tx, {
+                chainId: chain.chainId,
+                txHash,
+                logIndex: event.logIndex,
+                jobId: job.id,
+                jobKey: event.args.jobKey,
+                customer: event.args.customer!,
+                token: event.args.token!,
+                amount: event.args.amount!.toString(),
+                blockNumber: event.blockNumber,
+                blockHash: event.blockHash,
+              });
+              if (credit) await recordLateFunding(tx, { jobId: job.id, fundTxHash: txHash });
+            });
+          }
+          break;
+        case 'RefundClaimed':
+          await deps.db.transaction(async (tx) => {
+            const row = await updateEscrowRecord(tx, job.id, { refund_status: 'claimed', refund_tx_hash: txHash });
+            if (row && job.refund_status !== 'claimed') {
+              await insertBillingEntry(tx, { accountId: job.account_id, type: 'refund', jobId: job.id, amountMicroUsd: job.max_cost_micro_usd, token: job.payment_token, amount: event.args.amount!.toString(), txHash });
+            }
+          });
+          break;
+        case 'JobDisputed':
+          await updateEscrowRecord(deps.db, job.id, { settlement_status: 'disputed' }, { settlementStatus: 'completed' });
+          break;
+        case 'JobReleased':
+          if (!job.release_tx_hash) await recordRelease(deps.db, job, txHash);
+          break;
+        default:
+          break;
+      }
+    }
+    await deps.db.query(
+      'INSERT INTO service_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value',
+      [cursorKey(deps), to.toString()],
+    );
+    from = to + 1n;
+  }
+  return head;
+}
+
+/**
+ * Holds jobs whose funding vanished: for each credit of a job that has not run yet, the block at
+ * the credit's number must still have the credit's hash. A changed hash (a reorg dropped or moved
+ * the log) marks the credit `reorged` and sets `funding_hold`; the matcher skips held jobs.
+ * Returns the ids of jobs held now.
+ */
+export async function checkReorgs(deps: EscrowWorkerDeps): Promise<string[]> {
+  const { chain } = deps.escrow;
+  const held: string[] = [];
+  for (const credit of await listCreditsToRecheck(deps.db, chain.chainId)) {
+    const block = await chain.publicClient.getBlock({ blockNumber: BigInt(credit.block_number) }).catch(() => null);
+    const receipt = await chain.publicClient.getTransactionReceipt({ hash: credit.tx_hash as Hex }).catch(() => null);
+    const intact = block?.hash?.toLowerCase() === credit.block_hash && receipt?.blockHash.toLowerCase() === credit.block_hash;
+    if (intact) continue;
+    await deps.db.transaction(async (tx) => {
+      await markCreditReorged(tx, { chainId: credit.chain_id, txHash: credit.tx_hash, logIndex: credit.log_index });
+      await updateEscrowRecord(tx, credit.job_id, { funding_hold: `funding transaction ${credit.tx_hash} is no longer in block ${credit.block_number} (chain reorganisation); the job is held` });
+    });
+    held.push(credit.job_id);
+  }
+  return held;
+}
+
+/** Authorizes pending refunds on the escrow (cancels and late fundings). */
+export async function sweepRefunds(deps: EscrowWorkerDeps): Promise<number> {
+  let done = 0;
+  for (const job of await listPendingRefunds(deps.db, BATCH)) {
+    const after = await authorizePendingRefund({ db: deps.db, escrow: deps.escrow }, job);
+    if (after.refund_status !== 'pending') done++;
+  }
+  return done;
+}
+
+/** Sends `release` for completed jobs whose challenge window ended. */
+export async function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
+  let done = 0;
+  for (const job of await listReleasesDue(deps.db, (deps.now ?? (() => new Date()))(), BATCH)) {
+    await releaseCompleted({ db: deps.db, escrow: deps.escrow }, job);
+    done++;
+  }
+  return done;
+}
+
+/** One pass of every sweep; each failure is logged and retried on the next pass. */
+export async function runEscrowWorkerOnce(deps: EscrowWorkerDeps): Promise<void> {
+  if (!deps.escrow.health.current().ok) return;
+  for (const [name, step] of [
+    ['event scan', scanEscrowEvents],
+    ['reorg check', checkReorgs],
+    ['refunds', sweepRefunds],
+    ['releases', sweepReleases],
+  ] as const) {
+    try {
+      await step(deps);
+    } catch (err) {
+      deps.log?.(`escrow worker: ${name} failed; retrying next pass`, err);
+    }
+  }
+}
+
+/** Runs the escrow worker every `intervalMs` until closed (one pass at a time). */
+export function startEscrowWorker(deps: EscrowWorkerDeps, options: { intervalMs: number }): { close(): Promise<void> } {
+  let running: Promise<void> | null = null;
+  let closed = false;
+  const timer = setInterval(() => {
+    if (closed || running) return;
+    running = runEscrowWorkerOnce(deps).finally(() => {
+      running = null;
+    });
+  }, options.intervalMs);
+  timer.unref();
+  return {
+    close: async () => {
+      closed = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

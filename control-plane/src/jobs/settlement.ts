@@ -1,0 +1,119 @@
+import { finalCost, type FinalCost } from '@gpufarm/shared';
+import type { Address, Hex } from 'viem';
+import { insertBillingEntry } from '../billing/store.js';
+import { authorizeRefund, ChainError, completeJob, readEscrowJob, releaseJob } from '../chain/escrow.js';
+import type { Database, Queryable } from '../db/database.js';
+import type { EscrowDeps } from './funding.js';
+import { findJobById, updateEscrowRecord, type JobRow } from './store.js';
+
+/**
+ * The escrow effects of the transition table, each an operator transaction followed by a
+ * guarded write of what the chain now says. The chain call happens outside any database
+ * transaction; a failure leaves the job's record unchanged so the escrow worker retries it.
+ */
+
+/** Token base units for micro-USD at the job's terms: stablecoin units scale by decimals, ETH uses the frozen rate (rounded up). */
+export function microUsdToTokenUnits(job: Pick<JobRow, 'payment_kind' | 'payment_decimals' | 'wei_per_usd'>, microUsd: number): bigint {
+  if (job.payment_kind === 'stable') return BigInt(microUsd) * 10n ** BigInt(job.payment_decimals - 6);
+  const rate = BigInt(job.wei_per_usd ?? '0');
+  const numerator = BigInt(microUsd) * rate;
+  return (numerator + 999_999n) / 1_000_000n;
+}
+
+/**
+ * The `authorize_refund` effect: asks the escrow to let the customer take the deposit back.
+ * Reconciles with the escrow when it refuses (already authorized or claimed). Returns the row.
+ */
+export async function authorizePendingRefund(deps: { db: Queryable; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
+  if (job.refund_status !== 'pending') return job;
+  const key = job.escrow_job_key as Hex;
+  try {
+    const { txHash } = await authorizeRefund(deps.escrow.chain, key);
+    return (await updateEscrowRecord(deps.db, job.id, { refund_status: 'authorized', refund_authorize_tx_hash: txHash }, { refundStatus: 'pending' })) ?? job;
+  } catch (err) {
+    if (!(err instanceof ChainError) || err.retryable) throw err;
+    const onChain = await readEscrowJob(deps.escrow.chain, key);
+    if (onChain.status === 'refund_authorized') return (await updateEscrowRecord(deps.db, job.id, { refund_status: 'authorized' }, { refundStatus: 'pending' })) ?? job;
+    if (onChain.status === 'refunded') return (await updateEscrowRecord(deps.db, job.id, { refund_status: 'claimed' }, { refundStatus: 'pending' })) ?? job;
+    throw err;
+  }
+}
+
+export interface CompletionInput {
+  jobId: string;
+  /** Whole seconds the container ran (rounded up by the caller). */
+  runtimeSeconds: number;
+  /** The matched machine's price. */
+  pricePerGpuHourMicroUsd: number;
+  /** bytes32: `0x` + the output's sha256. */
+  resultHash: Hex;
+  /** The farm's payout address. */
+  provider: Address;
+}
+
+/**
+ * The `settle` effect for the Execution work: computes the final cost (ARCHITECTURE.md section 6),
+ * converts it to token units at the job's terms, caps it at `maxPayment`, sends `completeJob`
+ * (payout with the fee inside it) and records the receipt (`completed`, amount, compute
+ * seconds, result hash, challenge end, completion transaction) and a `charge` billing entry.
+ * The job must be funded and not completed yet; throws a ChainError when the chain refuses.
+ */
+export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps }, input: CompletionInput): Promise<{ job: JobRow; cost: FinalCost; payout: bigint; fee: bigint }> {
+  const job = await findJobById(deps.db, input.jobId);
+  if (!job) throw new Error(`no job ${input.jobId}`);
+  if (!job.fund_tx_hash) throw new Error(`job ${job.id} is not funded`);
+  const cost = finalCost({
+    runtimeSeconds: input.runtimeSeconds,
+    minBillingSeconds: job.min_billing_seconds,
+    gpuCount: job.gpu_count,
+    pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd,
+    platformFeeBps: job.platform_fee_bps,
+  });
+  const maxPayment = BigInt(job.max_payment);
+  const total = microUsdToTokenUnits(job, cost.totalMicroUsd);
+  const payout = total < maxPayment ? total : maxPayment;
+  const feeUnits = microUsdToTokenUnits(job, cost.feeMicroUsd);
+  const fee = feeUnits < payout ? feeUnits : payout;
+  const { txHash, challengeEndsAt } = await completeJob(deps.escrow.chain, {
+    jobKey: job.escrow_job_key as Hex,
+    payout,
+    fee,
+    computeSeconds: cost.billableGpuSeconds,
+    resultHash: input.resultHash,
+    provider: input.provider,
+  });
+  const updated = await deps.db.transaction(async (tx) => {
+    const row = await updateEscrowRecord(
+      tx,
+      job.id,
+      { settlement_status: 'completed', settlement_amount: payout.toString(), compute_seconds: cost.billableGpuSeconds, result_hash: input.resultHash, challenge_ends_at: challengeEndsAt, completion_tx_hash: txHash },
+      { settlementStatus: null },
+    );
+    await insertBillingEntry(tx, { accountId: job.account_id, type: 'charge', jobId: job.id, amountMicroUsd: cost.totalMicroUsd, token: job.payment_token, amount: payout.toString(), txHash });
+    return row;
+  });
+  return { job: updated ?? job, cost, payout, fee };
+}
+
+/** Sends `release` for a completed job whose challenge window ended, and records it. */
+export async function releaseCompleted(deps: { db: Queryable; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
+  const key = job.escrow_job_key as Hex;
+  let txHash: Hex | null = null;
+  try {
+    txHash = (await releaseJob(deps.escrow.chain, key)).txHash;
+  } catch (err) {
+    if (!(err instanceof ChainError) || err.retryable) throw err;
+    // Released by someone else (the customer's approve, anyone's release): the event scan records its transaction.
+    const onChain = await readEscrowJob(deps.escrow.chain, key);
+    if (onChain.status !== 'released') throw err;
+  }
+  return recordRelease(deps.db, job, txHash);
+}
+
+/** Records a release (ours or seen on chain) once, with its billing entry. */
+export async function recordRelease(db: Queryable, job: JobRow, txHash: Hex | null): Promise<JobRow> {
+  const row = await updateEscrowRecord(db, job.id, { settlement_status: 'released', ...(txHash ? { release_tx_hash: txHash } : {}) }, { settlementStatus: job.settlement_status === 'disputed' ? 'disputed' : 'completed' });
+  if (!row) return job;
+  if (txHash) await insertBillingEntry(db, { accountId: job.account_id, type: 'release', jobId: job.id, amountMicroUsd: 0, token: job.payment_token, amount: job.settlement_amount, txHash });
+  return row;
+}
