@@ -226,16 +226,17 @@ export class DockerRuntime {
     }
 
     let detached = false;
-    let logStream: NodeJS.ReadableStream | null = null;
-    const logsDone = this.follow(container, resumeAt, (s) => {
-      logStream = s;
-      if (detached) (s as unknown as { destroy: () => void }).destroy();
-    }, (line) => {
+    const deliver = (line: RuntimeLogLine) => {
       if (detached) return;
       const cursor = line.cursor ? parseCursor(line.cursor) : null;
       if (!fileAfter || !cursor || compareCursors(cursor, fileAfter) > 0) log.append(line);
       if (!sinkAfter || !cursor || compareCursors(cursor, sinkAfter) > 0) sink(line);
-    });
+    };
+    let logStream: NodeJS.ReadableStream | null = null;
+    const logsDone = this.follow(container, resumeAt, (s) => {
+      logStream = s;
+      if (detached) (s as unknown as { destroy: () => void }).destroy();
+    }, (line) => deliver(line));
 
     let detachNow!: () => void;
     const detachSignal = new Promise<never>((_, reject) => (detachNow = () => reject(new DetachedError(spec.assignmentId))));
@@ -255,7 +256,11 @@ export class DockerRuntime {
       clearTimeout(timer);
       if (watchdog) clearInterval(watchdog);
       if (detached) throw new DetachedError(spec.assignmentId);
-      await logsDone.catch((err: unknown) => system(`reading the container's logs failed: ${(err as Error).message}`));
+      const lastLine = await logsDone.catch((err: unknown) => {
+        system(`reading the container's logs failed: ${(err as Error).message}`);
+        return resumeAt;
+      });
+      await this.catchUp(container, lastLine, deliver).catch(() => undefined);
       let info: Docker.ContainerInspectInfo | null = null;
       try {
         info = await container.inspect();
@@ -307,8 +312,16 @@ export class DockerRuntime {
     };
   }
 
-  /** Follows the container's log (after `after`) until it exits; resolves when the stream ended. */
-  private async follow(container: Docker.Container, after: LogCursor | null, opened: (stream: NodeJS.ReadableStream) => void, emit: (line: RuntimeLogLine) => void): Promise<void> {
+  /**
+   * Follows the container's log (after `after`) until it exits; resolves with the cursor of the
+   * last line emitted once the stream ended.
+   */
+  private async follow(
+    container: Docker.Container,
+    after: LogCursor | null,
+    opened: (stream: NodeJS.ReadableStream) => void,
+    emit: (line: RuntimeLogLine) => void,
+  ): Promise<LogCursor | null> {
     const stream = (await container.logs({
       follow: true,
       stdout: true,
@@ -317,12 +330,11 @@ export class DockerRuntime {
       ...(after ? { since: sinceSeconds(after) } : {}),
     })) as unknown as NodeJS.ReadableStream;
     opened(stream);
-    const parser = new DockerLogParser((stream, text, cursor) => {
-      const ts = timestampMs(cursor.ts);
-      const pieces = splitLong(text);
-      // Every piece carries the line's cursor: a resume drops all of them or none.
-      for (const line of pieces) emit({ stream, line, ts, cursor: formatCursor(cursor) });
-    }, after);
+    let last = after;
+    const parser = this.parser(after, (line, cursor) => {
+      last = cursor;
+      emit(line);
+    });
     await new Promise<void>((resolve, reject) => {
       stream.on('data', (chunk: Buffer) => parser.push(chunk));
       stream.on('end', () => {
@@ -333,6 +345,26 @@ export class DockerRuntime {
       // A destroyed stream (detach) closes without 'end'.
       stream.on('close', () => resolve());
     });
+    return last;
+  }
+
+  /**
+   * Reads, once, the lines after `after` of a stopped container: a follower can end a moment
+   * before Docker stored the last lines (a final line without newline especially).
+   */
+  private async catchUp(container: Docker.Container, after: LogCursor | null, emit: (line: RuntimeLogLine) => void): Promise<void> {
+    const bytes = (await container.logs({ follow: false, stdout: true, stderr: true, timestamps: true, ...(after ? { since: sinceSeconds(after) } : {}) })) as unknown as Buffer;
+    const parser = this.parser(after, (line) => emit(line));
+    parser.push(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes));
+    parser.end();
+  }
+
+  private parser(after: LogCursor | null, emit: (line: RuntimeLogLine, cursor: LogCursor) => void): DockerLogParser {
+    return new DockerLogParser((stream, text, cursor) => {
+      const ts = timestampMs(cursor.ts);
+      // Every piece of a long line carries the line's cursor: a resume drops all of them or none.
+      for (const line of splitLong(text)) emit({ stream, line, ts, cursor: formatCursor(cursor) }, cursor);
+    }, after);
   }
 
   /** Stops and removes the container, unmounts /output and deletes the assignment's folder. */

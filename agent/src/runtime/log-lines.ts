@@ -74,7 +74,10 @@ export function splitLong(line: string): string[] {
  */
 export class DockerLogParser {
   private pending: Buffer = Buffer.alloc(0);
-  private partial: Record<'stdout' | 'stderr', Buffer[]> = { stdout: [], stderr: [] };
+  private partial: Record<'stdout' | 'stderr', { pieces: Buffer[]; cursor: LogCursor | null }> = {
+    stdout: { pieces: [], cursor: null },
+    stderr: { pieces: [], cursor: null },
+  };
   private last: LogCursor | null = null;
 
   constructor(
@@ -99,8 +102,9 @@ export class DockerLogParser {
   /** Flushes a last line without its newline (a container that exits mid-line). */
   end(): void {
     for (const stream of ['stdout', 'stderr'] as const) {
-      if (this.partial[stream].length > 0 && this.last) this.line(stream, Buffer.concat(this.partial[stream]), this.last);
-      this.partial[stream] = [];
+      const { pieces, cursor } = this.partial[stream];
+      if (pieces.length > 0 && cursor) this.line(stream, Buffer.concat(pieces), cursor);
+      this.partial[stream] = { pieces: [], cursor: null };
     }
   }
 
@@ -112,12 +116,13 @@ export class DockerLogParser {
     const cursor: LogCursor = this.last && this.last.ts === ts ? { ts, index: this.last.index + 1 } : { ts, index: 0 };
     this.last = cursor;
     if (body.length > 0 && body[body.length - 1] === 0x0a) {
-      const parts = this.partial[stream];
-      this.partial[stream] = [];
+      const parts = this.partial[stream].pieces;
+      this.partial[stream] = { pieces: [], cursor: null };
       const whole = parts.length > 0 ? Buffer.concat([...parts, body.subarray(0, -1)]) : body.subarray(0, -1);
       this.line(stream, whole, cursor);
     } else {
-      this.partial[stream].push(Buffer.from(body));
+      this.partial[stream].pieces.push(Buffer.from(body));
+      this.partial[stream].cursor = cursor;
     }
   }
 

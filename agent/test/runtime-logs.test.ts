@@ -1,0 +1,80 @@
+import t from 'tap';
+import { MAX_LOG_LINE_CHARS } from '@gpufarm/shared';
+import { compareCursors, DockerLogParser, formatCursor, parseCursor, sinceSeconds, splitLong, type LogCursor } from '../src/runtime/log-lines.js';
+import { busyboxSpec, collectLines, testRuntime } from './helpers/docker.js';
+
+function frame(stream: 1 | 2, text: string): Buffer {
+  const body = Buffer.from(text);
+  const head = Buffer.alloc(8);
+  head[0] = stream;
+  head.writeUInt32BE(body.length, 4);
+  return Buffer.concat([head, body]);
+}
+
+t.test('behavior: the parser joins frames split anywhere, pieces of long lines, and skips up to a cursor', async (t) => {
+  const ts1 = '2026-11-22T10:00:00.000000001Z';
+  const ts2 = '2026-11-22T10:00:00.000000002Z';
+  const bytes = Buffer.concat([
+    frame(1, `${ts1} one\n`),
+    frame(2, `${ts1} two\n`),
+    frame(1, `${ts2} long-a`),
+    frame(1, `${ts2} long-b\n`),
+    frame(2, `${ts2} tail`),
+  ]);
+  const got: Array<[string, string, string]> = [];
+  const parser = new DockerLogParser((s, text, c) => got.push([s, text, formatCursor(c)]));
+  for (let i = 0; i < bytes.length; i += 3) parser.push(bytes.subarray(i, i + 3));
+  parser.end();
+  t.same(got, [
+    ['stdout', 'one', `${ts1}#0`],
+    ['stderr', 'two', `${ts1}#1`],
+    ['stdout', 'long-along-b', `${ts2}#1`],
+    ['stderr', 'tail', `${ts2}#2`],
+  ]);
+  const after: LogCursor = parseCursor(`${ts1}#1`);
+  const resumed: string[] = [];
+  const p2 = new DockerLogParser((_s, text) => resumed.push(text), after);
+  p2.push(bytes);
+  p2.end();
+  t.same(resumed, ['long-along-b', 'tail']);
+});
+
+t.test('args: cursors', async (t) => {
+  const a = parseCursor('2026-11-22T10:00:01.500000000Z#2');
+  t.equal(formatCursor(a), '2026-11-22T10:00:01.500000000Z#2');
+  t.equal(sinceSeconds(a), Date.parse('2026-11-22T10:00:01Z') / 1000);
+  t.ok(compareCursors(a, parseCursor('2026-11-22T10:00:01.500000000Z#3')) < 0);
+  t.ok(compareCursors(a, parseCursor('2026-11-22T10:00:01.400000000Z#9')) > 0);
+  t.throws(() => parseCursor('yesterday#1'));
+  t.same(splitLong('x'.repeat(MAX_LOG_LINE_CHARS * 2 + 1)).map((p) => p.length), [MAX_LOG_LINE_CHARS, MAX_LOG_LINE_CHARS, 1]);
+});
+
+t.test('behavior: stdout and stderr lines arrive in order with their streams', async (t) => {
+  const runtime = testRuntime(t);
+  const { lines, sink, of } = collectLines();
+  // Back to back, then 10 ms apart: within a stream order always holds; across the two pipes
+  // Docker orders lines as it reads them, which matches the writes when they are apart in time.
+  const script = 'i=0; while [ $i -lt 50 ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); done; ' +
+    'i=0; while [ $i -lt 20 ]; do echo apart-out-$i; usleep 10000; echo apart-err-$i >&2; usleep 10000; i=$((i+1)); done; printf "no-newline"';
+  const job = await runtime.start(busyboxSpec({ command: ['sh', '-c', script] }), sink);
+  const exit = await job.done;
+  t.equal(exit.exitCode, 0);
+  const range = (n: number, f: (i: number) => string) => Array.from({ length: n }, (_, i) => f(i));
+  t.same(of('stdout'), [...range(50, (i) => `out-${i}`), ...range(20, (i) => `apart-out-${i}`), 'no-newline'], 'stdout complete and in order, the last line without its newline');
+  t.same(of('stderr'), [...range(50, (i) => `err-${i}`), ...range(20, (i) => `apart-err-${i}`)], 'stderr complete and in order');
+  const apart = lines.filter((l) => l.line.startsWith('apart-')).map((l) => l.line);
+  t.same(apart, Array.from({ length: 20 }, (_, i) => [`apart-out-${i}`, `apart-err-${i}`]).flat(), 'the two streams interleave in the order they were written');
+  t.ok(lines.every((l) => Number.isInteger(l.ts) && l.ts > 0));
+  t.ok(lines.filter((l) => l.stream !== 'system').every((l) => l.cursor !== null));
+  t.match(of('system').at(-1), /^exited with code 0/);
+});
+
+t.test('behavior: a line longer than the protocol allows arrives in pieces', async (t) => {
+  const runtime = testRuntime(t);
+  const { sink, of } = collectLines();
+  const job = await runtime.start(busyboxSpec({ command: ['sh', '-c', `head -c ${MAX_LOG_LINE_CHARS * 3} /dev/zero | tr '\\0' x; echo; echo after`] }), sink);
+  await job.done;
+  const out = of('stdout');
+  t.same(out.map((l) => l.length), [MAX_LOG_LINE_CHARS, MAX_LOG_LINE_CHARS, MAX_LOG_LINE_CHARS, 5]);
+  t.equal(out.at(-1), 'after');
+});
