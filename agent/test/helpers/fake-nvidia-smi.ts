@@ -1,0 +1,61 @@
+import { chmodSync, copyFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The recorded `nvidia-smi -q -x` outputs in `agent/test/fixtures/nvidia-smi/`. */
+export const FIXTURES = ['h100-80gb-hbm3', 'h100-80gb-hbm3-driver-550', 'a100-sxm4-40gb', 'rtx-4090', 'l4', '8x-a100-sxm4-80gb'] as const;
+export type Fixture = (typeof FIXTURES)[number];
+
+export const fixturePath = (name: Fixture) => fileURLToPath(new URL(`../fixtures/nvidia-smi/${name}.xml`, import.meta.url));
+
+export interface FakeNvidiaSmi {
+  /** A directory holding the fake `nvidia-smi`; put it first on PATH. */
+  binDir: string;
+  /** `PATH` with the fake first. */
+  path: string;
+  /** Serve another fixture from the next call on. */
+  use(name: Fixture): void;
+  /** Make the next calls fail as nvidia-smi does when the driver is gone. */
+  breakDriver(): void;
+  cleanup(): void;
+}
+
+/**
+ * A fake `nvidia-smi` executable (a shell script) that prints the current fixture for
+ * `-q -x`, the only GPU fake the tests use. Switching fixtures is a file copy, so a running
+ * agent sees a driver, count or model change on its next read.
+ */
+export function fakeNvidiaSmi(initial: Fixture): FakeNvidiaSmi {
+  const binDir = mkdtempSync(join(tmpdir(), 'gf-fake-smi-'));
+  const current = join(binDir, 'current.xml');
+  const script = join(binDir, 'nvidia-smi');
+  writeFileSync(
+    script,
+    `#!/bin/sh
+# fake nvidia-smi for gpufarm agent tests
+if [ ! -f "${current}" ]; then
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+  exit 9
+fi
+case "$*" in
+  *-x*) cat "${current}" ;;
+  *) echo "fake nvidia-smi: only -q -x is recorded" >&2; exit 2 ;;
+esac
+`,
+  );
+  chmodSync(script, 0o755);
+  const use = (name: Fixture) => {
+    copyFileSync(fixturePath(name), `${current}.tmp`);
+    // rename is atomic: a read in progress sees the old or the new fixture, never half of one
+    renameSync(`${current}.tmp`, current);
+  };
+  use(initial);
+  return {
+    binDir,
+    path: `${binDir}${delimiter}${process.env.PATH ?? ''}`,
+    use,
+    breakDriver: () => rmSync(current, { force: true }),
+    cleanup: () => rmSync(binDir, { recursive: true, force: true }),
+  };
+}

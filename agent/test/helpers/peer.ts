@@ -1,0 +1,209 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  AGENT_CLOSE_CODES,
+  AGENT_ENROLL_PATH,
+  AGENT_PROTOCOL_VERSIONS,
+  AGENT_WS_PATH,
+  agentMessageSchema,
+  enrollRequestSchema,
+  serverMessageSchema,
+  type AgentMessage,
+  type EnrollRequest,
+  type LogBatchLine,
+  type ServerMessage,
+} from '@gpufarm/shared';
+
+/**
+ * A small control-plane stand-in for the agent's tests: HTTP enrollment and the WebSocket link,
+ * speaking the protocol through the same zod schemas as the real server will. It stores log
+ * lines as the server must (each (assignment, seq) once, never with a gap), acks them, and can
+ * drop sockets to simulate a broken link.
+ */
+export interface PeerOptions {
+  /** Enrollment tokens it accepts (each once). */
+  enrollmentTokens?: string[];
+  heartbeatIntervalSeconds?: number;
+  /** Ack each logs batch (default true). */
+  ackLogs?: boolean;
+}
+
+export class TestPeer {
+  readonly server: Server;
+  readonly wss: WebSocketServer;
+  url = '';
+  readonly machineTokens = new Map<string, string>();
+  readonly enrollments: EnrollRequest[] = [];
+  readonly received: AgentMessage[] = [];
+  readonly invalid: string[] = [];
+  /** Stored lines per assignment, in seq order. */
+  readonly lines = new Map<string, LogBatchLine[]>();
+  /** Lines that arrived again after they were stored (resends): harmless, counted. */
+  resent = 0;
+  /** Lines that arrived with a gap before them: must stay 0. */
+  gaps = 0;
+  sockets = new Set<WebSocket>();
+  connections = 0;
+  ackLogs: boolean;
+  /** Called after a logs batch is stored and before it is acked (tests drop the link here). */
+  onStored: ((assignmentId: string, storedLines: number) => void) | null = null;
+  /** Tell the agent in `welcome` what is stored (default true); false makes it resend from its own last ack. */
+  reportAcked = true;
+  private readonly tokens: Set<string>;
+  private waiters: Array<{ check: () => boolean; resolve: () => void }> = [];
+
+  constructor(private readonly options: PeerOptions = {}) {
+    this.tokens = new Set(options.enrollmentTokens ?? []);
+    this.ackLogs = options.ackLogs ?? true;
+    this.server = createServer((req, res) => void this.http(req, res));
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+    this.server.on('upgrade', (req, socket, head) => {
+      const auth = req.headers.authorization ?? '';
+      const token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
+      const machineId = this.machineTokens.get(token);
+      if (new URL(req.url ?? '/', 'http://x').pathname !== AGENT_WS_PATH || machineId === undefined) {
+        socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.onSocket(ws, machineId));
+    });
+  }
+
+  static async start(options: PeerOptions = {}): Promise<TestPeer> {
+    const peer = new TestPeer(options);
+    await new Promise<void>((resolve) => peer.server.listen(0, '127.0.0.1', resolve));
+    peer.url = `http://127.0.0.1:${(peer.server.address() as AddressInfo).port}`;
+    return peer;
+  }
+
+  /** Registers a machine directly (tests that skip enrollment); returns its token. */
+  addMachine(machineId = `m_${randomBytes(4).toString('hex')}`): { machineId: string; machineToken: string } {
+    const machineToken = `gfa_${randomBytes(32).toString('base64url')}`;
+    this.machineTokens.set(machineToken, machineId);
+    return { machineId, machineToken };
+  }
+
+  /** Sends a server message to every connected agent (validated first). */
+  send(message: ServerMessage): void {
+    const text = JSON.stringify(serverMessageSchema.parse(message));
+    for (const ws of this.sockets) ws.send(text);
+  }
+
+  /** Drops every socket without a close handshake, as a broken network does. */
+  dropAll(): void {
+    for (const ws of this.sockets) ws.terminate();
+  }
+
+  /** Resolves when `check()` holds (checked after each message and now). */
+  waitFor(check: () => boolean, label = 'condition', timeoutMs = 30_000): Promise<void> {
+    if (check()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`peer: timed out waiting for ${label}`)), timeoutMs);
+      this.waiters.push({ check, resolve: () => { clearTimeout(timer); resolve(); } });
+    });
+  }
+
+  messages<T extends AgentMessage['type']>(type: T): Array<Extract<AgentMessage, { type: T }>> {
+    return this.received.filter((m): m is Extract<AgentMessage, { type: T }> => m.type === type);
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.sockets) ws.terminate();
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private notify(): void {
+    this.waiters = this.waiters.filter((w) => {
+      if (!w.check()) return true;
+      w.resolve();
+      return false;
+    });
+  }
+
+  private async http(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const reply = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method === 'GET' && url.pathname === '/v1') return reply(200, { object: 'index' });
+    if (req.method === 'POST' && url.pathname === AGENT_ENROLL_PATH) {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      let json: unknown;
+      try {
+        json = JSON.parse(Buffer.concat(chunks).toString());
+      } catch {
+        return reply(400, { error: { code: 'invalid_json', message: 'not JSON', requestId: 'req_peer', details: [] } });
+      }
+      const parsed = enrollRequestSchema.safeParse(json);
+      if (!parsed.success) return reply(400, { error: { code: 'invalid_request', message: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '), requestId: 'req_peer', details: [] } });
+      if (!this.tokens.delete(parsed.data.enrollmentToken)) return reply(401, { error: { code: 'forbidden', message: 'The enrollment token is unknown or was used.', requestId: 'req_peer', details: [] } });
+      this.enrollments.push(parsed.data);
+      const { machineId, machineToken } = this.addMachine();
+      return reply(201, { machineId, machineToken, heartbeatIntervalSeconds: this.options.heartbeatIntervalSeconds ?? 10 });
+    }
+    reply(404, { error: { code: 'not_found', message: 'Not found.', requestId: 'req_peer', details: [] } });
+  }
+
+  private onSocket(ws: WebSocket, machineId: string): void {
+    this.sockets.add(ws);
+    this.connections++;
+    ws.on('close', () => this.sockets.delete(ws));
+    ws.on('message', (data) => {
+      let parsed;
+      try {
+        parsed = agentMessageSchema.safeParse(JSON.parse(data.toString()));
+      } catch {
+        this.invalid.push('not JSON');
+        ws.close(AGENT_CLOSE_CODES.invalidMessage, 'not JSON');
+        return;
+      }
+      if (!parsed.success) {
+        const problem = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+        this.invalid.push(problem);
+        ws.close(AGENT_CLOSE_CODES.invalidMessage, problem.slice(0, 120));
+        return;
+      }
+      const msg = parsed.data;
+      this.received.push(msg);
+      if (msg.type === 'hello') {
+        const common = msg.supportedVersions.filter((v) => (AGENT_PROTOCOL_VERSIONS as readonly number[]).includes(v));
+        if (common.length === 0) {
+          ws.close(AGENT_CLOSE_CODES.unsupportedVersion, `server speaks ${AGENT_PROTOCOL_VERSIONS.join(', ')}`);
+          return;
+        }
+        ws.send(JSON.stringify(serverMessageSchema.parse({
+          type: 'welcome',
+          protocolVersion: Math.max(...common),
+          supportedVersions: [...AGENT_PROTOCOL_VERSIONS],
+          machineId,
+          heartbeatIntervalSeconds: this.options.heartbeatIntervalSeconds ?? 10,
+          serverTime: new Date().toISOString(),
+          acked: msg.running.map((r) => ({ assignmentId: r.assignmentId, seq: this.reportAcked ? this.lastSeq(r.assignmentId) : null })),
+        })));
+      } else if (msg.type === 'logs') {
+        const stored = this.lines.get(msg.assignmentId) ?? [];
+        this.lines.set(msg.assignmentId, stored);
+        for (const line of msg.lines) {
+          const expected = stored.length === 0 ? 0 : stored[stored.length - 1]!.seq + 1;
+          if (line.seq < expected) this.resent++;
+          else if (line.seq > expected) this.gaps++;
+          else stored.push(line);
+        }
+        this.onStored?.(msg.assignmentId, stored.length);
+        if (this.ackLogs && stored.length > 0 && ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'logs.ack', assignmentId: msg.assignmentId, seq: stored[stored.length - 1]!.seq }));
+      }
+      this.notify();
+    });
+  }
+
+  private lastSeq(assignmentId: string): number | null {
+    const stored = this.lines.get(assignmentId);
+    return stored && stored.length > 0 ? stored[stored.length - 1]!.seq : null;
+  }
+}
