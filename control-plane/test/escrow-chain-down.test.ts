@@ -1,0 +1,48 @@
+import { jobCreatedSchema } from '@gpufarm/shared';
+import t from 'tap';
+import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { bearer, createTestKey } from './helpers/app.js';
+import { assertError } from './helpers/assert.js';
+import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
+
+t.test('error: with the chain down, creation answers funding null with a reason, funding and fund-confirm 503 unavailable', async (t) => {
+  const c = await startTestChain(t);
+  const { app, db, escrow } = await buildEscrowTestApp(t, c);
+  const farm = await createFarm(db);
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  const { key } = await createTestKey(db, { walletAddress: ANVIL_ACCOUNTS[1].address.toLowerCase() });
+  const create = async (paymentToken: 'eth' | 'stable') =>
+    jobCreatedSchema.parse((await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/x:1', gpu: { count: 1 }, maxPricePerGpuHour: '1', paymentToken } })).json());
+
+  const before = await create('eth');
+  const [tx] = await sendFundingCalls(c, c.wallet(1), before.funding!.calls);
+
+  await c.anvil.stop();
+  const state = await escrow.health.refresh();
+  t.same(state.ok, false, 'the probe sees the chain down');
+
+  for (const token of ['eth', 'stable'] as const) {
+    const created = await create(token);
+    t.equal(created.funding, null, `${token}: no funding calls`);
+    t.equal(created.fundingUnavailable?.code, 'chain_unavailable');
+    t.match(created.fundingUnavailable?.message, /chain/);
+    t.equal(created.job.status, 'CREATED', 'the job exists with its terms');
+  }
+  assertError(t, await app.inject({ url: `/v1/jobs/${before.job.id}/funding`, headers: bearer(key) }), 'unavailable', 503);
+  const res = await app.inject({ method: 'POST', url: `/v1/jobs/${before.job.id}/fund-confirm`, headers: bearer(key), payload: { txHash: tx } });
+  assertError(t, res, 'unavailable', 503);
+  t.equal(res.json().error.details[0].field, 'chain');
+});
+
+t.test('default: without an escrow configured, creation says escrow_not_deployed and funding endpoints are 503', async (t) => {
+  const { buildTestApp } = await import('./helpers/app.js');
+  const { app, db } = await buildTestApp(t);
+  const farm = await createFarm(db);
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  const { key } = await createTestKey(db);
+  const created = jobCreatedSchema.parse((await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/x:1', gpu: { count: 1 }, maxPricePerGpuHour: '1' } })).json());
+  t.equal(created.fundingUnavailable?.code, 'escrow_not_deployed');
+  assertError(t, await app.inject({ url: `/v1/jobs/${created.job.id}/funding`, headers: bearer(key) }), 'unavailable', 503);
+  assertError(t, await app.inject({ method: 'POST', url: `/v1/jobs/${created.job.id}/fund-confirm`, headers: bearer(key), payload: { txHash: `0x${'ab'.repeat(32)}` } }), 'unavailable', 503);
+});
