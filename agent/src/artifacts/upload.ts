@@ -61,10 +61,10 @@ export async function uploadArtifact(opts: UploadOptions): Promise<UploadResult>
     const source = opts.open();
     try {
       const { status, digest } = await putOnce(opts, source, known);
-      if (known && (known.sha256 !== digest.sha256 || known.sizeBytes !== digest.sizeBytes)) {
+      if (known && digest.sha256 !== '' && (known.sha256 !== digest.sha256 || known.sizeBytes !== digest.sizeBytes)) {
         throw new UploadError(`the artifact changed between attempts (sha256 ${known.sha256}, now ${digest.sha256})`, false, null);
       }
-      known = digest;
+      if (digest.sha256 !== '') known = digest;
       if (status >= 200 && status < 300) return { ...digest, attempts: attempt, status };
       const retryable = status === 408 || status === 429 || status >= 500;
       lastError = new UploadError(`PUT ${redact(opts.url)} answered HTTP ${status}`, retryable, status);
@@ -99,7 +99,10 @@ async function putOnce(opts: UploadOptions, source: ArtifactSource, known: Packe
   });
   response.catch(() => undefined);
   let early: http.IncomingMessage | null = null;
-  void response.then((res) => (early = res));
+  void response.then(
+    (res) => (early = res),
+    () => undefined,
+  );
   try {
     for await (const chunk of source.stream) {
       // A server that answered before the end (an error) needs no more bytes.
@@ -114,7 +117,9 @@ async function putOnce(opts: UploadOptions, source: ArtifactSource, known: Packe
     const res: http.IncomingMessage = early;
     res.resume();
     req.destroy();
-    return { status: res.statusCode ?? 0, digest: known ?? { sha256: '', sizeBytes: 0 } };
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) throw new UploadError(`PUT ${redact(opts.url)} answered ${status} before the body ended`, false, status);
+    return { status, digest: known ?? { sha256: '', sizeBytes: 0 } };
   }
   const digest = await source.digest;
   req.addTrailers({ [SHA256_HEADER]: digest.sha256 });
