@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { gfAgent } from './helpers/cli.js';
+import { fakeNvidiaSmi } from './helpers/fake-nvidia-smi.js';
+import { TestPeer } from './helpers/peer.js';
+
+interface Check {
+  name: string;
+  status: string;
+  detail: string;
+  fix: string | null;
+}
+
+/** PATH without any nvidia-smi: this machine has no GPU (the fake is not on it). */
+const noGpuPath = process.env.PATH ?? '/usr/bin:/bin';
+
+t.test('gf-agent doctor on this machine (Docker Engine, no GPU, no NVIDIA runtime)', async (t) => {
+  const peer = await TestPeer.start();
+  t.teardown(() => peer.close());
+  const stateDir = mkdtempSync(join(tmpdir(), 'gf-agent-doctor-'));
+  t.teardown(() => rmSync(stateDir, { recursive: true, force: true }));
+
+  t.test('default: says what is missing and how to fix it', async (t) => {
+    const res = await gfAgent(['doctor'], { PATH: noGpuPath, GF_AGENT_STATE_DIR: stateDir, GF_AGENT_SERVER: peer.url, GF_AGENT_NVIDIA_SMI: 'nvidia-smi-not-installed' });
+    t.equal(res.code, 1, 'a failed check makes the exit code 1');
+    t.match(res.stdout, /\[ok {2}\] docker socket +Docker Engine answers/);
+    t.match(res.stdout, /\[ok {2}\] docker api version +Engine .*API 1\.\d+/);
+    t.match(res.stdout, /\[FAIL\] nvidia-smi +nvidia-smi-not-installed was not found on PATH/);
+    t.match(res.stdout, /fix: install the NVIDIA driver/);
+    t.match(res.stdout, /\[FAIL\] nvidia container runtime +Docker has no "nvidia" runtime/);
+    t.match(res.stdout, /fix: install the NVIDIA Container Toolkit/);
+    t.match(res.stdout, /\[(ok {2}|WARN)\] free disk/);
+    t.match(res.stdout, /\[ok {2}\] control plane +http:\/\/127\.0\.0\.1:\d+\/v1 answered HTTP 200/);
+    t.match(res.stdout, /\[ok {2}\] clock skew +local clock within/);
+    t.match(res.stdout, /2 check\(s\) failed/);
+  });
+
+  t.test('behavior: an unreachable control plane and a missing socket are named with their fixes', async (t) => {
+    // A port that was free a moment ago: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const res = await gfAgent(['doctor', '--json'], { PATH: noGpuPath, GF_AGENT_STATE_DIR: stateDir, GF_AGENT_SERVER: `http://127.0.0.1:${port}`, DOCKER_HOST: `unix://${join(stateDir, 'no-docker.sock')}` });
+    const checks = JSON.parse(res.stdout) as Check[];
+    const by = (name: string) => checks.find((c) => c.name === name)!;
+    t.equal(by('docker socket').status, 'fail');
+    t.match(by('docker socket').detail, /no socket at/);
+    t.match(by('docker socket').fix, /apt-get install -y docker\.io/);
+    t.equal(by('control plane').status, 'fail');
+    t.match(by('control plane').detail, /cannot be reached: ECONNREFUSED/);
+    t.match(by('control plane').fix, /firewall/);
+  });
+
+  t.test('behavior: with a GPU visible to nvidia-smi, the driver passes and the runtime is still missing', async (t) => {
+    const smi = fakeNvidiaSmi('8x-a100-sxm4-80gb');
+    t.teardown(smi.cleanup);
+    const res = await gfAgent(['doctor', '--json'], { PATH: smi.path, GF_AGENT_STATE_DIR: stateDir });
+    const checks = JSON.parse(res.stdout) as Check[];
+    const by = (name: string) => checks.find((c) => c.name === name)!;
+    t.equal(by('nvidia-smi').status, 'ok');
+    t.match(by('nvidia-smi').detail, /8 GPU\(s\): NVIDIA A100-SXM4-80GB; driver 525\.85\.12, CUDA 12\.0/);
+    t.equal(by('nvidia container runtime').status, 'fail');
+    t.equal(by('control plane').status, 'skip');
+    t.match(by('control plane').fix, /gf-agent enroll/);
+  });
+
+  t.test('behavior: simulated mode does not need the driver or the runtime', async (t) => {
+    const res = await gfAgent(['doctor', '--json'], { PATH: noGpuPath, GF_AGENT_STATE_DIR: stateDir, GF_AGENT_SIMULATE_GPUS: '1x l4-24gb', GF_AGENT_NVIDIA_SMI: 'nvidia-smi-not-installed' });
+    const checks = JSON.parse(res.stdout) as Check[];
+    t.equal(checks.find((c) => c.name === 'nvidia-smi')!.status, 'skip');
+    t.equal(checks.find((c) => c.name === 'nvidia container runtime')!.status, 'skip');
+  });
+});
