@@ -288,6 +288,8 @@ export class DockerRuntime {
       return exit;
     })();
 
+    // A detached job's `done` rejects whether or not anyone awaits it.
+    done.catch(() => undefined);
     return {
       assignmentId: spec.assignmentId,
       spec,
