@@ -61,7 +61,9 @@ export const envName = (k: string) => `GF_AGENT_${snake(k).toUpperCase()}`;
 export const DEFAULT_CONFIG_PATH = '/etc/gf-agent/agent.toml';
 
 /** A configuration problem; `message` lists every bad setting, one per line. */
-export class ConfigError extends Error {}
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
 
 export interface LoadConfigOptions {
   /** An explicit file (`--config` or `GF_AGENT_CONFIG`): must exist. */

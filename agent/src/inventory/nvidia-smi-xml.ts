@@ -74,7 +74,9 @@ function firstNumber(...values: Array<number | null>): number | null {
 }
 
 /** Thrown when the text is not an `nvidia-smi -q -x` report the agent can use. */
-export class NvidiaSmiParseError extends Error {}
+export class NvidiaSmiParseError extends Error {
+  override name = 'NvidiaSmiParseError';
+}
 
 export function parseNvidiaSmiXml(xml: string): NvidiaSmiReport {
   let doc: Node;

@@ -11,7 +11,9 @@ export interface SimulatedGpuSpec {
 }
 
 /** Thrown with a message naming the bad part of the spec. */
-export class SimulatedGpuSpecError extends Error {}
+export class SimulatedGpuSpecError extends Error {
+  override name = 'SimulatedGpuSpecError';
+}
 
 export function parseSimulatedGpus(spec: string): SimulatedGpuSpec[] {
   const parts = spec.split(',').map((p) => p.trim()).filter(Boolean);

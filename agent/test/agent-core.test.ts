@@ -1,0 +1,160 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { agentMessageSchema, enrollRequestSchema, gpuClassForProductName, serverMessageSchema } from '@gpufarm/shared';
+import { backoffDelay } from '../src/link/backoff.js';
+import { loadConfig, ConfigError } from '../src/config/config.js';
+import { parseNvidiaSmiXml, NvidiaSmiParseError } from '../src/inventory/nvidia-smi-xml.js';
+import { decideHealth } from '../src/inventory/snapshot.js';
+import { parseSimulatedGpus, SimulatedGpuSpecError } from '../src/inventory/simulated.js';
+import { tierFor, tierForRatio } from '../src/benchmark/tiers.js';
+import { LogOutbox } from '../src/logs/outbox.js';
+import { fixturePath } from './helpers/fake-nvidia-smi.js';
+
+const MiB = 1024 * 1024;
+
+t.test('parseNvidiaSmiXml: recorded outputs', async (t) => {
+  const rows = [
+    { fixture: 'h100-80gb-hbm3', gpus: 1, first: { name: 'NVIDIA H100 80GB HBM3', vramBytes: 81559 * MiB, temperatureC: 31, utilizationPercent: 0, memoryUsedBytes: 3 * MiB, powerDrawWatts: 71.05, powerLimitWatts: 700 } },
+    { fixture: 'h100-80gb-hbm3-driver-550', gpus: 1, first: { powerDrawWatts: 612.44, utilizationPercent: 87, memoryUsedBytes: 61234 * MiB, temperatureC: 64 } },
+    { fixture: 'a100-sxm4-40gb', gpus: 1, first: { name: 'NVIDIA A100-SXM4-40GB', powerDrawWatts: 54.26, powerLimitWatts: 400 } },
+    { fixture: 'rtx-4090', gpus: 1, first: { utilizationPercent: 12, memoryUsedBytes: 1843 * MiB, powerLimitWatts: 450 } },
+    { fixture: 'l4', gpus: 1, first: { powerDrawWatts: 16.18, powerLimitWatts: 72 } },
+    { fixture: '8x-a100-sxm4-80gb', gpus: 8, first: { utilizationPercent: 98, temperatureC: 58 } },
+  ] as const;
+  for (const row of rows) {
+    const report = parseNvidiaSmiXml(readFileSync(fixturePath(row.fixture), 'utf8'));
+    t.equal(report.gpus.length, row.gpus, `${row.fixture}: GPU count`);
+    t.match(report.gpus[0], row.first, `${row.fixture}: first GPU`);
+    t.same(report.gpus.map((g) => g.index), [...Array(row.gpus).keys()], `${row.fixture}: indexes in order`);
+  }
+});
+
+t.test('parseNvidiaSmiXml: N/A and malformed input', async (t) => {
+  const xml = readFileSync(fixturePath('l4'), 'utf8').replace('<gpu_temp>36 C</gpu_temp>', '<gpu_temp>N/A</gpu_temp>').replace('<gpu_util>0 %</gpu_util>', '<gpu_util>[Unknown Error]</gpu_util>');
+  const gpu = parseNvidiaSmiXml(xml).gpus[0]!;
+  t.equal(gpu.temperatureC, null);
+  t.equal(gpu.utilizationPercent, null);
+  t.throws(() => parseNvidiaSmiXml('<html>nope</html>'), NvidiaSmiParseError);
+  t.throws(() => parseNvidiaSmiXml('<nvidia_smi_log><gpu><uuid>x</uuid></gpu></nvidia_smi_log>'), NvidiaSmiParseError);
+  t.same(parseNvidiaSmiXml('<nvidia_smi_log><driver_version>550.1</driver_version><attached_gpus>0</attached_gpus></nvidia_smi_log>').gpus, []);
+});
+
+t.test('gpuClassForProductName: product names of the catalog', async (t) => {
+  const rows: Array<[string, string | undefined]> = [
+    ['NVIDIA H100 80GB HBM3', 'h100-80gb-sxm'],
+    ['NVIDIA H100 PCIe', 'h100-80gb-pcie'],
+    ['NVIDIA A100-SXM4-40GB', 'a100-40gb'],
+    ['NVIDIA A100-SXM4-80GB', 'a100-80gb'],
+    ['NVIDIA GeForce RTX 4090', 'rtx-4090-24gb'],
+    ['NVIDIA L4', 'l4-24gb'],
+    ['NVIDIA L40S', 'l40s-48gb'],
+    ['NVIDIA A10', 'a10-24gb'],
+    ['Tesla T4', undefined],
+  ];
+  for (const [name, classId] of rows) t.equal(gpuClassForProductName(name)?.classId, classId, name);
+});
+
+t.test('decideHealth', async (t) => {
+  const now = new Date('2026-11-22T00:00:00Z');
+  const report = { driverVersion: '550', cudaVersion: '12.4', gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null }] };
+  t.match(decideHealth({ simulated: true, reading: null, probe: { kind: 'not_run' }, now }), { status: 'healthy', gpuProbe: 'simulated' });
+  t.match(decideHealth({ simulated: false, reading: { ok: false, missing: true, reason: 'nvidia-smi was not found' }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus', reason: /install the NVIDIA driver/ });
+  t.match(decideHealth({ simulated: false, reading: { ok: true, report: { ...report, gpus: [] } }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus' });
+  t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'not_run' });
+  t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'done', result: { ok: false, reason: 'no runtime' } }, now }), { status: 'unhealthy', gpuProbe: 'failed', reason: /no runtime/ });
+  t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'done', result: { ok: true } }, now }), { status: 'healthy', gpuProbe: 'passed', reason: null });
+});
+
+t.test('parseSimulatedGpus', async (t) => {
+  t.same(parseSimulatedGpus('2x h100-80gb-sxm'), [{ count: 2, classId: 'h100-80gb-sxm' }]);
+  t.same(parseSimulatedGpus(' 1X rtx-4090-24gb , 3x l4-24gb'), [{ count: 1, classId: 'rtx-4090-24gb' }, { count: 3, classId: 'l4-24gb' }]);
+  t.throws(() => parseSimulatedGpus('2 h100'), SimulatedGpuSpecError);
+  t.throws(() => parseSimulatedGpus('2x h200'), /unknown class "h200"/);
+  t.throws(() => parseSimulatedGpus('17x l4-24gb'), /between 1 and 16/);
+});
+
+t.test('tiers', async (t) => {
+  t.equal(tierForRatio(1.2), 'S');
+  t.equal(tierForRatio(0.95), 'A');
+  t.equal(tierForRatio(0.75), 'B');
+  t.equal(tierForRatio(0.2), 'C');
+  const host = { diskWriteMBps: 2000, sha256MBps: 2000 };
+  t.equal(tierFor({ gpus: [{ classId: 'l4-24gb', matmulGflops: 120_000, memoryBandwidthMbps: 290_000 }], host }), 'S');
+  t.equal(tierFor({ gpus: [{ classId: 'l4-24gb', matmulGflops: 120_000, memoryBandwidthMbps: 100_000 }], host }), 'C', 'the worst figure decides');
+  t.equal(tierFor({ gpus: [{ classId: 'l4-24gb', matmulGflops: 120_000, memoryBandwidthMbps: 290_000 }], host: { diskWriteMBps: 10, sha256MBps: 2000 } }), 'B', 'a slow disk lowers the tier to B at most');
+  t.equal(tierFor({ gpus: [], host }), null);
+  t.equal(tierFor({ gpus: [{ classId: null, matmulGflops: 1, memoryBandwidthMbps: 1 }], host }), null);
+});
+
+t.test('backoffDelay: exponential with full jitter, capped', async (t) => {
+  const o = { initialMs: 500, maxMs: 30_000 };
+  t.equal(backoffDelay(0, o, () => 1), 500);
+  t.equal(backoffDelay(3, o, () => 1), 4000);
+  t.equal(backoffDelay(20, o, () => 1), 30_000);
+  t.equal(backoffDelay(20, o, () => 0.5), 15_000);
+  t.equal(backoffDelay(5, o, () => 0), 250, 'never below half the initial delay');
+});
+
+t.test('loadConfig', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-agent-config-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const toml = join(dir, 'agent.toml');
+  writeFileSync(toml, 'state_dir = "/srv/gf"\nheartbeat_interval_seconds = 5\nsimulate_gpus = "2x h100-80gb-sxm"\n');
+  const c = loadConfig({ path: toml, env: { GF_AGENT_HEARTBEAT_INTERVAL_SECONDS: '7' } });
+  t.equal(c.stateDir, '/srv/gf');
+  t.equal(c.heartbeatIntervalSeconds, 7, 'the environment overrides the file');
+  t.equal(c.simulateGpus, '2x h100-80gb-sxm');
+  t.equal(c.reconnectMaxMs, 30_000, 'defaults fill the rest');
+  const json = join(dir, 'agent.json');
+  writeFileSync(json, JSON.stringify({ server: 'https://cp.example.com', log_memory_bytes: 1048576 }));
+  t.match(loadConfig({ path: json, env: {} }), { server: 'https://cp.example.com', logMemoryBytes: 1048576 });
+
+  writeFileSync(toml, 'heartbeat_interval_seconds = 0\nstate_dirr = "/x"\n');
+  t.throws(() => loadConfig({ path: toml, env: {} }), ConfigError);
+  try {
+    loadConfig({ path: toml, env: { GF_AGENT_SERVER: 'ftp://x' } });
+  } catch (err) {
+    const message = (err as Error).message;
+    t.match(message, /config file .*agent\.toml: unknown setting "state_dirr"/);
+    t.match(message, /agent\.toml: heartbeat_interval_seconds: must be at least 1/);
+    t.match(message, /environment GF_AGENT_SERVER: must be an http\(s\) URL/);
+  }
+  writeFileSync(toml, 'this is = not toml =\n');
+  t.throws(() => loadConfig({ path: toml, env: {} }), /not valid TOML/);
+  t.throws(() => loadConfig({ path: join(dir, 'missing.toml'), env: {} }), /cannot be read \(ENOENT\)/);
+});
+
+t.test('protocol schemas', async (t) => {
+  t.equal(agentMessageSchema.safeParse({ type: 'logs', assignmentId: 'a', lines: [{ seq: 0, stream: 'stdout', atMs: 1, line: 'x' }, { seq: 2, stream: 'stdout', atMs: 1, line: 'y' }] }).success, false, 'a gap inside a batch is refused');
+  t.equal(agentMessageSchema.safeParse({ type: 'logs', assignmentId: 'a', lines: [] }).success, false, 'an empty batch is refused');
+  t.equal(agentMessageSchema.safeParse({ type: 'logs', assignmentId: 'a', lines: [{ seq: 5, stream: 'system', atMs: 1, line: 'pulling' }] }).success, true);
+  t.equal(serverMessageSchema.safeParse({ type: 'logs.ack', assignmentId: 'a', seq: -1 }).success, false);
+  t.equal(serverMessageSchema.safeParse({ type: 'reboot' }).success, false, 'an unknown type is refused');
+  t.equal(serverMessageSchema.safeParse({ type: 'drain', undrain: false, reason: null, extra: 1 }).success, false, 'unknown fields are refused');
+  t.equal(enrollRequestSchema.shape.enrollmentToken.safeParse('gfa_' + 'x'.repeat(43)).success, false, 'a machine token is not an enrollment token');
+});
+
+t.test('LogOutbox: numbering, acks, rewind and spill', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-agent-outbox-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const box = new LogOutbox({ assignmentId: 'a1', spoolDir: dir, memoryBytes: 2_000, firstSeq: 10 });
+  for (let i = 0; i < 100; i++) t.equal(box.append('stdout', `l${i}`, 0), 10 + i);
+  t.ok(box.spilled > 0, 'past 2,000 bytes lines spill');
+  const first = box.takeBatch(64 * 1024, 10_000);
+  t.equal(first[0]!.seq, 10);
+  t.ok(first.length < 100, 'only memory is sent; spilled lines wait for acks');
+  t.same(box.takeBatch(64 * 1024, 10_000), [], 'nothing more until an ack');
+  box.rewind(null);
+  t.equal(box.takeBatch(64 * 1024, 10_000)[0]!.seq, 10, 'a rewind sends from the first unacked line');
+  const seen: number[] = [];
+  for (let guard = 0; guard < 100 && box.unacked > 0; guard++) {
+    box.rewind(null);
+    const batch = box.takeBatch(64 * 1024, 10_000);
+    seen.push(...batch.map((l) => l.seq));
+    box.ack(batch.at(-1)!.seq);
+  }
+  t.same(seen, [...Array(100).keys()].map((i) => i + 10), 'every line once, in order, through the spill');
+  box.close();
+});
