@@ -77,10 +77,11 @@ export async function startControlPlane(config: Config, options: { logger?: bool
   }
 }
 
-/** Closes the control plane on SIGINT or SIGTERM, then exits 0. */
-export function closeOnSignals(controlPlane: ControlPlane): void {
+/** Closes the control plane on SIGINT or SIGTERM, then `after` (e.g. a local chain), then exits 0. */
+export function closeOnSignals(controlPlane: ControlPlane, after?: () => Promise<void>): void {
   const stop = async () => {
     await controlPlane.close();
+    await after?.();
     process.exit(0);
   };
   process.once('SIGINT', stop);

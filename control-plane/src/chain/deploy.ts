@@ -1,5 +1,5 @@
 import { createPublicClient, createWalletClient, http, type Address, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { privateKeyToAccount, privateKeyToAddress } from 'viem/accounts';
 import { gpuFarmEscrowAbi, gpuFarmEscrowBytecode, testStablecoinAbi, testStablecoinBytecode } from './artifacts.generated.js';
 import { chainFor } from './client.js';
 
@@ -60,4 +60,16 @@ export async function deployContracts(params: {
     challengeWindowSeconds: params.challengeWindowSeconds,
     deployBlock: Number(escrowReceipt.blockNumber),
   };
+}
+
+/** True when `address` holds contract code on the chain at `rpcUrl`. */
+export async function contractHasCode(rpcUrl: string, chainId: number, address: Address): Promise<boolean> {
+  const client = createPublicClient({ chain: chainFor(chainId, rpcUrl), transport: http(rpcUrl, { retryCount: 0, timeout: 5_000 }) });
+  const code = await client.getCode({ address });
+  return Boolean(code && code !== '0x');
+}
+
+/** The address of a private key (0x + 64 hex digits). */
+export function addressOfKey(privateKey: Hex): Address {
+  return privateKeyToAddress(privateKey);
 }
