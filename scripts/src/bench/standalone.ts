@@ -1,3 +1,5 @@
+import { agentLinkSection } from './agent-link.js';
+
 /**
  * A bench section that needs neither the seeded database nor the control-plane process (the
  * agent's runtime, log link and uploads). Each measures its subject beside its own baseline in
@@ -15,3 +17,4 @@ export interface StandaloneResult {
 
 /** The registered sections, in the order they run (each lives in its own file under bench/). */
 export const STANDALONE_SECTIONS: StandaloneSection[] = [];
+STANDALONE_SECTIONS.push(agentLinkSection);
