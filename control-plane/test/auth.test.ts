@@ -54,6 +54,24 @@ t.test('error: revoked_api_key, account_suspended, insufficient_scope', async (t
   t.match(res.json().error.message, /billing:read/);
 });
 
+t.test('behavior: concurrent requests share key lookups and each gets its own account', async (t) => {
+  const { app, db } = await buildTestApp(t);
+  const keys = await Promise.all(Array.from({ length: 12 }, () => createTestKey(db, { scopes: ['billing:read'] })));
+  const revoked = await createTestKey(db);
+  await db.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [revoked.keyId]);
+  const unknown = generateApiKey('test');
+  // Each account gets one billing entry of its own, so an answer shows whose key resolved.
+  const entryIds: string[] = [];
+  for (const key of keys) entryIds.push(await insertBillingEntry(db, { accountId: key.accountId, type: 'funded', amountMicroUsd: 1 }));
+  const answers = await Promise.all([...keys.map((k) => k.key), revoked.key, unknown].map((key) => app.inject({ url: '/v1/billing', headers: bearer(key) })));
+  keys.forEach((key, i) => {
+    t.equal(answers[i]!.statusCode, 200);
+    t.same(answers[i]!.json().data.map((e: { id: string }) => e.id), [entryIds[i]], `the entry of key ${key.keyId}’s own account`);
+  });
+  assertError(t, answers[keys.length]!, 'revoked_api_key', 401);
+  assertError(t, answers[keys.length + 1]!, 'invalid_api_key', 401);
+});
+
 t.test('admin API: create a key, use it, suspend and reactivate its account', async (t) => {
   const { app } = await buildTestApp(t);
   const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };

@@ -2,9 +2,10 @@ import { timingSafeEqual } from 'node:crypto';
 import { ApiError, type Environment } from '@gpufarm/shared';
 import type { FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { createBatcher } from '../db/batcher.js';
 import type { Queryable } from '../db/database.js';
 import { hashApiKey, keyEnvironmentFor, parseApiKey } from './api-keys.js';
-import { findApiKeyByHash } from './store.js';
+import { findApiKeysByHash } from './store.js';
 
 export interface AuthOptions {
   db: Queryable;
@@ -36,6 +37,8 @@ function sameSecret(a: string, b: string): boolean {
 export const resolveCredentials = fp<AuthOptions>(
   async (app, options) => {
     const wantedEnvironment = keyEnvironmentFor(options.environment);
+    // Concurrent requests share one lookup: under load this halves the round trips of a creation.
+    const findKey = createBatcher((hashes: readonly string[]) => findApiKeysByHash(options.db, hashes), { maxInFlight: 2, maxBatch: 64 });
     app.decorateRequest('principal', null);
     app.decorateRequest('isAdmin', false);
     app.addHook('onRequest', async (request) => {
@@ -66,7 +69,7 @@ export const resolveCredentials = fp<AuthOptions>(
         );
         return;
       }
-      const record = await findApiKeyByHash(options.db, hashApiKey(token));
+      const record = await findKey(hashApiKey(token));
       if (!record) {
         credentialErrors.set(request, new ApiError('invalid_api_key', 'The API key is unknown.'));
       } else if (record.revokedAt) {

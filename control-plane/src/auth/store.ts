@@ -12,8 +12,10 @@ export interface ApiKeyRecord {
   revokedAt: Date | null;
 }
 
-export async function findApiKeyByHash(db: Queryable, keyHash: string): Promise<ApiKeyRecord | null> {
-  const [row] = await db.query<{
+/** The keys of these hashes with their accounts, one answer per hash in the same order (null when unknown). */
+export async function findApiKeysByHash(db: Queryable, keyHashes: readonly string[]): Promise<Array<ApiKeyRecord | null>> {
+  const rows = await db.query<{
+    key_hash: string;
     key_id: string;
     account_id: string;
     wallet_address: string;
@@ -21,20 +23,25 @@ export async function findApiKeyByHash(db: Queryable, keyHash: string): Promise<
     scopes: string[];
     revoked_at: Date | null;
   }>(
-    `SELECT k.id AS key_id, k.account_id, a.wallet_address, a.status AS account_status, k.scopes, k.revoked_at
+    `SELECT k.key_hash, k.id AS key_id, k.account_id, a.wallet_address, a.status AS account_status, k.scopes, k.revoked_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
-      WHERE k.key_hash = $1`,
-    [keyHash],
+      WHERE k.key_hash = ANY($1::text[])`,
+    [keyHashes],
   );
-  if (!row) return null;
-  return {
-    keyId: row.key_id,
-    accountId: row.account_id,
-    walletAddress: row.wallet_address,
-    accountStatus: row.account_status,
-    scopes: row.scopes.filter((s): s is ApiKeyScope => (API_KEY_SCOPES as readonly string[]).includes(s)),
-    revokedAt: row.revoked_at,
-  };
+  const byHash = new Map(
+    rows.map((row) => [
+      row.key_hash,
+      {
+        keyId: row.key_id,
+        accountId: row.account_id,
+        walletAddress: row.wallet_address,
+        accountStatus: row.account_status,
+        scopes: row.scopes.filter((s): s is ApiKeyScope => (API_KEY_SCOPES as readonly string[]).includes(s)),
+        revokedAt: row.revoked_at,
+      },
+    ]),
+  );
+  return keyHashes.map((hash) => byHash.get(hash) ?? null);
 }
 
 export interface CreatedApiKey {

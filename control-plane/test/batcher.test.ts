@@ -1,0 +1,74 @@
+import t from 'tap';
+import { createBatcher } from '../src/db/batcher.js';
+
+/** A hand-released batch function: records each batch and answers when told to. */
+function gatedRun() {
+  const batches: number[][] = [];
+  const gates: Array<() => void> = [];
+  const run = async (items: readonly number[]) => {
+    batches.push([...items]);
+    await new Promise<void>((resolve) => gates.push(resolve));
+    if (items.includes(13)) throw new Error('13 is refused');
+    return items.map((n) => n * 10);
+  };
+  const releaseAll = async () => {
+    while (gates.length > 0) gates.shift()!();
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  return { run, batches, releaseAll };
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+t.test('default: a lone call goes out alone and gets its own result', async (t) => {
+  const gated = gatedRun();
+  const call = createBatcher(gated.run, { maxInFlight: 1, maxBatch: 10 });
+  const result = call(1);
+  await settle();
+  await gated.releaseAll();
+  t.equal(await result, 10);
+  t.same(gated.batches, [[1]]);
+});
+
+t.test('behavior: calls made while a batch is out leave together, in arrival order', async (t) => {
+  const gated = gatedRun();
+  const call = createBatcher(gated.run, { maxInFlight: 1, maxBatch: 10 });
+  const first = call(1);
+  await settle();
+  const rest = [2, 3, 4].map((n) => call(n));
+  await settle();
+  t.same(gated.batches, [[1]], 'the later calls wait while the first batch is out');
+  await gated.releaseAll();
+  await gated.releaseAll();
+  t.same(await Promise.all([first, ...rest]), [10, 20, 30, 40]);
+  t.same(gated.batches, [[1], [2, 3, 4]]);
+});
+
+t.test('args: maxBatch splits a long queue and maxInFlight bounds the batches out at once', async (t) => {
+  const gated = gatedRun();
+  const call = createBatcher(gated.run, { maxInFlight: 2, maxBatch: 2 });
+  const results = [1, 2, 3, 4, 5].map((n) => call(n));
+  await settle();
+  t.same(gated.batches, [[1, 2], [3, 4]], 'two batches of two out, the fifth call waits');
+  for (let i = 0; i < 3; i++) await gated.releaseAll();
+  t.same(await Promise.all(results), [10, 20, 30, 40, 50]);
+  t.same(gated.batches, [[1, 2], [3, 4], [5]]);
+});
+
+t.test('error: a failing batch is retried item by item, so only the bad item fails', async (t) => {
+  const gated = gatedRun();
+  const call = createBatcher(gated.run, { maxInFlight: 1, maxBatch: 10 });
+  const results = [12, 13, 14].map((n) => call(n).then((v) => ({ ok: v }), (err: Error) => ({ error: err.message })));
+  for (let i = 0; i < 3; i++) await gated.releaseAll();
+  t.same(await Promise.all(results), [{ ok: 120 }, { error: '13 is refused' }, { ok: 140 }]);
+  t.same(gated.batches, [[12, 13, 14], [12], [13], [14]]);
+});
+
+t.test('error: a batch function that answers the wrong number of results fails every caller', async (t) => {
+  const call = createBatcher(async (items: readonly number[]) => items.slice(1), { maxInFlight: 1, maxBatch: 10 });
+  await t.rejects(call(1), /a batch of 1 gave 0 results/);
+});
+
+t.test('error: options below 1 are refused', async (t) => {
+  t.throws(() => createBatcher(async (items: readonly number[]) => items, { maxInFlight: 0, maxBatch: 1 }), RangeError);
+});
