@@ -75,20 +75,21 @@ async function main(): Promise<number> {
   log(`${offers} capacity offers listed`);
 
   const rows: BenchRow[] = [];
-  // BENCH_SECTIONS=jobs runs the baseline and that section only.
+  // BENCH_SECTIONS=job runs the baseline and the job creation section only.
   const only = process.env.BENCH_SECTIONS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (name: string) => !only || only.some((word) => name.includes(word));
   for (const section of SECTIONS) {
-    if (only && section !== SECTIONS[0] && !only.some((name) => section.name.includes(name))) continue;
+    if (section !== SECTIONS[0] && !wanted(section.name)) continue;
     log(`\n${section.name}:`);
     const baseline = rows.find((r) => r.baseline)?.result;
-    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, log, databaseUrl: database.url, baseline })));
+    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, serverPid: server.pid, baselineOnly: !wanted(section.name), log, databaseUrl: database.url, baseline })));
   }
 
   log(`\n${formatTable(rows)}\n`);
   const baseline = rows.find((r) => r.baseline);
   const missed = rows.filter((r) => verdict(r, baseline).pass === false).map((r) => r.label);
   for (const section of STANDALONE_SECTIONS) {
-    if (only && !only.some((name) => section.name.includes(name))) continue;
+    if (!wanted(section.name)) continue;
     log(`\n${section.name}:`);
     const result = await section.run(log);
     log(`\n${result.table.join('\n')}\n`);

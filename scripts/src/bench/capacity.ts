@@ -6,6 +6,9 @@ export interface SectionContext {
   connections: number;
   durationSeconds: number;
   warmupSeconds: number;
+  serverPid: number;
+  /** Measure the baseline (`GET /v1`) only: BENCH_SECTIONS named other sections. */
+  baselineOnly: boolean;
   log(line: string): void;
 }
 
@@ -26,10 +29,10 @@ export async function capacitySection(ctx: SectionContext): Promise<BenchRow[]> 
     { label: 'GET /v1/pricing' },
   ];
   const rows: BenchRow[] = [];
-  for (const endpoint of endpoints) {
+  for (const endpoint of ctx.baselineOnly ? endpoints.filter((e) => e.baseline) : endpoints) {
     const path = endpoint.label.replace(/^GET /, '');
     ctx.log(`  ${endpoint.label} ...`);
-    const result = await measure({ baseUrl: ctx.baseUrl, path, connections: ctx.connections, durationSeconds: ctx.durationSeconds, warmupSeconds: ctx.warmupSeconds });
+    const result = await measure({ baseUrl: ctx.baseUrl, path, connections: ctx.connections, durationSeconds: ctx.durationSeconds, warmupSeconds: ctx.warmupSeconds, serverPid: ctx.serverPid });
     rows.push({ ...endpoint, result });
   }
   return rows;

@@ -1,4 +1,5 @@
 import autocannon from 'autocannon';
+import { startCpuMeter } from './cpu.js';
 
 /** Anonymous calls are limited to 60 a minute per address: each address makes at most this many. */
 const CALLS_PER_ADDRESS = 50;
@@ -16,6 +17,8 @@ export interface LoadOptions {
   connections: number;
   durationSeconds: number;
   warmupSeconds: number;
+  /** The control-plane process, whose CPU time is counted. */
+  serverPid: number;
 }
 
 export interface LoadResult {
@@ -29,6 +32,10 @@ export interface LoadResult {
   /** Response counts per status code. */
   statusCodes: Record<string, number>;
   bytesPerSecond: number;
+  /** CPU microseconds the control plane spent per request. */
+  serverCpuUsPerRequest: number;
+  /** CPU microseconds PostgreSQL spent per request. */
+  postgresCpuUsPerRequest: number;
 }
 
 function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> {
@@ -49,11 +56,20 @@ function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> 
 /** Warms the endpoint up, then measures it with autocannon; every call from a fresh enough address. */
 export async function measure(options: LoadOptions): Promise<LoadResult> {
   if (options.warmupSeconds > 0) await run(options, options.warmupSeconds);
-  return toLoadResult(await run(options, options.durationSeconds));
+  return measureCpu(options.serverPid, () => run(options, options.durationSeconds));
+}
+
+/** Runs one autocannon measurement while counting the CPU time of the server and of PostgreSQL. */
+export async function measureCpu(serverPid: number, load: () => Promise<autocannon.Result>): Promise<LoadResult> {
+  const cpuSince = startCpuMeter(serverPid);
+  const result = await load();
+  const cpu = cpuSince();
+  const perRequest = (seconds: number) => (result.requests.total > 0 ? (seconds * 1e6) / result.requests.total : 0);
+  return { ...toLoadResult(result), serverCpuUsPerRequest: perRequest(cpu.server), postgresCpuUsPerRequest: perRequest(cpu.postgres) };
 }
 
 /** An autocannon result as a table row's figures. */
-export function toLoadResult(result: autocannon.Result): LoadResult {
+function toLoadResult(result: autocannon.Result): Omit<LoadResult, 'serverCpuUsPerRequest' | 'postgresCpuUsPerRequest'> {
   const statusCodes: Record<string, number> = {};
   for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count ?? 0;
   return {

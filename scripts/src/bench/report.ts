@@ -43,13 +43,15 @@ export function formatTable(rows: readonly BenchRow[]): string {
       String(row.result.p99Ms),
       ratio === null ? '-' : ratio.toFixed(3),
       String(row.result.non2xx),
+      row.result.serverCpuUsPerRequest.toFixed(0),
+      row.result.postgresCpuUsPerRequest.toFixed(0),
       target,
       pass === null ? '' : pass ? 'PASS' : 'FAIL',
     ];
   });
-  const header = ['endpoint', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'non-2xx', 'target', 'result'];
+  const header = ['endpoint', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'non-2xx', 'server CPU µs/req', 'PG CPU µs/req', 'target', 'result'];
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const numeric = new Set([1, 2, 3, 4, 5]);
+  const numeric = new Set([1, 2, 3, 4, 5, 6, 7]);
   const render = (cells: string[]) => cells.map((c, i) => pad(c, widths[i]!, numeric.has(i))).join('  ').trimEnd();
   return [render(header), widths.map((w) => '-'.repeat(w)).join('  '), ...lines.map(render)].join('\n');
 }
