@@ -1,0 +1,61 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { gfAgent } from './helpers/cli.js';
+import { TestPeer } from './helpers/peer.js';
+
+const BIN = fileURLToPath(new URL('../bin/gf-agent.js', import.meta.url));
+const TOKEN = `gfe_${'r'.repeat(43)}`;
+
+t.test('behavior: gf-agent run connects, reports, refuses assignments until the runtime is wired, and stops on SIGTERM', async (t) => {
+  const peer = await TestPeer.start({ enrollmentTokens: [TOKEN], heartbeatIntervalSeconds: 1 });
+  t.teardown(() => peer.close());
+  const stateDir = join(mkdtempSync(join(tmpdir(), 'gf-agent-run-')), 'state');
+  t.teardown(() => rmSync(join(stateDir, '..'), { recursive: true, force: true }));
+  const env = { GF_AGENT_STATE_DIR: stateDir, GF_AGENT_SIMULATE_GPUS: '2x l4-24gb' };
+
+  const notEnrolled = await gfAgent(['run'], env);
+  t.equal(notEnrolled.code, 1);
+  t.match(notEnrolled.stderr, /not enrolled [\s\S]*gf-agent enroll --server URL --token/);
+
+  t.equal((await gfAgent(['enroll', '--server', peer.url, '--token', TOKEN], env)).code, 0);
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
+  const child = spawn(process.execPath, [BIN, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  await peer.waitFor(() => peer.messages('heartbeat').length >= 1, 'hello and a heartbeat');
+  const hello = peer.messages('hello')[0]!;
+  t.equal(hello.inventory.gpus.length, 2);
+  t.same(hello.running, []);
+  t.equal(hello.draining, false);
+  const beat = peer.messages('heartbeat')[0]!;
+  t.equal(beat.health.status, 'healthy');
+  t.same(beat.gpus.map((g) => g.uuid), ['GPU-sim-l4-24gb-0', 'GPU-sim-l4-24gb-1']);
+
+  peer.send({
+    type: 'assign',
+    assignment: { assignmentId: 'asg_run', jobId: 'job_run', image: 'busybox', imageDigest: null, command: ['true'], env: {}, gpus: [{ index: 0, uuid: 'GPU-sim-l4-24gb-0' }], cpuCores: null, ramBytes: null, maxRuntimeSeconds: 10, networkPolicy: { mode: 'none' }, inputs: [], outputRules: [{ path: '/output', maxBytes: 1024 }] },
+  });
+  await peer.waitFor(() => peer.messages('assignment.rejected').length === 1, 'rejection');
+  t.match(peer.messages('assignment.rejected')[0], { assignmentId: 'asg_run', reason: 'unsupported' });
+
+  const status = await gfAgent(['status'], env);
+  t.equal(status.code, 0, status.stderr);
+  t.match(status.stdout, /enrolled: machine m_/);
+  t.match(status.stdout, /daemon: running \(pid \d+\), link ready/);
+  t.match(status.stdout, /health: healthy/);
+
+  child.kill('SIGTERM');
+  t.equal(await exited, 0, 'exits cleanly on SIGTERM');
+  t.match(output, /link up: machine m_/);
+  t.match(output, /SIGTERM: stopping/);
+});
