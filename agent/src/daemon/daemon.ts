@@ -68,6 +68,8 @@ export class AgentDaemon {
   private heartbeatMs: number;
   private sentInventoryKey: string | null = null;
   private readonly contexts = new Map<string, AssignmentContext>();
+  /** Job of each assignment the daemon has seen (from `assign` and the runner's restore). */
+  private readonly jobIds = new Map<string, string>();
   private readonly pendingReports: AgentMessage[] = [];
   private draining = false;
   private readonly now: () => Date;
@@ -141,8 +143,15 @@ export class AgentDaemon {
     const snap = this.deps.inventory.latest ?? (await this.deps.inventory.refresh());
     const inventory = toWireInventory(snap);
     this.sentInventoryKey = inventoryKey(inventory);
-    const fromRunner = await this.deps.runner.running();
-    const known = new Set(fromRunner.map((r) => r.assignmentId));
+    // The runner lists what it holds, including assignments that finished while the link was
+    // down; the log lines of any of them that the server lacks are resent after `welcome`.
+    const running = await this.deps.runner.running();
+    for (const r of running) this.jobIds.set(r.assignmentId, r.jobId);
+    const listed = new Set(running.map((r) => r.assignmentId));
+    for (const held of this.logs.assignments()) {
+      const jobId = this.jobIds.get(held.assignmentId);
+      if (!listed.has(held.assignmentId) && jobId !== undefined && held.unacked > 0) running.push({ assignmentId: held.assignmentId, jobId, state: 'exited', nextLogSeq: held.nextSeq });
+    }
     return {
       type: 'hello',
       protocolVersion: AGENT_PROTOCOL_VERSION,
@@ -150,11 +159,7 @@ export class AgentDaemon {
       agentVersion: this.options.agentVersion,
       inventory,
       benchmark: this.deps.benchmark(),
-      running: [
-        ...fromRunner,
-        // Assignments the runner finished but whose lines are not all acked yet.
-        ...this.logs.assignments().filter((a) => !known.has(a.assignmentId)).map((a) => ({ assignmentId: a.assignmentId, jobId: a.assignmentId, state: 'exited' as const, nextLogSeq: a.nextSeq })),
-      ],
+      running,
       draining: this.draining,
     };
   }
@@ -199,6 +204,7 @@ export class AgentDaemon {
     if (this.draining) return reject('draining', 'the machine is draining and takes no new assignment');
     const health = this.deps.inventory.latest?.health;
     if (health?.status !== 'healthy') return reject('unhealthy', `the machine is unhealthy: ${health?.reason ?? 'inventory not read yet'}`);
+    this.jobIds.set(spec.assignmentId, spec.jobId);
     const ctx = this.context(spec.assignmentId, 0);
     try {
       const result = await this.deps.runner.accept(spec, ctx);
@@ -238,6 +244,7 @@ export class AgentDaemon {
 
   private forget(assignmentId: string): void {
     this.contexts.get(assignmentId)?.logs.release();
+    this.jobIds.delete(assignmentId);
     this.contexts.delete(assignmentId);
     this.setStatus({});
   }
