@@ -46,3 +46,19 @@ t.test('default: without an escrow configured, creation says escrow_not_deployed
   assertError(t, await app.inject({ url: `/v1/jobs/${created.job.id}/funding`, headers: bearer(key) }), 'unavailable', 503);
   assertError(t, await app.inject({ method: 'POST', url: `/v1/jobs/${created.job.id}/fund-confirm`, headers: bearer(key), payload: { txHash: `0x${'ab'.repeat(32)}` } }), 'unavailable', 503);
 });
+
+t.test('error: rate_limited after 30 fund-confirm calls a minute, a bucket of its own', async (t) => {
+  const { buildTestApp } = await import('./helpers/app.js');
+  const start = Date.UTC(2026, 10, 22, 12, 0, 0);
+  const { app, db } = await buildTestApp(t, { now: () => start });
+  const { key } = await createTestKey(db);
+  const url = `/v1/jobs/job_${'a'.repeat(26)}/fund-confirm`;
+  for (let i = 0; i < 30; i++) {
+    const res = await app.inject({ method: 'POST', url, headers: bearer(key), payload: { txHash: `0x${'ab'.repeat(32)}` } });
+    t.equal(res.statusCode, 404, `call ${i + 1} passes the limit (no such job)`);
+  }
+  const limited = await app.inject({ method: 'POST', url, headers: bearer(key), payload: { txHash: `0x${'ab'.repeat(32)}` } });
+  assertError(t, limited, 'rate_limited', 429);
+  t.ok(limited.headers['retry-after']);
+  t.equal((await app.inject({ url: '/v1/billing', headers: bearer(key) })).statusCode, 200, 'other endpoints still answer');
+});

@@ -1,6 +1,9 @@
 import type { FundingCall } from '@gpufarm/shared';
-import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
-import { gpuFarmEscrowAbi } from './artifacts.generated.js';
+import { toFunctionSelector, type Address, type Hex } from 'viem';
+import { hexWord, uintWord } from './abi-words.js';
+
+const CREATE_JOB = toFunctionSelector('createJob(bytes32,address,uint256,bytes32)');
+const APPROVE = toFunctionSelector('approve(address,uint256)');
 
 export const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000' as const;
 
@@ -14,7 +17,7 @@ export function fundingCalls(params: { escrow: Address; token: Address; symbol: 
   const createJob: FundingCall = {
     title: `Fund the job's escrow with ${params.maxPayment} base units of ${params.symbol}`,
     to: params.escrow,
-    data: encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'createJob', args: [params.escrowJobId, params.token, params.maxPayment, params.jobHash] }),
+    data: `${CREATE_JOB}${hexWord(params.escrowJobId)}${hexWord(params.token)}${uintWord(params.maxPayment)}${hexWord(params.jobHash)}`,
     value: eth ? params.maxPayment.toString() : '0',
   };
   if (eth || !params.includeApprove) return [createJob];
@@ -22,7 +25,7 @@ export function fundingCalls(params: { escrow: Address; token: Address; symbol: 
     {
       title: `Allow the escrow to take ${params.maxPayment} base units of ${params.symbol}`,
       to: params.token,
-      data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [params.escrow, params.maxPayment] }),
+      data: `${APPROVE}${hexWord(params.escrow)}${uintWord(params.maxPayment)}`,
       value: '0',
     },
     createJob,

@@ -1,21 +1,14 @@
-import { encodeAbiParameters, keccak256, type Address, type Hex } from 'viem';
-
-const TERMS = [
-  { type: 'bytes32', name: 'escrowJobId' },
-  { type: 'bytes32', name: 'specHash' },
-  { type: 'address', name: 'token' },
-  { type: 'uint256', name: 'maxPayment' },
-  { type: 'uint256', name: 'chainId' },
-  { type: 'address', name: 'escrow' },
-] as const;
+import { keccak_256 } from '@noble/hashes/sha3';
+import type { Address, Hex } from 'viem';
+import { hexWord, uintWord } from './abi-words.js';
 
 /**
- * The job hash the customer's createJob carries and fund-confirm checks: keccak256 of the ABI
- * encoding of the canonical terms (escrow job id, sha256 of the accepted spec, token, maxPayment,
- * chain id, escrow address). Pure.
+ * The job hash the customer's createJob carries and fund-confirm checks: keccak256 of
+ * `abi.encode(bytes32 escrowJobId, bytes32 specHash, address token, uint256 maxPayment,
+ * uint256 chainId, address escrow)`, the canonical terms. Pure.
  */
 export function jobHash(terms: { escrowJobId: Hex; specHashHex: string; token: Address; maxPayment: bigint; chainId: number; escrow: Address }): Hex {
-  return keccak256(
-    encodeAbiParameters(TERMS, [terms.escrowJobId, `0x${terms.specHashHex}`, terms.token, terms.maxPayment, BigInt(terms.chainId), terms.escrow]),
-  );
+  const encoded =
+    hexWord(terms.escrowJobId) + hexWord(`0x${terms.specHashHex}`) + hexWord(terms.token) + uintWord(terms.maxPayment) + uintWord(BigInt(terms.chainId)) + hexWord(terms.escrow);
+  return `0x${Buffer.from(keccak_256(Buffer.from(encoded, 'hex'))).toString('hex')}`;
 }
