@@ -71,6 +71,9 @@ export class AgentDaemon {
   /** Job of each assignment the daemon has seen (from `assign` and the runner's restore). */
   private readonly jobIds = new Map<string, string>();
   private readonly pendingReports: AgentMessage[] = [];
+  /** The last status sent per held assignment: sent again after each reconnect (a drop can lose it in flight). */
+  private readonly lastStatus = new Map<string, AgentMessage>();
+  private refreshing = false;
   private draining = false;
   private readonly now: () => Date;
   private statusValue: DaemonStatus;
@@ -131,11 +134,16 @@ export class AgentDaemon {
   }
 
   private async refreshInventory(): Promise<void> {
+    // A slow probe must not stack refreshes.
+    if (this.refreshing) return;
+    this.refreshing = true;
     try {
       const snap = await this.deps.inventory.refresh();
       this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0 });
     } catch (err) {
       this.deps.log(`inventory refresh failed: ${(err as Error).message}`);
+    } finally {
+      this.refreshing = false;
     }
   }
 
@@ -173,6 +181,10 @@ export class AgentDaemon {
     this.deps.runner.setPartitioned(false);
     this.setStatus({ machineId: welcome.machineId, lastWelcomeAt: this.now().toISOString() });
     this.logs.onReconnected(welcome.acked);
+    // Status messages are idempotent on the server: the latest of each held assignment goes
+    // again, then whatever queued while the link was down, in order.
+    const queued = new Set(this.pendingReports);
+    for (const message of this.lastStatus.values()) if (!queued.has(message)) this.link.send(message);
     while (this.pendingReports.length > 0 && this.link.send(this.pendingReports[0]!)) this.pendingReports.shift();
   }
 
@@ -228,7 +240,9 @@ export class AgentDaemon {
       assignmentId,
       logs,
       report: (status: AssignmentReport) => {
-        this.sendOrQueue({ type: 'assignment.status', assignmentId, at: this.now().toISOString(), ...status });
+        const message: AgentMessage = { type: 'assignment.status', assignmentId, at: this.now().toISOString(), ...status };
+        this.lastStatus.set(assignmentId, message);
+        this.sendOrQueue(message);
         if (status.state === 'finished' || status.state === 'failed') {
           // Keep the sink until the server has every line, then forget the assignment.
           void logs.drained().then(() => this.forget(assignmentId));
@@ -245,6 +259,7 @@ export class AgentDaemon {
   private forget(assignmentId: string): void {
     this.contexts.get(assignmentId)?.logs.release();
     this.jobIds.delete(assignmentId);
+    this.lastStatus.delete(assignmentId);
     this.contexts.delete(assignmentId);
     this.setStatus({});
   }

@@ -86,7 +86,7 @@ export class AgentLink {
 
   /** Sends a message on the welcomed socket; false when the link is not ready (the caller keeps it). */
   send(message: AgentMessage): boolean {
-    if (!this.ready || this.ws === null) return false;
+    if (!this.ready || this.ws === null || this.ws.readyState !== WebSocket.OPEN) return false;
     this.ws.send(JSON.stringify(message));
     return true;
   }
