@@ -219,8 +219,11 @@ export class AgentLink {
 
   private startPing(ws: WebSocket): void {
     this.clearPing();
+    const openedAt = Date.now();
     this.pingTimer = setInterval(() => {
-      if (Date.now() - this.lastHeard > this.pingIntervalMs * 3) {
+      // A server that answers pings but never says welcome is as useless as a silent one.
+      const noWelcome = this.stateValue === 'hello' && Date.now() - openedAt > this.pingIntervalMs * 2;
+      if (noWelcome || Date.now() - this.lastHeard > this.pingIntervalMs * 3) {
         ws.terminate();
         return;
       }
