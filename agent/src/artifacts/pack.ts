@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { lstat, readdir, readlink } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
@@ -109,7 +109,6 @@ export function hostPathOf(outputDir: string, rule: AssignmentOutputRule): strin
 export function packOutputRule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource {
   const pack = tar.pack();
   const limiter = hashingLimiter(rule.maxBytes, rule.path);
-  const out = new PassThrough({ highWaterMark: CHUNK_BYTES });
   const fill = async () => {
     for (const e of await walk(hostPathOf(outputDir, rule), outputDir)) {
       const header = { name: e.name, mode: e.mode, mtime: e.mtime, uid: 0, gid: 0, uname: '', gname: '' };
@@ -123,8 +122,9 @@ export function packOutputRule(outputDir: string, rule: AssignmentOutputRule): A
     pack.finalize();
   };
   fill().catch((err: Error) => pack.destroy(err));
-  pipeline(pack, limiter.transform, out).catch((err: Error) => out.destroy(err));
-  return { stream: out, digest: limiter.digest };
+  // The limiter is the stream handed out: pipeline destroys it with the error of any stage.
+  pipeline(pack, limiter.transform).catch(() => undefined);
+  return { stream: limiter.transform, digest: limiter.digest };
 }
 
 function entry(pack: tar.Pack, header: Partial<tar.Header> & { name: string }): Promise<void> {
@@ -134,7 +134,6 @@ function entry(pack: tar.Pack, header: Partial<tar.Header> & { name: string }): 
 /** A file as an artifact (the log), hashed while streamed, with 1 MiB reads. */
 export function fileSource(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
   const limiter = hashingLimiter(limitBytes, path);
-  const out = new PassThrough({ highWaterMark: CHUNK_BYTES });
-  pipeline(createReadStream(path, { highWaterMark: CHUNK_BYTES }), limiter.transform, out).catch((err: Error) => out.destroy(err));
-  return { stream: out, digest: limiter.digest };
+  pipeline(createReadStream(path, { highWaterMark: CHUNK_BYTES }), limiter.transform).catch(() => undefined);
+  return { stream: limiter.transform, digest: limiter.digest };
 }

@@ -104,15 +104,21 @@ async function putOnce(opts: UploadOptions, source: ArtifactSource, known: Packe
     () => undefined,
   );
   try {
-    for await (const chunk of source.stream) {
+    // pipe() moves chunks with backpressure and no per-chunk promise; the request stays open
+    // for the trailer.
+    await new Promise<void>((resolve, reject) => {
+      source.stream.once('end', resolve);
+      source.stream.once('error', reject);
+      req.once('error', reject);
       // A server that answered before the end (an error) needs no more bytes.
-      if (early) break;
-      if (!req.write(chunk as Buffer)) await Promise.race([once(req, 'drain'), response]);
-    }
+      response.then(() => resolve(), reject);
+      source.stream.pipe(req, { end: false });
+    });
   } catch (err) {
     req.destroy();
     throw err;
   }
+  source.stream.unpipe(req);
   if (early) {
     const res: http.IncomingMessage = early;
     res.resume();

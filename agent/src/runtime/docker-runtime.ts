@@ -10,7 +10,14 @@ import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-
 import { assignmentLabels, containerName, LABEL_ASSIGNMENT, ownerFilter } from './labels.js';
 import { LogFile } from './log-file.js';
 import { compareCursors, DockerLogParser, formatCursor, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
-import { prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS } from './output-mount.js';
+import { prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS, type OutputMount } from './output-mount.js';
+
+/** The values of settled promises, or the first rejection's reason thrown. */
+function settled<T extends readonly unknown[]>(results: { [K in keyof T]: PromiseSettledResult<T[K]> }): T {
+  const failed = (results as readonly PromiseSettledResult<unknown>[]).find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  return (results as readonly PromiseSettledResult<unknown>[]).map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
 
 /** Seconds between SIGTERM and SIGKILL when a job is stopped (timeout, cancel). */
 export const STOP_GRACE_SECONDS = 10;
@@ -108,20 +115,22 @@ export class DockerRuntime {
       sink(entry);
     };
     let started = false;
+    let outputReady: Promise<OutputMount> | null = null;
     try {
-      const image = await ensureImage(this.deps.docker, spec.image, spec.imageDigest, system);
-      const inputs = await downloadInputs(spec.inputs, join(dir, 'inputs'), system);
-      const output = await prepareOutputMount(dir, spec.outputRules, { allowLoop: this.deps.allowLoopMounts });
-      system(output.kind === 'loop'
-        ? `/output is a ${output.limitBytes}-byte filesystem (loop-mounted ext4): writes past it fail`
-        : `/output limited to ${output.limitBytes} bytes by a watchdog (${output.reason}): the job is stopped past it`);
-
+      // The pull, the downloads and mkfs overlap; the container is created while /output is
+      // still being mounted (a bind mount resolves its source at start, not at create).
+      await mkdir(join(dir, 'output'), { recursive: true });
+      outputReady = prepareOutputMount(dir, spec.outputRules, { allowLoop: this.deps.allowLoopMounts });
+      outputReady.catch(() => undefined);
+      const [image, inputs] = settled(
+        await Promise.allSettled([ensureImage(this.deps.docker, spec.image, spec.imageDigest, system), downloadInputs(spec.inputs, join(dir, 'inputs'), system)]),
+      );
       const config = toContainerConfig(spec, this.deps.machine, {
         name,
         image: image.reference,
         labels: assignmentLabels(this.deps.owner, spec.assignmentId, spec.jobId, spec.maxRuntimeSeconds),
         inputs,
-        outputHostPath: output.dir,
+        outputHostPath: join(dir, 'output'),
       });
       let container: Docker.Container;
       try {
@@ -130,8 +139,14 @@ export class DockerRuntime {
         throw new RuntimeError('create_failed', `creating the container failed: ${(err as Error).message}`, { cause: err });
       }
       // dockerode: wait() before start() returns at once; 'next-exit' waits for this run's exit.
+      // Sent as early as possible so dockerd has it before the start (supervise also watches
+      // for the end of the logs, should the wait miss a very short run).
       const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
       exited.catch(() => undefined);
+      const output = await outputReady;
+      system(output.kind === 'loop'
+        ? `/output is a ${output.limitBytes}-byte filesystem (loop-mounted ext4): writes past it fail`
+        : `/output limited to ${output.limitBytes} bytes by a watchdog (${output.reason}): the job is stopped past it`);
       const state: JobState = {
         spec,
         containerId: container.id,
@@ -151,7 +166,14 @@ export class DockerRuntime {
       system(`container ${container.id.slice(0, 12)} started from ${image.reference}`);
       return this.supervise(state, container, log, null, sink, opts, exited);
     } finally {
-      if (!started) await log.close().catch(() => undefined);
+      if (!started) {
+        await log.close().catch(() => undefined);
+        // Nothing of a start that failed stays: container, mount, folder (once mkfs is done).
+        if (outputReady) await (outputReady as Promise<OutputMount>).catch(() => undefined);
+        await this.removeContainer(name).catch(() => undefined);
+        await releaseOutputMount(dir).catch(() => undefined);
+        await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      }
     }
   }
 
@@ -241,10 +263,21 @@ export class DockerRuntime {
     let detachNow!: () => void;
     const detachSignal = new Promise<never>((_, reject) => (detachNow = () => reject(new DetachedError(spec.assignmentId))));
     detachSignal.catch(() => undefined);
+    // The follower ends when the container stops: then Docker's state has the exit code even
+    // if the wait request missed the exit.
+    const stoppedAfterLogs = async (): Promise<{ StatusCode: number }> => {
+      await logsDone.catch(() => undefined);
+      for (;;) {
+        if (detached) return new Promise<never>(() => undefined);
+        const info = await container.inspect().catch(() => null);
+        if (info && !info.State.Running) return { StatusCode: info.State.ExitCode };
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    };
     const done = (async (): Promise<JobExit> => {
       let exitCode: number | null = null;
       try {
-        exitCode = (await Promise.race([exited, detachSignal])).StatusCode;
+        exitCode = (await Promise.race([exited, stoppedAfterLogs(), detachSignal])).StatusCode;
       } catch (err) {
         if (err instanceof DetachedError) {
           clearTimeout(timer);
