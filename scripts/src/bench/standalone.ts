@@ -1,4 +1,5 @@
 import { agentLinkSection } from './agent-link.js';
+import { agentRuntimeSection } from './agent-runtime.js';
 
 /**
  * A bench section that needs neither the seeded database nor the control-plane process (the
@@ -18,3 +19,4 @@ export interface StandaloneResult {
 /** The registered sections, in the order they run (each lives in its own file under bench/). */
 export const STANDALONE_SECTIONS: StandaloneSection[] = [];
 STANDALONE_SECTIONS.push(agentLinkSection);
+STANDALONE_SECTIONS.push(agentRuntimeSection);

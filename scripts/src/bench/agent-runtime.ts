@@ -1,0 +1,187 @@
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { createReadStream, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import Docker from 'dockerode';
+import type { AssignmentSpec } from '@gpufarm/shared';
+import { packOutputRule, CHUNK_BYTES } from '@gpufarm/agent/artifacts/pack.js';
+import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
+import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
+import { toContainerConfig } from '@gpufarm/agent/runtime/container-config.js';
+import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
+import type { StandaloneSection } from './standalone.js';
+
+const run = promisify(execFile);
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/** Runs of each container measurement (after one warm-up run of each). */
+const CONTAINER_RUNS = Number(process.env.BENCH_AGENT_RUNS ?? 15);
+/** Bytes of the artifact measurement and how many times it is repeated. */
+const ARTIFACT_BYTES = Number(process.env.BENCH_ARTIFACT_MIB ?? 256) * 1024 * 1024;
+const ARTIFACT_RUNS = 3;
+
+const SINK_SCRIPT = `
+  const server = require('node:http').createServer((req, res) => {
+    req.on('data', () => {});
+    req.on('end', () => res.writeHead(201).end());
+  });
+  server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+`;
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+const ms = (x: number) => x.toFixed(1);
+
+/**
+ * The agent's runtime beside raw Docker in the same run (issue 5):
+ * - assignment to running: `DockerRuntime.start` (local image by digest, loop-mounted /output,
+ *   labels, limits) against the Engine API's create + start of the same image;
+ *   target: at most 50 ms more at the median;
+ * - the whole cycle (start, exit, release) against `docker run --rm` of the same image;
+ *   target: no slower at the median;
+ * - artifact hash + upload (tar packed and hashed in one pass, PUT to a local HTTP sink)
+ *   against reading and hashing the same bytes with no upload, 1 MiB reads;
+ *   target: at least 0.8 of its throughput.
+ * Needs dockerd, the local registry and the images of scripts/build-images.sh.
+ */
+export const agentRuntimeSection: StandaloneSection = {
+  name: 'agent runtime',
+  run: async (log) => {
+    const images = JSON.parse(readFileSync(join(ROOT, '.gpufarm/images.json'), 'utf8')) as { images: { busybox: { repository: string; digest: string; reference: string } } };
+    const image = images.images.busybox;
+    const docker = new Docker();
+    const owner = `bench-${randomBytes(4).toString('hex')}`;
+    const stateDir = await mkdtemp(join(tmpdir(), 'gf-bench-'));
+    const rawOutputDir = await mkdtemp(join(tmpdir(), 'gf-bench-raw-'));
+    const machine = { simulated: true, cpuCores: cpus().length, ramBytes: totalmem() };
+    const runtime = new DockerRuntime({ docker, owner, stateDir, machine });
+    const missed: string[] = [];
+    const spec = (i: number): AssignmentSpec => ({
+      assignmentId: `${owner}-${i}`,
+      jobId: `job_${owner}_${i}`,
+      image: image.repository,
+      imageDigest: image.digest,
+      command: ['true'],
+      env: {},
+      gpus: [],
+      cpuCores: 1,
+      ramBytes: 256 * 1024 * 1024,
+      maxRuntimeSeconds: 60,
+      networkPolicy: { mode: 'none' },
+      inputs: [],
+      outputRules: [{ path: '/output', maxBytes: 16 * 1024 * 1024 }],
+    });
+    try {
+      const raw: number[] = [];
+      const agent: number[] = [];
+      const cycleAgent: number[] = [];
+      const cycleCli: number[] = [];
+      let rawRuns = 0;
+      const rawStart = async () => {
+        // Raw Engine API: create + start of the same image with the very settings the agent
+        // uses (limits, no network, mounts on a plain folder), so the difference is the agent's own work.
+        const config = toContainerConfig(spec(0), machine, { name: `${owner}-raw-${rawRuns++}`, image: `${image.repository}@${image.digest}`, labels: { [LABEL_OWNER]: owner }, inputs: [], outputHostPath: rawOutputDir });
+        const t0 = performance.now();
+        const c = await docker.createContainer(config);
+        await c.start();
+        const took = performance.now() - t0;
+        await c.wait();
+        await c.remove({ force: true });
+        return took;
+      };
+      const agentCycle = async (i: number) => {
+        // The agent: assignment to running, then the rest of the cycle (exit, release).
+        const t0 = performance.now();
+        const job = await runtime.start(spec(i), () => undefined);
+        const toRunning = performance.now() - t0;
+        await job.done;
+        await runtime.release(job.assignmentId);
+        return [toRunning, performance.now() - t0] as const;
+      };
+      const cliCycle = async () => {
+        const t0 = performance.now();
+        await run('docker', ['run', '--rm', '--network', 'none', image.reference, 'true']);
+        return performance.now() - t0;
+      };
+      // One warm-up round, then rounds whose order alternates so neither side always goes first.
+      for (let i = -1; i < CONTAINER_RUNS; i++) {
+        let rawMs: number, agentMs: number, cycleMs: number, cliMs: number;
+        if (i % 2 === 0) {
+          rawMs = await rawStart();
+          [agentMs, cycleMs] = await agentCycle(i + 1);
+          cliMs = await cliCycle();
+        } else {
+          cliMs = await cliCycle();
+          [agentMs, cycleMs] = await agentCycle(i + 1);
+          rawMs = await rawStart();
+        }
+        if (i >= 0) {
+          raw.push(rawMs);
+          agent.push(agentMs);
+          cycleAgent.push(cycleMs);
+          cycleCli.push(cliMs);
+        }
+      }
+      const startDelta = median(agent) - median(raw);
+      const cycleOk = median(cycleAgent) <= median(cycleCli);
+      if (startDelta > 50) missed.push(`agent assignment-to-running ${ms(startDelta)} ms over raw create+start (target <= 50)`);
+      if (!cycleOk) missed.push(`agent whole cycle ${ms(median(cycleAgent))} ms vs docker run --rm ${ms(median(cycleCli))} ms`);
+      log(`${CONTAINER_RUNS} runs each, busybox \`true\` by digest; the agent's /output is a loop-mounted 16 MiB ext4, the raw baseline's a plain folder`);
+
+      // Artifacts: a file of random bytes in an output folder.
+      const outDir = await mkdtemp(join(tmpdir(), 'gf-bench-out-'));
+      const chunk = randomBytes(CHUNK_BYTES);
+      await writeFile(join(outDir, 'data.bin'), Buffer.concat(Array.from({ length: ARTIFACT_BYTES / CHUNK_BYTES }, () => chunk)));
+      // The sink is another process, as the control plane would be: it counts the bytes of each PUT.
+      const sink = spawn(process.execPath, ['-e', SINK_SCRIPT], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const port = await new Promise<number>((resolve, reject) => {
+        sink.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+        sink.once('exit', (code) => reject(new Error(`the sink exited with ${code}`)));
+      });
+      const url = `http://127.0.0.1:${port}/agent/v1/assignments/a/outputs/output-0`;
+      const hashOnly: number[] = [];
+      const upload: number[] = [];
+      try {
+        for (let i = 0; i < ARTIFACT_RUNS; i++) {
+          let t0 = performance.now();
+          const hash = createHash('sha256');
+          for await (const c of createReadStream(join(outDir, 'data.bin'), { highWaterMark: CHUNK_BYTES })) hash.update(c as Buffer);
+          hash.digest('hex');
+          hashOnly.push(ARTIFACT_BYTES / 1024 / 1024 / ((performance.now() - t0) / 1000));
+
+          t0 = performance.now();
+          const done = await uploadArtifact({ url, open: () => packOutputRule(outDir, { path: '/output', maxBytes: ARTIFACT_BYTES * 2 }) });
+          upload.push(ARTIFACT_BYTES / 1024 / 1024 / ((performance.now() - t0) / 1000));
+          if (done.sizeBytes < ARTIFACT_BYTES) throw new Error(`only ${done.sizeBytes} bytes were sent`);
+        }
+      } finally {
+        sink.kill();
+        await rm(outDir, { recursive: true, force: true });
+      }
+      const ratio = median(upload) / median(hashOnly);
+      if (ratio < 0.8) missed.push(`artifact hash+upload ${ratio.toFixed(2)} of read+hash (target >= 0.8)`);
+
+      const row = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(58) : c.padStart(12))).join('  ');
+      const table = [
+        row(['measure', 'median', 'baseline', 'difference', 'target', 'result']),
+        row(['assignment to running, ms (baseline: Engine create+start)', ms(median(agent)), ms(median(raw)), `+${ms(startDelta)}`, '<= +50 ms', startDelta <= 50 ? 'PASS' : 'FAIL']),
+        row(['whole cycle, ms (baseline: docker run --rm)', ms(median(cycleAgent)), ms(median(cycleCli)), `${ms(median(cycleAgent) - median(cycleCli))}`, '<= 0 ms', cycleOk ? 'PASS' : 'FAIL']),
+        row([`artifact tar+hash+PUT, MiB/s (baseline: read+hash, ${ARTIFACT_BYTES / 1024 / 1024} MiB)`, median(upload).toFixed(0), median(hashOnly).toFixed(0), `x${ratio.toFixed(2)}`, '>= x0.80', ratio >= 0.8 ? 'PASS' : 'FAIL']),
+      ];
+      return { table, missed };
+    } finally {
+      const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_OWNER}=${owner}`] } });
+      for (const c of left) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+      await rm(stateDir, { recursive: true, force: true });
+      await rm(rawOutputDir, { recursive: true, force: true });
+    }
+  },
+};
