@@ -19,6 +19,8 @@ function busyboxImage(): string {
 t.test('the GPU probe against the real Docker Engine of this machine (no NVIDIA runtime)', async (t) => {
   const docker = new Docker();
   const image = busyboxImage();
+  const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+  const hasNvidiaRuntime = Object.keys(info.Runtimes ?? {}).includes('nvidia');
   const leftovers = async () => (await docker.listContainers({ all: true, filters: { label: ['gpufarm.probe=gpu'] } })).length;
   const before = await leftovers();
 
@@ -26,8 +28,9 @@ t.test('the GPU probe against the real Docker Engine of this machine (no NVIDIA 
     const result = await dockerGpuProbe(docker, { image }).probe(['GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0']);
     t.equal(result.ok, false);
     if (!result.ok) {
-      t.match(result.reason, /a container could not be started with the GPUs: .*(nvidia|device driver)/i);
-      t.match(result.reason, /NVIDIA Container Toolkit/);
+      t.match(result.reason, hasNvidiaRuntime ? /a container could not be started with the GPUs|nvidia-smi -L in a container exited/ : /a container could not be started with the GPUs: .*(nvidia|device driver)/i);
+      // With the runtime installed (a machine lent with GPUs) the made-up UUID is what fails.
+      if (!hasNvidiaRuntime) t.match(result.reason, /NVIDIA Container Toolkit/);
     }
     t.equal(await leftovers(), before, 'the probe container is removed');
   });
@@ -47,7 +50,7 @@ t.test('the GPU probe against the real Docker Engine of this machine (no NVIDIA 
     const inv = JSON.parse(res.stdout) as { offered: boolean; gpus: unknown[]; health: { status: string; gpuProbe: string; reason: string } };
     t.equal(inv.gpus.length, 1, 'the GPU nvidia-smi lists is shown locally');
     t.equal(inv.offered, false);
-    t.match(inv.health, { status: 'unhealthy', gpuProbe: 'failed', reason: /GPU container probe failed: a container could not be started with the GPUs/ });
+    t.match(inv.health, { status: 'unhealthy', gpuProbe: 'failed', reason: /GPU container probe failed: / });
     const wire = await gfAgent(['inventory', '--probe', '--wire'], { PATH: smi.path, GF_AGENT_STATE_DIR: stateDir, GF_AGENT_GPU_PROBE_IMAGE: image });
     const sent = JSON.parse(wire.stdout) as { gpus: unknown[]; detectedGpuCount: number };
     t.same(sent.gpus, [], 'the control plane is told no GPU');
