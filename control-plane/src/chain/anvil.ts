@@ -62,11 +62,17 @@ export async function startAnvil(options: { chainId: number; host?: string; port
     child.once('error', (err) => fail(new Error(`anvil failed to start: ${err.message}`, { cause: err })));
     child.once('exit', (code) => fail(new Error(`anvil exited with ${String(code)} before listening:\n${output.slice(-2000)}`)));
   });
+  // However this process ends (short of SIGKILL), anvil goes with it.
+  const killOnExit = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  };
+  process.once('exit', killOnExit);
   return {
     rpcUrl,
     pid: child.pid!,
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      process.off('exit', killOnExit);
+      killOnExit();
       await exited;
     },
   };

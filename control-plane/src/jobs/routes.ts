@@ -43,6 +43,8 @@ export interface JobRoutesOptions {
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+/** How long a cancel answer waits for the refund authorization's receipt. */
+const REFUND_WAIT_MS = 2_000;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const JOB_ID = /^job_[0-9a-z]{26}$/;
 
@@ -258,15 +260,22 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
 
   app.get('/v1/jobs/:id', { config: { auth: 'jobs:read' } }, async (request) => toJob(await loadJob(request.principal!.accountId, request.params), config.publicUrl));
 
-  /** The `authorize_refund` effect, at once when the chain answers; otherwise the escrow worker retries it. */
+  /**
+   * The `authorize_refund` effect, started at once when the chain answers. The answer waits for
+   * it at most REFUND_WAIT_MS (a slow chain mines in seconds); it goes on in the background, and
+   * when it fails the escrow worker retries it.
+   */
   const tryAuthorizeRefund = async (row: JobRow): Promise<JobRow> => {
     if (!escrow || !escrow.health.current().ok) return row;
-    try {
-      return await authorizePendingRefund({ db, escrow }, row);
-    } catch (err) {
+    const authorized = authorizePendingRefund({ db, escrow }, row).catch((err: unknown) => {
       app.log.warn({ err, jobId: row.id }, 'refund authorization failed; the escrow worker retries it');
       return row;
-    }
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), REFUND_WAIT_MS)));
+    const done = await Promise.race([authorized, waited]);
+    clearTimeout(timer);
+    return done ?? row;
   };
 
   app.get('/v1/jobs/:id/funding', { config: { auth: 'jobs:create' } }, async (request) => {
