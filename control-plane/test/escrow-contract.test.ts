@@ -1,7 +1,7 @@
 import t from 'tap';
 import { keccak256, stringToHex, zeroAddress, type Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
-import { gpuFarmEscrowAbi, testStablecoinAbi } from '../src/chain/artifacts.generated.js';
+import { gpuFarmEscrowAbi, testStablecoinAbi } from '@gpufarm/shared';
 import { authorizeRefund, completeJob, readEscrowJob, releaseJob, resolveDispute } from '../src/chain/escrow.js';
 import { escrowJobKey } from '../src/jobs/escrow-key.js';
 import { escrowDepsFor, startTestChain, TREASURY, type TestChain } from './helpers/chain.js';

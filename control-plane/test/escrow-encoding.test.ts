@@ -1,6 +1,6 @@
 import t from 'tap';
 import { encodeAbiParameters, encodeFunctionData, erc20Abi, keccak256, maxUint256 } from 'viem';
-import { gpuFarmEscrowAbi } from '../src/chain/artifacts.generated.js';
+import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { fundingCalls } from '../src/chain/funding-calls.js';
 import { jobHash } from '../src/chain/job-hash.js';
 import { Secret, loadConfig } from '../src/config.js';

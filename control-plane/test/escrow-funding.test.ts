@@ -15,7 +15,7 @@ import {
 import t, { type Test } from 'tap';
 import { encodeFunctionData, getAddress, zeroAddress, type Hash, type Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
-import { gpuFarmEscrowAbi, gpuFarmEscrowBytecode } from '../src/chain/artifacts.generated.js';
+import { gpuFarmEscrowAbi, gpuFarmEscrowBytecode } from '@gpufarm/shared';
 import { readEscrowJob } from '../src/chain/escrow.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import type { Database } from '../src/db/database.js';

@@ -2,7 +2,7 @@ import { billingListSchema, jobCreatedSchema, jobSchema } from '@gpufarm/shared'
 import t, { type Test } from 'tap';
 import type { Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
-import { gpuFarmEscrowAbi } from '../src/chain/artifacts.generated.js';
+import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { readEscrowJob } from '../src/chain/escrow.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { checkReorgs, scanEscrowEvents, sweepReleases } from '../src/jobs/escrow-worker.js';

@@ -5,3 +5,4 @@ export * from './constants.js';
 export * from './money.js';
 export * from './schemas/index.js';
 export * from './protocol/index.js';
+export * from './contracts/escrow.generated.js';

@@ -1,6 +1,6 @@
 import { createPublicClient, createWalletClient, http, type Address, type Hex } from 'viem';
 import { privateKeyToAccount, privateKeyToAddress } from 'viem/accounts';
-import { gpuFarmEscrowAbi, gpuFarmEscrowBytecode, testStablecoinAbi, testStablecoinBytecode } from './artifacts.generated.js';
+import { gpuFarmEscrowAbi, gpuFarmEscrowBytecode, testStablecoinAbi, testStablecoinBytecode } from '@gpufarm/shared';
 import { chainFor } from './client.js';
 
 export interface Deployment {

@@ -1,5 +1,5 @@
 import { erc20Abi, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
-import { gpuFarmEscrowAbi } from './artifacts.generated.js';
+import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import type { EscrowChain } from './client.js';
 
 /** The escrow's job states, in the contract's enum order. */

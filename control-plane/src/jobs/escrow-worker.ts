@@ -1,5 +1,5 @@
 import type { Hex } from 'viem';
-import { gpuFarmEscrowAbi } from '../chain/artifacts.generated.js';
+import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
 import { insertBillingEntry } from '../billing/store.js';
 import type { EscrowDeps } from './funding.js';

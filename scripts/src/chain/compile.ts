@@ -13,7 +13,7 @@ export const CONTRACT_SOURCES = {
 
 /** Where the generated artifacts live: the JSON for any tool, and a typed module the control plane imports. */
 export const ARTIFACT_JSON = 'contracts/artifacts.json';
-export const ARTIFACT_TS = 'control-plane/src/chain/artifacts.generated.ts';
+export const ARTIFACT_TS = 'shared/src/contracts/escrow.generated.ts';
 
 export interface CompiledContract {
   abi: unknown[];
