@@ -1,4 +1,5 @@
 #!/usr/bin/env -S npx tsx
+import { withDeploymentFile } from './chain/deployment-file.js';
 import { ConfigError, loadConfig } from './config.js';
 import { closeOnSignals, startControlPlane } from './server.js';
 
@@ -6,7 +7,7 @@ import { closeOnSignals, startControlPlane } from './server.js';
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadConfig();
+    config = loadConfig(withDeploymentFile(process.env));
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`gpufarm control plane: ${err.message}`);

@@ -42,3 +42,20 @@ t.test('behavior: the operator key never prints', async (t) => {
   t.notMatch(message, /7f7f/);
   t.equal(loadConfig({ GF_RPC_URL: 'http://127.0.0.1:8545' }).chain, null, 'no escrow address: no funding');
 });
+
+t.test('args: GF_CHAIN_FILE fills the chain variables from a deployment file; set variables win', async (t) => {
+  const { withDeploymentFile } = await import('../src/chain/deployment-file.js');
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const dir = mkdtempSync(join(tmpdir(), 'gf-chain-'));
+  const file = join(dir, 'chain.json');
+  writeFileSync(file, JSON.stringify({ rpcUrl: 'http://127.0.0.1:8545', chainId: 4663, escrow, stablecoin: { address: token, symbol: 'tUSDC', decimals: 6 }, deployBlock: 3, operator: escrow }));
+  const config = loadConfig(withDeploymentFile({ GF_CHAIN_FILE: file, GF_STABLE_TOKEN_SYMBOL: 'USDC' }));
+  t.equal(config.chain?.rpcUrl, 'http://127.0.0.1:8545');
+  t.equal(config.chain?.escrowAddress, escrow);
+  t.equal(config.chain?.startBlock, 3);
+  t.same(config.stableToken, { address: token, symbol: 'USDC', decimals: 6 }, 'a set variable wins');
+  writeFileSync(file, '{"rpcUrl": 1}');
+  t.throws(() => withDeploymentFile({ GF_CHAIN_FILE: file }), /GF_CHAIN_FILE/);
+});

@@ -1,0 +1,41 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
+/** What `npm start` and `npm run deploy -- --out FILE` write (`Deployment` plus the RPC URL). */
+const deploymentFileSchema = z.object({
+  rpcUrl: z.url(),
+  chainId: z.int().positive(),
+  escrow: address,
+  stablecoin: z.object({ address, symbol: z.string().min(1), decimals: z.int() }).nullable(),
+  deployBlock: z.int().min(0),
+});
+
+/**
+ * Fills the chain variables (`GF_RPC_URL`, `GF_ESCROW_ADDRESS`, `GF_ESCROW_START_BLOCK`,
+ * `GF_CHAIN_ID`, `GF_STABLE_TOKEN_*`) from the deployment file named by `GF_CHAIN_FILE`; a
+ * variable already set wins. Returns the environment to load the configuration from. Throws an
+ * Error naming the file when it is missing or malformed.
+ */
+export function withDeploymentFile(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const file = env.GF_CHAIN_FILE;
+  if (!file) return env;
+  let parsed;
+  try {
+    parsed = deploymentFileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+  } catch (err) {
+    throw new Error(`GF_CHAIN_FILE ${file} is not a deployment file (npm run deploy -- --out FILE writes one): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  const filled: Record<string, string | undefined> = {
+    GF_RPC_URL: parsed.rpcUrl,
+    GF_CHAIN_ID: String(parsed.chainId),
+    GF_ESCROW_ADDRESS: parsed.escrow,
+    GF_ESCROW_START_BLOCK: String(parsed.deployBlock),
+    ...(parsed.stablecoin
+      ? { GF_STABLE_TOKEN_ADDRESS: parsed.stablecoin.address, GF_STABLE_TOKEN_SYMBOL: parsed.stablecoin.symbol, GF_STABLE_TOKEN_DECIMALS: String(parsed.stablecoin.decimals) }
+      : {}),
+  };
+  const out = { ...env };
+  for (const [name, value] of Object.entries(filled)) if (!out[name]) out[name] = value;
+  return out;
+}
