@@ -1,0 +1,255 @@
+import { readFileSync } from 'node:fs';
+import type { KeyObject } from 'node:crypto';
+import type { AssignmentSpec, RunningAssignment } from '@gpufarm/shared';
+import type { AcceptResult, AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
+import { collectResults } from '../artifacts/results.js';
+import { restoreJobs } from '../restore/restore.js';
+import { ContainerConfigError, toContainerConfig } from './container-config.js';
+import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
+import { RuntimeError } from './errors.js';
+import type { JobExit } from './job-state.js';
+import type { LogSink } from './log-lines.js';
+
+/** How long jobs run on while the control plane cannot be reached (ARCHITECTURE.md section 8). */
+export const PARTITION_GRACE_SECONDS = 15 * 60;
+
+export interface DockerRunnerOptions {
+  runtime: DockerRuntime;
+  /** The upload URL of an artifact (`<server>/agent/v1/assignments/:id/outputs/:name`). */
+  uploadUrl: (assignmentId: string, name: string) => string;
+  /** Headers of every upload (the machine token). */
+  uploadHeaders: () => Record<string, string>;
+  /** The machine's ed25519 key, which signs execution records. */
+  machineKey: KeyObject | string;
+  partitionGraceSeconds?: number;
+  /** Refuses new work while draining or unhealthy; null accepts. */
+  admission?: (spec: AssignmentSpec) => AcceptResult | null;
+  log?: (line: string) => void;
+}
+
+const NULL_REPORT: AssignmentReport = {
+  state: 'pulling',
+  imageDigest: null,
+  startedAt: null,
+  finishedAt: null,
+  exitCode: null,
+  oomKilled: null,
+  timedOut: null,
+  failure: null,
+  outputs: null,
+  record: null,
+  lastLogSeq: null,
+};
+
+interface Held {
+  spec: AssignmentSpec;
+  ctx: AssignmentContext;
+  state: RunningAssignment['state'];
+  handle: JobHandle | null;
+  partitionTimer: NodeJS.Timeout | null;
+}
+
+/**
+ * The `AssignmentRunner` port of the daemon (`link/assignment-runner.ts`) on the Docker runtime:
+ * accept checks the request against the machine and GPUs in use, then the job runs in the
+ * background: pull, start, supervise, and once it exited, pack and upload the outputs and the
+ * log, sign the execution record and report `finished` (or `failed` with the runtime's code).
+ *
+ * Log numbering across restarts: the runtime's `log.jsonl` holds, line for line, what the sink
+ * was given, so after a restart the sink is opened at seq 0 and the file is replayed into it
+ * (the same seqs with the same text; the server stores each (assignment, seq) once and the
+ * shipper sends only what the server lacks), then live lines continue after the file's last one.
+ */
+export class DockerAssignmentRunner implements AssignmentRunner {
+  private readonly held = new Map<string, Held>();
+  private partitioned = false;
+  private linkBack: Array<() => void> = [];
+  private readonly say: (line: string) => void;
+
+  constructor(private readonly options: DockerRunnerOptions) {
+    this.say = options.log ?? (() => undefined);
+  }
+
+  async accept(spec: AssignmentSpec, ctx: AssignmentContext): Promise<AcceptResult> {
+    if (this.held.has(spec.assignmentId) || (await this.options.runtime.readState(spec.assignmentId))) {
+      return { accepted: false, reason: 'duplicate', message: `assignment ${spec.assignmentId} is already on this machine` };
+    }
+    const refused = this.options.admission?.(spec);
+    if (refused) return refused;
+    try {
+      toContainerConfig(spec, this.options.runtime.deps.machine, { name: 'check', image: 'check', labels: {}, inputs: [], outputHostPath: '/' });
+    } catch (err) {
+      if (!(err instanceof ContainerConfigError)) throw err;
+      return { accepted: false, reason: err.code === 'unsupported' ? 'unsupported' : err.code === 'duplicate' ? 'duplicate' : 'invalid', message: err.message };
+    }
+    const busy = new Set([...this.held.values()].flatMap((h) => h.spec.gpus.map((g) => g.uuid)));
+    const taken = spec.gpus.filter((g) => busy.has(g.uuid));
+    if (taken.length > 0) return { accepted: false, reason: 'gpus_unavailable', message: `GPUs ${taken.map((g) => g.index).join(', ')} run another assignment` };
+
+    const held: Held = { spec, ctx, state: 'running', handle: null, partitionTimer: null };
+    this.held.set(spec.assignmentId, held);
+    void this.run(held);
+    return { accepted: true };
+  }
+
+  private async run(held: Held): Promise<void> {
+    const { spec, ctx } = held;
+    ctx.report({ ...NULL_REPORT, state: 'pulling' });
+    try {
+      held.handle = await this.options.runtime.start(spec, sinkOf(ctx.logs));
+    } catch (err) {
+      this.held.delete(spec.assignmentId);
+      const code = err instanceof RuntimeError ? err.code : 'internal';
+      ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code, message: (err as Error).message.slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
+      return;
+    }
+    ctx.report({ ...NULL_REPORT, state: 'running', imageDigest: held.handle.imageDigest, startedAt: held.handle.startedAt });
+    if (this.partitioned) this.armPartition(held);
+    await this.finish(held, held.handle);
+  }
+
+  /** Waits for the exit, then uploads and reports; a detached job is left to the next agent. */
+  private async finish(held: Held, handle: JobHandle): Promise<void> {
+    let exit: JobExit;
+    try {
+      exit = await handle.done;
+    } catch (err) {
+      if (err instanceof DetachedError) return;
+      throw err;
+    }
+    await this.complete(held, exit, handle.outputDir, handle.logFile);
+  }
+
+  private async complete(held: Held, exit: JobExit, outputDir: string, logFile: string): Promise<void> {
+    const { spec, ctx } = held;
+    if (held.partitionTimer) clearTimeout(held.partitionTimer);
+    const exitFacts = { imageDigest: exit.imageDigest, startedAt: exit.startedAt, finishedAt: exit.finishedAt, exitCode: exit.exitCode, oomKilled: exit.oomKilled, timedOut: exit.timedOut };
+    held.state = 'exited';
+    ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'exited', lastLogSeq: lastSeq(ctx) });
+    // Outputs wait for the link: uploads go to the control plane.
+    while (this.partitioned) await new Promise<void>((resolve) => this.linkBack.push(resolve));
+    held.state = 'uploading';
+    ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'uploading', lastLogSeq: lastSeq(ctx) });
+    try {
+      const results = await collectResults({
+        spec,
+        exit,
+        outputDir,
+        logFile,
+        urlFor: (name) => this.options.uploadUrl(spec.assignmentId, name),
+        headers: this.options.uploadHeaders(),
+        machineKey: this.options.machineKey,
+        log: this.say,
+      });
+      ctx.report({
+        ...NULL_REPORT,
+        ...exitFacts,
+        state: 'finished',
+        outputs: results.outputs.filter((o) => o.sha256 !== null).map((o) => ({ path: o.path, sha256: o.sha256!, sizeBytes: o.sizeBytes! })),
+        record: results.signed,
+        lastLogSeq: lastSeq(ctx),
+      });
+      await this.options.runtime.release(spec.assignmentId);
+    } catch (err) {
+      ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'failed', failure: { code: 'upload_failed', message: (err as Error).message.slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
+    } finally {
+      this.held.delete(spec.assignmentId);
+    }
+  }
+
+  async cancel(assignmentId: string, reason: string): Promise<void> {
+    const held = this.held.get(assignmentId);
+    this.say(`cancel ${assignmentId}: ${reason}`);
+    await held?.handle?.cancel();
+  }
+
+  async running(): Promise<RunningAssignment[]> {
+    return [...this.held.values()].map((h) => ({ assignmentId: h.spec.assignmentId, jobId: h.spec.jobId, state: h.state, nextLogSeq: h.ctx.logs.nextSeq }));
+  }
+
+  async restore(open: (assignmentId: string, firstSeq: number) => AssignmentContext): Promise<void> {
+    const contexts = new Map<string, AssignmentContext>();
+    const openReplayed = (spec: AssignmentSpec, logFile: string) => {
+      const ctx = open(spec.assignmentId, 0);
+      replay(logFile, ctx.logs);
+      contexts.set(spec.assignmentId, ctx);
+      return ctx;
+    };
+    const found = await restoreJobs(this.options.runtime, {
+      sinkFor: (spec) => sinkOf(openReplayed(spec, `${this.options.runtime.dirOf(spec.assignmentId)}/log.jsonl`).logs),
+    });
+    for (const id of found.removed) this.say(`removed container ${id.slice(0, 12)}: no assignment owns it`);
+    for (const handle of found.jobs) {
+      const held: Held = { spec: handle.spec, ctx: contexts.get(handle.assignmentId)!, state: 'running', handle, partitionTimer: null };
+      this.held.set(handle.assignmentId, held);
+      void this.finish(held, handle);
+    }
+    for (const job of found.finished) {
+      const ctx = openReplayed(job.spec, job.logFile);
+      const held: Held = { spec: job.spec, ctx, state: 'exited', handle: null, partitionTimer: null };
+      this.held.set(job.spec.assignmentId, held);
+      void this.complete(held, job.exit, job.outputDir, job.logFile);
+    }
+    for (const spec of found.lost) {
+      const ctx = open(spec.assignmentId, 0);
+      ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code: 'lost', message: 'the container was gone when the agent restarted' } });
+      await this.options.runtime.release(spec.assignmentId);
+    }
+  }
+
+  setPartitioned(partitioned: boolean): void {
+    this.partitioned = partitioned;
+    for (const held of this.held.values()) {
+      if (partitioned && held.state === 'running') this.armPartition(held);
+      if (!partitioned && held.partitionTimer) {
+        clearTimeout(held.partitionTimer);
+        held.partitionTimer = null;
+      }
+    }
+    if (!partitioned) for (const resolve of this.linkBack.splice(0)) resolve();
+  }
+
+  private armPartition(held: Held): void {
+    if (held.partitionTimer) return;
+    const grace = this.options.partitionGraceSeconds ?? PARTITION_GRACE_SECONDS;
+    held.partitionTimer = setTimeout(() => {
+      this.say(`assignment ${held.spec.assignmentId}: control plane unreachable for ${grace} s, stopping it (outputs kept for upload)`);
+      void held.handle?.cancel();
+    }, grace * 1000);
+  }
+
+  async close(): Promise<void> {
+    for (const held of this.held.values()) {
+      if (held.partitionTimer) clearTimeout(held.partitionTimer);
+      await held.handle?.detach();
+    }
+    this.held.clear();
+  }
+}
+
+function sinkOf(logs: AssignmentContext['logs']): LogSink {
+  return (l) => void logs.write(l.stream, l.line, l.ts);
+}
+
+function lastSeq(ctx: AssignmentContext): number | null {
+  return ctx.logs.nextSeq > 0 ? ctx.logs.nextSeq - 1 : null;
+}
+
+/** Writes the lines of a runtime log file to a sink opened at seq 0: line k gets seq k again. */
+function replay(logFile: string, logs: AssignmentContext['logs']): void {
+  let text: string;
+  try {
+    text = readFileSync(logFile, 'utf8');
+  } catch {
+    return;
+  }
+  for (const raw of text.split('\n')) {
+    if (raw === '') continue;
+    try {
+      const l = JSON.parse(raw) as { ts: number; stream: 'stdout' | 'stderr' | 'system'; line: string };
+      logs.write(l.stream, l.line, l.ts);
+    } catch {
+      // A torn last line: the runtime's log file drops it when it reopens, and the line comes again.
+    }
+  }
+}
