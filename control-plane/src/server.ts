@@ -53,7 +53,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true });
     const worker = escrow
       ? startEscrowWorker(
-          { db, escrow, startBlock: config.chain?.startBlock ?? 0, log: (message, err) => app.log.warn({ err }, message) },
+          { db, escrow, startBlock: config.chain?.startBlock ?? 0, refundGraceMs: 60_000, log: (message, err) => app.log.warn({ err }, message) },
           { intervalMs: config.chain?.sweepIntervalMs ?? 5_000 },
         )
       : null;

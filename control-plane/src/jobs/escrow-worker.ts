@@ -25,6 +25,11 @@ export interface EscrowWorkerDeps {
   /** First block to scan on a fresh database (the escrow's deployment block). */
   startBlock: number;
   now?: () => Date;
+  /**
+   * A pending refund is left alone this long after its job last changed, so the worker does not
+   * send a second authorization while a cancel's own is still being mined (default 0).
+   */
+  refundGraceMs?: number;
   log?: (message: string, err?: unknown) => void;
 }
 
@@ -124,7 +129,7 @@ export async function checkReorgs(deps: EscrowWorkerDeps): Promise<string[]> {
 /** Authorizes pending refunds on the escrow (cancels and late fundings). */
 export async function sweepRefunds(deps: EscrowWorkerDeps): Promise<number> {
   let done = 0;
-  for (const job of await listPendingRefunds(deps.db, BATCH)) {
+  for (const job of await listPendingRefunds(deps.db, { limit: BATCH, untouchedForMs: deps.refundGraceMs ?? 0 })) {
     const after = await authorizePendingRefund({ db: deps.db, escrow: deps.escrow }, job);
     if (after.refund_status !== 'pending') done++;
   }

@@ -240,8 +240,12 @@ export async function markCreditReorged(db: Queryable, params: { chainId: number
 }
 
 /** Jobs whose refund still has to be authorized on the escrow. */
-export async function listPendingRefunds(db: Queryable, limit: number): Promise<JobRow[]> {
-  return db.query<JobRow>(`SELECT ${COLUMNS} FROM jobs WHERE refund_status = 'pending' AND fund_tx_hash IS NOT NULL ORDER BY updated_at LIMIT $1`, [limit]);
+export async function listPendingRefunds(db: Queryable, params: { limit: number; untouchedForMs: number }): Promise<JobRow[]> {
+  return db.query<JobRow>(
+    `SELECT ${COLUMNS} FROM jobs WHERE refund_status = 'pending' AND fund_tx_hash IS NOT NULL AND updated_at <= now() - $2 * interval '1 millisecond'
+      ORDER BY updated_at LIMIT $1`,
+    [params.limit, params.untouchedForMs],
+  );
 }
 
 /** Completed jobs whose challenge window ended without a release. */
