@@ -153,3 +153,17 @@ t.test('error: nobody but the operator completes; a funded key cannot be funded 
     'ETH must match the amount',
   );
 });
+
+t.test('behavior: the health probe tells a wrong chain id and a missing escrow apart', async (t) => {
+  const c = await chainP;
+  const { connectChain } = await import('../src/chain/client.js');
+  const { startChainHealth } = await import('../src/chain/health.js');
+  const probe = async (chainId: number, escrowAddress: `0x${string}`) => {
+    const health = await startChainHealth(connectChain({ rpcUrl: c.anvil.rpcUrl, chainId, escrowAddress, operatorPrivateKey: null }), { intervalMs: 3_600_000 });
+    health.close();
+    return health.current();
+  };
+  t.same(await probe(4663, c.deployment.escrow), { ok: true });
+  t.match(await probe(1, c.deployment.escrow), { ok: false, code: 'wrong_chain' });
+  t.match(await probe(4663, PROVIDER), { ok: false, code: 'escrow_not_deployed' });
+});
