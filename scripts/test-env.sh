@@ -134,13 +134,21 @@ storage:
 http:
   addr: $REGISTRY_ADDR
 YAML
-  if [ -f "$REGISTRY_HOME/registry.pid" ] && kill -0 "$(cat "$REGISTRY_HOME/registry.pid")" 2>/dev/null; then
-    say "the registry (pid $(cat "$REGISTRY_HOME/registry.pid")) is starting; waiting"
-  else
-    say "starting docker-registry on $REGISTRY_ADDR (storage and log in $REGISTRY_HOME, pid in $REGISTRY_HOME/registry.pid)"
-    setsid nohup docker-registry serve "$REGISTRY_HOME/config.yml" >>"$REGISTRY_HOME/registry.log" 2>&1 </dev/null &
-    echo $! >"$REGISTRY_HOME/registry.pid"
+  local pidfile="$REGISTRY_HOME/registry.pid"
+  # A registry of ours that is still starting (or still stopping): give it a moment.
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    say "the registry (pid $(cat "$pidfile")) does not answer yet; waiting"
+    for _ in $(seq 1 60); do
+      registry_answers && return
+      kill -0 "$(cat "$pidfile")" 2>/dev/null || break
+      sleep 0.5
+    done
+    kill -0 "$(cat "$pidfile")" 2>/dev/null \
+      && fail "the registry (pid $(cat "$pidfile")) runs but does not answer on http://$REGISTRY_ADDR/v2/; see $REGISTRY_HOME/registry.log"
   fi
+  say "starting docker-registry on $REGISTRY_ADDR (storage and log in $REGISTRY_HOME, pid in $pidfile)"
+  setsid nohup docker-registry serve "$REGISTRY_HOME/config.yml" >>"$REGISTRY_HOME/registry.log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
   for _ in $(seq 1 40); do registry_answers && return; sleep 0.25; done
   fail "the registry did not answer on http://$REGISTRY_ADDR/v2/; see $REGISTRY_HOME/registry.log (is the port taken?)"
 }
