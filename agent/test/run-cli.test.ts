@@ -10,7 +10,7 @@ import { TestPeer } from './helpers/peer.js';
 const BIN = fileURLToPath(new URL('../bin/gf-agent.js', import.meta.url));
 const TOKEN = `gfe_${'r'.repeat(43)}`;
 
-t.test('behavior: gf-agent run connects, reports, refuses assignments until the runtime is wired, and stops on SIGTERM', async (t) => {
+t.test('behavior: gf-agent run connects, reports, refuses an assignment naming a GPU it does not offer, and stops on SIGTERM', async (t) => {
   const peer = await TestPeer.start({ enrollmentTokens: [TOKEN], heartbeatIntervalSeconds: 1 });
   t.teardown(() => peer.close());
   const stateDir = join(mkdtempSync(join(tmpdir(), 'gf-agent-run-')), 'state');
@@ -43,10 +43,10 @@ t.test('behavior: gf-agent run connects, reports, refuses assignments until the 
 
   peer.send({
     type: 'assign',
-    assignment: { assignmentId: 'asg_run', jobId: 'job_run', image: 'busybox', imageDigest: null, command: ['true'], env: {}, gpus: [{ index: 0, uuid: 'GPU-sim-l4-24gb-0' }], cpuCores: null, ramBytes: null, maxRuntimeSeconds: 10, networkPolicy: { mode: 'none' }, inputs: [], outputRules: [{ path: '/output', maxBytes: 1024 }] },
+    assignment: { assignmentId: 'asg_run', jobId: 'job_run', image: 'busybox', imageDigest: null, command: ['true'], env: {}, gpus: [{ index: 2, uuid: 'GPU-sim-l4-24gb-2' }], cpuCores: null, ramBytes: null, maxRuntimeSeconds: 10, networkPolicy: { mode: 'none' }, inputs: [], outputRules: [{ path: '/output', maxBytes: 1024 }] },
   });
   await peer.waitFor(() => peer.messages('assignment.rejected').length === 1, 'rejection');
-  t.match(peer.messages('assignment.rejected')[0], { assignmentId: 'asg_run', reason: 'unsupported' });
+  t.match(peer.messages('assignment.rejected')[0], { assignmentId: 'asg_run', reason: 'gpus_unavailable', message: /GPU 2 \(GPU-sim-l4-24gb-2\)/ });
 
   const status = await gfAgent(['status'], env);
   t.equal(status.code, 0, status.stderr);

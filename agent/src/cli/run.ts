@@ -1,10 +1,11 @@
 import { benchmarkResultSchema, type BenchmarkResult } from '@gpufarm/shared';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AgentConfig } from '../config/config.js';
+import { workDirOf, type AgentConfig } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
 import { AgentDaemon } from '../daemon/daemon.js';
-import { rejectingRunner, type AssignmentRunner } from '../link/assignment-runner.js';
-import { AGENT_VERSION, inventoryMonitor } from './context.js';
+import { dockerRunner } from '../daemon/runner-setup.js';
+import { AGENT_VERSION, dockerClient, inventoryMonitor, simulateSpec } from './context.js';
 
 /** The last stored benchmark, if it still parses. */
 export function storedBenchmark(stateDir: string): BenchmarkResult | null {
@@ -13,17 +14,37 @@ export function storedBenchmark(stateDir: string): BenchmarkResult | null {
 }
 
 /**
- * `gf-agent run`: the daemon until SIGINT/SIGTERM. `runner` is the assignment runner; until the
- * runtime is wired it is `rejectingRunner()`, which refuses every assignment with its reason.
+ * `gf-agent run`: the daemon until SIGINT/SIGTERM, running its assignments in Docker (containers
+ * labelled with the machine id, job folders under `work_dir`, uploads to the control plane,
+ * records signed with the machine key). On SIGINT/SIGTERM it stops supervising and leaves the
+ * containers running: the next start restores them.
  */
-export async function runDaemon(config: AgentConfig, log: (line: string) => void, runner: AssignmentRunner = rejectingRunner()): Promise<void> {
+export async function runDaemon(config: AgentConfig, log: (line: string) => void): Promise<void> {
   const machine = readMachineFile(config.stateDir);
   if (!machine) throw new Error(`this machine is not enrolled (no ${stateFiles(config.stateDir).machine}): run "gf-agent enroll --server URL --token gfe_…" first`);
   ensureStateDir(config.stateDir);
   const files = stateFiles(config.stateDir);
+  const server = config.server ?? machine.server;
+  const inventory = inventoryMonitor(config, { probe: true });
+  const runner = dockerRunner({
+    docker: dockerClient(),
+    server,
+    machineId: machine.machineId,
+    machineToken: machine.machineToken,
+    machineKeyPem: readFileSync(files.privateKey, 'utf8'),
+    workDir: workDirOf(config),
+    simulated: simulateSpec(config) !== null,
+    partitionGraceSeconds: config.partitionGraceSeconds,
+    minFreeDiskBytes: config.minFreeDiskBytes,
+    offeredGpus: () => {
+      const snap = inventory.latest;
+      return snap?.health.status === 'healthy' ? snap.detected.map((g) => g.uuid) : [];
+    },
+    log,
+  });
   const daemon = new AgentDaemon(
     {
-      inventory: inventoryMonitor(config, { probe: true }),
+      inventory,
       runner,
       benchmark: () => storedBenchmark(config.stateDir),
       onStatus: (status) => {
@@ -36,7 +57,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
       log,
     },
     {
-      server: config.server ?? machine.server,
+      server,
       machineToken: machine.machineToken,
       agentVersion: AGENT_VERSION,
       spoolDir: join(config.stateDir, 'spool'),
@@ -46,7 +67,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
       reconnect: { initialMs: config.reconnectInitialMs, maxMs: config.reconnectMaxMs },
     },
   );
-  log(`gf-agent ${AGENT_VERSION}: machine ${machine.machineId}, control plane ${config.server ?? machine.server}${config.simulateGpus ? `, simulated GPUs ${config.simulateGpus}` : ''}`);
+  log(`gf-agent ${AGENT_VERSION}: machine ${machine.machineId}, control plane ${server}${config.simulateGpus ? `, simulated GPUs ${config.simulateGpus}` : ''}`);
   await daemon.start();
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

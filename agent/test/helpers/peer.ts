@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -11,17 +11,38 @@ import {
   enrollRequestSchema,
   serverMessageSchema,
   type AgentMessage,
+  type AssignmentSpec,
   type EnrollRequest,
   type LogBatchLine,
   type ServerMessage,
 } from '@gpufarm/shared';
 
 /**
- * A small control-plane stand-in for the agent's tests: HTTP enrollment and the WebSocket link,
- * speaking the protocol through the same zod schemas as the real server will. It stores log
- * lines as the server must (each (assignment, seq) once, never with a gap), acks them, and can
- * drop sockets to simulate a broken link.
+ * A small control-plane stand-in for the agent's tests: HTTP enrollment, the WebSocket link and
+ * the artifact uploads, speaking the protocol through the same zod schemas as the real server
+ * will. It records every message, stores log lines as the server must (each (assignment, seq)
+ * once, never with a gap; a line sent again must carry the same text), acks them, hashes each
+ * upload while it reads it and compares with the agent's hash, and can drop sockets or go
+ * offline to simulate a broken link or a partition.
  */
+
+/** The header (or trailer) with the agent's SHA-256 of an upload's body. */
+export const UPLOAD_SHA256_HEADER = 'x-content-sha256';
+const UPLOAD_PATH = /^\/agent\/v1\/assignments\/([A-Za-z0-9_-]+)\/outputs\/([A-Za-z0-9_.-]+)$/;
+
+/** One `PUT /agent/v1/assignments/:id/outputs/:name` the peer received. */
+export interface PeerUpload {
+  assignmentId: string;
+  name: string;
+  machineId: string;
+  body: Buffer;
+  /** SHA-256 the peer computed while reading the body. */
+  sha256: string;
+  /** What the agent declared (trailer, or header on a retry). */
+  declaredSha256: string | null;
+  /** The answer: 201 stored, 400 no hash declared, 422 the hashes differ. */
+  status: number;
+}
 export interface PeerOptions {
   /** Enrollment tokens it accepts (each once). */
   enrollmentTokens?: string[];
@@ -51,6 +72,13 @@ export class TestPeer {
   onStored: ((assignmentId: string, storedLines: number) => void) | null = null;
   /** Tell the agent in `welcome` what is stored (default true); false makes it resend from its own last ack. */
   reportAcked = true;
+  /** Lines sent again whose stream or text differs from the stored line of that seq: must stay empty. */
+  readonly conflicts: string[] = [];
+  /** Every upload received, in arrival order (stored or refused). */
+  readonly uploads: PeerUpload[] = [];
+  /** Uploads answered 503 while offline. */
+  refusedWhileOffline = 0;
+  private offlineValue = false;
   private readonly tokens: Set<string>;
   private waiters: Array<{ check: () => boolean; resolve: () => void }> = [];
 
@@ -60,6 +88,10 @@ export class TestPeer {
     this.server = createServer((req, res) => void this.http(req, res));
     this.wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
     this.server.on('upgrade', (req, socket, head) => {
+      if (this.offlineValue) {
+        socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
+        return;
+      }
       const auth = req.headers.authorization ?? '';
       const token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
       const machineId = this.machineTokens.get(token);
@@ -91,9 +123,35 @@ export class TestPeer {
     for (const ws of this.sockets) ws.send(text);
   }
 
+  /** Sends an assignment to every connected agent (validated by the `assign` schema). */
+  assign(assignment: AssignmentSpec): void {
+    this.send({ type: 'assign', assignment });
+  }
+
   /** Drops every socket without a close handshake, as a broken network does. */
   dropAll(): void {
     for (const ws of this.sockets) ws.terminate();
+  }
+
+  /**
+   * Offline: sockets are dropped, upgrades and uploads answered 503 (the control plane cannot
+   * be reached) until `setOffline(false)`.
+   */
+  setOffline(offline: boolean): void {
+    this.offlineValue = offline;
+    if (offline) this.dropAll();
+  }
+
+  /** The last stored upload of each artifact of an assignment, by name. */
+  storedUploads(assignmentId: string): Map<string, PeerUpload> {
+    const out = new Map<string, PeerUpload>();
+    for (const u of this.uploads) if (u.assignmentId === assignmentId && u.status === 201) out.set(u.name, u);
+    return out;
+  }
+
+  /** Status messages of one assignment, in arrival order. */
+  statuses(assignmentId: string): Array<Extract<AgentMessage, { type: 'assignment.status' }>> {
+    return this.messages('assignment.status').filter((m) => m.assignmentId === assignmentId);
   }
 
   /** Resolves when `check()` holds (checked after each message and now). */
@@ -131,6 +189,8 @@ export class TestPeer {
       res.end(JSON.stringify(body));
     };
     if (req.method === 'GET' && url.pathname === '/v1') return reply(200, { object: 'index' });
+    const upload = UPLOAD_PATH.exec(url.pathname);
+    if (req.method === 'PUT' && upload) return this.upload(req, upload[1]!, upload[2]!, reply);
     if (req.method === 'POST' && url.pathname === AGENT_ENROLL_PATH) {
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
@@ -148,6 +208,33 @@ export class TestPeer {
       return reply(201, { machineId, machineToken, heartbeatIntervalSeconds: this.options.heartbeatIntervalSeconds ?? 10 });
     }
     reply(404, { error: { code: 'not_found', message: 'Not found.', requestId: 'req_peer', details: [] } });
+  }
+
+  /** Stores an upload: machine token required, body hashed as it is read, compared with the agent's hash. */
+  private async upload(req: IncomingMessage, assignmentId: string, name: string, reply: (status: number, body: unknown) => void): Promise<void> {
+    if (this.offlineValue) {
+      req.resume();
+      this.refusedWhileOffline++;
+      return reply(503, { error: { code: 'unavailable', message: 'offline', requestId: 'req_peer', details: [] } });
+    }
+    const auth = req.headers.authorization ?? '';
+    const machineId = this.machineTokens.get(auth.startsWith('Bearer ') ? auth.slice(7) : '');
+    if (machineId === undefined) {
+      req.resume();
+      return reply(401, { error: { code: 'unauthorized', message: 'machine token required', requestId: 'req_peer', details: [] } });
+    }
+    const hash = createHash('sha256');
+    const chunks: Buffer[] = [];
+    for await (const c of req) {
+      hash.update(c as Buffer);
+      chunks.push(c as Buffer);
+    }
+    const sha256 = hash.digest('hex');
+    const declared = req.trailers[UPLOAD_SHA256_HEADER] ?? (req.headers[UPLOAD_SHA256_HEADER] as string | undefined) ?? null;
+    const status = declared === null ? 400 : declared === sha256 ? 201 : 422;
+    this.uploads.push({ assignmentId, name, machineId, body: Buffer.concat(chunks), sha256, declaredSha256: declared, status });
+    reply(status, status === 201 ? { sha256, sizeBytes: chunks.reduce((n, c) => n + c.length, 0) } : { error: { code: 'invalid_request', message: declared === null ? 'no X-Content-Sha256' : 'the body does not hash to X-Content-Sha256', requestId: 'req_peer', details: [] } });
+    this.notify();
   }
 
   private onSocket(ws: WebSocket, machineId: string): void {
@@ -191,7 +278,11 @@ export class TestPeer {
         this.lines.set(msg.assignmentId, stored);
         for (const line of msg.lines) {
           const expected = stored.length === 0 ? 0 : stored[stored.length - 1]!.seq + 1;
-          if (line.seq < expected) this.resent++;
+          if (line.seq < expected) {
+            this.resent++;
+            const had = stored[line.seq];
+            if (had && (had.stream !== line.stream || had.line !== line.line)) this.conflicts.push(`${msg.assignmentId} seq ${line.seq}: stored ${had.stream} ${JSON.stringify(had.line)}, sent again ${line.stream} ${JSON.stringify(line.line)}`);
+          }
           else if (line.seq > expected) this.gaps++;
           else stored.push(line);
         }

@@ -1,0 +1,82 @@
+import { createPrivateKey } from 'node:crypto';
+import { mkdirSync, statfsSync } from 'node:fs';
+import { availableParallelism, totalmem } from 'node:os';
+import type Docker from 'dockerode';
+import type { AssignmentRunner } from '../link/assignment-runner.js';
+import { DockerRuntime } from '../runtime/docker-runtime.js';
+import { DockerAssignmentRunner } from '../runtime/docker-runner.js';
+import { admitAssignment } from './admission.js';
+
+/** The control plane's upload route of one artifact (ARCHITECTURE.md section 8). */
+export const AGENT_OUTPUT_UPLOAD_PATH = '/agent/v1/assignments/:assignmentId/outputs/:name';
+
+/**
+ * The upload URL of an artifact (`output-<rule index>` or `log`) on the control plane: the
+ * route on the server's origin, like the link's `/agent/v1/ws`.
+ *
+ * @example outputUploadUrl('https://cp.example.com', 'asg_1', 'log') // 'https://cp.example.com/agent/v1/assignments/asg_1/outputs/log'
+ */
+export function outputUploadUrl(server: string, assignmentId: string, name: string): string {
+  const url = new URL(server);
+  url.pathname = AGENT_OUTPUT_UPLOAD_PATH.replace(':assignmentId', encodeURIComponent(assignmentId)).replace(':name', encodeURIComponent(name));
+  url.search = '';
+  url.hash = '';
+  return url.toString();
+}
+
+/** What `gf-agent run` hands the Docker runner. */
+export interface DockerRunnerSetup {
+  docker: Docker;
+  /** Control-plane base URL (uploads go there). */
+  server: string;
+  /** Names the agent's containers (their owner label); only its own are restored or removed. */
+  machineId: string;
+  machineToken: string;
+  /** The machine's ed25519 private key (PKCS#8 PEM): signs execution records. */
+  machineKeyPem: string;
+  /** Job folders: inputs, the /output mount, the log artifact, state (`work_dir`). */
+  workDir: string;
+  /** Simulated GPUs: containers get no `DeviceRequests`. */
+  simulated: boolean;
+  partitionGraceSeconds: number;
+  minFreeDiskBytes: number;
+  /** UUIDs of the GPUs the machine offers now (none while unhealthy). */
+  offeredGpus: () => readonly string[];
+  log: (line: string) => void;
+}
+
+/**
+ * The daemon's `AssignmentRunner` on the real Docker Engine: the runtime (containers under
+ * limits, labelled with the machine id, folders under `work_dir`), the machine checks of
+ * `admitAssignment` before the runner's own, uploads to the control plane with the machine
+ * token, records signed with the machine key, and the partition grace from the config.
+ * Wired once, in `gf-agent run` (STYLE.md rule 2).
+ */
+export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
+  mkdirSync(setup.workDir, { recursive: true, mode: 0o700 });
+  const runtime = new DockerRuntime({
+    docker: setup.docker,
+    machine: { simulated: setup.simulated, cpuCores: availableParallelism(), ramBytes: totalmem() },
+    owner: setup.machineId,
+    stateDir: setup.workDir,
+  });
+  return new DockerAssignmentRunner({
+    runtime,
+    uploadUrl: (assignmentId, name) => outputUploadUrl(setup.server, assignmentId, name),
+    uploadHeaders: () => ({ authorization: `Bearer ${setup.machineToken}` }),
+    // Parsed once: a damaged key stops the daemon at start, not at the first result.
+    machineKey: createPrivateKey(setup.machineKeyPem),
+    partitionGraceSeconds: setup.partitionGraceSeconds,
+    admission: (spec) => admitAssignment(spec, { gpuUuids: setup.offeredGpus(), diskFreeBytes: diskFree(setup.workDir), minFreeDiskBytes: setup.minFreeDiskBytes }),
+    log: setup.log,
+  });
+}
+
+function diskFree(dir: string): number | null {
+  try {
+    const s = statfsSync(dir);
+    return s.bavail * s.bsize;
+  } catch {
+    return null;
+  }
+}
