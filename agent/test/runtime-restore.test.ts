@@ -118,3 +118,33 @@ t.test('behavior: restore re-arms maxRuntimeSeconds from the container start', a
   const exit = await restored.jobs[0]!.done;
   t.equal(exit.timedOut, true);
 });
+
+t.test('behavior: a container created but never started is removed and reported lost, not run', async (t) => {
+  const owner = uniqueName('t');
+  const stateDir = mkdtempSync(join(tmpdir(), 'gf-runtime-'));
+  const first = testRuntime(t, { owner, stateDir });
+  const spec = busyboxSpec({ command: ['sh', '-c', 'echo must-not-run'] });
+  const job = await first.start(spec, collectLines().sink);
+  await job.detach();
+  await docker.getContainer(job.containerId).wait();
+  // Stand-in for an agent that died between create and start: a created twin with the state's id.
+  const twin = await docker.createContainer({
+    name: uniqueName('gf-created'),
+    Image: localImages().busybox.reference,
+    Cmd: ['echo', 'must-not-run'],
+    Labels: assignmentLabels(owner, spec.assignmentId, spec.jobId, 60),
+  });
+  await docker.getContainer(job.containerId).remove({ force: true });
+  const { writeFile, readFile } = await import('node:fs/promises');
+  const statePath = join(first.dirOf(spec.assignmentId), 'state.json');
+  const state = JSON.parse(await readFile(statePath, 'utf8')) as { containerId: string };
+  await writeFile(statePath, JSON.stringify({ ...state, containerId: twin.id }));
+  await import('node:fs/promises').then((fs) => fs.rm(join(first.dirOf(spec.assignmentId), 'exit.json'), { force: true }));
+
+  const second = testRuntime(t, { owner, stateDir });
+  const restored = await restoreJobs(second, { sinkFor: () => collectLines().sink });
+  t.same(restored.jobs, []);
+  t.same(restored.removed, [twin.id]);
+  t.same(restored.lost.map((s) => s.assignmentId), [spec.assignmentId]);
+  await t.rejects(twin.inspect(), 'the created container is gone');
+});

@@ -27,7 +27,7 @@ export interface RestoreResult {
   jobs: JobHandle[];
   /** Assignments that exited and whose results are not released yet, with no container left (outputs remain on disk). */
   finished: Array<{ spec: AssignmentSpec; exit: JobExit; outputDir: string; logFile: string }>;
-  /** Assignments with state but neither a container nor an exit: report them `lost`. */
+  /** Assignments that cannot be resumed (no container and no exit, or a container that never started): report them `lost`. */
   lost: AssignmentSpec[];
   /** Containers removed because no assignment owns them (their ids). */
   removed: string[];
@@ -55,6 +55,15 @@ export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions):
       continue;
     }
     seen.add(assignmentId);
+    if (c.State === 'created') {
+      // Created but never started (the agent died in between): it never ran, and re-running
+      // is the control plane's call, not ours.
+      await runtime.removeContainer(c.Id);
+      result.removed.push(c.Id);
+      result.lost.push(state.spec);
+      await dropFolder(runtime, assignmentId);
+      continue;
+    }
     const handle = await runtime.resume(state, opts.sinkFor(state.spec), { sinkAfter: opts.cursorFor?.(assignmentId) ?? null });
     result.jobs.push(handle);
   }
