@@ -1,0 +1,158 @@
+import { createHash, verify } from 'node:crypto';
+import t, { type Test } from 'tap';
+import type { AssignmentSpec, LogBatchLine } from '@gpufarm/shared';
+import { busyboxSpec, docker, localImages } from './helpers/docker.js';
+import { e2eAgent, sha256sum, until, untar, type E2eAgent } from './helpers/e2e.js';
+
+/**
+ * End to end: the real `gf-agent run` as a child process (simulated GPUs), the test peer as the
+ * control plane, the real Docker Engine and the local registry's images pinned by digest.
+ */
+
+const GPU = { index: 0, uuid: 'GPU-sim-l4-24gb-0' };
+
+/** A script printing `count` numbered lines on stdout and on stderr, `pause` µs apart. */
+const numbered = (count: number, pause = 0) =>
+  `i=0; while [ $i -lt ${count} ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); ${pause > 0 ? `usleep ${pause}; ` : ''}done`;
+const expected = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
+
+function spec(overrides: Partial<AssignmentSpec>): AssignmentSpec {
+  return busyboxSpec({ gpus: [GPU], ...overrides });
+}
+
+/** The assignment's final status, once the peer has it and every log line up to its lastLogSeq. */
+async function finished(agent: E2eAgent, assignmentId: string, timeoutMs = 90_000) {
+  const { peer } = agent;
+  const final = () => peer.statuses(assignmentId).find((m) => m.state === 'finished' || m.state === 'failed');
+  await peer.waitFor(() => {
+    const f = final();
+    return f !== undefined && (peer.lines.get(assignmentId)?.length ?? 0) === (f.lastLogSeq ?? -1) + 1;
+  }, `${assignmentId} finished with all its lines`, timeoutMs);
+  return final()!;
+}
+
+const of = (lines: LogBatchLine[], stream: string) => lines.filter((l) => l.stream === stream).map((l) => l.line);
+
+/** Every stored line has the seq of its position (no gap, none twice) and nothing came back different. */
+function checkNumbering(t: Test, agent: E2eAgent, assignmentId: string): LogBatchLine[] {
+  const lines = agent.peer.lines.get(assignmentId) ?? [];
+  t.same(lines.map((l) => l.seq), lines.map((_, i) => i), 'seqs 0..n-1, each once');
+  t.equal(agent.peer.gaps, 0, 'no batch skipped a seq');
+  t.same(agent.peer.conflicts, [], 'a line sent again carried the same stream and text');
+  t.same(agent.peer.invalid, [], 'every message passed its schema');
+  return lines;
+}
+
+t.test('behavior: a busybox job: every line once, in order with its stream; exit code; artifacts hash as sha256sum; the record verifies with the enrolled key', async (t) => {
+  const agent = await e2eAgent(t);
+  const { peer } = agent;
+  agent.start();
+  await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
+
+  const COUNT = 500;
+  const job = spec({ command: ['sh', '-c', `${numbered(COUNT)}; echo done > /output/result.txt; exit 3`] });
+  peer.assign(job);
+  const final = await finished(agent, job.assignmentId);
+
+  t.equal(final.state, 'finished', final.failure?.message ?? '');
+  t.same(peer.statuses(job.assignmentId).map((m) => m.state), ['pulling', 'running', 'exited', 'uploading', 'finished']);
+  t.equal(final.exitCode, 3, 'the exit code');
+  t.equal(final.oomKilled, false);
+  t.equal(final.timedOut, false);
+  t.equal(final.imageDigest, localImages().busybox.digest, 'ran the pinned digest');
+  t.match(peer.messages('assignment.accepted'), [{ assignmentId: job.assignmentId }]);
+
+  const lines = checkNumbering(t, agent, job.assignmentId);
+  t.same(of(lines, 'stdout'), expected('out', COUNT), 'every stdout line once, in order');
+  t.same(of(lines, 'stderr'), expected('err', COUNT), 'every stderr line once, in order');
+  t.ok(of(lines, 'system').some((l) => /^\/output is a \d+-byte filesystem/.test(l)), 'the system lines say how /output is limited');
+
+  // Artifacts: the peer's hash while storing, the agent's declared hash and sha256sum agree.
+  const uploads = peer.storedUploads(job.assignmentId);
+  t.same([...uploads.keys()].sort(), ['log', 'output-0']);
+  const output = uploads.get('output-0')!;
+  const log = uploads.get('log')!;
+  t.equal(output.machineId, agent.machineId, 'uploaded with the machine token');
+  t.equal(await sha256sum(output.body), final.outputs![0]!.sha256, 'output-0: the reported hash is sha256sum of the uploaded bytes');
+  t.equal(output.declaredSha256, output.sha256, 'output-0: the hash header matches what the peer hashed');
+  t.equal(final.outputs![0]!.sizeBytes, output.body.length);
+  t.equal(final.outputs![0]!.path, '/output');
+  const tar = await untar(output.body, 'result.txt');
+  t.same(tar.names, ['result.txt']);
+  t.equal(tar.text, 'done\n');
+
+  // The log artifact holds exactly the lines that streamed, in the same order.
+  const logLines = log.body.toString('utf8').trim().split('\n').map((l) => JSON.parse(l) as { stream: string; line: string });
+  t.same(logLines.map((l) => [l.stream, l.line]), lines.map((l) => [l.stream, l.line]), 'the log artifact is the streamed log');
+
+  // The signed record, checked with node:crypto and the public key sent at enrollment.
+  const publicKeyPem = peer.enrollments[0]!.publicKeyPem;
+  t.ok(verify(null, Buffer.from(final.record!.json, 'utf8'), publicKeyPem, Buffer.from(final.record!.signature, 'base64')), 'the record verifies with the enrolled public key');
+  const record = JSON.parse(final.record!.json) as Record<string, unknown> & { outputs: Array<{ sha256: string }>; log: { sha256: string; sizeBytes: number } };
+  t.match(record, { version: 1, assignmentId: job.assignmentId, jobId: job.jobId, imageDigest: localImages().busybox.digest, exitCode: 3, oomKilled: false, timedOut: false });
+  t.equal(record.argvSha256, createHash('sha256').update(JSON.stringify(job.command)).digest('hex'), 'argvSha256 is the hash of the argv as JSON');
+  t.equal(record.outputs[0]!.sha256, await sha256sum(output.body));
+  t.equal(record.log.sha256, await sha256sum(log.body), 'the log artifact hash is sha256sum of the uploaded log');
+  t.equal(record.log.sizeBytes, log.body.length);
+
+  await until(async () => (await agent.container(job.assignmentId)) === null, 'the container removed after the upload');
+});
+
+t.test('behavior: the link drops twice mid-job; the agent reconnects and every line arrives exactly once, in order', async (t) => {
+  const agent = await e2eAgent(t);
+  const { peer } = agent;
+  agent.start();
+  await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
+
+  const COUNT = 150;
+  const job = spec({ command: ['sh', '-c', numbered(COUNT, 20_000)] });
+  peer.assign(job);
+  const stored = () => peer.lines.get(job.assignmentId)?.length ?? 0;
+  await peer.waitFor(() => stored() >= 40, 'some lines');
+
+  // The container as created: no GPU device requests in simulated mode, no network.
+  const container = await agent.container(job.assignmentId);
+  const info = await docker.getContainer(container!.id).inspect();
+  t.same(info.HostConfig.DeviceRequests ?? [], [], 'simulated GPUs: no DeviceRequests');
+  t.equal(info.HostConfig.NetworkMode, 'none');
+
+  peer.dropAll();
+  await peer.waitFor(() => peer.messages('hello').length === 2, 'the second hello');
+  t.match(peer.messages('hello')[1]!.running, [{ assignmentId: job.assignmentId, jobId: job.jobId, state: 'running' }], 'hello lists the running assignment');
+  const before = stored();
+  await peer.waitFor(() => stored() > before + 20, 'more lines');
+  peer.dropAll();
+
+  const final = await finished(agent, job.assignmentId);
+  t.equal(final.state, 'finished');
+  t.equal(final.exitCode, 0);
+  t.ok(peer.connections >= 3, 'reconnected after each drop');
+  const lines = checkNumbering(t, agent, job.assignmentId);
+  t.same(of(lines, 'stdout'), expected('out', COUNT), 'every stdout line once, in order');
+  t.same(of(lines, 'stderr'), expected('err', COUNT), 'every stderr line once, in order');
+});
+
+t.test('behavior: the canary image: result.txt is uploaded and equals sha256^n(GF_JOB_ID) computed with node:crypto', async (t) => {
+  const agent = await e2eAgent(t);
+  const { peer } = agent;
+  agent.start();
+  await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
+
+  const N = 200_000;
+  const images = localImages();
+  const job = spec({ image: images.canary.repository, imageDigest: images.canary.digest, command: [String(N)], outputRules: [{ path: '/output/result.txt', maxBytes: 4096 }] });
+  peer.assign(job);
+  const final = await finished(agent, job.assignmentId);
+  t.equal(final.state, 'finished', final.failure?.message ?? '');
+  t.equal(final.exitCode, 0);
+  t.equal(final.imageDigest, images.canary.digest);
+
+  // d1 = SHA-256(job id bytes), dk = SHA-256(d(k-1)) over the raw digest; d_n in hex and a newline.
+  let digest = createHash('sha256').update(Buffer.from(job.jobId, 'utf8')).digest();
+  for (let i = 2; i <= N; i++) digest = createHash('sha256').update(digest).digest();
+  const upload = peer.storedUploads(job.assignmentId).get('output-0')!;
+  t.equal(await sha256sum(upload.body), final.outputs![0]!.sha256);
+  const tar = await untar(upload.body, 'result.txt');
+  t.same(tar.names, ['result.txt'], 'the rule on /output/result.txt packs that file alone');
+  t.equal(tar.text, `${digest.toString('hex')}\n`, 'the uploaded result equals the independent chain');
+});

@@ -1,0 +1,134 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { Test } from 'tap';
+import { readMachineFile } from '../../src/config/state.js';
+import { gfAgent } from './cli.js';
+import { cleanOwner, docker } from './docker.js';
+import { TestPeer } from './peer.js';
+import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/runtime/labels.js';
+
+const BIN = fileURLToPath(new URL('../../bin/gf-agent.js', import.meta.url));
+
+/** One `gf-agent run` child process. */
+export interface AgentProcess {
+  child: ChildProcess;
+  /** Everything it printed so far (stdout and stderr). */
+  output(): string;
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+}
+
+/** An enrolled agent of its own (state dir, machine id, owner label) against a test peer. */
+export interface E2eAgent {
+  peer: TestPeer;
+  machineId: string;
+  stateDir: string;
+  workDir: string;
+  env: Record<string, string>;
+  /** Starts `gf-agent run` (killed with SIGKILL in teardown if still running). */
+  start(): AgentProcess;
+  /** The agent's container of an assignment, if any. */
+  container(assignmentId: string): Promise<{ id: string; state: string } | null>;
+}
+
+/**
+ * A test peer, and an agent enrolled with it through the real `gf-agent enroll`, in simulated
+ * mode (one L4: containers get no GPUs), with a fast reconnect. Teardown kills the agent
+ * processes, removes every container labelled with its machine id, unmounts its /output mounts
+ * and deletes its folders, then closes the peer.
+ */
+export async function e2eAgent(t: Test, settings: Record<string, string> = {}): Promise<E2eAgent> {
+  const token = `gfe_${randomBytes(32).toString('base64url')}`;
+  const peer = await TestPeer.start({ enrollmentTokens: [token], heartbeatIntervalSeconds: 1 });
+  const root = mkdtempSync(join(tmpdir(), 'gf-e2e-'));
+  const stateDir = join(root, 'state');
+  const workDir = join(root, 'work');
+  const env = {
+    GF_AGENT_STATE_DIR: stateDir,
+    GF_AGENT_WORK_DIR: workDir,
+    GF_AGENT_SIMULATE_GPUS: '1x l4-24gb',
+    GF_AGENT_RECONNECT_INITIAL_MS: '50',
+    GF_AGENT_RECONNECT_MAX_MS: '500',
+    GF_AGENT_MIN_FREE_DISK_BYTES: '0',
+    ...settings,
+  };
+  const children: AgentProcess[] = [];
+  let machineId: string | null = null;
+  t.teardown(async () => {
+    for (const p of children) {
+      if (p.child.exitCode === null && p.child.signalCode === null) {
+        p.child.kill('SIGKILL');
+        await p.exited;
+      }
+    }
+    if (machineId) await cleanOwner(machineId, workDir);
+    rmSync(root, { recursive: true, force: true });
+    await peer.close();
+  });
+  const enrolled = await gfAgent(['enroll', '--server', peer.url, '--token', token], env);
+  if (enrolled.code !== 0) throw new Error(`gf-agent enroll failed: ${enrolled.stderr}`);
+  machineId = readMachineFile(stateDir)!.machineId;
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
+  return {
+    peer,
+    machineId,
+    stateDir,
+    workDir,
+    env,
+    start: () => {
+      const child = spawn(process.execPath, [BIN, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const p = { child, output: () => output, exited };
+      children.push(p);
+      return p;
+    },
+    container: async (assignmentId) => {
+      const [c] = await docker.listContainers({ all: true, filters: { label: [`${LABEL_OWNER}=${machineId}`, `${LABEL_ASSIGNMENT}=${assignmentId}`] } });
+      return c ? { id: c.Id, state: c.State } : null;
+    },
+  };
+}
+
+/** Polls `check` until it holds (state outside the peer: Docker, files). */
+export async function until(check: () => Promise<boolean> | boolean, label: string, timeoutMs = 60_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${label}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const run = promisify(execFile);
+
+/** `sha256sum` of bytes (a hash computed outside the agent's code and the peer's). */
+export async function sha256sum(bytes: Buffer): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-sum-'));
+  try {
+    writeFileSync(join(dir, 'blob'), bytes);
+    const { stdout } = await run('sha256sum', [join(dir, 'blob')]);
+    return stdout.slice(0, 64);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The names in a tar and the text of one member, read with the system's `tar`. */
+export async function untar(bytes: Buffer, member: string): Promise<{ names: string[]; text: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-untar-'));
+  try {
+    writeFileSync(join(dir, 'a.tar'), bytes);
+    const { stdout: listing } = await run('tar', ['-tf', join(dir, 'a.tar')]);
+    const { stdout: text } = await run('tar', ['-xOf', join(dir, 'a.tar'), member]);
+    return { names: listing.trim().split('\n'), text };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
