@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmod, mkdir, readdir, rm, stat, lstat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rm, stat, statfs, lstat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
@@ -49,6 +49,10 @@ export async function prepareOutputMount(workdir: string, rules: AssignmentOutpu
     reason = 'loop mounts disabled by configuration';
   } else if (process.getuid?.() !== 0) {
     reason = 'the agent does not run as root, so it cannot loop-mount a filesystem';
+  } else if (!(await hasRoom(workdir, loopImageBytes(limitBytes)))) {
+    // A sparse image larger than the free space would fail the job's writes with I/O errors
+    // once the host's disk is full; the watchdog at least stops it cleanly.
+    reason = `less than ${loopImageBytes(limitBytes)} bytes free for the output image`;
   } else {
     const image = join(workdir, 'output.img');
     try {
@@ -106,4 +110,13 @@ export async function treeBytes(dir: string): Promise<number> {
     else if (info.isFile()) total += info.blocks * 512 > info.size ? info.blocks * 512 : info.size;
   }
   return total;
+}
+
+async function hasRoom(dir: string, bytes: number): Promise<boolean> {
+  try {
+    const fs = await statfs(dir);
+    return fs.bavail * fs.bsize >= bytes;
+  } catch {
+    return true;
+  }
 }
