@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -306,3 +308,34 @@ function decodeHash(funding: Funding): Hex {
   const data = funding.calls.at(-1)!.data;
   return `0x${data.slice(-64)}`;
 }
+
+t.test('behavior: creating an ETH job makes no chain request; a stablecoin job reads the allowance once', async (t) => {
+  const c = await chainP;
+  // A counting proxy in front of anvil sees every JSON-RPC call the control plane makes.
+  const methods: string[] = [];
+  const proxy = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      const calls = ([] as { method: string }[]).concat(JSON.parse(body) as { method: string });
+      methods.push(...calls.map((call) => call.method));
+      fetch(c.anvil.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+        .then(async (answer) => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(await answer.text()))
+        .catch(() => res.writeHead(502).end());
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+  const proxied = { ...c, anvil: { ...c.anvil, rpcUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` } };
+  const { app, db, offerIndex } = await buildEscrowTestApp(t, proxied);
+  await smallFleet(db);
+  await offerIndex.refresh();
+  const { key } = await createTestKey(db, { walletAddress: CUSTOMER.address.toLowerCase() });
+  const create = (paymentToken: string) =>
+    app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/x:1', gpu: { count: 1 }, paymentToken } });
+  methods.length = 0;
+  t.equal((await create('eth')).statusCode, 201);
+  t.same(methods, [], 'no RPC round trip for an ETH job');
+  t.equal((await create('stable')).statusCode, 201);
+  t.same(methods, ['eth_call'], 'one allowance read for a stablecoin job');
+});
