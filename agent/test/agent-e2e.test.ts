@@ -1,47 +1,12 @@
 import { createHash, verify } from 'node:crypto';
-import t, { type Test } from 'tap';
-import type { AssignmentSpec, LogBatchLine } from '@gpufarm/shared';
-import { busyboxSpec, docker, localImages } from './helpers/docker.js';
-import { e2eAgent, sha256sum, until, untar, type E2eAgent } from './helpers/e2e.js';
+import t from 'tap';
+import { docker, localImages } from './helpers/docker.js';
+import { checkNumbering, e2eAgent, expected, finished, numbered, of, sha256sum, spec, until, untar } from './helpers/e2e.js';
 
 /**
  * End to end: the real `gf-agent run` as a child process (simulated GPUs), the test peer as the
  * control plane, the real Docker Engine and the local registry's images pinned by digest.
  */
-
-const GPU = { index: 0, uuid: 'GPU-sim-l4-24gb-0' };
-
-/** A script printing `count` numbered lines on stdout and on stderr, `pause` µs apart. */
-const numbered = (count: number, pause = 0) =>
-  `i=0; while [ $i -lt ${count} ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); ${pause > 0 ? `usleep ${pause}; ` : ''}done`;
-const expected = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
-
-function spec(overrides: Partial<AssignmentSpec>): AssignmentSpec {
-  return busyboxSpec({ gpus: [GPU], ...overrides });
-}
-
-/** The assignment's final status, once the peer has it and every log line up to its lastLogSeq. */
-async function finished(agent: E2eAgent, assignmentId: string, timeoutMs = 90_000) {
-  const { peer } = agent;
-  const final = () => peer.statuses(assignmentId).find((m) => m.state === 'finished' || m.state === 'failed');
-  await peer.waitFor(() => {
-    const f = final();
-    return f !== undefined && (peer.lines.get(assignmentId)?.length ?? 0) === (f.lastLogSeq ?? -1) + 1;
-  }, `${assignmentId} finished with all its lines`, timeoutMs);
-  return final()!;
-}
-
-const of = (lines: LogBatchLine[], stream: string) => lines.filter((l) => l.stream === stream).map((l) => l.line);
-
-/** Every stored line has the seq of its position (no gap, none twice) and nothing came back different. */
-function checkNumbering(t: Test, agent: E2eAgent, assignmentId: string): LogBatchLine[] {
-  const lines = agent.peer.lines.get(assignmentId) ?? [];
-  t.same(lines.map((l) => l.seq), lines.map((_, i) => i), 'seqs 0..n-1, each once');
-  t.equal(agent.peer.gaps, 0, 'no batch skipped a seq');
-  t.same(agent.peer.conflicts, [], 'a line sent again carried the same stream and text');
-  t.same(agent.peer.invalid, [], 'every message passed its schema');
-  return lines;
-}
 
 t.test('behavior: a busybox job: every line once, in order with its stream; exit code; artifacts hash as sha256sum; the record verifies with the enrolled key', async (t) => {
   const agent = await e2eAgent(t);

@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Test } from 'tap';
+import type { AssignmentSpec, LogBatchLine } from '@gpufarm/shared';
 import { readMachineFile } from '../../src/config/state.js';
 import { gfAgent } from './cli.js';
-import { cleanOwner, docker } from './docker.js';
+import { busyboxSpec, cleanOwner, docker } from './docker.js';
 import { TestPeer } from './peer.js';
 import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/runtime/labels.js';
 
@@ -132,3 +133,42 @@ export async function untar(bytes: Buffer, member: string): Promise<{ names: str
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/** The simulated GPU of an `e2eAgent` machine. */
+export const GPU = { index: 0, uuid: 'GPU-sim-l4-24gb-0' };
+
+/** A script printing `count` numbered lines on stdout and on stderr, `pause` µs apart. */
+export const numbered = (count: number, pause = 0) =>
+  `i=0; while [ $i -lt ${count} ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); ${pause > 0 ? `usleep ${pause}; ` : ''}done`;
+/** `prefix-0` … `prefix-(count-1)`. */
+export const expected = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
+
+/** A busybox assignment pinned by digest, on the simulated GPU. */
+export function spec(overrides: Partial<AssignmentSpec>): AssignmentSpec {
+  return busyboxSpec({ gpus: [GPU], ...overrides });
+}
+
+/** The assignment's final status (`finished` or `failed`), once the peer has it and every log line up to its lastLogSeq. */
+export async function finished(agent: E2eAgent, assignmentId: string, timeoutMs = 90_000) {
+  const { peer } = agent;
+  const final = () => peer.statuses(assignmentId).find((m) => m.state === 'finished' || m.state === 'failed');
+  await peer.waitFor(() => {
+    const f = final();
+    return f !== undefined && (peer.lines.get(assignmentId)?.length ?? 0) === (f.lastLogSeq ?? -1) + 1;
+  }, `${assignmentId} finished with all its lines`, timeoutMs);
+  return final()!;
+}
+
+/** The texts of one stream's lines. */
+export const of = (lines: LogBatchLine[], stream: string) => lines.filter((l) => l.stream === stream).map((l) => l.line);
+
+/** Every stored line has the seq of its position (no gap, none twice) and nothing came back different. */
+export function checkNumbering(t: Test, agent: E2eAgent, assignmentId: string): LogBatchLine[] {
+  const lines = agent.peer.lines.get(assignmentId) ?? [];
+  t.same(lines.map((l) => l.seq), lines.map((_, i) => i), 'seqs 0..n-1, each once');
+  t.equal(agent.peer.gaps, 0, 'no batch skipped a seq');
+  t.same(agent.peer.conflicts, [], 'a line sent again carried the same stream and text');
+  t.same(agent.peer.invalid, [], 'every message passed its schema');
+  return lines;
+}
+
