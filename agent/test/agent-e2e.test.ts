@@ -121,3 +121,25 @@ t.test('behavior: the canary image: result.txt is uploaded and equals sha256^n(G
   t.same(tar.names, ['result.txt'], 'the rule on /output/result.txt packs that file alone');
   t.equal(tar.text, `${digest.toString('hex')}\n`, 'the uploaded result equals the independent chain');
 });
+
+t.test('behavior: a cancel mid-job stops it and still uploads its outputs; the same assignment again is refused as a duplicate', async (t) => {
+  const agent = await e2eAgent(t);
+  const { peer } = agent;
+  agent.start();
+  await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
+
+  const job = spec({ command: ['sh', '-c', 'echo so-far > /output/so-far.txt; echo started; exec sleep 600'], maxRuntimeSeconds: 3600 });
+  peer.assign(job);
+  await peer.waitFor(() => of(peer.lines.get(job.assignmentId) ?? [], 'stdout').includes('started'), 'the job started');
+  peer.assign(job);
+  await peer.waitFor(() => peer.messages('assignment.rejected').length === 1, 'the second assign answered');
+  t.match(peer.messages('assignment.rejected')[0], { assignmentId: job.assignmentId, reason: 'duplicate' });
+
+  peer.send({ type: 'cancel', assignmentId: job.assignmentId, reason: 'customer canceled' });
+  const final = await finished(agent, job.assignmentId);
+  t.equal(final.state, 'finished', final.failure?.message ?? '');
+  t.not(final.exitCode, 0, 'stopped');
+  const upload = peer.storedUploads(job.assignmentId).get('output-0')!;
+  t.equal((await untar(upload.body, 'so-far.txt')).text, 'so-far\n', 'the outputs so far are uploaded');
+  checkNumbering(t, agent, job.assignmentId);
+});
