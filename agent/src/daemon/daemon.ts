@@ -95,6 +95,9 @@ export class AgentDaemon {
       },
       onRefused: (reason) => {
         deps.log(`link refused: ${reason}`);
+        // The control plane will not take this machine back: as for a partition, running jobs
+        // go on for the grace period, then stop with their outputs kept.
+        deps.runner.setPartitioned(true);
         this.setStatus({ lastDownReason: reason });
       },
       onInvalid: (problem) => deps.log(`ignored an invalid message from the control plane: ${problem}`),
