@@ -263,6 +263,8 @@ export const ASSIGNMENT_FAILURES = ['pull_failed', 'digest_mismatch', 'input_fai
 export const assignmentOutputSchema = z.strictObject({
   /** The output rule's path under /output. */
   path: z.string().min(1),
+  /** The artifact's name in the upload URL: `output-<index of the rule>` (added in protocol 1; older agents omit it). */
+  name: z.string().regex(/^output-\d+$/).optional(),
   sha256: sha256HexSchema,
   sizeBytes: nonNegativeIntSchema,
 });
@@ -285,6 +287,8 @@ export const assignmentStatusMessageSchema = z.strictObject({
   timedOut: z.boolean().nullable(),
   failure: z.strictObject({ code: z.enum(ASSIGNMENT_FAILURES), message: z.string().max(2000) }).nullable(),
   outputs: z.array(assignmentOutputSchema).max(16).nullable(),
+  /** The log artifact (uploaded as `log`), with `finished` (added in protocol 1; older agents omit it). */
+  log: z.strictObject({ sha256: sha256HexSchema, sizeBytes: nonNegativeIntSchema }).nullable().optional(),
   /** The execution record (JSON text) and its ed25519 signature (base64) by the machine key. */
   record: z.strictObject({ json: z.string().max(65536), signature: z.string().max(256) }).nullable(),
   /** The last seq given to a log line of this assignment (null before the first line). */
