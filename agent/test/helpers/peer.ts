@@ -78,6 +78,8 @@ export class TestPeer {
   readonly uploads: PeerUpload[] = [];
   /** Uploads answered 503 while offline. */
   refusedWhileOffline = 0;
+  /** Called as each upload request arrives, before it is answered (tests cut the link here). */
+  onUpload: ((assignmentId: string, name: string) => void) | null = null;
   private offlineValue = false;
   private readonly tokens: Set<string>;
   private waiters: Array<{ check: () => boolean; resolve: () => void }> = [];
@@ -212,9 +214,11 @@ export class TestPeer {
 
   /** Stores an upload: machine token required, body hashed as it is read, compared with the agent's hash. */
   private async upload(req: IncomingMessage, assignmentId: string, name: string, reply: (status: number, body: unknown) => void): Promise<void> {
+    this.onUpload?.(assignmentId, name);
     if (this.offlineValue) {
       req.resume();
       this.refusedWhileOffline++;
+      this.notify();
       return reply(503, { error: { code: 'unavailable', message: 'offline', requestId: 'req_peer', details: [] } });
     }
     const auth = req.headers.authorization ?? '';
