@@ -6,6 +6,7 @@ import { encodeAbiParameters, keccak256, stringToBytes, type Address } from 'vie
 import { TRANSITIONS, transitionFor, ForbiddenTransitionError } from '../src/jobs/transitions.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
+import { createPgliteTestDatabase } from './helpers/database.js';
 
 /** 4090s: ×4 at $0.40 (60 s billing), ×2 at $0.30 (too small for 4), ×8 at $0.50 (120 s billing). */
 async function smallFleet(db: Database): Promise<void> {
@@ -17,8 +18,8 @@ async function smallFleet(db: Database): Promise<void> {
   await createMachine(db, { ...base, classId: 'h100-80gb-sxm', regionKey: 'europe-west', gpuCount: 8, pricePerGpuHourMicroUsd: 2_500_000 });
 }
 
-async function setup(t: Test): Promise<TestApp & { key: string; walletAddress: string }> {
-  const app = await buildTestApp(t);
+async function setup(t: Test, options: { db?: Database } = {}): Promise<TestApp & { key: string; walletAddress: string }> {
+  const app = await buildTestApp(t, options);
   await smallFleet(app.db);
   await app.offerIndex.refresh();
   const created = await createTestKey(app.db);
@@ -165,6 +166,30 @@ t.test('behavior: Idempotency-Key replays the first response, refuses another bo
   t.equal(n, 2, 'order-42 and race-1: two jobs in all');
   assertError(t, await app.inject({ method: 'POST', url: '/v1/jobs', headers: { ...bearer(key), 'idempotency-key': 'has space' }, payload: body() }), 'invalid_request', 400);
 });
+
+t.test('behavior: creations that arrive together are stored together, each as its own job', async (t) => {
+  // On PGlite too: the embedded default of npm start takes the same batched insert.
+  const { db: pglite } = await createPgliteTestDatabase(t);
+  for (const backendDb of [undefined, pglite]) await createdTogether(t, await setup(t, { db: backendDb }));
+});
+
+async function createdTogether(t: Test, { app, db }: TestApp): Promise<void> {
+  const keys = await Promise.all(Array.from({ length: 4 }, () => createTestKey(db)));
+  // Each call has its own price cap, so an answer shows whose job it is.
+  const sent = Array.from({ length: 20 }, (_, i) => ({ key: keys[i % keys.length]!, cap: 1_000_000 + i }));
+  const answers = await Promise.all(
+    sent.map(({ key, cap }) => app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key.key), payload: body({ maxPricePerGpuHourMicroUsd: cap }) })),
+  );
+  t.same(answers.map((a) => a.statusCode), sent.map(() => 201));
+  for (const [i, answer] of answers.entries()) {
+    const created = jobCreatedSchema.parse(answer.json());
+    t.equal(created.job.pricing.maxPricePerGpuHourMicroUsd, sent[i]!.cap, 'each caller gets its own job back');
+    const read = await app.inject({ url: `/v1/jobs/${created.job.id}`, headers: bearer(sent[i]!.key.key) });
+    t.same(read.json(), created.job, 'and it reads back as created, on the account of the key that made it');
+  }
+  const rows = await db.query<{ seq: number }>('SELECT seq FROM jobs');
+  t.equal(new Set(rows.map((r) => r.seq)).size, 20, `twenty rows on ${db.kind}, each with its own place in the order`);
+}
 
 t.test('behavior: list and read only the account’s own jobs', async (t) => {
   const { app, db, key } = await setup(t);

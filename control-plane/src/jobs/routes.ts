@@ -20,6 +20,7 @@ import { z } from 'zod';
 import type { OfferIndex } from '../capacity/offer-index.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
+import { createBatcher } from '../db/batcher.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { randomId } from '../ids.js';
@@ -31,7 +32,7 @@ import { ensureEscrowTerms, fundingFor, requireChain, termsHash, type EscrowDeps
 import { authorizePendingRefund } from './settlement.js';
 import { priceJob } from './pricing.js';
 import { toJob } from './serialize.js';
-import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJob, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
+import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJobs, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
 import { ForbiddenTransitionError, isTerminalStatus, transitionFor } from './transitions.js';
 
 export interface JobRoutesOptions {
@@ -102,6 +103,8 @@ function applyDefaults(spec: JobCreateRequest, paymentToken: 'eth' | 'stable'): 
  * idempotent with `Idempotency-Key`), `GET /v1/jobs`, `GET /v1/jobs/:id`, and cancel.
  */
 export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db, offerIndex, config, escrow }) => {
+  // Creations without an Idempotency-Key that arrive together are inserted together.
+  const insertJob = createBatcher((jobs: readonly NewJob[]) => insertJobs(db, jobs), { maxInFlight: 2, maxBatch: 64 });
   const replayOrConflict = (record: IdempotencyRecord, requestHash: string): JobCreated => {
     if (record.request_hash !== requestHash) {
       throw new ApiError('conflict', 'This Idempotency-Key was used with a different request body; use a new key for a new job.', {
@@ -221,9 +224,10 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     });
     // Without a key, one autocommitted INSERT; with one, the key is claimed in the same transaction.
     const create = async (): Promise<JobCreated> => {
-      if (!idempotencyKey) return createdFor(await insertJob(db, newJob));
+      if (!idempotencyKey) return createdFor(await insertJob(newJob));
       return db.transaction(async (tx) => {
-        const created = createdFor(await insertJob(tx, newJob));
+        const [row] = await insertJobs(tx, [newJob]);
+        const created = createdFor(row!);
         const taken = await claimIdempotencyKey(tx, { accountId: principal.accountId, key: idempotencyKey, requestHash, jobId, response: JSON.stringify(created) });
         if (taken) throw new KeyTaken(taken);
         return created;

@@ -71,26 +71,37 @@ const ESCROW_DEFAULTS = {
 
 export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string };
 
-export async function insertJob(db: Queryable, job: NewJob): Promise<JobRow> {
-  // Only what the database decides comes back; the rest is what was sent.
-  const [row] = await db.query<Pick<JobRow, 'seq' | 'created_at' | 'updated_at'>>(
+/**
+ * Inserts new jobs (status CREATED) in one statement and returns their rows in the order given.
+ * One statement for many jobs is the creation path's group commit (see `db/batcher.ts`): the
+ * batch travels as one JSON parameter, so the statement text is the same for any batch size.
+ */
+export async function insertJobs(db: Queryable, jobs: readonly NewJob[]): Promise<JobRow[]> {
+  const rows = await db.query<Pick<JobRow, 'id' | 'seq' | 'created_at' | 'updated_at'>>(
     `INSERT INTO jobs (id, account_id, api_key_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
        max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
        max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, wei_per_usd, escrow_job_key,
        escrow_address, job_hash)
-     VALUES ($1, $2, $3, 'CREATED', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
-     RETURNING seq, created_at, updated_at`,
-    [
-      job.id, job.account_id, job.api_key_id, JSON.stringify(job.spec), job.spec_hash, job.title, job.gpu_count, job.workload_type,
-      job.max_runtime_seconds, job.max_price_per_gpu_hour_micro_usd, job.min_billing_seconds, job.platform_fee_bps,
-      job.estimate_low_micro_usd, job.estimate_high_micro_usd, job.max_cost_micro_usd, job.matched_classes, job.payment_kind,
-      job.payment_token, job.payment_symbol, job.payment_decimals, job.max_payment, job.wei_per_usd, job.escrow_job_key,
-      job.escrow_address, job.job_hash,
-    ],
+     SELECT id, account_id, api_key_id, 'CREATED', spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
+       max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
+       max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, wei_per_usd, escrow_job_key,
+       escrow_address, job_hash
+       FROM jsonb_to_recordset($1::jsonb) AS j(id text, account_id text, api_key_id text, spec jsonb, spec_hash text, title text, gpu_count integer,
+         workload_type text, max_runtime_seconds integer, max_price_per_gpu_hour_micro_usd bigint, min_billing_seconds integer, platform_fee_bps integer,
+         estimate_low_micro_usd bigint, estimate_high_micro_usd bigint, max_cost_micro_usd bigint, matched_classes text[], payment_kind text,
+         payment_token text, payment_symbol text, payment_decimals integer, max_payment numeric, wei_per_usd numeric, escrow_job_key text,
+         escrow_address text, job_hash text)
+     RETURNING id, seq, created_at, updated_at`,
+    [JSON.stringify(jobs)],
   );
-  if (!row) throw new Error('INSERT … RETURNING gave no row');
-  const { api_key_id: _apiKeyId, ...stored } = job;
-  return { ...stored, ...ESCROW_DEFAULTS, ...row, status: 'CREATED', cancel_reason: null };
+  // Only what the database decides comes back; the rest is what was sent.
+  const decided = new Map(rows.map((row) => [row.id, row]));
+  return jobs.map((job) => {
+    const row = decided.get(job.id);
+    if (!row) throw new Error(`INSERT … RETURNING gave no row for ${job.id}`);
+    const { api_key_id: _apiKeyId, ...stored } = job;
+    return { ...stored, ...ESCROW_DEFAULTS, seq: row.seq, created_at: row.created_at, updated_at: row.updated_at, status: 'CREATED', cancel_reason: null };
+  });
 }
 
 /** The account's job, or null (another account's job is as absent as a missing one). */
