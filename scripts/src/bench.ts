@@ -1,9 +1,13 @@
-import { cpus } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
+import { loadConfig } from '@gpufarm/control-plane/config.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { capacitySection } from './bench/capacity.js';
+import { localChainEnv, startLocalChain } from './chain/local-chain.js';
 import { createBenchDatabase } from './bench/database.js';
 import { jobsSection, type JobsSectionContext } from './bench/jobs.js';
 import { formatTable, verdict, type BenchRow } from './bench/report.js';
@@ -62,7 +66,14 @@ async function main(): Promise<number> {
     await db.close();
   }
 
-  const server = await startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1' });
+  // The local chain of npm start, so job creation fixes escrow terms and funding calls as it does there.
+  const chainDir = mkdtempSync(join(tmpdir(), 'gf-bench-chain-'));
+  cleanups.push(async () => rmSync(chainDir, { recursive: true, force: true }));
+  const chain = await startLocalChain({ dataDir: chainDir, chainId: loadConfig({}).chainId, challengeWindowSeconds: 3600 });
+  cleanups.push(() => chain.anvil.stop());
+  log(`local chain at ${chain.anvil.rpcUrl}, escrow ${chain.deployment.escrow}`);
+
+  const server = await startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1', env: localChainEnv(chain) });
   cleanups.push(() => server.stop());
   log(`control plane pid ${server.pid} at ${server.url}`);
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ConfigError, loadConfig } from '@gpufarm/control-plane/config.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { closeOnSignals, startControlPlane } from '@gpufarm/control-plane/server.js';
-import { chainFile, LOCAL_CUSTOMER, LOCAL_OPERATOR, startLocalChain, type LocalChain } from './chain/local-chain.js';
+import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
 
 /** Machines seeded into an empty database so a newcomer sees capacity at once. */
 const STARTER_FLEET_MACHINES = 60;
@@ -22,14 +22,7 @@ async function main(): Promise<void> {
   if (!process.env.GF_RPC_URL) {
     const preliminary = loadConfig();
     local = await startLocalChain({ dataDir: preliminary.dataDir, chainId: preliminary.chainId, challengeWindowSeconds: LOCAL_CHALLENGE_WINDOW_SECONDS });
-    const { deployment } = local;
-    process.env.GF_RPC_URL = local.anvil.rpcUrl;
-    process.env.GF_ESCROW_ADDRESS = deployment.escrow;
-    process.env.GF_OPERATOR_PRIVATE_KEY = LOCAL_OPERATOR.privateKey;
-    process.env.GF_ESCROW_START_BLOCK = String(deployment.deployBlock);
-    process.env.GF_STABLE_TOKEN_ADDRESS = deployment.stablecoin!.address;
-    process.env.GF_STABLE_TOKEN_SYMBOL = deployment.stablecoin!.symbol;
-    process.env.GF_STABLE_TOKEN_DECIMALS = String(deployment.stablecoin!.decimals);
+    Object.assign(process.env, localChainEnv(local));
     process.env.GF_CHAIN_HEALTH_MS ||= '2000';
     process.env.GF_ESCROW_SWEEP_MS ||= '2000';
   }

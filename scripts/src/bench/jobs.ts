@@ -27,8 +27,8 @@ const PLANNED_RATE = 5000;
 
 /**
  * A realistic creation: one 24 GiB GPU for inference, a price cap, an egress allowlist, env
- * and an output rule, so validation, the policy, pricing against the seeded fleet and the
- * insert all run in full.
+ * and an output rule, paid in ETH, so validation, the policy, pricing against the seeded fleet,
+ * the escrow terms and funding calls, and the insert all run in full.
  */
 const JOB_BODY = JSON.stringify({
   image: 'ghcr.io/acme/llm-server:2.1',
@@ -121,6 +121,9 @@ export async function jobsSection(ctx: JobsSectionContext): Promise<BenchRow[]> 
     body: JOB_BODY,
   });
   if (probe.status !== 201) throw new Error(`POST /v1/jobs answered ${probe.status} to the bench body: ${(await probe.text()).slice(0, 500)}`);
+  // Creation is measured as customers get it: escrow terms fixed and funding calls built.
+  const created = (await probe.json()) as { funding: unknown; fundingUnavailable?: { message: string } };
+  if (created.funding === null) throw new Error(`job creation answered without funding: ${created.fundingUnavailable?.message ?? 'no reason given'}`);
 
   const label = `POST /v1/jobs (>= ${MIN_CREATIONS_PER_SECOND}/s)`;
   ctx.log(`  ${label} ...`);

@@ -20,6 +20,19 @@ export interface LocalChain {
   deployed: boolean;
 }
 
+/** The control plane's settings (environment variables) for a local chain. */
+export function localChainEnv({ anvil, deployment }: LocalChain): Record<string, string> {
+  return {
+    GF_RPC_URL: anvil.rpcUrl,
+    GF_ESCROW_ADDRESS: deployment.escrow,
+    GF_OPERATOR_PRIVATE_KEY: LOCAL_OPERATOR.privateKey,
+    GF_ESCROW_START_BLOCK: String(deployment.deployBlock),
+    GF_STABLE_TOKEN_ADDRESS: deployment.stablecoin!.address,
+    GF_STABLE_TOKEN_SYMBOL: deployment.stablecoin!.symbol,
+    GF_STABLE_TOKEN_DECIMALS: String(deployment.stablecoin!.decimals),
+  };
+}
+
 /**
  * The local chain of `npm start`: anvil with `--chain-id`, its state kept in
  * `<dataDir>/anvil-state.json` across restarts, on port 8545 (any free port when taken). The
