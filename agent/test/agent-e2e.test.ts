@@ -69,8 +69,8 @@ t.test('behavior: the link drops twice mid-job; the agent reconnects and every l
   agent.start();
   await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
 
-  const COUNT = 150;
-  const job = spec({ command: ['sh', '-c', numbered(COUNT, 20_000)] });
+  const COUNT = 200;
+  const job = spec({ command: ['sh', '-c', numbered(COUNT, 30_000)] });
   peer.assign(job);
   const stored = () => peer.lines.get(job.assignmentId)?.length ?? 0;
   await peer.waitFor(() => stored() >= 40, 'some lines');
@@ -85,7 +85,8 @@ t.test('behavior: the link drops twice mid-job; the agent reconnects and every l
   await peer.waitFor(() => peer.messages('hello').length === 2, 'the second hello');
   t.match(peer.messages('hello')[1]!.running, [{ assignmentId: job.assignmentId, jobId: job.jobId, state: 'running' }], 'hello lists the running assignment');
   const before = stored();
-  await peer.waitFor(() => stored() > before + 20, 'more lines');
+  // A slow machine may have printed everything by now: then the second drop hits the upload phase.
+  await peer.waitFor(() => stored() > before + 20 || peer.statuses(job.assignmentId).some((m) => m.state === 'exited'), 'more lines');
   peer.dropAll();
 
   const final = await finished(agent, job.assignmentId);
