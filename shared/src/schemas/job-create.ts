@@ -4,6 +4,7 @@ import type { ErrorDetail } from '../errors.js';
 import { findGpuClass, gpuClassIds } from '../catalog/gpu-classes.js';
 import { findRegion, regionKeys } from '../catalog/regions.js';
 import { formatMicroUsd, parseUsdToMicroUsd } from '../money.js';
+import { isDnsName } from '../net/public-name.js';
 import { fieldError, formatFieldPath, isCleanText, issuesToDetails, utf8ByteLength } from './common.js';
 
 /**
@@ -168,19 +169,8 @@ export function isReservedEnvName(name: string): boolean {
 // ---------------------------------------------------------------------------------------------
 // DNS names and output paths
 // ---------------------------------------------------------------------------------------------
-const DNS_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
-
-/**
- * A fully qualified DNS host name as written in an allowlist: at least two labels, letters,
- * digits and inner hyphens (IDNs in their `xn--` form), no trailing dot, no wildcard, and a
- * top-level label that is not all digits (so IPv4 literals are refused). Whether the name is
- * public (not LAN, not metadata) is the policy module's check.
- */
-export function isDnsName(name: string): boolean {
-  if (!DNS_NAME.test(name)) return false;
-  const tld = name.slice(name.lastIndexOf('.') + 1);
-  return !/^[0-9]+$/.test(tld);
-}
+/** Defined with the public-name rules (`net/public-name.ts`); re-exported where it always was. */
+export { isDnsName };
 
 const OUTPUT_SEGMENT = /^[A-Za-z0-9._-]+$/;
 
