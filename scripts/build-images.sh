@@ -3,6 +3,9 @@
 # to the local registry so pulls by digest are real (ARCHITECTURE.md section 3):
 #   gpufarm/canary   images/canary: the static sha256-chain binary FROM scratch
 #   gpufarm/busybox  images/busybox: Debian's static busybox with its applet links FROM scratch
+#   gpufarm/egress-proxy  images/egress-proxy: agent/src/egress bundled by esbuild (shipped with
+#                    tsx) into one file, run by this host's node binary and the libraries ldd
+#                    lists, FROM scratch
 # Writes .gpufarm/images.json: for each image its repository, tag, manifest digest (read from the
 # registry's Docker-Content-Digest header) and the pinned reference `repo@sha256:…`, plus a
 # fingerprint of the inputs. Idempotent: when the fingerprint matches and the registry still
@@ -27,7 +30,23 @@ command -v gcc >/dev/null || fail "gcc is missing: apt-get install -y gcc libc6-
 file_is_static() { ! ldd "$1" >/dev/null 2>&1; }
 file_is_static "$BUSYBOX_BIN" || fail "$BUSYBOX_BIN is dynamically linked: apt-get install -y busybox-static"
 
-fingerprint=$( { cat "$ROOT/scripts/build-images.sh" "$ROOT"/images/canary/* "$ROOT"/images/busybox/* "$BUSYBOX_BIN"; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
+NODE_BIN=$(readlink -f "${NODE_BIN:-$(command -v node)}")
+ESBUILD="$ROOT/node_modules/.bin/esbuild"
+[ -x "$ESBUILD" ] || fail "$ESBUILD is missing: run npm install (tsx ships esbuild)"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The proxy bundle is built first: its bytes (with node's and its libraries') are the input
+# that decides whether the image is stale.
+mkdir -p "$work/egress-proxy"
+"$ESBUILD" "$ROOT/agent/src/egress/main.ts" --bundle --platform=node --format=esm --target=node20 \
+  --legal-comments=none --log-level=warning --outfile="$work/egress-proxy.mjs" || fail "bundling the egress proxy failed"
+node_libs=$(ldd "$NODE_BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
+
+fingerprint=$( { cat "$ROOT/scripts/build-images.sh" "$ROOT"/images/canary/* "$ROOT"/images/busybox/* "$ROOT"/images/egress-proxy/* "$BUSYBOX_BIN" \
+  "$work/egress-proxy.mjs" "$NODE_BIN"; for lib in $node_libs; do cat "$(readlink -f "$lib")"; done; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
+IMAGES=(canary busybox egress-proxy)
 
 # The manifest digest the registry serves for repo:tag (or repo@digest), empty when absent.
 registry_digest() {
@@ -39,7 +58,8 @@ up_to_date() {
   [ -f "$OUT" ] || return 1
   grep -q "\"fingerprint\": \"$fingerprint\"" "$OUT" || return 1
   local repo digest
-  for repo in gpufarm/canary gpufarm/busybox; do
+  for name in "${IMAGES[@]}"; do
+    repo="gpufarm/$name"
     digest=$(grep "\"repository\": \"$REGISTRY/$repo\"" "$OUT" | sed -n 's/.*"digest": "\(sha256:[0-9a-f]*\)".*/\1/p')
     [ -n "$digest" ] && [ "$(registry_digest "$repo" "$digest")" = "$digest" ] || return 1
   done
@@ -50,9 +70,6 @@ if up_to_date; then
   say "images up to date ($OUT)"
   exit 0
 fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 say "compiling sha256-chain (static, -lcrypto)"
 mkdir -p "$work/canary"
@@ -76,8 +93,25 @@ mkdir -p "$work/busybox"
 cp "$ROOT"/images/busybox/Dockerfile "$work/busybox/"
 tar -C "$rootfs" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$work/busybox/rootfs.tar" .
 
+say "making the egress proxy rootfs ($NODE_BIN and its libraries)"
+rootfs="$work/egress-rootfs"
+mkdir -p "$rootfs"/{egress,etc,tmp,usr/bin}
+chmod 1777 "$rootfs/tmp"
+cp "$NODE_BIN" "$rootfs/usr/bin/node"
+for lib in $node_libs; do
+  mkdir -p "$rootfs$(dirname "$lib")"
+  cp -L "$lib" "$rootfs$lib"
+done
+cp "$work/egress-proxy.mjs" "$rootfs/egress/proxy.mjs"
+printf 'nobody:x:65534:65534:nobody:/:/bin/false\n' >"$rootfs/etc/passwd"
+printf 'nogroup:x:65534:\n' >"$rootfs/etc/group"
+# /etc/hosts and /etc/resolv.conf come from Docker; glibc 2.34+ has files and dns built in.
+printf 'hosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
+cp "$ROOT"/images/egress-proxy/Dockerfile "$work/egress-proxy/"
+tar -C "$rootfs" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$work/egress-proxy/rootfs.tar" .
+
 entries=()
-for name in canary busybox; do
+for name in "${IMAGES[@]}"; do
   repo="gpufarm/$name"
   ref="$REGISTRY/$repo:latest"
   say "building and pushing $ref"
@@ -97,8 +131,10 @@ done
 mkdir -p "$(dirname "$OUT")"
 {
   printf '{\n  "registry": "%s",\n  "fingerprint": "%s",\n  "images": {\n' "$REGISTRY" "$fingerprint"
-  printf '%s,\n' "${entries[0]}"
-  printf '%s\n' "${entries[1]}"
+  last=$((${#entries[@]} - 1))
+  for i in "${!entries[@]}"; do
+    if [ "$i" -lt "$last" ]; then printf '%s,\n' "${entries[$i]}"; else printf '%s\n' "${entries[$i]}"; fi
+  done
   printf '  }\n}\n'
 } >"$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
