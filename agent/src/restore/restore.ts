@@ -1,6 +1,7 @@
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AssignmentSpec } from '@gpufarm/shared';
+import { reconcileEgress } from '../egress/network.js';
 import type { DockerRuntime, JobHandle } from '../runtime/docker-runtime.js';
 import type { JobExit } from '../runtime/job-state.js';
 import { LABEL_ASSIGNMENT } from '../runtime/labels.js';
@@ -39,6 +40,8 @@ export interface RestoreResult {
  * the last one delivered, without duplicates; the runtime limit counts from the container's
  * start), reports the ones that exited meanwhile with their exit codes, and removes labelled
  * containers nobody owns together with their mounts and folders. It never re-runs a job.
+ * An allowlist job's proxy and network stay for the jobs resumed (removed when they end) and
+ * are removed for every other assignment.
  */
 export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions): Promise<RestoreResult> {
   const result: RestoreResult = { jobs: [], finished: [], lost: [], removed: [] };
@@ -90,6 +93,8 @@ export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions):
     if (exit) result.finished.push({ spec: state.spec, exit, outputDir: join(dir, 'output'), logFile: join(dir, 'log.jsonl') });
     else result.lost.push(state.spec);
   }
+  const resumed = new Set(result.jobs.map((j) => j.assignmentId));
+  await reconcileEgress(runtime.deps.docker, runtime.deps.owner, (id) => resumed.has(id));
   return result;
 }
 

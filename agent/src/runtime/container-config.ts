@@ -1,17 +1,19 @@
 import type Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
+import type { EgressSettings } from '../egress/network.js';
 
 /**
  * The one place container settings come from (STYLE.md rule 10): an assignment and the machine's
  * facts in, Docker's create options out. Pure: no I/O, tested on plain objects. A request the
- * machine cannot honour (more cores or memory than it has, a reserved env name, a network mode
- * the runtime does not support yet) is refused with a `ContainerConfigError`, never quietly
- * narrowed.
+ * machine cannot honour (more cores or memory than it has, a reserved env name, an allowlist
+ * on an agent without the egress proxy) is refused with a `ContainerConfigError`, never
+ * quietly narrowed.
  *
  * What every container gets: all capabilities dropped but `KEPT_CAPABILITIES`,
  * `no-new-privileges`, a read-only root filesystem with a bounded tmpfs `/tmp`, `Init: true`
  * (so PID 1 reaps and forwards signals, and OOM kills are reported reliably), memory with no
- * swap, CPU and pids limits, `NetworkMode: 'none'`, `/input/<mountName>` read-only, `/output`
+ * swap, CPU and pids limits, `NetworkMode: 'none'` (an allowlist job: its internal network,
+ * the proxy variables and no DNS server, see `egress/network.ts`), `/input/<mountName>` read-only, `/output`
  * read-write on the size-limited mount the caller prepared, `GF_JOB_ID`. Never privileged,
  * never a Docker socket, never the host's network, PID or IPC namespace, no devices but GPUs.
  */
@@ -48,6 +50,8 @@ export interface MachineFacts {
   ramBytes: number;
   /** Overrides `DEFAULT_PIDS_LIMIT` (operator config). */
   pidsLimit?: number;
+  /** The egress proxy for allowlist jobs; without it they are refused (`unsupported`). */
+  egress?: EgressSettings;
 }
 
 /** Where the runtime placed the job's files on the host, and what to call the container. */
@@ -60,6 +64,8 @@ export interface ContainerPlacement {
   inputs: Array<{ mountName: string; hostPath: string }>;
   /** The host folder mounted at `/output` (the loop-mounted filesystem, or a plain folder with a watchdog). */
   outputHostPath: string;
+  /** An allowlist job's network (see `startEgress`): its name, the proxy env and DNS servers. */
+  network?: { name: string; env: string[]; dns: string[] };
 }
 
 export type ContainerConfigErrorCode = 'invalid' | 'unsupported' | 'conflict' | 'duplicate';
@@ -104,20 +110,24 @@ export function resolveLimits(spec: AssignmentSpec, machine: MachineFacts): Reso
  * `command` replaces the image's CMD and keeps its ENTRYPOINT (as `docker run IMAGE ARGS…`);
  * an empty command keeps both.
  *
- * @throws ContainerConfigError `unsupported` for an allowlist network policy (the egress proxy
- *   is not built yet), `invalid` for an env name the platform reserves (`GF_*`), `conflict`
+ * @throws ContainerConfigError `unsupported` for an allowlist network policy on a machine
+ *   without `egress`, `invalid` for an env name the platform reserves (`GF_*`, and the proxy
+ *   variables of an allowlist job), `conflict`
  *   for limits above the machine's, or GPUs reserved on a machine without their UUIDs.
  */
 export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, placement: ContainerPlacement): Docker.ContainerCreateOptions {
-  if (spec.networkPolicy.mode !== 'none') {
-    throw new ContainerConfigError('unsupported', `network policy ${spec.networkPolicy.mode} is not supported by this agent yet`);
+  const allowlist = spec.networkPolicy.mode === 'allowlist';
+  if (allowlist && !machine.egress) {
+    throw new ContainerConfigError('unsupported', 'network policy allowlist needs the egress proxy, which this agent is not configured with');
   }
   for (const name of Object.keys(spec.env)) {
     if (name.startsWith('GF_')) throw new ContainerConfigError('invalid', `env ${name}: GF_* names are reserved for the platform`);
+    if (allowlist && /^(?:https?|no|all)_proxy$/i.test(name)) throw new ContainerConfigError('invalid', `env ${name}: the agent sets the proxy variables of an allowlist job`);
     if (name === '' || name.includes('=') || name.includes('\0')) throw new ContainerConfigError('invalid', `env ${JSON.stringify(name)} is not a valid name`);
   }
   const limits = resolveLimits(spec, machine);
-  const env = [...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`), `GF_JOB_ID=${spec.jobId}`];
+  const network = allowlist ? placement.network : undefined;
+  const env = [...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`), ...(network?.env ?? []), `GF_JOB_ID=${spec.jobId}`];
 
   const mounts: Docker.MountSettings[] = [
     ...placement.inputs.map((input) => ({ Type: 'bind' as const, Source: input.hostPath, Target: `/input/${input.mountName}`, ReadOnly: true })),
@@ -133,7 +143,8 @@ export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, p
     CapDrop: ['ALL'],
     CapAdd: [...KEPT_CAPABILITIES],
     SecurityOpt: ['no-new-privileges'],
-    NetworkMode: 'none',
+    NetworkMode: network?.name ?? 'none',
+    ...(network ? { Dns: network.dns } : {}),
     IpcMode: 'private',
     PidMode: '',
     Memory: limits.ramBytes,
@@ -160,7 +171,7 @@ export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, p
     AttachStdin: false,
     AttachStdout: false,
     AttachStderr: false,
-    NetworkDisabled: true,
+    NetworkDisabled: !network,
     HostConfig: hostConfig,
   };
 }

@@ -2,6 +2,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
+import { followEgressLog, JOB_DNS, LABEL_EGRESS, removeEgress, startEgress } from '../egress/network.js';
 import { ContainerConfigError, toContainerConfig, type MachineFacts } from './container-config.js';
 import { RuntimeError } from './errors.js';
 import { ensureImage } from './image.js';
@@ -125,12 +126,18 @@ export class DockerRuntime {
       const [image, inputs] = settled(
         await Promise.allSettled([ensureImage(this.deps.docker, spec.image, spec.imageDigest, system), downloadInputs(spec.inputs, join(dir, 'inputs'), system)]),
       );
+      // An allowlist job runs on its own internal network, behind its proxy (egress/network.ts).
+      const { egress } = this.deps.machine;
+      const network = spec.networkPolicy.mode === 'allowlist' && egress
+        ? await startEgress(this.deps.docker, egress, { owner: this.deps.owner, assignmentId: spec.assignmentId, jobId: spec.jobId, allow: spec.networkPolicy.allow }, system)
+        : null;
       const config = toContainerConfig(spec, this.deps.machine, {
         name,
         image: image.reference,
         labels: assignmentLabels(this.deps.owner, spec.assignmentId, spec.jobId, spec.maxRuntimeSeconds),
         inputs,
         outputHostPath: join(dir, 'output'),
+        ...(network ? { network: { name: network.network, env: network.env, dns: JOB_DNS } } : {}),
       });
       let container: Docker.Container;
       try {
@@ -171,6 +178,7 @@ export class DockerRuntime {
         // Nothing of a start that failed stays: container, mount, folder (once mkfs is done).
         if (outputReady) await (outputReady as Promise<OutputMount>).catch(() => undefined);
         await this.removeContainer(name).catch(() => undefined);
+        await removeEgress(this.deps.docker, this.deps.owner, spec.assignmentId).catch(() => undefined);
         await releaseOutputMount(dir).catch(() => undefined);
         await rm(dir, { recursive: true, force: true }).catch(() => undefined);
       }
@@ -213,6 +221,8 @@ export class DockerRuntime {
       log.append(entry);
       sink(entry);
     };
+    // The proxy's decisions become the job's system lines; proxy and network go when it ends.
+    const egress = spec.networkPolicy.mode === 'allowlist' ? followEgressLog(this.deps.docker, { owner: this.deps.owner, assignmentId: spec.assignmentId, dir }, system) : null;
     let stopCause: 'timeout' | 'cancel' | 'watchdog' | null = null;
     const stop = async (cause: 'timeout' | 'cancel' | 'watchdog', graceSeconds: number) => {
       if (stopCause) return;
@@ -282,6 +292,7 @@ export class DockerRuntime {
         if (err instanceof DetachedError) {
           clearTimeout(timer);
           if (watchdog) clearInterval(watchdog);
+          await egress?.detach();
           throw err;
         }
         system(`waiting for the container failed: ${(err as Error).message}`);
@@ -301,6 +312,7 @@ export class DockerRuntime {
         // Removed behind our back: the wait's status is all there is.
       }
       if (detached) throw new DetachedError(spec.assignmentId);
+      if (egress) await egress.finish().catch((err: unknown) => system(`removing the egress proxy failed: ${(err as Error).message}`));
       if (info) exitCode = info.State.ExitCode;
       const oomKilled = Boolean(info?.State.OOMKilled) || (exitCode === 137 && stopCause === null);
       const finishedAt = info?.State.FinishedAt && !info.State.FinishedAt.startsWith('0001') ? info.State.FinishedAt : new Date(this.now()).toISOString();
@@ -341,6 +353,7 @@ export class DockerRuntime {
         detached = true;
         detachNow();
         (logStream as unknown as { destroy?: () => void } | null)?.destroy?.();
+        await egress?.detach();
         await logsDone.catch(() => undefined);
         await log.close().catch(() => undefined);
       },
@@ -409,13 +422,15 @@ export class DockerRuntime {
     if (state) ids.add(state.containerId);
     for (const c of await this.listContainers()) if (c.Labels[LABEL_ASSIGNMENT] === assignmentId) ids.add(c.Id);
     for (const id of ids) await this.removeContainer(id);
+    await removeEgress(this.deps.docker, this.deps.owner, assignmentId);
     await releaseOutputMount(this.dirOf(assignmentId));
     await rm(this.dirOf(assignmentId), { recursive: true, force: true });
   }
 
-  /** Every container of this owner, running or not. */
+  /** Every job container of this owner, running or not (egress proxies are egress/network.ts's). */
   async listContainers(): Promise<Docker.ContainerInfo[]> {
-    return this.deps.docker.listContainers({ all: true, filters: ownerFilter(this.deps.owner) });
+    const all = await this.deps.docker.listContainers({ all: true, filters: ownerFilter(this.deps.owner) });
+    return all.filter((c) => c.Labels[LABEL_EGRESS] === undefined);
   }
 
   async removeContainer(id: string): Promise<void> {
