@@ -1,5 +1,6 @@
 import { agentLinkSection } from './agent-link.js';
 import { agentRuntimeSection } from './agent-runtime.js';
+import { egressSection } from './egress.js';
 
 /**
  * A bench section that needs neither the seeded database nor the control-plane process (the
@@ -20,3 +21,4 @@ export interface StandaloneResult {
 export const STANDALONE_SECTIONS: StandaloneSection[] = [];
 STANDALONE_SECTIONS.push(agentLinkSection);
 STANDALONE_SECTIONS.push(agentRuntimeSection);
+STANDALONE_SECTIONS.push(egressSection);
