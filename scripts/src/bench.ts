@@ -93,7 +93,7 @@ async function main(): Promise<number> {
     if (section !== SECTIONS[0] && !wanted(section.name)) continue;
     log(`\n${section.name}:`);
     const baseline = rows.find((r) => r.baseline)?.result;
-    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, serverPid: server.pid, baselineOnly: !wanted(section.name), log, databaseUrl: database.url, baseline })));
+    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, cpu: { serverPid: server.pid, database: database.name }, baselineOnly: !wanted(section.name), log, databaseUrl: database.url, baseline })));
   }
 
   log(`\n${formatTable(rows)}\n`);

@@ -1,3 +1,4 @@
+import type { CpuSubjects } from './cpu.js';
 import { measure } from './load.js';
 import type { BenchRow } from './report.js';
 
@@ -6,7 +7,8 @@ export interface SectionContext {
   connections: number;
   durationSeconds: number;
   warmupSeconds: number;
-  serverPid: number;
+  /** Whose CPU time is counted. */
+  cpu: CpuSubjects;
   /** Measure the baseline (`GET /v1`) only: BENCH_SECTIONS named other sections. */
   baselineOnly: boolean;
   log(line: string): void;
@@ -32,7 +34,7 @@ export async function capacitySection(ctx: SectionContext): Promise<BenchRow[]> 
   for (const endpoint of ctx.baselineOnly ? endpoints.filter((e) => e.baseline) : endpoints) {
     const path = endpoint.label.replace(/^GET /, '');
     ctx.log(`  ${endpoint.label} ...`);
-    const result = await measure({ baseUrl: ctx.baseUrl, path, connections: ctx.connections, durationSeconds: ctx.durationSeconds, warmupSeconds: ctx.warmupSeconds, serverPid: ctx.serverPid });
+    const result = await measure({ baseUrl: ctx.baseUrl, path, connections: ctx.connections, durationSeconds: ctx.durationSeconds, warmupSeconds: ctx.warmupSeconds, cpu: ctx.cpu });
     rows.push({ ...endpoint, result });
   }
   return rows;

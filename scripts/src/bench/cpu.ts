@@ -15,8 +15,12 @@ function processCpuSeconds(pid: number): number {
   }
 }
 
-/** CPU seconds used so far by every PostgreSQL server process on this machine (0 without /proc). */
-function postgresCpuSeconds(): number {
+/**
+ * CPU seconds used so far by the PostgreSQL processes that serve `database`: its backends (and
+ * autovacuum workers), whose command line names it, plus the server's own writers and
+ * checkpointer. Backends of other databases (other work on the machine) are left out.
+ */
+function postgresCpuSeconds(database: string): number {
   let total = 0;
   let entries: string[];
   try {
@@ -27,7 +31,9 @@ function postgresCpuSeconds(): number {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += processCpuSeconds(Number(entry));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (title.includes(` ${database} `) || SHARED_PROCESS.test(title)) total += processCpuSeconds(Number(entry));
     } catch {
       // The process ended while we looked.
     }
@@ -35,10 +41,13 @@ function postgresCpuSeconds(): number {
   return total;
 }
 
+/** PostgreSQL's own processes that work for every database (their process titles). */
+const SHARED_PROCESS = /: (?:checkpointer|background writer|walwriter|logger)\b/;
+
 export interface CpuUse {
   /** CPU seconds of the control-plane process. */
   server: number;
-  /** CPU seconds of all PostgreSQL processes (backends that ended during the window are missed). */
+  /** CPU seconds of PostgreSQL for the bench database (backends that ended during the window are missed). */
   postgres: number;
 }
 
@@ -47,8 +56,14 @@ export interface CpuUse {
  * the use since. CPU per request is steadier than requests per second on a shared 2-core
  * machine, so the table shows it beside the rates.
  */
-export function startCpuMeter(serverPid: number): () => CpuUse {
+/** What a measurement counts: the control-plane process and the database it serves from. */
+export interface CpuSubjects {
+  serverPid: number;
+  database: string;
+}
+
+export function startCpuMeter({ serverPid, database }: CpuSubjects): () => CpuUse {
   const server = processCpuSeconds(serverPid);
-  const postgres = postgresCpuSeconds();
-  return () => ({ server: processCpuSeconds(serverPid) - server, postgres: postgresCpuSeconds() - postgres });
+  const postgres = postgresCpuSeconds(database);
+  return () => ({ server: processCpuSeconds(serverPid) - server, postgres: Math.max(0, postgresCpuSeconds(database) - postgres) });
 }

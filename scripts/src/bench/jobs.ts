@@ -128,7 +128,7 @@ export async function jobsSection(ctx: JobsSectionContext): Promise<BenchRow[]> 
   const label = `POST /v1/jobs (>= ${MIN_CREATIONS_PER_SECOND}/s)`;
   ctx.log(`  ${label} ...`);
   if (ctx.warmupSeconds > 0) await run(ctx, rotation.next, ctx.warmupSeconds);
-  const result = await measureCpu(ctx.serverPid, () => run(ctx, rotation.next, ctx.durationSeconds));
+  const result = await measureCpu(ctx.cpu, () => run(ctx, rotation.next, ctx.durationSeconds));
   ctx.log(`  ${rotation.used()} of ${keys.length} keys used${rotation.exhausted() ? '; the pool ran dry and keys were reused: raise BENCH_JOB_KEYS' : ''}`);
 
   const pass = result.requestsPerSecond >= MIN_CREATIONS_PER_SECOND && result.p99Ms < MAX_P99_MS;

@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import { startCpuMeter } from './cpu.js';
+import { startCpuMeter, type CpuSubjects } from './cpu.js';
 
 /** Anonymous calls are limited to 60 a minute per address: each address makes at most this many. */
 const CALLS_PER_ADDRESS = 50;
@@ -17,8 +17,8 @@ export interface LoadOptions {
   connections: number;
   durationSeconds: number;
   warmupSeconds: number;
-  /** The control-plane process, whose CPU time is counted. */
-  serverPid: number;
+  /** Whose CPU time is counted. */
+  cpu: CpuSubjects;
 }
 
 export interface LoadResult {
@@ -56,12 +56,12 @@ function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> 
 /** Warms the endpoint up, then measures it with autocannon; every call from a fresh enough address. */
 export async function measure(options: LoadOptions): Promise<LoadResult> {
   if (options.warmupSeconds > 0) await run(options, options.warmupSeconds);
-  return measureCpu(options.serverPid, () => run(options, options.durationSeconds));
+  return measureCpu(options.cpu, () => run(options, options.durationSeconds));
 }
 
 /** Runs one autocannon measurement while counting the CPU time of the server and of PostgreSQL. */
-export async function measureCpu(serverPid: number, load: () => Promise<autocannon.Result>): Promise<LoadResult> {
-  const cpuSince = startCpuMeter(serverPid);
+export async function measureCpu(subjects: CpuSubjects, load: () => Promise<autocannon.Result>): Promise<LoadResult> {
+  const cpuSince = startCpuMeter(subjects);
   const result = await load();
   const cpu = cpuSince();
   const perRequest = (seconds: number) => (result.requests.total > 0 ? (seconds * 1e6) / result.requests.total : 0);
