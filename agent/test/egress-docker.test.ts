@@ -177,6 +177,8 @@ t.test('behavior: an allowlist job reaches its names through the proxy and nothi
     ];
     const results = await Promise.all(targets.map(([, ip, port]) => exec(jobA.containerId, direct(ip, port))));
     targets.forEach(([what], i) => t.equal(results[i]!.trim(), 'FAILED', what));
+    // A proxy listens on its job's network only: from the default bridge it is not a proxy.
+    t.equal((await exec(f.allowed.container.id, direct(proxyBBridgeIp, 3128))).trim(), 'FAILED', 'job B\'s proxy from the default bridge');
     // Control: the same check from a container on the default bridge reaches the host's port.
     const gateway = hostAddresses.find((ip) => ip.startsWith('172.17.')) ?? '172.17.0.1';
     t.equal((await exec(f.allowed.container.id, direct(gateway, hostPort))).trim(), 'CONNECTED', 'the check can tell: the host port answers a normal bridge');

@@ -233,7 +233,11 @@ export function followEgressLog(docker: Docker, job: { owner: string; assignment
       const event = parseEgressLine(text);
       if (!event || detached) return;
       system(formatEgressEvent(event));
-      writeFileSync(cursorFile, formatCursor(cursor));
+      try {
+        writeFileSync(cursorFile, formatCursor(cursor));
+      } catch {
+        // The job's folder is gone (released): nothing will resume from it.
+      }
     }, after);
     await new Promise<void>((resolve) => {
       stream!.on('data', (chunk: Buffer) => parser.push(chunk));
