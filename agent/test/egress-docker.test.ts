@@ -86,10 +86,20 @@ async function fixture(t: Test): Promise<Fixture> {
   const tag = uniqueName('egress');
   t.teardown(() => clean(owner, tag));
   const allowed = await target(tag, 'hello-from-allowed');
-  return { owner, tag, allowed, settings: { image: proxyImage(), testHosts: { 'allowed.example.com': allowed.ip } } };
+  return {
+    owner,
+    tag,
+    allowed,
+    settings: {
+      image: proxyImage(),
+      testHosts: { 'allowed.example.com': allowed.ip },
+      // Resolved by the proxy's own resolver (its /etc/hosts) and checked like any answer.
+      testResolvedHosts: { 'metadata.example.com': '169.254.169.254', 'loopback.example.com': '127.0.0.1', 'v6local.example.com': 'fd00::1' },
+    },
+  };
 }
 
-function allowlistSpec(command: string, allow = ['allowed.example.com', 'private.example.com']): AssignmentSpec {
+function allowlistSpec(command: string, allow = ['allowed.example.com', 'private.example.com', 'metadata.example.com', 'loopback.example.com', 'v6local.example.com']): AssignmentSpec {
   return busyboxSpec({ command: ['sh', '-c', command], networkPolicy: { mode: 'allowlist', allow }, maxRuntimeSeconds: 120 });
 }
 
@@ -161,6 +171,11 @@ t.test('behavior: an allowlist job reaches its names through the proxy and nothi
     const out = await exec(jobA.containerId, connectVia('private.example.com:80'));
     t.match(out, /^HTTP\/1\.1 403 Forbidden[\s\S]*private_answer: the name resolves to \d+\.\d+\.\d+\.\d+ \(private network/);
     t.notMatch(out, /private-answer/);
+  });
+  await t.test('names resolving to the metadata, loopback or a private IPv6 address are refused', async (t) => {
+    t.match(await exec(jobA.containerId, connectVia('metadata.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*private_answer: the name resolves to 169\.254\.169\.254 \(the cloud metadata address\)/);
+    t.match(await exec(jobA.containerId, connectVia('loopback.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*127\.0\.0\.1 \(loopback\)/);
+    t.match(await exec(jobA.containerId, connectVia('v6local.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*fd00::1 \(unique local/);
   });
   await t.test('a port off the list is refused', async (t) => {
     t.match(await exec(jobA.containerId, connectVia('allowed.example.com:8080')), /^HTTP\/1\.1 403 Forbidden[\s\S]*port/);

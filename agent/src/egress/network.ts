@@ -58,6 +58,12 @@ export interface EgressSettings {
    * in test mode). Production wiring never sets it.
    */
   testHosts?: Record<string, string>;
+  /**
+   * Tests only: entries of the proxy container's `/etc/hosts` (Docker's `ExtraHosts`). Unlike
+   * `testHosts` they go through the proxy's real resolver and are checked like any DNS answer
+   * (a test name that resolves to the metadata address must be refused).
+   */
+  testResolvedHosts?: Record<string, string>;
 }
 
 /** The egress objects of one running job. */
@@ -130,6 +136,7 @@ export async function startEgress(
         PidsLimit: PROXY_PIDS_LIMIT,
         RestartPolicy: { Name: 'no' },
         LogConfig: { Type: 'json-file', Config: { 'max-size': '16m', 'max-file': '2' } },
+        ...(settings.testResolvedHosts ? { ExtraHosts: Object.entries(settings.testResolvedHosts).map(([host, ip]) => `${host}:${ip}`) } : {}),
       },
     });
     // API 1.41 creates a container on one network; the job's is added before the start.
