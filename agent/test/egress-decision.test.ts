@@ -96,4 +96,8 @@ t.test('behavior: decision lines round-trip and read as system lines', async (t)
     formatEgressEvent({ egress: 'closed', id: 1, name: 'api.example.com', port: 443, address: '93.184.216.34', bytesOut: 10, bytesIn: 20 }),
     'egress closed api.example.com:443 (connection 1): 10 bytes sent, 20 bytes received',
   );
+  t.equal(
+    formatEgressEvent({ egress: 'closed', id: 2, name: 'api.example.com', port: 443, address: '93.184.216.34', bytesOut: 1, bytesIn: 2, endedBy: 'bytes' }),
+    "egress closed api.example.com:443 (connection 2): 1 bytes sent, 2 bytes received; cut: the job's byte budget is spent",
+  );
 });

@@ -196,6 +196,17 @@ t.test('behavior: the job\'s byte budget ends the tunnel that spends it and refu
   t.match(events[events.length - 1], { egress: 'refused', reason: 'bytes' });
 });
 
+t.test('behavior: close ends every tunnel and logs it cut by the shutdown', async (t) => {
+  const echo = await echoServer(t);
+  const { proxy, events, port } = await startProxy(t, echo.port);
+  const { status, socket } = await connectTo(port, `echo.example.com:${echo.port}`);
+  t.equal(status, 200);
+  socket.on('error', () => undefined);
+  await proxy.close();
+  await settle(events, 'closed');
+  t.match(events.find((e) => e.egress === 'closed'), { endedBy: 'shutdown' });
+});
+
 t.test('behavior: past MAX_LOGGED_REFUSALS refusals are counted, not logged', async (t) => {
   const echo = await echoServer(t);
   const { events, port } = await startProxy(t, echo.port);

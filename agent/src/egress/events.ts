@@ -6,13 +6,23 @@ import type { EgressRefusal } from './decision.js';
  * (`formatEgressEvent`), so the customer sees what the job reached and what was refused.
  * - `allowed`: a tunnel opened to `address` (the checked address, not the name again);
  * - `refused`: nothing was opened, `reason` says why;
- * - `closed`: a tunnel ended, with the bytes it carried each way and why it ended when the
- *   proxy ended it (`bytes` when the job's byte budget ran out, `idle`).
+ * - `closed`: a tunnel ended, with the bytes it carried each way and, when it did not end by
+ *   one side closing it, why (`EgressEnd`).
  */
+/** Why the proxy cut a tunnel: the job's byte budget ran out, idle too long, the proxy stopped, a socket error. */
+export type EgressEnd = 'bytes' | 'idle' | 'shutdown' | 'error';
+
+const END_TEXT: Readonly<Record<EgressEnd, string>> = {
+  bytes: "cut: the job's byte budget is spent",
+  idle: 'cut: idle too long',
+  shutdown: 'cut: the proxy stopped (the job ended)',
+  error: 'ended by a connection error',
+};
+
 export type EgressEvent =
   | { egress: 'allowed'; id: number; name: string; port: number; address: string }
   | { egress: 'refused'; name: string; port: number | null; reason: EgressRefusal; detail: string }
-  | { egress: 'closed'; id: number; name: string; port: number; address: string; bytesOut: number; bytesIn: number; endedBy?: 'bytes' | 'idle' | 'error' }
+  | { egress: 'closed'; id: number; name: string; port: number; address: string; bytesOut: number; bytesIn: number; endedBy?: EgressEnd }
   | { egress: 'note'; message: string };
 
 /** The text of a job's `system` line for one event. */
@@ -23,7 +33,7 @@ export function formatEgressEvent(event: EgressEvent): string {
     case 'refused':
       return `egress refused ${event.name}${event.port === null ? '' : `:${event.port}`} (${event.reason}): ${event.detail}`;
     case 'closed':
-      return `egress closed ${event.name}:${event.port} (connection ${event.id}): ${event.bytesOut} bytes sent, ${event.bytesIn} bytes received${event.endedBy ? `, ended by the proxy (${event.endedBy})` : ''}`;
+      return `egress closed ${event.name}:${event.port} (connection ${event.id}): ${event.bytesOut} bytes sent, ${event.bytesIn} bytes received${event.endedBy ? `; ${END_TEXT[event.endedBy]}` : ''}`;
     case 'note':
       return `egress: ${event.message}`;
   }

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { checkAnswers, decideTarget, REFUSAL_STATUS, type EgressPolicy, type EgressRefusal } from './decision.js';
-import type { EgressEvent } from './events.js';
+import type { EgressEnd, EgressEvent } from './events.js';
 
 /** Tunnels one job may hold open at once. */
 export const DEFAULT_MAX_CONNECTIONS = 64;
@@ -61,7 +61,7 @@ export function createEgressProxy(options: EgressProxyOptions, deps: EgressProxy
   let bytes = 0;
   let nextId = 1;
   let refusals = 0;
-  const tunnels = new Set<() => void>();
+  const tunnels = new Set<(why: EgressEnd) => void>();
 
   const refuse = (socket: Duplex, name: string, port: number | null, reason: EgressRefusal, detail: string) => {
     refusals++;
@@ -126,14 +126,14 @@ export function createEgressProxy(options: EgressProxyOptions, deps: EgressProxy
     const id = nextId++;
     let bytesOut = 0;
     let bytesIn = 0;
-    let endedBy: 'bytes' | 'idle' | 'error' | undefined;
+    let endedBy: EgressEnd | undefined;
     deps.emit({ egress: 'allowed', id, name, port, address });
-    const end = (why?: 'bytes' | 'idle' | 'error') => {
+    const end = (why?: EgressEnd) => {
       endedBy ??= why;
       client.destroy();
       upstream.destroy();
     };
-    const stop = () => end('bytes');
+    const stop = (why: EgressEnd) => end(why);
     tunnels.add(stop);
     const count = (n: number): boolean => {
       bytes += n;
@@ -199,7 +199,7 @@ export function createEgressProxy(options: EgressProxyOptions, deps: EgressProxy
       return bytes;
     },
     close: async () => {
-      for (const stop of [...tunnels]) stop();
+      for (const stop of [...tunnels]) stop('shutdown');
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
