@@ -192,6 +192,8 @@ t.test('behavior: an allowlist job reaches its names through the proxy and nothi
     ];
     const results = await Promise.all(targets.map(([, ip, port]) => exec(jobA.containerId, direct(ip, port))));
     targets.forEach(([what], i) => t.equal(results[i]!.trim(), 'FAILED', what));
+    // The job's bridge has an IPv6 link-local address on the host; the job has no IPv6 at all.
+    t.equal((await exec(jobA.containerId, 'cat /proc/sys/net/ipv6/conf/all/disable_ipv6; wc -c < /proc/net/if_inet6')).trim().split(/\s+/).join(' '), '1 0', 'no IPv6 in the job');
     // A proxy listens on its job's network only: from the default bridge it is not a proxy.
     t.equal((await exec(f.allowed.container.id, direct(proxyBBridgeIp, 3128))).trim(), 'FAILED', 'job B\'s proxy from the default bridge');
     // Control: the same check from a container on the default bridge reaches the host's port.
