@@ -42,6 +42,8 @@ t.test('behavior: a busybox job: every line once, in order with its stream; exit
   t.equal(output.declaredSha256, output.sha256, 'output-0: the hash header matches what the peer hashed');
   t.equal(final.outputs![0]!.sizeBytes, output.body.length);
   t.equal(final.outputs![0]!.path, '/output');
+  t.equal(final.outputs![0]!.name, 'output-0', 'the artifact name of the upload');
+  t.same(final.log, { sha256: await sha256sum(log.body), sizeBytes: log.body.length }, 'the log artifact in the report is sha256sum of the uploaded log');
   const tar = await untar(output.body, 'result.txt');
   t.same(tar.names, ['result.txt']);
   t.equal(tar.text, 'done\n');

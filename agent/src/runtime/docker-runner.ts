@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import type { KeyObject } from 'node:crypto';
-import type { AssignmentSpec, RunningAssignment } from '@gpufarm/shared';
+import { MAX_LOG_LINE_CHARS, type AssignmentSpec, type RunningAssignment } from '@gpufarm/shared';
 import type { AcceptResult, AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
-import { collectResults } from '../artifacts/results.js';
+import { collectResults, type CollectedResults } from '../artifacts/results.js';
+import { UploadError } from '../artifacts/upload.js';
 import { restoreJobs } from '../restore/restore.js';
 import { ContainerConfigError, toContainerConfig } from './container-config.js';
 import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
@@ -47,6 +48,8 @@ interface Held {
   state: RunningAssignment['state'];
   handle: JobHandle | null;
   partitionTimer: NodeJS.Timeout | null;
+  /** A cancel arrived (possibly before the container started: it is stopped as soon as it runs). */
+  canceled: boolean;
 }
 
 /**
@@ -86,7 +89,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const taken = spec.gpus.filter((g) => busy.has(g.uuid));
     if (taken.length > 0) return { accepted: false, reason: 'gpus_unavailable', message: `GPUs ${taken.map((g) => g.index).join(', ')} run another assignment` };
 
-    const held: Held = { spec, ctx, state: 'running', handle: null, partitionTimer: null };
+    const held: Held = { spec, ctx, state: 'running', handle: null, partitionTimer: null, canceled: false };
     this.held.set(spec.assignmentId, held);
     void this.run(held);
     return { accepted: true };
@@ -104,6 +107,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       return;
     }
     ctx.report({ ...NULL_REPORT, state: 'running', imageDigest: held.handle.imageDigest, startedAt: held.handle.startedAt });
+    if (held.canceled) void held.handle.cancel();
     if (this.partitioned) this.armPartition(held);
     await this.finish(held, held.handle);
   }
@@ -115,7 +119,10 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       exit = await handle.done;
     } catch (err) {
       if (err instanceof DetachedError) return;
-      throw err;
+      // Nothing to upload without the exit facts; the container stays for a restart to find.
+      this.held.delete(held.spec.assignmentId);
+      held.ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code: 'internal', message: `supervising the container failed: ${(err as Error).message}`.slice(0, 2000) }, lastLogSeq: lastSeq(held.ctx) });
+      return;
     }
     await this.complete(held, exit, handle.outputDir, handle.logFile);
   }
@@ -126,41 +133,58 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const exitFacts = { imageDigest: exit.imageDigest, startedAt: exit.startedAt, finishedAt: exit.finishedAt, exitCode: exit.exitCode, oomKilled: exit.oomKilled, timedOut: exit.timedOut };
     held.state = 'exited';
     ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'exited', lastLogSeq: lastSeq(ctx) });
-    // Outputs wait for the link: uploads go to the control plane.
-    while (this.partitioned) await new Promise<void>((resolve) => this.linkBack.push(resolve));
-    held.state = 'uploading';
-    ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'uploading', lastLogSeq: lastSeq(ctx) });
-    try {
-      const results = await collectResults({
-        spec,
-        exit,
-        outputDir,
-        logFile,
-        urlFor: (name) => this.options.uploadUrl(spec.assignmentId, name),
-        headers: this.options.uploadHeaders(),
-        machineKey: this.options.machineKey,
-        log: this.say,
-      });
+    let results: CollectedResults | null = null;
+    let failure: string | null = null;
+    while (results === null && failure === null) {
+      // Outputs wait for the link: uploads go to the control plane.
+      while (this.partitioned) await new Promise<void>((resolve) => this.linkBack.push(resolve));
+      if (held.state !== 'uploading') {
+        held.state = 'uploading';
+        ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'uploading', lastLogSeq: lastSeq(ctx) });
+      }
+      try {
+        results = await collectResults({
+          spec,
+          exit,
+          outputDir,
+          logFile,
+          urlFor: (name) => this.options.uploadUrl(spec.assignmentId, name),
+          headers: this.options.uploadHeaders(),
+          machineKey: this.options.machineKey,
+          log: this.say,
+        });
+      } catch (err) {
+        // The link went down while uploading: the outputs are kept and go up once it is back.
+        if (err instanceof UploadError && err.retryable && this.partitioned) this.say(`assignment ${spec.assignmentId}: upload interrupted (${err.message}); again once the control plane is back`);
+        else failure = (err as Error).message;
+      }
+    }
+    this.held.delete(spec.assignmentId);
+    if (results) {
       ctx.report({
         ...NULL_REPORT,
         ...exitFacts,
         state: 'finished',
-        outputs: results.outputs.filter((o) => o.sha256 !== null).map((o) => ({ path: o.path, sha256: o.sha256!, sizeBytes: o.sizeBytes! })),
+        outputs: results.outputs.filter((o) => o.sha256 !== null).map((o) => ({ path: o.path, name: o.name, sha256: o.sha256!, sizeBytes: o.sizeBytes! })),
+        log: results.log,
         record: results.signed,
         lastLogSeq: lastSeq(ctx),
       });
-      await this.options.runtime.release(spec.assignmentId);
-    } catch (err) {
-      ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'failed', failure: { code: 'upload_failed', message: (err as Error).message.slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
-    } finally {
-      this.held.delete(spec.assignmentId);
+    } else {
+      ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'failed', failure: { code: 'upload_failed', message: (failure ?? 'upload failed').slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
     }
+    // The folder (log file, outputs, state) goes once the server has every line: an agent
+    // killed before that restores the job from it, uploads again and reports again.
+    await ctx.logs.drained();
+    await this.options.runtime.release(spec.assignmentId).catch((err: unknown) => this.say(`releasing ${spec.assignmentId} failed: ${(err as Error).message}`));
   }
 
   async cancel(assignmentId: string, reason: string): Promise<void> {
     const held = this.held.get(assignmentId);
+    if (!held) return;
     this.say(`cancel ${assignmentId}: ${reason}`);
-    await held?.handle?.cancel();
+    held.canceled = true;
+    await held.handle?.cancel();
   }
 
   async running(): Promise<RunningAssignment[]> {
@@ -180,13 +204,13 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     });
     for (const id of found.removed) this.say(`removed container ${id.slice(0, 12)}: no assignment owns it`);
     for (const handle of found.jobs) {
-      const held: Held = { spec: handle.spec, ctx: contexts.get(handle.assignmentId)!, state: 'running', handle, partitionTimer: null };
+      const held: Held = { spec: handle.spec, ctx: contexts.get(handle.assignmentId)!, state: 'running', handle, partitionTimer: null, canceled: false };
       this.held.set(handle.assignmentId, held);
       void this.finish(held, handle);
     }
     for (const job of found.finished) {
       const ctx = openReplayed(job.spec, job.logFile);
-      const held: Held = { spec: job.spec, ctx, state: 'exited', handle: null, partitionTimer: null };
+      const held: Held = { spec: job.spec, ctx, state: 'exited', handle: null, partitionTimer: null, canceled: false };
       this.held.set(job.spec.assignmentId, held);
       void this.complete(held, job.exit, job.outputDir, job.logFile);
     }
@@ -214,7 +238,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const grace = this.options.partitionGraceSeconds ?? PARTITION_GRACE_SECONDS;
     held.partitionTimer = setTimeout(() => {
       this.say(`assignment ${held.spec.assignmentId}: control plane unreachable for ${grace} s, stopping it (outputs kept for upload)`);
-      void held.handle?.cancel();
+      void held.handle?.cancel(`the control plane was unreachable for ${grace} s (partition_grace_seconds): stopping (SIGTERM, then SIGKILL after the grace period); the outputs are kept for upload`);
     }, grace * 1000);
   }
 
@@ -227,8 +251,9 @@ export class DockerAssignmentRunner implements AssignmentRunner {
   }
 }
 
+/** One runtime line is one seq (a longer system line is cut, never split), so line k of the log file stays seq k. */
 function sinkOf(logs: AssignmentContext['logs']): LogSink {
-  return (l) => void logs.write(l.stream, l.line, l.ts);
+  return (l) => void logs.write(l.stream, l.line.length > MAX_LOG_LINE_CHARS ? l.line.slice(0, MAX_LOG_LINE_CHARS) : l.line, l.ts);
 }
 
 function lastSeq(ctx: AssignmentContext): number | null {
@@ -247,7 +272,7 @@ function replay(logFile: string, logs: AssignmentContext['logs']): void {
     if (raw === '') continue;
     try {
       const l = JSON.parse(raw) as { ts: number; stream: 'stdout' | 'stderr' | 'system'; line: string };
-      logs.write(l.stream, l.line, l.ts);
+      logs.write(l.stream, l.line.length > MAX_LOG_LINE_CHARS ? l.line.slice(0, MAX_LOG_LINE_CHARS) : l.line, l.ts);
     } catch {
       // A torn last line: the runtime's log file drops it when it reopens, and the line comes again.
     }

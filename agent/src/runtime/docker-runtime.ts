@@ -51,8 +51,11 @@ export interface JobHandle {
   logFile: string;
   /** Settles when the container exited and every line reached the sink and the log file. */
   done: Promise<JobExit>;
-  /** Stops the job (SIGTERM, grace, SIGKILL); `done` reports `canceled`. */
-  cancel(): Promise<void>;
+  /**
+   * Stops the job (SIGTERM, grace, SIGKILL); `done` reports `canceled`. `note` is the `system`
+   * line saying why (default: canceled).
+   */
+  cancel(note?: string): Promise<void>;
   /**
    * Stops supervising without touching the container (the agent shuts down and leaves the job
    * running for the next agent to restore): `done` rejects with `DetachedError`.
@@ -344,8 +347,8 @@ export class DockerRuntime {
       outputDir: join(dir, 'output'),
       logFile: join(dir, 'log.jsonl'),
       done,
-      cancel: async () => {
-        system('canceled: stopping (SIGTERM, then SIGKILL after the grace period)');
+      cancel: async (note?: string) => {
+        system(note ?? 'canceled: stopping (SIGTERM, then SIGKILL after the grace period)');
         await stop('cancel', this.grace);
       },
       detach: async () => {
