@@ -1,4 +1,5 @@
 import { createHash, verify } from 'node:crypto';
+import { createServer } from 'node:http';
 import t from 'tap';
 import { docker, localImages } from './helpers/docker.js';
 import { checkNumbering, e2eAgent, expected, finished, numbered, of, sha256sum, spec, until, untar } from './helpers/e2e.js';
@@ -145,4 +146,46 @@ t.test('behavior: a cancel mid-job stops it and still uploads its outputs; the s
   const upload = peer.storedUploads(job.assignmentId).get('output-0')!;
   t.equal((await untar(upload.body, 'so-far.txt')).text, 'so-far\n', 'the outputs so far are uploaded');
   checkNumbering(t, agent, job.assignmentId);
+});
+
+t.test('behavior: a cancel that arrives while the job is being prepared stops its container as soon as it runs', async (t) => {
+  const agent = await e2eAgent(t);
+  const { peer } = agent;
+  const proc = agent.start();
+  await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
+
+  // An input whose download the test holds until the cancel went out.
+  const bytes = Buffer.from('input bytes\n');
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let requested = false;
+  const server = createServer((_req, res) => {
+    requested = true;
+    void held.then(() => res.end(bytes));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    release();
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/input`;
+  const job = spec({
+    command: ['sh', '-c', 'echo started; exec sleep 600'],
+    maxRuntimeSeconds: 3600,
+    inputs: [{ mountName: 'data.txt', artifactId: 'art_1', url, sha256: createHash('sha256').update(bytes).digest('hex'), sizeBytes: bytes.length }],
+  });
+  peer.assign(job);
+  await until(() => requested, 'the input download started');
+  peer.send({ type: 'cancel', assignmentId: job.assignmentId, reason: 'customer canceled' });
+  await until(() => proc.output().includes(`cancel ${job.assignmentId}: customer canceled`), 'the agent took the cancel');
+  t.notOk(peer.statuses(job.assignmentId).some((m) => m.state === 'running'), 'before the container ran');
+  release();
+
+  // Without the cancel the job would sleep for 600 s; finished here means it was stopped.
+  const final = await finished(agent, job.assignmentId);
+  t.equal(final.state, 'finished', final.failure?.message ?? '');
+  t.not(final.exitCode, 0, 'stopped');
+  t.ok(peer.statuses(job.assignmentId).some((m) => m.state === 'running'), 'it did start');
+  t.ok(of(checkNumbering(t, agent, job.assignmentId), 'system').some((l) => l.startsWith('canceled: stopping')));
 });
