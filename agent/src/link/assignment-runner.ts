@@ -2,7 +2,7 @@ import type { AssignmentSpec, AssignmentStatusMessage, RunningAssignment } from 
 import type { LogSink } from '../logs/shipper.js';
 
 /**
- * The port between the link and the Docker runtime (`agent/src/runtime/`, built separately).
+ * The port between the link and the Docker runtime (`runtime/docker-runner.ts` implements it).
  * The daemon owns the link and the log shipper; the runtime owns containers. The daemon calls
  * the runner; the runner reports back through `AssignmentReporter`.
  *
@@ -53,10 +53,11 @@ export interface AssignmentContext {
 }
 
 /**
- * The runner in place until the runtime lands: it refuses every assignment with a reason the
- * control plane can show, so a machine on this build is visible but never given work.
+ * A runner without containers, for daemons that only exercise the link (the link bench and
+ * tests): it refuses every assignment with a reason the control plane can show. `gf-agent run`
+ * uses the Docker runner (`daemon/runner-setup.ts`).
  */
-export function rejectingRunner(message = 'this agent build has no container runtime wired yet (gf-agent run answers every assignment with assignment.rejected)'): AssignmentRunner {
+export function rejectingRunner(message = 'this daemon runs no containers'): AssignmentRunner {
   return {
     accept: async () => ({ accepted: false, reason: 'unsupported', message }),
     cancel: async () => undefined,
