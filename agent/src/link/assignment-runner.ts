@@ -57,7 +57,7 @@ export interface AssignmentContext {
  * tests): it refuses every assignment with a reason the control plane can show. `gf-agent run`
  * uses the Docker runner (`daemon/runner-setup.ts`).
  */
-export function rejectingRunner(message = 'this daemon runs no containers'): AssignmentRunner {
+export function rejectingRunner(message = 'this daemon has no container runtime (it only runs the link)'): AssignmentRunner {
   return {
     accept: async () => ({ accepted: false, reason: 'unsupported', message }),
     cancel: async () => undefined,
