@@ -39,6 +39,8 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 };
 const ms = (x: number) => x.toFixed(1);
+/** A difference with its sign: +21.6, -7.5. */
+const signedMs = (x: number) => `${x >= 0 ? '+' : ''}${ms(x)}`;
 
 /**
  * The agent's runtime beside raw Docker in the same run (issue 5):
@@ -172,8 +174,8 @@ export const agentRuntimeSection: StandaloneSection = {
       const row = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(58) : c.padStart(12))).join('  ');
       const table = [
         row(['measure', 'median', 'baseline', 'difference', 'target', 'result']),
-        row(['assignment to running, ms (baseline: Engine create+start)', ms(median(agent)), ms(median(raw)), `+${ms(startDelta)}`, '<= +50 ms', startDelta <= 50 ? 'PASS' : 'FAIL']),
-        row(['whole cycle, ms (baseline: docker run --rm)', ms(median(cycleAgent)), ms(median(cycleCli)), `${ms(median(cycleAgent) - median(cycleCli))}`, '<= 0 ms', cycleOk ? 'PASS' : 'FAIL']),
+        row(['assignment to running, ms (baseline: Engine create+start)', ms(median(agent)), ms(median(raw)), signedMs(startDelta), '<= +50 ms', startDelta <= 50 ? 'PASS' : 'FAIL']),
+        row(['whole cycle, ms (baseline: docker run --rm)', ms(median(cycleAgent)), ms(median(cycleCli)), signedMs(median(cycleAgent) - median(cycleCli)), '<= 0 ms', cycleOk ? 'PASS' : 'FAIL']),
         row([`artifact tar+hash+PUT, MiB/s (baseline: read+hash, ${ARTIFACT_BYTES / 1024 / 1024} MiB)`, median(upload).toFixed(0), median(hashOnly).toFixed(0), `x${ratio.toFixed(2)}`, '>= x0.80', ratio >= 0.8 ? 'PASS' : 'FAIL']),
       ];
       return { table, missed };
