@@ -36,6 +36,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     simulated: simulateSpec(config) !== null,
     partitionGraceSeconds: config.partitionGraceSeconds,
     minFreeDiskBytes: config.minFreeDiskBytes,
+    egressProxyImage: config.egressProxyImage,
     offeredGpus: () => {
       const snap = inventory.latest;
       return snap?.health.status === 'healthy' ? snap.detected.map((g) => g.uuid) : [];

@@ -49,6 +49,8 @@ export const agentConfigSchema = z.strictObject({
   partitionGraceSeconds: seconds(0, 86_400).default(900),
   /** Free bytes below which doctor warns and the agent refuses new work. */
   minFreeDiskBytes: int(0, Number.MAX_SAFE_INTEGER).default(20 * 1024 ** 3),
+  /** The egress proxy image, pinned (`repo@sha256:…`): allowlist jobs need it; unset, they are refused. */
+  egressProxyImage: z.string().regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, { error: 'must be a pinned image reference such as registry/gpufarm/egress-proxy@sha256:<64 hex>' }).nullable().default(null),
 });
 export type AgentConfig = z.infer<typeof agentConfigSchema>;
 export type AgentConfigKey = keyof AgentConfig;

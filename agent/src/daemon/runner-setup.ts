@@ -40,6 +40,8 @@ export interface DockerRunnerSetup {
   simulated: boolean;
   partitionGraceSeconds: number;
   minFreeDiskBytes: number;
+  /** The egress proxy image (pinned) for allowlist jobs; null refuses them (`unsupported`). */
+  egressProxyImage?: string | null;
   /** UUIDs of the GPUs the machine offers now (none while unhealthy). */
   offeredGpus: () => readonly string[];
   log: (line: string) => void;
@@ -56,7 +58,12 @@ export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
   mkdirSync(setup.workDir, { recursive: true, mode: 0o700 });
   const runtime = new DockerRuntime({
     docker: setup.docker,
-    machine: { simulated: setup.simulated, cpuCores: availableParallelism(), ramBytes: totalmem() },
+    machine: {
+      simulated: setup.simulated,
+      cpuCores: availableParallelism(),
+      ramBytes: totalmem(),
+      ...(setup.egressProxyImage ? { egress: { image: setup.egressProxyImage } } : {}),
+    },
     owner: setup.machineId,
     stateDir: setup.workDir,
   });
