@@ -164,5 +164,7 @@ ensure_docker_packages
 ensure_docker_running
 ensure_registry_running
 ensure_images_built
+# The agent's tests loop-mount each job's /output as the agent does in production; only root can.
+is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"
 say "Docker Engine $(docker version --format '{{.Server.Version}}') and the registry on $REGISTRY_ADDR ready; test images in .gpufarm/images.json"

@@ -69,7 +69,7 @@ async function main(): Promise<number> {
   // The local chain of npm start, so job creation fixes escrow terms and funding calls as it does there.
   const chainDir = mkdtempSync(join(tmpdir(), 'gf-bench-chain-'));
   cleanups.push(async () => rmSync(chainDir, { recursive: true, force: true }));
-  const chain = await startLocalChain({ dataDir: chainDir, chainId: loadConfig({}).chainId, challengeWindowSeconds: 3600 });
+  const chain = await startLocalChain({ dataDir: chainDir, chainId: loadConfig().chainId, challengeWindowSeconds: 3600 });
   cleanups.push(() => chain.anvil.stop());
   log(`local chain at ${chain.anvil.rpcUrl}, escrow ${chain.deployment.escrow}`);
 
