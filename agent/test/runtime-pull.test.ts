@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { canaryResult } from '../src/runtime/canary.js';
+import { canaryResult } from '@gpufarm/shared';
 import { ensureImage, parseImageReference } from '../src/runtime/image.js';
 import { RuntimeError } from '../src/runtime/errors.js';
 import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName } from './helpers/docker.js';

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { AssignmentContext, AssignmentReport } from '../src/link/assignment-runner.js';
-import { verifyRecord } from '../src/records/execution-record.js';
+import { verifyRecord } from '@gpufarm/shared';
 import { DockerAssignmentRunner } from '../src/runtime/docker-runner.js';
-import { canaryResult } from '../src/runtime/canary.js';
+import { canaryResult } from '@gpufarm/shared';
 import { busyboxSpec, localImages, testRuntime, uniqueName, uploadSink } from './helpers/docker.js';
 
 const keys = generateKeyPairSync('ed25519');

@@ -37,6 +37,20 @@ const envSchema = z.object({
   GF_ESCROW_SWEEP_MS: z.coerce.number().int().min(100).default(5_000),
   GF_ESCROW_START_BLOCK: z.coerce.number().int().min(0).default(0),
   GF_OFFER_INDEX_REFRESH_MS: z.coerce.number().int().min(100).default(30_000),
+  GF_HEARTBEAT_SECONDS: z.coerce.number().int().min(1).max(300).default(10),
+  GF_MACHINE_OFFLINE_SECONDS: z.coerce.number().int().min(1).default(50),
+  GF_MACHINE_LOST_GRACE_SECONDS: z.coerce.number().int().min(0).default(300),
+  GF_ASSIGN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(60),
+  GF_MATCH_INTERVAL_MS: z.coerce.number().int().min(10).default(1_000),
+  GF_EXECUTION_SWEEP_MS: z.coerce.number().int().min(10).default(5_000),
+  GF_LOG_CAP_BYTES: z.coerce.number().int().min(1024).default(100 * 1024 * 1024),
+  GF_ARTIFACT_DIR: z.string().min(1).optional(),
+  GF_ARTIFACT_TTL_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  GF_MAX_INPUT_BYTES: z.coerce.number().int().min(1).default(1024 * 1024 * 1024),
+  GF_CANARY_IMAGE: z
+    .string()
+    .regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, 'must be the canary image pinned by digest: <repository>@sha256:<64 hex>')
+    .optional(),
   GF_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -98,7 +112,31 @@ export interface Config {
   offerIndexRefreshMs: number;
   /** null: funding is unavailable (`fundingUnavailable.code` `escrow_not_deployed`). */
   chain: ChainConfig | null;
+  execution: ExecutionConfig;
   logLevel: Env['GF_LOG_LEVEL'];
+}
+
+/** Machines, assignments, logs and artifacts (the Execution slice). */
+export interface ExecutionConfig {
+  /** Seconds between an agent's heartbeats (told in `welcome`). */
+  heartbeatSeconds: number;
+  /** A machine not heard from this long is offline and offers nothing. */
+  machineOfflineSeconds: number;
+  /** An offline machine's jobs are requeued after this long unless it comes back. */
+  machineLostGraceSeconds: number;
+  /** An offered assignment not accepted within this is taken back and the machine excluded. */
+  assignTimeoutSeconds: number;
+  matchIntervalMs: number;
+  sweepIntervalMs: number;
+  /** Bytes of log text stored per job; a system line says when it is reached. */
+  logCapBytes: number;
+  /** The filesystem artifact store's directory. */
+  artifactDir: string;
+  artifactTtlDays: number;
+  /** Largest input upload (`POST /v1/artifacts`). */
+  maxInputBytes: number;
+  /** The service's canary image pinned by digest; null: no job reaches RESULT_VERIFIED. */
+  canaryImage: { repository: string; digest: string } | null;
 }
 
 export class ConfigError extends Error {
@@ -149,6 +187,21 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
             startBlock: e.GF_ESCROW_START_BLOCK,
           }
         : null,
+    execution: {
+      heartbeatSeconds: e.GF_HEARTBEAT_SECONDS,
+      machineOfflineSeconds: e.GF_MACHINE_OFFLINE_SECONDS,
+      machineLostGraceSeconds: e.GF_MACHINE_LOST_GRACE_SECONDS,
+      assignTimeoutSeconds: e.GF_ASSIGN_TIMEOUT_SECONDS,
+      matchIntervalMs: e.GF_MATCH_INTERVAL_MS,
+      sweepIntervalMs: e.GF_EXECUTION_SWEEP_MS,
+      logCapBytes: e.GF_LOG_CAP_BYTES,
+      artifactDir: e.GF_ARTIFACT_DIR ?? `${e.GF_DATA_DIR}/artifacts`,
+      artifactTtlDays: e.GF_ARTIFACT_TTL_DAYS,
+      maxInputBytes: e.GF_MAX_INPUT_BYTES,
+      canaryImage: e.GF_CANARY_IMAGE
+        ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
+        : null,
+    },
     logLevel: e.GF_LOG_LEVEL,
   };
 }

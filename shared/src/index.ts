@@ -7,3 +7,4 @@ export * from './net/public-name.js';
 export * from './schemas/index.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';
+export * from './records/index.js';

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
 import type { JobExit } from '../runtime/job-state.js';
-import { argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '../records/execution-record.js';
+import { argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
 import { ArtifactTooLargeError, fileSource, packOutputRule, ruleContentBytes } from './pack.js';
 import { uploadArtifact, type UploadOptions } from './upload.js';
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
 /**
- * What the canary image (`images/canary/sha256-chain.c`) writes to /output/result.txt for a job
+ * What the canary image (`images/canary/sha256-chain.c`, run by the agent) writes to /output/result.txt for a job
  * id and a number of iterations n >= 1: d1 = SHA-256(UTF-8 bytes of jobId), dk = SHA-256(d(k-1))
  * over the raw 32-byte digest, then d_n as 64 lower-case hex digits and a newline. The control
  * plane recomputes it to reach RESULT_VERIFIED.

@@ -1,0 +1,25 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * Where artifact bytes live, content-addressed by their SHA-256: the filesystem by default
+ * (`fs-blob-store.ts`), an S3-compatible bucket later behind the same interface.
+ */
+export interface BlobStore {
+  /**
+   * Streams `source` in, hashing while it writes; refuses (BlobTooLargeError) past `maxBytes`
+   * and then keeps nothing. Equal bytes are stored once.
+   */
+  put(source: Readable, options: { maxBytes: number }): Promise<{ sha256: string; sizeBytes: number }>;
+  /** The bytes of `sha256` (a byte range, inclusive, when given). */
+  open(sha256: string, range?: { start: number; end: number }): Readable;
+  /** Size of the stored bytes, or null when absent. */
+  stat(sha256: string): Promise<{ sizeBytes: number } | null>;
+  delete(sha256: string): Promise<void>;
+}
+
+export class BlobTooLargeError extends Error {
+  constructor(readonly maxBytes: number) {
+    super(`the upload is larger than ${maxBytes} bytes`);
+    this.name = 'BlobTooLargeError';
+  }
+}

@@ -1,0 +1,102 @@
+import type { LogBatchLine, LogStream } from '@gpufarm/shared';
+import type { Queryable } from '../db/database.js';
+
+/**
+ * Log lines of jobs: each (assignment, seq) stored once, `id` the only-growing public cursor.
+ * The agent's lines carry its assignment id and seq; the service's own `system` lines (queued,
+ * matched, verified…) use the job id as their assignment id and a per-job counter as seq.
+ */
+
+export interface LogLineRow {
+  id: number;
+  assignment_id: string;
+  seq: number;
+  stream: LogStream;
+  line: string;
+  at: Date;
+}
+
+/** The per-job cap's own system line (written once, when the cap is first reached). */
+export const LOG_CAP_LINE = (capBytes: number) =>
+  `log limit reached: this job's logs passed ${capBytes} bytes; later lines are not stored (the log artifact still holds them all)`;
+
+/**
+ * Stores a batch of the agent's lines for `assignmentId` of `jobId`; lines already stored are
+ * skipped (a resend after a reconnect). Lines past the job's cap (`capBytes` of text) are
+ * dropped, and the first time that happens a system line says so. Returns how many lines were
+ * new. The caller acks the batch's last seq: every line up to it is stored or deliberately dropped.
+ */
+export async function insertAgentLines(
+  db: Queryable,
+  params: { jobId: string; assignmentId: string; lines: readonly LogBatchLine[]; capBytes: number },
+): Promise<{ inserted: number; capped: boolean }> {
+  const [job] = await db.query<{ log_bytes: number; log_capped: boolean }>('SELECT log_bytes, log_capped FROM jobs WHERE id = $1', [params.jobId]);
+  if (!job) return { inserted: 0, capped: false };
+  if (job.log_capped) return { inserted: 0, capped: true };
+  let room = params.capBytes - Number(job.log_bytes);
+  const kept: LogBatchLine[] = [];
+  for (const line of params.lines) {
+    const size = Buffer.byteLength(line.line, 'utf8');
+    if (size > room) break;
+    room -= size;
+    kept.push(line);
+  }
+  const capped = kept.length < params.lines.length;
+  let inserted = 0;
+  if (kept.length > 0) {
+    const rows = await db.query<{ bytes: number }>(
+      `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
+       SELECT $1, $2, x.seq, x.stream, x.line, to_timestamp(x.at_ms / 1000.0)
+         FROM jsonb_to_recordset($3::jsonb) AS x(seq int, stream text, line text, at_ms float8)
+        ORDER BY x.seq
+       ON CONFLICT (assignment_id, seq) DO NOTHING
+       RETURNING octet_length(line) AS bytes`,
+      [params.jobId, params.assignmentId, JSON.stringify(kept.map((l) => ({ seq: l.seq, stream: l.stream, line: l.line, at_ms: l.atMs })))],
+    );
+    inserted = rows.length;
+    const bytes = rows.reduce((n, r) => n + Number(r.bytes), 0);
+    if (bytes > 0) await db.query('UPDATE jobs SET log_bytes = log_bytes + $2 WHERE id = $1', [params.jobId, bytes]);
+  }
+  if (capped) {
+    const [first] = await db.query<{ id: string }>('UPDATE jobs SET log_capped = true WHERE id = $1 AND NOT log_capped RETURNING id', [params.jobId]);
+    if (first) await appendServiceLine(db, params.jobId, LOG_CAP_LINE(params.capBytes), { force: true });
+  }
+  return { inserted, capped };
+}
+
+/**
+ * Appends one of the service's own `system` lines to a job's log (queued, matched, pulling…).
+ * Not stored once the job's log is capped, except the cap's own line (`force`).
+ */
+export async function appendServiceLine(db: Queryable, jobId: string, line: string, options: { force?: boolean } = {}): Promise<void> {
+  await db.query(
+    `WITH next AS (
+       UPDATE jobs SET service_log_seq = service_log_seq + 1
+        WHERE id = $1 AND ($3::boolean OR NOT log_capped)
+        RETURNING service_log_seq - 1 AS seq
+     )
+     INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
+     SELECT $1, $1, next.seq, 'system', $2, now() FROM next`,
+    [jobId, line, options.force ?? false],
+  );
+}
+
+/** The highest seq stored for each assignment (null: none), for `welcome.acked`. */
+export async function lastStoredSeqs(db: Queryable, assignmentIds: readonly string[]): Promise<Map<string, number>> {
+  if (assignmentIds.length === 0) return new Map();
+  const rows = await db.query<{ assignment_id: string; seq: number }>(
+    'SELECT assignment_id, max(seq)::int AS seq FROM log_lines WHERE assignment_id = ANY($1) GROUP BY assignment_id',
+    [assignmentIds],
+  );
+  return new Map(rows.map((r) => [r.assignment_id, r.seq]));
+}
+
+/** A page of a job's lines after cursor `afterId`, optionally of one stream, in id order. */
+export async function listLogLines(db: Queryable, params: { jobId: string; afterId: number; limit: number; stream: LogStream | null }): Promise<LogLineRow[]> {
+  return db.query<LogLineRow>(
+    `SELECT id, assignment_id, seq, stream, line, at FROM log_lines
+      WHERE job_id = $1 AND id > $2 AND ($3::text IS NULL OR stream = $3)
+      ORDER BY id LIMIT $4`,
+    [params.jobId, params.afterId, params.stream, params.limit],
+  );
+}
