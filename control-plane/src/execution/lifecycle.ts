@@ -1,8 +1,17 @@
-import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
+import { formatMicroUsd, type AssignmentRejectedMessage, type AssignmentStatusMessage } from '@gpufarm/shared';
 import type { BlobStore } from '../artifacts/blob-store.js';
+import { notifyAgent } from '../agent-gateway/dispatch.js';
 import type { ExecutionConfig } from '../config.js';
-import type { Database } from '../db/database.js';
+import type { Database, Queryable } from '../db/database.js';
 import type { EscrowDeps } from '../jobs/funding.js';
+import { notifyJobQueued } from '../jobs/channels.js';
+import { authorizePendingRefund } from '../jobs/settlement.js';
+import { findJobById } from '../jobs/store.js';
+import { transitionFor } from '../jobs/transitions.js';
+import { appendServiceLine } from '../logs/store.js';
+import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
+import { settleFinished } from './finish.js';
+import { excludeMachine, findAssignment, LIVE_STATES, moveAssignment, moveJob, releaseGpus } from './store.js';
 
 /**
  * What happens to a job when its assignment moves (ARCHITECTURE.md sections 4, 5 and 9): the
@@ -18,10 +27,21 @@ export interface ExecutionDeps {
   log?: (message: string, err?: unknown) => void;
 }
 
+/** The agent's states in the order they happen: a report never moves an assignment back. */
+const AGENT_STATE_RANK: Readonly<Record<AssignmentStatusMessage['state'], number>> = {
+  pulling: 1,
+  starting: 2,
+  running: 3,
+  stopping: 4,
+  exited: 5,
+  uploading: 6,
+  finished: 7,
+  failed: 7,
+};
+
 /** The agent accepted an offered assignment. */
 export async function assignmentAccepted(deps: ExecutionDeps, machineId: string, assignmentId: string): Promise<void> {
-  void deps; void machineId; void assignmentId;
-  throw new Error('not implemented yet');
+  await moveAssignment(deps.db, { id: assignmentId, machineId, from: ['offered'], to: 'accepted', set: { accepted_at: new Date() } });
 }
 
 /**
@@ -35,8 +55,18 @@ export async function assignmentRejected(
   reason: AssignmentRejectedMessage['reason'] | 'timeout',
   message: string,
 ): Promise<void> {
-  void deps; void machineId; void assignmentId; void reason; void message;
-  throw new Error('not implemented yet');
+  await deps.db.transaction(async (tx) => {
+    const asg = await moveAssignment(tx, { id: assignmentId, machineId, from: ['offered', 'accepted'], to: 'rejected', set: { failure_code: reason, failure_message: message.slice(0, 2000) } });
+    if (!asg) return;
+    await releaseGpus(tx, asg.id);
+    await excludeMachine(tx, asg.job_id, machineId, reason);
+    const moved = await moveJob(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'unmatch').to, assignmentId: asg.id, set: { assignment_id: null } });
+    if (moved) {
+      const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
+      await appendServiceLine(tx, asg.job_id, `not started: ${why}; queued again for another machine`);
+      await notifyJobQueued(tx, asg.job_id);
+    }
+  });
 }
 
 /**
@@ -45,8 +75,88 @@ export async function assignmentRejected(
  * requeues it (at most two more times) or fails it; other states become system log lines.
  */
 export async function assignmentStatus(deps: ExecutionDeps, machineId: string, message: AssignmentStatusMessage): Promise<void> {
-  void deps; void machineId; void message;
-  throw new Error('not implemented yet');
+  const asg = await findAssignment(deps.db, message.assignmentId);
+  if (!asg || asg.machine_id !== machineId || !(LIVE_STATES as readonly string[]).includes(asg.state)) return;
+  if (message.state === 'failed') {
+    const failure = message.failure ?? { code: 'internal' as const, message: 'the agent reported a failure without a reason' };
+    await failAssignment(deps, asg.id, failure.code, failure.message, { exitFacts: message });
+    return;
+  }
+  // A report moves the agent state forward only, so a report repeated after a restart writes no second line.
+  const [advanced] = await deps.db.query<{ id: string }>(
+    `UPDATE assignments SET agent_state = $2, updated_at = now()
+      WHERE id = $1 AND (agent_state IS NULL OR $3 > (CASE agent_state ${Object.entries(AGENT_STATE_RANK).map(([s, r]) => `WHEN '${s}' THEN ${r}`).join(' ')} ELSE 0 END))
+      RETURNING id`,
+    [asg.id, message.state, AGENT_STATE_RANK[message.state]],
+  );
+  if (message.state === 'running' || (message.startedAt && asg.state !== 'running')) await startJob(deps, asg.id, message);
+  if (advanced) {
+    const line = statusLine(message, asg.spec.image);
+    if (line) await appendServiceLine(deps.db, asg.job_id, line);
+  }
+  if (message.state === 'finished') {
+    await recordFinishReport(deps.db, asg.id, message);
+    await settleFinished(deps, asg.id).catch((err: unknown) => deps.log?.(`settling assignment ${asg.id} failed; the execution worker retries`, err));
+  }
+}
+
+function statusLine(message: AssignmentStatusMessage, image: string): string | null {
+  switch (message.state) {
+    case 'pulling':
+      return `pulling ${image}`;
+    case 'starting':
+      return 'starting the container';
+    case 'running':
+      return `started${message.imageDigest ? ` (image ${message.imageDigest})` : ''}`;
+    case 'stopping':
+      return 'stopping the container';
+    case 'exited':
+      if (message.timedOut) return `stopped at maxRuntimeSeconds${message.exitCode !== null ? ` (exit code ${message.exitCode})` : ''}`;
+      if (message.oomKilled) return `killed: out of memory (exit code ${message.exitCode ?? 'unknown'})`;
+      return `exited with code ${message.exitCode ?? 'unknown'}`;
+    case 'uploading':
+      return 'uploading outputs and logs';
+    default:
+      return null;
+  }
+}
+
+/** MATCHING -> RUNNING when the container started (an `accepted` that never arrived is implied). */
+async function startJob(deps: ExecutionDeps, assignmentId: string, message: AssignmentStatusMessage): Promise<void> {
+  await deps.db.transaction(async (tx) => {
+    const asg = await moveAssignment(tx, {
+      id: assignmentId,
+      machineId: null,
+      from: ['offered', 'accepted'],
+      to: 'running',
+      set: { started_at: message.startedAt ? new Date(message.startedAt) : new Date(), image_digest: message.imageDigest },
+    });
+    if (!asg) return;
+    await moveJob(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'start').to, assignmentId });
+  });
+}
+
+async function recordFinishReport(db: Queryable, assignmentId: string, message: AssignmentStatusMessage): Promise<void> {
+  await db.query(
+    `UPDATE assignments SET started_at = COALESCE($2, started_at), finished_at = $3, exit_code = $4, oom_killed = $5, timed_out = $6,
+            image_digest = COALESCE($7, image_digest), outputs = $8::jsonb, log_report = $9::jsonb, record_json = $10, record_signature = $11,
+            last_log_seq = $12, updated_at = now()
+      WHERE id = $1 AND state = 'running'`,
+    [
+      assignmentId,
+      message.startedAt ? new Date(message.startedAt) : null,
+      message.finishedAt ? new Date(message.finishedAt) : new Date(),
+      message.exitCode,
+      message.oomKilled,
+      message.timedOut,
+      message.imageDigest,
+      JSON.stringify(message.outputs ?? []),
+      message.log ? JSON.stringify(message.log) : null,
+      message.record?.json ?? null,
+      message.record?.signature ?? null,
+      message.lastLogSeq,
+    ],
+  );
 }
 
 /**
@@ -54,12 +164,81 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
  * back without it): the job is requeued (at most two more times) or failed, the machine excluded.
  */
 export async function assignmentLost(deps: ExecutionDeps, assignmentId: string, reason: string): Promise<void> {
-  void deps; void assignmentId; void reason;
-  throw new Error('not implemented yet');
+  await failAssignment(deps, assignmentId, 'machine_lost', reason, { lost: true });
 }
 
-/** A job was canceled while MATCHING: its assignment is dropped and the agent told to stop. */
-export async function jobCanceled(deps: ExecutionDeps, jobId: string): Promise<void> {
-  void deps; void jobId;
-  throw new Error('not implemented yet');
+/**
+ * Ends a live assignment without a result: its GPUs are freed, and its job is queued again
+ * (`retry`) while attempts remain and the failure is worth retrying, else FAILED with the
+ * refund authorized (a FAILED job is never charged).
+ */
+async function failAssignment(
+  deps: ExecutionDeps,
+  assignmentId: string,
+  code: FailureCode,
+  message: string,
+  options: { lost?: boolean; exitFacts?: AssignmentStatusMessage },
+): Promise<void> {
+  const rule = FAILURE_RULES[code];
+  const failedJob = await deps.db.transaction(async (tx) => {
+    const asg = await moveAssignment(tx, {
+      id: assignmentId,
+      machineId: null,
+      from: LIVE_STATES,
+      to: options.lost ? 'lost' : 'failed',
+      set: { failure_code: code, failure_message: message.slice(0, 2000), finished_at: new Date(), exit_code: options.exitFacts?.exitCode ?? null },
+    });
+    if (!asg) return null;
+    await releaseGpus(tx, asg.id);
+    if (rule.excludeMachine) await excludeMachine(tx, asg.job_id, asg.machine_id, code);
+    const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING'; attempts: number }>(
+      `SELECT status, attempts FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
+      [asg.job_id, asg.id],
+    );
+    if (!job) return null;
+    const attempts = job.attempts + 1;
+    const retry = rule.retried && attempts < MAX_ATTEMPTS;
+    const transition = transitionFor(job.status, retry ? 'retry' : 'fail');
+    const refund = transition.effects.includes('authorize_refund');
+    const why = `${rule.summary}: ${message}`.slice(0, 1900);
+    await moveJob(tx, {
+      jobId: asg.job_id,
+      from: job.status,
+      to: transition.to,
+      assignmentId: asg.id,
+      set: { attempts, assignment_id: null, ...(retry ? {} : { failure_reason: why }), ...(refund ? { refund_status: 'pending' as const } : {}) },
+    });
+    await appendServiceLine(
+      tx,
+      asg.job_id,
+      retry
+        ? `attempt ${attempts} of ${MAX_ATTEMPTS} failed: ${why}; queued again`
+        : `failed: ${why}${rule.retried ? ` (after ${attempts} attempts)` : ''}; nothing is charged and the escrow refund is authorized`,
+    );
+    if (retry) await notifyJobQueued(tx, asg.job_id);
+    return refund ? asg.job_id : null;
+  });
+  if (failedJob && deps.escrow) {
+    const job = await findJobById(deps.db, failedJob);
+    if (job) await authorizePendingRefund({ db: deps.db, escrow: deps.escrow }, job).catch((err: unknown) => deps.log?.(`refund authorization for ${failedJob} failed; the escrow worker retries it`, err));
+  }
+}
+
+/** A job was canceled while MATCHING: its assignment is dropped, its GPUs freed and the agent told to stop. */
+export async function jobCanceled(db: Database, jobId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    const rows = await tx.query<{ id: string; machine_id: string }>(
+      `UPDATE assignments SET state = 'canceled', updated_at = now() WHERE job_id = $1 AND state = ANY($2) RETURNING id, machine_id`,
+      [jobId, [...LIVE_STATES]],
+    );
+    for (const row of rows) {
+      await releaseGpus(tx, row.id);
+      await notifyAgent(tx, { machineId: row.machine_id, assignmentId: row.id, kind: 'cancel', reason: 'the customer canceled the job' });
+    }
+  });
+}
+
+/** `$1.23` for a line a customer reads. */
+export function usd(microUsd: number): string {
+  return `$${formatMicroUsd(microUsd)}`;
 }

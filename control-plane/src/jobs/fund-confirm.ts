@@ -1,6 +1,8 @@
 import { ApiError } from '@gpufarm/shared';
 import { TransactionReceiptNotFoundError, type Hash, type TransactionReceipt } from 'viem';
 import { insertBillingEntry } from '../billing/store.js';
+import { appendServiceLine } from '../logs/store.js';
+import { notifyJobQueued } from './channels.js';
 import type { Database } from '../db/database.js';
 import { checkFunding } from './funding-check.js';
 import { requireChain, type EscrowDeps } from './funding.js';
@@ -95,6 +97,8 @@ export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | 
     await insertBillingEntry(tx, { accountId: job.account_id, type: 'funded', jobId: job.id, amountMicroUsd: job.max_cost_micro_usd, token: job.payment_token, amount: job.max_payment, txHash });
     const queued = await applyTransition(tx, { jobId: job.id, from: 'FUNDED', to: transitionFor('FUNDED', 'queue').to });
     if (!queued) throw new Error(`job ${job.id} left FUNDED inside its funding transaction`);
+    await appendServiceLine(tx, job.id, `queued: the escrow holds the funding (transaction ${txHash}); waiting for a machine that fits`);
+    await notifyJobQueued(tx, job.id);
     return { kind: 'moved' as const, job: queued };
   });
   if (outcome.kind === 'moved') return { kind: 'confirmed', job: outcome.job };

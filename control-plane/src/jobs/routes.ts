@@ -31,7 +31,8 @@ import { confirmFunding, RETRY_AFTER_SECONDS } from './fund-confirm.js';
 import { ensureEscrowTerms, fundingFor, requireChain, termsHash, type EscrowDeps } from './funding.js';
 import { authorizePendingRefund } from './settlement.js';
 import { priceJob } from './pricing.js';
-import { toJob } from './serialize.js';
+import { jobCanceled } from '../execution/lifecycle.js';
+import { loadJobExtras, toJob } from './serialize.js';
 import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJobs, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
 import { ForbiddenTransitionError, isTerminalStatus, transitionFor } from './transitions.js';
 
@@ -250,7 +251,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     const last = page.at(-1);
     return {
       object: 'list',
-      data: page.map((row) => toJob(row, config.publicUrl)),
+      data: await toJobs(page),
       nextCursor: rows.length > query.limit && last ? encodeCursor({ seq: last.seq }) : null,
     };
   });
@@ -262,7 +263,13 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     return row;
   };
 
-  app.get('/v1/jobs/:id', { config: { auth: 'jobs:read' } }, async (request) => toJob(await loadJob(request.principal!.accountId, request.params), config.publicUrl));
+  /** Job objects with their assignment and artifacts (two statements for any number of jobs). */
+  const toJobs = async (rows: readonly JobRow[]) => {
+    const extras = await loadJobExtras(db, rows);
+    return rows.map((row) => toJob(row, config.publicUrl, extras.get(row.id)));
+  };
+
+  app.get('/v1/jobs/:id', { config: { auth: 'jobs:read' } }, async (request) => (await toJobs([await loadJob(request.principal!.accountId, request.params)]))[0]);
 
   /**
    * The `authorize_refund` effect, started at once when the chain answers. The answer waits for
@@ -325,7 +332,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     let row = await loadJob(request.principal!.accountId, request.params);
     // A lost race re-reads the job and decides again, so the answer is about its newest state.
     for (let attempt = 0; attempt < 3; attempt++) {
-      if (row.status === 'CANCELED') return toJob(row, config.publicUrl);
+      if (row.status === 'CANCELED') return (await toJobs([row]))[0];
       let to: JobStatus;
       try {
         to = transitionFor(row.status, 'cancel').to;
@@ -342,7 +349,11 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       const transition = transitionFor(row.status, 'cancel');
       const refund = transition.effects.includes('authorize_refund');
       const moved = await applyTransition(db, { jobId: row.id, from: row.status, to, cancelReason: reason, refundPending: refund });
-      if (moved) return toJob(refund ? await tryAuthorizeRefund(moved) : moved, config.publicUrl);
+      if (moved) {
+        // A MATCHING job has an assignment on a machine: drop it and tell the agent.
+        if (row.status === 'MATCHING') await jobCanceled(db, row.id);
+        return (await toJobs([refund ? await tryAuthorizeRefund(moved) : moved]))[0];
+      }
       row = await loadJob(request.principal!.accountId, request.params);
     }
     throw new ApiError('conflict', 'The job changed while canceling it; retry.');

@@ -1,13 +1,60 @@
-import type { Job, JobReceipt } from '@gpufarm/shared';
+import type { ArtifactSummary, Job, JobAssignment, JobReceipt } from '@gpufarm/shared';
+import type { Queryable } from '../db/database.js';
+import { microUsdToTokenUnits } from './settlement.js';
 import type { JobRow } from './store.js';
 
+/** What a job object shows beyond its own row: where it ran and its stored artifacts. */
+export interface JobExtras {
+  assignment: JobAssignment | null;
+  artifacts: ArtifactSummary[];
+}
+
+const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [] };
+
+/** The assignment (with farm and coarse region) and the output and log artifacts of each job, in two statements. */
+export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Promise<Map<string, JobExtras>> {
+  const out = new Map<string, JobExtras>();
+  if (rows.length === 0) return out;
+  const assignmentIds = rows.map((r) => r.assignment_id).filter((id): id is string => id !== null);
+  const [assignments, artifacts] = await Promise.all([
+    assignmentIds.length === 0
+      ? Promise.resolve([])
+      : db.query<{ job_id: string; gpu_model: string; class_id: string; gpu_count: number; slug: string; name: string; region_key: string; price: number; started_at: Date | null; finished_at: Date | null; exit_code: number | null }>(
+          `SELECT a.job_id, a.gpu_model, a.class_id, cardinality(a.gpu_indices) AS gpu_count, f.slug, f.name, m.region_key,
+                  a.price_per_gpu_hour_micro_usd AS price, a.started_at, a.finished_at, a.exit_code
+             FROM assignments a JOIN machines m ON m.id = a.machine_id JOIN farms f ON f.id = m.farm_id
+            WHERE a.id = ANY($1)`,
+          [assignmentIds],
+        ),
+    db.query<{ job_id: string; id: string; kind: 'output' | 'log'; filename: string; size_bytes: number; sha256: string }>(
+      `SELECT job_id, id, kind, filename, size_bytes, sha256 FROM artifacts WHERE job_id = ANY($1) AND kind IN ('output', 'log') ORDER BY kind DESC, name`,
+      [rows.map((r) => r.id)],
+    ),
+  ]);
+  for (const row of rows) out.set(row.id, { assignment: null, artifacts: [] });
+  for (const a of assignments) {
+    out.get(a.job_id)!.assignment = {
+      gpu: { model: a.gpu_model, modelClass: a.class_id, count: a.gpu_count },
+      farm: { slug: a.slug, name: a.name },
+      region: a.region_key,
+      pricePerGpuHourMicroUsd: Number(a.price),
+      startedAt: a.started_at?.toISOString() ?? null,
+      finishedAt: a.finished_at?.toISOString() ?? null,
+      exitCode: a.exit_code,
+    };
+  }
+  for (const a of artifacts) out.get(a.job_id)!.artifacts.push({ id: a.id, kind: a.kind, filename: a.filename, sizeBytes: Number(a.size_bytes), sha256: a.sha256 });
+  return out;
+}
+
 /** The spec's job object for a stored job. Parts that exist only later (assignment…) are null. */
-export function toJob(row: JobRow, publicUrl: string): Job {
+export function toJob(row: JobRow, publicUrl: string, extras: JobExtras = NO_EXTRAS): Job {
+  const finished = row.total_micro_usd !== null && (row.status === 'COMPLETED' || row.status === 'TIMED_OUT');
   return {
     object: 'job',
     id: row.id,
     status: row.status,
-    verificationLevel: null,
+    verificationLevel: row.verification_level,
     pricing: {
       maxPricePerGpuHourMicroUsd: row.max_price_per_gpu_hour_micro_usd,
       minBillingSeconds: row.min_billing_seconds,
@@ -28,12 +75,30 @@ export function toJob(row: JobRow, publicUrl: string): Job {
       logs: `${publicUrl}/v1/jobs/${row.id}/logs`,
       funding: `${publicUrl}/v1/jobs/${row.id}/funding`,
     },
-    assignment: null,
-    cost: null,
-    result: null,
+    assignment: extras.assignment,
+    cost: finished
+      ? {
+          billableGpuSeconds: row.billable_gpu_seconds ?? 0,
+          computeMicroUsd: Number(row.compute_micro_usd),
+          feeMicroUsd: Number(row.fee_micro_usd),
+          totalMicroUsd: Number(row.total_micro_usd),
+          finalPayment: row.settlement_amount ?? minPayment(row),
+        }
+      : null,
+    result:
+      row.verification_level !== null
+        ? { hostHash: row.host_hash, serverHash: row.server_hash, hashesMatch: row.hashes_match ?? false, outputArtifactId: row.output_artifact_id, logArtifactId: row.log_artifact_id }
+        : null,
     receipt: receiptOf(row),
-    artifacts: [],
+    artifacts: extras.artifacts,
   };
+}
+
+/** The final payment at the job's terms before the escrow recorded it: the cost in token units, never above maxPayment. */
+function minPayment(row: JobRow): string {
+  const units = microUsdToTokenUnits(row, Number(row.total_micro_usd));
+  const max = BigInt(row.max_payment);
+  return (units < max ? units : max).toString();
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { JobStatus } from '@gpufarm/shared';
+import type { JobStatus, VerificationLevel } from '@gpufarm/shared';
 import type { Queryable, Transaction } from '../db/database.js';
 
 export interface JobRow {
@@ -42,6 +42,21 @@ export interface JobRow {
   refund_status: 'pending' | 'authorized' | 'claimed' | null;
   refund_authorize_tx_hash: string | null;
   refund_tx_hash: string | null;
+  /** Runs that ended without a result (infrastructure failures); the third fails the job. */
+  attempts: number;
+  /** The live assignment (MATCHING, RUNNING), or the one that produced the result. */
+  assignment_id: string | null;
+  verification_level: VerificationLevel | null;
+  host_hash: string | null;
+  server_hash: string | null;
+  hashes_match: boolean | null;
+  output_artifact_id: string | null;
+  log_artifact_id: string | null;
+  billable_gpu_seconds: number | null;
+  compute_micro_usd: number | null;
+  fee_micro_usd: number | null;
+  total_micro_usd: number | null;
+  failure_reason: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -51,7 +66,9 @@ const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count,
   max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment::text AS max_payment,
   wei_per_usd::text AS wei_per_usd, escrow_job_key, escrow_address, job_hash, cancel_reason, funding_hold, fund_tx_hash, settlement_status,
   settlement_amount::text AS settlement_amount, compute_seconds, result_hash, challenge_ends_at, completion_tx_hash, release_tx_hash,
-  refund_status, refund_authorize_tx_hash, refund_tx_hash, created_at, updated_at`;
+  refund_status, refund_authorize_tx_hash, refund_tx_hash, attempts, assignment_id, verification_level, host_hash, server_hash,
+  hashes_match, output_artifact_id, log_artifact_id, billable_gpu_seconds, compute_micro_usd, fee_micro_usd, total_micro_usd,
+  failure_reason, created_at, updated_at`;
 
 /** Columns a new job starts without (the escrow's later records). */
 const ESCROW_DEFAULTS = {
@@ -67,6 +84,19 @@ const ESCROW_DEFAULTS = {
   refund_status: null,
   refund_authorize_tx_hash: null,
   refund_tx_hash: null,
+  attempts: 0,
+  assignment_id: null,
+  verification_level: null,
+  host_hash: null,
+  server_hash: null,
+  hashes_match: null,
+  output_artifact_id: null,
+  log_artifact_id: null,
+  billable_gpu_seconds: null,
+  compute_micro_usd: null,
+  fee_micro_usd: null,
+  total_micro_usd: null,
+  failure_reason: null,
 } as const satisfies Partial<JobRow>;
 
 export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string };

@@ -1,0 +1,30 @@
+import { ASSIGNMENT_FAILURES } from '@gpufarm/shared';
+
+/**
+ * Why an assignment ended without a result, and what that means for its job: whether another
+ * machine may try again (at most `MAX_ATTEMPTS` runs in all), whether this machine is kept away
+ * from the job, and the words the customer reads in the job's log.
+ */
+export type FailureCode = (typeof ASSIGNMENT_FAILURES)[number] | 'machine_lost';
+
+interface FailureRule {
+  retried: boolean;
+  excludeMachine: boolean;
+  /** What failed, for the job's `system` line (the agent's own message follows it). */
+  summary: string;
+}
+
+export const FAILURE_RULES: Readonly<Record<FailureCode, FailureRule>> = {
+  pull_failed: { retried: true, excludeMachine: false, summary: 'the image could not be pulled' },
+  // The registry serves other bytes than the pinned digest: no machine would do better.
+  digest_mismatch: { retried: false, excludeMachine: false, summary: 'the image does not match its pinned digest' },
+  input_failed: { retried: true, excludeMachine: false, summary: 'an input could not be downloaded or did not match its hash' },
+  create_failed: { retried: true, excludeMachine: true, summary: 'the machine could not create the container' },
+  upload_failed: { retried: true, excludeMachine: true, summary: 'the outputs could not be uploaded' },
+  lost: { retried: true, excludeMachine: true, summary: 'the machine lost the container' },
+  internal: { retried: true, excludeMachine: true, summary: 'the machine had an internal error' },
+  machine_lost: { retried: true, excludeMachine: true, summary: 'the machine stopped answering' },
+};
+
+/** Runs of one job in all: the first and at most two retries (ARCHITECTURE.md section 5). */
+export const MAX_ATTEMPTS = 3;

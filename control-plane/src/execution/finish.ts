@@ -1,0 +1,120 @@
+import { finalCost, formatMicroUsd } from '@gpufarm/shared';
+import type { Address, Hex } from 'viem';
+import { recordCompletion } from '../jobs/settlement.js';
+import { findJobById } from '../jobs/store.js';
+import { transitionFor } from '../jobs/transitions.js';
+import { appendServiceLine } from '../logs/store.js';
+import type { ExecutionDeps } from './lifecycle.js';
+import { assignmentArtifacts, findAssignment, findMachineFacts, moveAssignment, moveJob, releaseGpus } from './store.js';
+import { allHashesMatch, canaryExpected, canaryIterations, readTarEntry, verificationLevel, type ExecutionEvidence } from './verification.js';
+
+/** Why a completion cannot be sent: the escrow pays the farm's payout address, and there is none. */
+const NO_PAYOUT = 'the farm has no payout address';
+
+/**
+ * Settles an assignment the machine reported `finished`: compares the reported hashes with the
+ * server's, verifies (canary recomputation, signed execution record), prices the run
+ * (ARCHITECTURE.md section 6), sends the escrow completion and moves the job RUNNING ->
+ * COMPLETED (or TIMED_OUT). Idempotent: a second call for a settled assignment does nothing, and a
+ * completion already recorded is not sent again. Throws when the chain refuses or is down; the
+ * execution worker calls it again.
+ */
+export async function settleFinished(deps: ExecutionDeps, assignmentId: string): Promise<void> {
+  const asg = await findAssignment(deps.db, assignmentId);
+  if (!asg || asg.state !== 'running' || asg.agent_state !== 'finished') return;
+  const job = await findJobById(deps.db, asg.job_id);
+  const machine = await findMachineFacts(deps.db, asg.machine_id);
+  if (!job || !machine || job.status !== 'RUNNING' || job.assignment_id !== asg.id) return;
+
+  const stored = await assignmentArtifacts(deps.db, asg.id);
+  const reported = asg.outputs ?? [];
+  const outputs: ExecutionEvidence['outputs'] = reported.map((o, i) => ({
+    path: o.path,
+    hostSha256: o.sha256,
+    serverSha256: stored.get(o.name ?? `output-${i}`)?.sha256 ?? null,
+  }));
+  const primary = stored.get(reported[0]?.name ?? 'output-0') ?? null;
+  const logArtifact = stored.get('log') ?? null;
+  const spec = job.spec as { image: string; imageDigest?: string | null; command?: string[] };
+  const pinnedDigest = spec.imageDigest ?? (spec.image.includes('@') ? spec.image.slice(spec.image.indexOf('@') + 1) : null);
+  const evidence: ExecutionEvidence = {
+    assignmentId: asg.id,
+    jobId: job.id,
+    pinnedDigest,
+    ranDigest: asg.image_digest,
+    command: asg.spec.command,
+    exitCode: asg.exit_code,
+    outputs,
+    record: asg.record_json && asg.record_signature ? { json: asg.record_json, signature: asg.record_signature } : null,
+    publicKeyPem: machine.public_key_pem,
+  };
+
+  const iterations = canaryIterations(deps.config.canaryImage, { image: spec.image, imageDigest: pinnedDigest, command: spec.command ?? [] });
+  let canaryMatched: boolean | null = null;
+  if (iterations !== null) {
+    canaryMatched = false;
+    if (primary && asg.exit_code === 0 && asg.image_digest === deps.config.canaryImage?.digest) {
+      const text = await readTarEntry(deps.blobs.open(primary.sha256), 'result.txt');
+      canaryMatched = text !== null && text === (await canaryExpected(job.id, iterations));
+    }
+  }
+  const level = verificationLevel(evidence, canaryMatched);
+  const hashesMatch = primary !== null && reported[0] !== undefined && primary.sha256 === reported[0].sha256;
+  const mismatched = outputs.some((o) => o.serverSha256 !== null && o.serverSha256 !== o.hostSha256);
+
+  const timedOut = asg.timed_out === true;
+  const started = asg.started_at?.getTime() ?? Date.now();
+  const finished = asg.finished_at?.getTime() ?? Date.now();
+  const runtimeSeconds = Math.min(job.max_runtime_seconds, Math.max(0, Math.ceil((finished - started) / 1000)));
+  const price = Number(asg.price_per_gpu_hour_micro_usd);
+  const cost = finalCost({ runtimeSeconds, minBillingSeconds: job.min_billing_seconds, gpuCount: job.gpu_count, pricePerGpuHourMicroUsd: price, platformFeeBps: job.platform_fee_bps });
+
+  // The completion goes on chain first: the job turns COMPLETED with its receipt, never before it.
+  if (deps.escrow && job.fund_tx_hash && job.settlement_status === null) {
+    if (!machine.payout_address) throw new Error(`${NO_PAYOUT} (farm ${machine.farm_slug}); set it to settle job ${job.id}`);
+    const resultHash = `0x${primary?.sha256 ?? '0'.repeat(64)}` as Hex;
+    await recordCompletion({ db: deps.db, escrow: deps.escrow }, { jobId: job.id, runtimeSeconds, pricePerGpuHourMicroUsd: price, resultHash, provider: machine.payout_address as Address });
+  }
+
+  await deps.db.transaction(async (tx) => {
+    const done = await moveAssignment(tx, { id: asg.id, machineId: null, from: ['running'], to: 'finished' });
+    if (!done) return;
+    await releaseGpus(tx, asg.id);
+    if (mismatched) await tx.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [asg.machine_id]);
+    const transition = transitionFor('RUNNING', timedOut ? 'time_out' : 'complete');
+    const moved = await moveJob(tx, {
+      jobId: job.id,
+      from: 'RUNNING',
+      to: transition.to,
+      assignmentId: asg.id,
+      set: {
+        verification_level: level,
+        host_hash: reported[0]?.sha256 ?? null,
+        server_hash: primary?.sha256 ?? null,
+        hashes_match: hashesMatch,
+        output_artifact_id: primary?.id ?? null,
+        log_artifact_id: logArtifact?.id ?? null,
+        billable_gpu_seconds: cost.billableGpuSeconds,
+        compute_micro_usd: cost.computeMicroUsd,
+        fee_micro_usd: cost.feeMicroUsd,
+        total_micro_usd: cost.totalMicroUsd,
+      },
+    });
+    if (!moved) return;
+    if (mismatched) await appendServiceLine(tx, job.id, 'hash mismatch: an output the machine reported differs from what the server stored; recorded against the machine');
+    const why =
+      level === 'RESULT_VERIFIED'
+        ? 'the server recomputed the canary result and it matches'
+        : level === 'EXECUTION_VERIFIED'
+          ? 'hashes match, the pinned image digest ran, and the machine\'s signed execution record verifies'
+          : allHashesMatch(outputs)
+            ? 'hashes match; the run itself is as the machine reports it'
+            : 'as the machine reports it';
+    await appendServiceLine(tx, job.id, `verified: ${level} (${why})${primary ? `; output sha256 ${primary.sha256}` : '; no output stored'}`);
+    await appendServiceLine(
+      tx,
+      job.id,
+      `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatMicroUsd(price)}/GPU-hour, total $${formatMicroUsd(cost.totalMicroUsd)} (fee included)`,
+    );
+  });
+}

@@ -1,0 +1,142 @@
+import type { JobStatus, VerificationLevel } from '@gpufarm/shared';
+import type { Queryable } from '../db/database.js';
+
+/** An assignment row as the lifecycle reads it. */
+export interface AssignmentRow {
+  id: string;
+  job_id: string;
+  machine_id: string;
+  attempt: number;
+  state: 'offered' | 'accepted' | 'running' | 'finished' | 'failed' | 'rejected' | 'lost' | 'canceled';
+  agent_state: string | null;
+  gpu_indices: number[];
+  class_id: string;
+  gpu_model: string;
+  price_per_gpu_hour_micro_usd: number;
+  spec: { command: string[]; image: string; imageDigest: string | null };
+  started_at: Date | null;
+  finished_at: Date | null;
+  exit_code: number | null;
+  oom_killed: boolean | null;
+  timed_out: boolean | null;
+  image_digest: string | null;
+  outputs: Array<{ path: string; name?: string; sha256: string; sizeBytes: number }> | null;
+  log_report: { sha256: string; sizeBytes: number } | null;
+  record_json: string | null;
+  record_signature: string | null;
+}
+
+const ASSIGNMENT_COLUMNS = `id, job_id, machine_id, attempt, state, agent_state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec,
+  started_at, finished_at, exit_code, oom_killed, timed_out, image_digest, outputs, log_report, record_json, record_signature`;
+
+export const LIVE_STATES = ['offered', 'accepted', 'running'] as const;
+
+export async function findAssignment(db: Queryable, id: string): Promise<AssignmentRow | null> {
+  const [row] = await db.query<AssignmentRow>(`SELECT ${ASSIGNMENT_COLUMNS} FROM assignments WHERE id = $1`, [id]);
+  return row ?? null;
+}
+
+/**
+ * Moves a live assignment of `machineId` (any machine when null) from one of `from` to `to`
+ * and sets `set` columns; null when it was not in such a state (another writer, or not its machine).
+ */
+export async function moveAssignment(
+  db: Queryable,
+  params: { id: string; machineId: string | null; from: readonly AssignmentRow['state'][]; to: AssignmentRow['state']; set?: Record<string, string | number | boolean | null | Date> },
+): Promise<AssignmentRow | null> {
+  const entries = Object.entries(params.set ?? {});
+  const sets = entries.map(([column, ], i) => `${column} = $${i + 5}`);
+  const [row] = await db.query<AssignmentRow>(
+    `UPDATE assignments SET state = $3, updated_at = now()${sets.length ? `, ${sets.join(', ')}` : ''}
+      WHERE id = $1 AND ($2::text IS NULL OR machine_id = $2) AND state = ANY($4)
+      RETURNING ${ASSIGNMENT_COLUMNS}`,
+    [params.id, params.machineId, params.to, [...params.from], ...entries.map(([, v]) => v)],
+  );
+  return row ?? null;
+}
+
+/** Frees the GPUs an assignment held. */
+export async function releaseGpus(db: Queryable, assignmentId: string): Promise<void> {
+  await db.query('UPDATE machine_gpus SET busy = false, assignment_id = NULL WHERE assignment_id = $1', [assignmentId]);
+}
+
+export async function excludeMachine(db: Queryable, jobId: string, machineId: string, reason: string): Promise<void> {
+  await db.query('INSERT INTO job_exclusions (job_id, machine_id, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [jobId, machineId, reason]);
+}
+
+/**
+ * A job transition by the execution slice: one guarded write (`status = from` and, when given,
+ * the job still on `assignmentId`) that also sets the execution columns. Null when another writer won.
+ */
+export async function moveJob(
+  db: Queryable,
+  params: {
+    jobId: string;
+    from: JobStatus;
+    to: JobStatus;
+    assignmentId?: string;
+    set?: Partial<{
+      attempts: number;
+      assignment_id: string | null;
+      failure_reason: string | null;
+      refund_status: 'pending';
+      verification_level: VerificationLevel;
+      host_hash: string | null;
+      server_hash: string | null;
+      hashes_match: boolean;
+      output_artifact_id: string | null;
+      log_artifact_id: string | null;
+      billable_gpu_seconds: number;
+      compute_micro_usd: number;
+      fee_micro_usd: number;
+      total_micro_usd: number;
+    }>;
+  },
+): Promise<{ id: string; status: JobStatus } | null> {
+  const entries = Object.entries(params.set ?? {});
+  const sets = entries.map(([column], i) => (column === 'refund_status' ? `refund_status = COALESCE(refund_status, $${i + 5})` : `${column} = $${i + 5}`));
+  const [row] = await db.query<{ id: string; status: JobStatus }>(
+    `UPDATE jobs SET status = $3, updated_at = now()${sets.length ? `, ${sets.join(', ')}` : ''}
+      WHERE id = $1 AND status = $2 AND ($4::text IS NULL OR assignment_id = $4)
+      RETURNING id, status`,
+    [params.jobId, params.from, params.to, params.assignmentId ?? null, ...entries.map(([, v]) => v as string | number | boolean | null)],
+  );
+  return row ?? null;
+}
+
+/** The machine facts verification and settlement need. */
+export interface MachineFacts {
+  id: string;
+  public_key_pem: string | null;
+  payout_address: string | null;
+  farm_slug: string;
+  farm_name: string;
+  region_key: string;
+}
+
+export async function findMachineFacts(db: Queryable, machineId: string): Promise<MachineFacts | null> {
+  const [row] = await db.query<MachineFacts>(
+    `SELECT m.id, m.public_key_pem, f.payout_address, f.slug AS farm_slug, f.name AS farm_name, m.region_key
+       FROM machines m JOIN farms f ON f.id = m.farm_id WHERE m.id = $1`,
+    [machineId],
+  );
+  return row ?? null;
+}
+
+/** Stored artifacts of an assignment by upload name (`output-0`, `log`). */
+export async function assignmentArtifacts(db: Queryable, assignmentId: string): Promise<Map<string, { id: string; sha256: string; size_bytes: number; declared_sha256: string | null }>> {
+  const rows = await db.query<{ id: string; name: string; sha256: string; size_bytes: number; declared_sha256: string | null }>(
+    'SELECT id, name, sha256, size_bytes, declared_sha256 FROM artifacts WHERE assignment_id = $1',
+    [assignmentId],
+  );
+  return new Map(rows.map((r) => [r.name, r]));
+}
+
+/** Finished on the machine but not settled yet (the chain was down): the worker settles them. */
+export async function listUnsettledFinished(db: Queryable, limit: number): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `SELECT id FROM assignments WHERE state = 'running' AND agent_state = 'finished' AND updated_at < now() - interval '5 seconds' ORDER BY updated_at LIMIT $1`,
+    [limit],
+  );
+  return rows.map((r) => r.id);
+}
