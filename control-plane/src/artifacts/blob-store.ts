@@ -12,8 +12,11 @@ export interface BlobStore {
   put(source: Readable, options: { maxBytes: number }): Promise<{ sha256: string; sizeBytes: number }>;
   /** The bytes of `sha256` (a byte range, inclusive, when given). */
   open(sha256: string, range?: { start: number; end: number }): Readable;
-  /** Size of the stored bytes, or null when absent. */
-  stat(sha256: string): Promise<{ sizeBytes: number } | null>;
+  /**
+   * Size of the stored bytes, or null when absent; `modifiedAt` when the store knows when the
+   * bytes were last written (a put of equal bytes counts): the expiry sweep spares fresh blobs.
+   */
+  stat(sha256: string): Promise<{ sizeBytes: number; modifiedAt?: Date } | null>;
   delete(sha256: string): Promise<void>;
 }
 

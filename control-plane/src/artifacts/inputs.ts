@@ -1,0 +1,63 @@
+import type { AssignmentInput, ErrorDetail } from '@gpufarm/shared';
+import type { Queryable } from '../db/database.js';
+import { isExpired } from './metadata.js';
+import type { UrlSigner } from './signing.js';
+import { findArtifacts } from './store.js';
+
+/** A job's `inputs` item as the customer gave it. */
+export interface JobInputRef {
+  artifactId: string;
+  mountName: string;
+}
+
+/** An input that cannot be handed to an agent: unknown on the account, or expired. */
+export class JobInputUnavailableError extends Error {
+  constructor(
+    readonly artifactId: string,
+    readonly reason: 'not_found' | 'expired',
+  ) {
+    super(reason === 'expired' ? `input artifact ${artifactId} expired` : `no input artifact ${artifactId} on the job's account`);
+    this.name = 'JobInputUnavailableError';
+  }
+}
+
+/**
+ * Checks a job creation's `inputs` against the account: each `artifactId` must be an artifact
+ * of `accountId` (any kind: an earlier job's output may feed a new job) that has not expired.
+ * Returns one `validation_error` detail per offending input, named `inputs[i].artifactId`;
+ * empty when all are usable.
+ */
+export async function checkJobInputs(db: Queryable, accountId: string, inputs: readonly JobInputRef[], now = Date.now()): Promise<ErrorDetail[]> {
+  const rows = new Map((await findArtifacts(db, accountId, inputs.map((i) => i.artifactId))).map((r) => [r.id, r]));
+  const details: ErrorDetail[] = [];
+  inputs.forEach((input, i) => {
+    const field = `inputs[${i}].artifactId`;
+    const row = rows.get(input.artifactId);
+    if (!row) details.push({ field, message: `${field}: no artifact ${input.artifactId} on this account` });
+    else if (isExpired(row, now)) details.push({ field, message: `${field}: artifact ${input.artifactId} expired at ${row.expires_at.toISOString()}; upload it again` });
+  });
+  return details;
+}
+
+/**
+ * The assignment's `inputs`: each of the job's inputs with a signed download URL valid for
+ * `ttlSeconds` (long enough for the agent to pull the image first), its SHA-256 and size.
+ *
+ * @throws JobInputUnavailableError when an input is gone from the account or expired
+ */
+export async function resolveJobInputs(
+  db: Queryable,
+  signer: UrlSigner,
+  accountId: string,
+  inputs: readonly JobInputRef[],
+  ttlSeconds: number,
+  now = Date.now(),
+): Promise<AssignmentInput[]> {
+  const rows = new Map((await findArtifacts(db, accountId, inputs.map((i) => i.artifactId))).map((r) => [r.id, r]));
+  return inputs.map((input) => {
+    const row = rows.get(input.artifactId);
+    if (!row) throw new JobInputUnavailableError(input.artifactId, 'not_found');
+    if (isExpired(row, now)) throw new JobInputUnavailableError(input.artifactId, 'expired');
+    return { mountName: input.mountName, artifactId: row.id, url: signer.sign(row.id, ttlSeconds, now).url, sha256: row.sha256, sizeBytes: Number(row.size_bytes) };
+  });
+}

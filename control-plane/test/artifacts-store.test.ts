@@ -1,0 +1,199 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { text } from 'node:stream/consumers';
+import t, { type Test } from 'tap';
+import { BlobTooLargeError } from '../src/artifacts/blob-store.js';
+import { FRESH_BLOB_GRACE_MS, sweepExpiredArtifacts } from '../src/artifacts/expiry.js';
+import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
+import { checkJobInputs, JobInputUnavailableError, resolveJobInputs } from '../src/artifacts/inputs.js';
+import { newArtifactId } from '../src/artifacts/metadata.js';
+import { parseRange } from '../src/artifacts/range.js';
+import { createUrlSigner } from '../src/artifacts/signing.js';
+import { insertArtifact, type NewArtifact } from '../src/artifacts/store.js';
+import type { Database } from '../src/db/database.js';
+import { createTestKey } from './helpers/app.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
+
+const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
+
+function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-blobs-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Every stored blob file under `dir` (not the temp folder). */
+function blobFiles(dir: string): string[] {
+  return readdirSync(dir).filter((d) => d !== 'tmp').flatMap((d) => readdirSync(join(dir, d)));
+}
+
+/** A stream of `chunks` chunks of 64 KiB random bytes, and their hash. */
+function randomChunks(chunks: number): { stream: Readable; bytes: Buffer } {
+  const parts = Array.from({ length: chunks }, () => randomBytes(64 * 1024));
+  return { stream: Readable.from(parts), bytes: Buffer.concat(parts) };
+}
+
+t.test('fs blob store: stored bytes hash as an independent hash says, at <dir>/<sha[0:2]>/<sha>', async (t) => {
+  const dir = tempDir(t);
+  const blobs = createFsBlobStore(dir);
+  const { stream, bytes } = randomChunks(20);
+  const stored = await blobs.put(stream, { maxBytes: bytes.length });
+  t.equal(stored.sha256, sha256(bytes));
+  t.equal(stored.sizeBytes, bytes.length);
+  t.ok(existsSync(join(dir, stored.sha256.slice(0, 2), stored.sha256)));
+  t.equal(sha256(Buffer.from(await new Response(Readable.toWeb(blobs.open(stored.sha256)) as ReadableStream).arrayBuffer())), stored.sha256, 'read back whole');
+  t.equal((await blobs.stat(stored.sha256))?.sizeBytes, bytes.length);
+  t.equal(readdirSync(join(dir, 'tmp')).length, 0, 'no temp file left');
+});
+
+t.test('fs blob store: equal bytes are stored once', async (t) => {
+  const dir = tempDir(t);
+  const blobs = createFsBlobStore(dir);
+  const a = await blobs.put(Readable.from([Buffer.from('same bytes')]), { maxBytes: 100 });
+  const b = await blobs.put(Readable.from([Buffer.from('same '), Buffer.from('bytes')]), { maxBytes: 100 });
+  await blobs.put(Readable.from([Buffer.from('other bytes')]), { maxBytes: 100 });
+  t.equal(a.sha256, b.sha256);
+  t.same(blobFiles(dir).sort(), [a.sha256, sha256('other bytes')].sort());
+});
+
+t.test('error: past maxBytes the put throws BlobTooLargeError and keeps nothing', async (t) => {
+  const dir = tempDir(t);
+  const blobs = createFsBlobStore(dir);
+  const { stream } = randomChunks(4);
+  await t.rejects(blobs.put(stream, { maxBytes: 3 * 64 * 1024 + 1 }), BlobTooLargeError);
+  t.same(blobFiles(dir), []);
+  t.same(readdirSync(join(dir, 'tmp')), [], 'the temp file is deleted');
+  const exact = randomChunks(2);
+  t.equal((await blobs.put(exact.stream, { maxBytes: 2 * 64 * 1024 })).sizeBytes, 2 * 64 * 1024, 'exactly maxBytes is allowed');
+});
+
+t.test('fs blob store: byte ranges, stat and delete', async (t) => {
+  const blobs = createFsBlobStore(tempDir(t));
+  const { sha256: id } = await blobs.put(Readable.from([Buffer.from('0123456789')]), { maxBytes: 100 });
+  t.equal(await text(blobs.open(id, { start: 2, end: 5 })), '2345', 'inclusive range');
+  t.equal(await text(blobs.open(id, { start: 9, end: 9 })), '9');
+  await blobs.delete(id);
+  t.equal(await blobs.stat(id), null);
+  await blobs.delete(id);
+  t.pass('deleting an absent blob is fine');
+  t.throws(() => blobs.open('../../etc/passwd'), 'only sha256 names are opened');
+});
+
+t.test('args: Range headers', async (t) => {
+  const cases: [string | undefined, number, ReturnType<typeof parseRange>][] = [
+    [undefined, 10, { kind: 'full' }],
+    ['bytes=0-3', 10, { kind: 'partial', start: 0, end: 3 }],
+    ['bytes=5-', 10, { kind: 'partial', start: 5, end: 9 }],
+    ['bytes=-3', 10, { kind: 'partial', start: 7, end: 9 }],
+    ['bytes=-30', 10, { kind: 'partial', start: 0, end: 9 }],
+    ['bytes=8-100', 10, { kind: 'partial', start: 8, end: 9 }],
+    ['bytes=10-', 10, { kind: 'unsatisfiable' }],
+    ['bytes=10-20', 10, { kind: 'unsatisfiable' }],
+    ['bytes=-0', 10, { kind: 'unsatisfiable' }],
+    ['bytes=0-0', 0, { kind: 'unsatisfiable' }],
+    ['bytes=5-2', 10, { kind: 'full' }],
+    ['bytes=0-1,4-5', 10, { kind: 'full' }],
+    ['items=0-1', 10, { kind: 'full' }],
+    ['bytes=-', 10, { kind: 'full' }],
+  ];
+  for (const [header, size, expected] of cases) t.same(parseRange(header, size), expected, `${header} of ${size}`);
+});
+
+async function artifactRow(db: Database, fields: Partial<NewArtifact> & { accountId: string; sha256: string }) {
+  return insertArtifact(db, { id: newArtifactId(), jobId: null, assignmentId: null, kind: 'input', name: null, filename: 'input.bin', sizeBytes: 1, declaredSha256: null, ttlDays: 30, ...fields });
+}
+
+const hoursFromNow = (h: number) => new Date(Date.now() + h * 3600_000);
+
+t.test('behavior: the expiry sweep deletes bytes only when no unexpired artifact shares them', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const dir = tempDir(t);
+  const blobs = createFsBlobStore(dir);
+  const alice = await createTestKey(db);
+  const bob = await createTestKey(db);
+  const shared = await blobs.put(Readable.from([Buffer.from('shared bytes')]), { maxBytes: 100 });
+  const alone = await blobs.put(Readable.from([Buffer.from('alone bytes')]), { maxBytes: 100 });
+  const expiredShared = await artifactRow(db, { accountId: alice.accountId, sha256: shared.sha256 });
+  const liveShared = await artifactRow(db, { accountId: bob.accountId, sha256: shared.sha256 });
+  await artifactRow(db, { accountId: alice.accountId, sha256: alone.sha256 });
+  // Rows expiring in an hour; the sweep runs "in two hours", when the blobs are past the fresh grace.
+  await db.query('UPDATE artifacts SET expires_at = $1', [hoursFromNow(1)]);
+  await db.query('UPDATE artifacts SET expires_at = $1 WHERE id = $2', [hoursFromNow(24), liveShared.id]);
+  const old = new Date(Date.now() - 2 * FRESH_BLOB_GRACE_MS);
+  for (const s of [shared.sha256, alone.sha256]) utimesSync(blobs.pathOf(s), old, old);
+  const later = () => hoursFromNow(2);
+
+  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 });
+  t.equal(await blobs.stat(alone.sha256), null, 'the unshared expired blob is gone');
+  t.not(await blobs.stat(shared.sha256), null, "bob's live artifact keeps the shared bytes");
+  const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+  t.equal(row!.n, 3, 'rows stay (a download answers gone)');
+
+  await db.query('UPDATE artifacts SET expires_at = $1 WHERE id = $2', [hoursFromNow(1), liveShared.id]);
+  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 });
+  t.equal(await blobs.stat(shared.sha256), null, 'once every use expired, the bytes go');
+  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 0, sparedFresh: 0 }, 'a second sweep finds nothing to do');
+  t.ok(expiredShared.id);
+});
+
+t.test('behavior: the sweep spares freshly written bytes (an upload of equal bytes may be writing its row)', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const blobs = createFsBlobStore(tempDir(t));
+  const alice = await createTestKey(db);
+  const stored = await blobs.put(Readable.from([Buffer.from('fresh')]), { maxBytes: 100 });
+  await artifactRow(db, { accountId: alice.accountId, sha256: stored.sha256 });
+  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 day'");
+  t.same(await sweepExpiredArtifacts({ db, blobs }), { deleted: 0, sparedFresh: 1 });
+  t.not(await blobs.stat(stored.sha256), null);
+});
+
+t.test('behavior: the sweep pages through many expired hashes', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const dir = tempDir(t);
+  const blobs = createFsBlobStore(dir);
+  const alice = await createTestKey(db);
+  const old = new Date(Date.now() - 2 * FRESH_BLOB_GRACE_MS);
+  for (let i = 0; i < 7; i++) {
+    const stored = await blobs.put(Readable.from([Buffer.from(`blob ${i}`)]), { maxBytes: 100 });
+    utimesSync(blobs.pathOf(stored.sha256), old, old);
+    await artifactRow(db, { accountId: alice.accountId, sha256: stored.sha256 });
+  }
+  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 day'");
+  t.same(await sweepExpiredArtifacts({ db, blobs }, { batch: 3 }), { deleted: 7, sparedFresh: 0 });
+  t.same(blobFiles(dir), []);
+});
+
+t.test('job inputs: checked against the account and expiry, resolved to signed URLs', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const alice = await createTestKey(db);
+  const bob = await createTestKey(db);
+  const mine = await artifactRow(db, { accountId: alice.accountId, sha256: sha256('mine'), sizeBytes: 4 });
+  const expired = await artifactRow(db, { accountId: alice.accountId, sha256: sha256('old') });
+  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1", [expired.id]);
+  const bobs = await artifactRow(db, { accountId: bob.accountId, sha256: sha256('bob') });
+
+  t.same(await checkJobInputs(db, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }]), []);
+  const details = await checkJobInputs(db, alice.accountId, [
+    { artifactId: mine.id, mountName: 'a' },
+    { artifactId: bobs.id, mountName: 'b' },
+    { artifactId: expired.id, mountName: 'c' },
+    { artifactId: 'art_unknown', mountName: 'd' },
+  ]);
+  t.same(details.map((d) => d.field), ['inputs[1].artifactId', 'inputs[2].artifactId', 'inputs[3].artifactId']);
+  t.match(details[0]!.message, /no artifact .* on this account/);
+  t.match(details[1]!.message, /expired/);
+
+  const signer = createUrlSigner('key', 'http://cp.test');
+  const [resolved] = await resolveJobInputs(db, signer, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }], 3600);
+  t.equal(resolved!.mountName, 'data');
+  t.equal(resolved!.sha256, sha256('mine'));
+  t.equal(resolved!.sizeBytes, 4);
+  const url = new URL(resolved!.url);
+  t.equal(url.pathname, `/files/${mine.id}`);
+  t.equal(signer.verify(mine.id, url.searchParams.get('expires') ?? undefined, url.searchParams.get('sig') ?? undefined), 'ok');
+  await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: bobs.id, mountName: 'b' }], 60), JobInputUnavailableError);
+  await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: expired.id, mountName: 'c' }], 60), new JobInputUnavailableError(expired.id, 'expired'));
+});
