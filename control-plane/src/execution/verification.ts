@@ -109,8 +109,12 @@ export function executionVerified(e: ExecutionEvidence): boolean {
   );
 }
 
-/** The level a finished job reaches; `canaryMatched` is null when the job is not the canary. */
+/**
+ * The level a finished job reaches; `canaryMatched` is null when the job is not the canary. A
+ * canary whose result the server could not reproduce is only host-reported, whatever else holds.
+ */
 export function verificationLevel(e: ExecutionEvidence, canaryMatched: boolean | null): VerificationLevel {
+  if (canaryMatched === false) return 'HOST_REPORTED';
   if (canaryMatched === true && allHashesMatch(e.outputs)) return 'RESULT_VERIFIED';
   return executionVerified(e) ? 'EXECUTION_VERIFIED' : 'HOST_REPORTED';
 }
