@@ -1,0 +1,200 @@
+import { REGIONS } from '@gpufarm/shared';
+
+/**
+ * The matcher's pure core: which machine and which GPUs a queued job gets (ARCHITECTURE.md
+ * section 4, issue 7 "Matching"). No I/O: the store loads the free GPUs into a pool, jobs take
+ * from it in queue order, and the store then locks and writes what was planned.
+ *
+ * A machine fits a job when it has, of one GPU class the job allows, at least `gpu.count` free
+ * GPUs with at least the requested memory each, its price is at or under the job's cap, it
+ * accepts the job's workload type and is not excluded for the job. Among fitting machines the
+ * job prefers, in order: its requested region (the key, then the key's region group, then any),
+ * the lowest price, the higher benchmark tier, the higher 30-day uptime, then the machine id
+ * (a stable tie-break), then the class id.
+ */
+
+/** A machine that can be offered jobs (online, farm active, not draining, priced). */
+export interface CandidateMachine {
+  id: string;
+  farmName: string;
+  regionKey: string;
+  priceMicroUsd: number;
+  /** S = 4, A = 3, B = 2, C = 1, not benchmarked = 0: higher is better. */
+  tierRank: number;
+  /** 30-day uptime in hundredths of a percent. */
+  uptimeCentiPct: number;
+  /** Workload types it accepts; null: every type. */
+  workloads: ReadonlySet<string> | null;
+}
+
+export interface CandidateGpu {
+  index: number;
+  uuid: string;
+  vramBytes: number;
+}
+
+/** The free GPUs of one class on one machine. */
+export interface CandidateUnit {
+  machine: CandidateMachine;
+  classId: string;
+  /** Free GPUs, by index ascending. */
+  free: CandidateGpu[];
+}
+
+/** What a job asks of a machine. */
+export interface JobNeed {
+  jobId: string;
+  gpuCount: number;
+  /** Per GPU, bytes; null: any. */
+  minVramBytes: number | null;
+  /** Allowed GPU class ids; null: any class. */
+  classIds: readonly string[] | null;
+  capMicroUsd: number;
+  workloadType: string;
+  /** A region key; null: no preference. */
+  regionPreference: string | null;
+  /** Machines this job may not go to (they refused or dropped it). */
+  excludedMachines: ReadonlySet<string>;
+}
+
+/** One planned match: the unit and the GPUs taken from it (by index ascending). */
+export interface PlannedMatch {
+  need: JobNeed;
+  unit: CandidateUnit;
+  gpus: CandidateGpu[];
+}
+
+export const TIER_RANK: Readonly<Record<string, number>> = { S: 4, A: 3, B: 2, C: 1 };
+
+/** Orders units best first for the same region rank: price, tier, uptime, machine id, class id. */
+export function compareUnits(a: CandidateUnit, b: CandidateUnit): number {
+  const x = a.machine;
+  const y = b.machine;
+  if (x.priceMicroUsd !== y.priceMicroUsd) return x.priceMicroUsd - y.priceMicroUsd;
+  if (x.tierRank !== y.tierRank) return y.tierRank - x.tierRank;
+  if (x.uptimeCentiPct !== y.uptimeCentiPct) return y.uptimeCentiPct - x.uptimeCentiPct;
+  if (x.id !== y.id) return x.id < y.id ? -1 : 1;
+  return a.classId < b.classId ? -1 : a.classId > b.classId ? 1 : 0;
+}
+
+const groupOf = new Map(REGIONS.map((r) => [r.key, r.group]));
+
+/**
+ * The region keys a preference tries, tier by tier: the key itself, the other keys of its
+ * group, then every other key. Unknown keys (a region added to machines later) come last.
+ */
+export function regionTiers(preference: string | null, allKeys: readonly string[]): string[][] {
+  if (preference === null) return [[...allKeys]];
+  const group = groupOf.get(preference);
+  const sameGroup = allKeys.filter((k) => k !== preference && group !== undefined && groupOf.get(k) === group);
+  const rest = allKeys.filter((k) => k !== preference && !sameGroup.includes(k));
+  return [[preference], sameGroup, rest].filter((tier) => tier.length > 0);
+}
+
+interface UnitList {
+  units: CandidateUnit[];
+  /** Units before `head` have no free GPU left. */
+  head: number;
+}
+
+/**
+ * The free GPUs a matcher may hand out, indexed by class and region with each list sorted best
+ * first, so a job's search stops at the first fitting unit of each list. Jobs `take` in queue
+ * order; GPUs that could not be locked are simply never given back, those locked but unused
+ * (their job lost another of its GPUs) are given back with `giveBack`.
+ */
+export class CandidatePool {
+  private readonly lists = new Map<string, Map<string, UnitList>>();
+  private readonly where = new Map<CandidateUnit, { list: UnitList; pos: number }>();
+  private readonly regionKeys: string[];
+  private readonly tierCache = new Map<string | null, string[][]>();
+
+  constructor(units: readonly CandidateUnit[]) {
+    const regions = new Set<string>();
+    for (const unit of units) {
+      if (unit.free.length === 0) continue;
+      let byRegion = this.lists.get(unit.classId);
+      if (!byRegion) this.lists.set(unit.classId, (byRegion = new Map()));
+      let list = byRegion.get(unit.machine.regionKey);
+      if (!list) byRegion.set(unit.machine.regionKey, (list = { units: [], head: 0 }));
+      list.units.push(unit);
+      regions.add(unit.machine.regionKey);
+    }
+    for (const byRegion of this.lists.values()) {
+      for (const list of byRegion.values()) {
+        list.units.sort(compareUnits);
+        list.units.forEach((unit, pos) => this.where.set(unit, { list, pos }));
+      }
+    }
+    // Catalog order first, so tiers read the same way each run.
+    const catalog = REGIONS.map((r) => r.key).filter((k) => regions.has(k));
+    this.regionKeys = [...catalog, ...[...regions].filter((k) => !catalog.includes(k)).sort()];
+  }
+
+  /** Free GPUs left in the pool. */
+  get freeGpus(): number {
+    let n = 0;
+    for (const unit of this.where.keys()) n += unit.free.length;
+    return n;
+  }
+
+  /** Finds the best fitting unit for `need` and takes its GPUs out of the pool; null when none fits. */
+  take(need: JobNeed): PlannedMatch | null {
+    let tiers = this.tierCache.get(need.regionPreference);
+    if (!tiers) this.tierCache.set(need.regionPreference, (tiers = regionTiers(need.regionPreference, this.regionKeys)));
+    for (const tier of tiers) {
+      let best: { unit: CandidateUnit; gpus: CandidateGpu[] } | null = null;
+      for (const [classId, byRegion] of this.lists) {
+        if (need.classIds !== null && !need.classIds.includes(classId)) continue;
+        for (const region of tier) {
+          const list = byRegion.get(region);
+          if (!list) continue;
+          const found = firstFit(list, need);
+          if (found && (best === null || compareUnits(found.unit, best.unit) < 0)) best = found;
+        }
+      }
+      if (best) {
+        const taken = new Set(best.gpus);
+        best.unit.free = best.unit.free.filter((g) => !taken.has(g));
+        return { need, unit: best.unit, gpus: best.gpus };
+      }
+    }
+    return null;
+  }
+
+  /** Puts GPUs taken by a match back (still free, still locked by this matcher). */
+  giveBack(unit: CandidateUnit, gpus: readonly CandidateGpu[]): void {
+    if (gpus.length === 0) return;
+    unit.free = [...unit.free, ...gpus].sort((a, b) => a.index - b.index);
+    const at = this.where.get(unit);
+    if (at && at.pos < at.list.head) at.list.head = at.pos;
+  }
+}
+
+/** The first unit of a sorted list that fits `need`, and the GPUs it would give. */
+function firstFit(list: UnitList, need: JobNeed): { unit: CandidateUnit; gpus: CandidateGpu[] } | null {
+  const units = list.units;
+  while (list.head < units.length && units[list.head]!.free.length === 0) list.head++;
+  for (let i = list.head; i < units.length; i++) {
+    const unit = units[i]!;
+    const m = unit.machine;
+    // Sorted by price first: nothing further down is under the cap.
+    if (m.priceMicroUsd > need.capMicroUsd) return null;
+    if (unit.free.length < need.gpuCount) continue;
+    if (m.workloads !== null && !m.workloads.has(need.workloadType)) continue;
+    if (need.excludedMachines.has(m.id)) continue;
+    let gpus: CandidateGpu[];
+    if (need.minVramBytes === null) {
+      gpus = unit.free.slice(0, need.gpuCount);
+    } else {
+      gpus = [];
+      for (const gpu of unit.free) {
+        if (gpu.vramBytes >= need.minVramBytes) gpus.push(gpu);
+        if (gpus.length === need.gpuCount) break;
+      }
+      if (gpus.length < need.gpuCount) continue;
+    }
+    return { unit, gpus };
+  }
+  return null;
+}

@@ -1,0 +1,267 @@
+import type { Queryable } from '../db/database.js';
+import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../agent-gateway/dispatch.js';
+import { loadUptimeSeconds, uptimeCentiPct, uptimeWindowFirstDay } from '../capacity/store.js';
+import { TIER_RANK, type CandidateMachine, type CandidateUnit } from './plan.js';
+
+/**
+ * The matcher's SQL. Reads are single-table statements joined in memory (as the offer index
+ * does: a join's plan over 10,000 machines depends on statistics PGlite never gathers); the
+ * writes are one statement per table for a whole batch, their rows sent as arrays or JSON.
+ */
+
+/** A claimed QUEUED job (its row stays locked until the batch's transaction ends). */
+export interface ClaimedJob {
+  id: string;
+  seq: number;
+  accountId: string;
+  spec: unknown;
+  gpuCount: number;
+  capMicroUsd: number;
+  workloadType: string;
+  maxRuntimeSeconds: number;
+}
+
+/**
+ * Locks up to `limit` QUEUED jobs without a funding hold after position `afterSeq`, in queue
+ * order, skipping jobs another matcher holds (`FOR UPDATE SKIP LOCKED`).
+ */
+export async function claimQueuedJobs(tx: Queryable, params: { afterSeq: number; limit: number }): Promise<ClaimedJob[]> {
+  return tx.query<ClaimedJob>(
+    `SELECT id, seq, account_id AS "accountId", spec, gpu_count AS "gpuCount", max_price_per_gpu_hour_micro_usd AS "capMicroUsd",
+       workload_type AS "workloadType", max_runtime_seconds AS "maxRuntimeSeconds"
+     FROM jobs WHERE status = 'QUEUED' AND funding_hold IS NULL AND seq > $1
+     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [params.afterSeq, params.limit],
+  );
+}
+
+/** True when some QUEUED job without a funding hold waits (a cheap check before loading the fleet). */
+export async function anyQueuedJob(db: Queryable): Promise<boolean> {
+  const rows = await db.query(`SELECT 1 FROM jobs WHERE status = 'QUEUED' AND funding_hold IS NULL LIMIT 1`);
+  return rows.length > 0;
+}
+
+export interface JobHistory {
+  /** Machines excluded for the job. */
+  excluded: Map<string, Set<string>>;
+  /** Assignments the job had so far. */
+  assignments: Map<string, number>;
+  /** Jobs that still hold a live (offered, accepted, running) assignment: not matched again. */
+  live: Set<string>;
+}
+
+/** Exclusions and earlier assignments of the claimed jobs. */
+export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): Promise<JobHistory> {
+  const [exclusions, counts] = await Promise.all([
+    tx.query<{ job_id: string; machine_id: string }>('SELECT job_id, machine_id FROM job_exclusions WHERE job_id = ANY($1::text[])', [jobIds]),
+    tx.query<{ job_id: string; n: number; live: boolean }>(
+      `SELECT job_id, count(*)::int AS n, bool_or(state IN ('offered', 'accepted', 'running')) AS live
+       FROM assignments WHERE job_id = ANY($1::text[]) GROUP BY job_id`,
+      [jobIds],
+    ),
+  ]);
+  const history: JobHistory = { excluded: new Map(), assignments: new Map(), live: new Set() };
+  for (const e of exclusions) {
+    let set = history.excluded.get(e.job_id);
+    if (!set) history.excluded.set(e.job_id, (set = new Set()));
+    set.add(e.machine_id);
+  }
+  for (const c of counts) {
+    history.assignments.set(c.job_id, c.n);
+    if (c.live) history.live.add(c.job_id);
+  }
+  return history;
+}
+
+/**
+ * Every free GPU (not busy, no assignment, with a UUID) of the machines that can take jobs:
+ * online, not draining, priced, on an active farm, with an enrolled agent (a machine token)
+ * unless `allowAgentless`. Read without locks: the matcher locks what it picked (`lockGpus`).
+ */
+export async function loadCandidates(db: Queryable, params: { allowAgentless: boolean; now: Date }): Promise<CandidateUnit[]> {
+  const [farms, machines, gpus, uptime] = await Promise.all([
+    db.query<{ id: string; name: string }>(`SELECT id, name FROM farms WHERE status = 'active'`),
+    db.query<{ id: string; farm_id: string; region_key: string; price: number; tier: string | null; workloads: string[] | null; created_ms: number }>(
+      `SELECT id, farm_id, region_key, price_per_gpu_hour_micro_usd AS price, benchmark_tier AS tier, workloads,
+         (extract(epoch FROM created_at) * 1000)::float8 AS created_ms
+       FROM machines
+       WHERE status = 'online' AND NOT draining AND price_per_gpu_hour_micro_usd IS NOT NULL AND ($1::boolean OR token_hash IS NOT NULL)`,
+      [params.allowAgentless],
+    ),
+    db.query<{ machine_id: string; gpu_index: number; uuid: string; class_id: string; vram_bytes: number }>(
+      `SELECT machine_id, gpu_index, uuid, class_id, vram_bytes FROM machine_gpus
+       WHERE NOT busy AND assignment_id IS NULL AND uuid IS NOT NULL ORDER BY machine_id, class_id, gpu_index`,
+    ),
+    loadUptimeSeconds(db, uptimeWindowFirstDay(params.now)),
+  ]);
+  const farmName = new Map(farms.map((f) => [f.id, f.name]));
+  const byId = new Map<string, CandidateMachine>();
+  for (const m of machines) {
+    const name = farmName.get(m.farm_id);
+    if (name === undefined) continue;
+    byId.set(m.id, {
+      id: m.id,
+      farmName: name,
+      regionKey: m.region_key,
+      priceMicroUsd: Number(m.price),
+      tierRank: m.tier === null ? 0 : (TIER_RANK[m.tier] ?? 0),
+      uptimeCentiPct: uptimeCentiPct(uptime.get(m.id) ?? 0, m.created_ms, params.now),
+      workloads: m.workloads === null ? null : new Set(m.workloads),
+    });
+  }
+  const units: CandidateUnit[] = [];
+  let current: CandidateUnit | null = null;
+  for (const g of gpus) {
+    const machine = byId.get(g.machine_id);
+    if (!machine) continue;
+    if (current === null || current.machine !== machine || current.classId !== g.class_id) {
+      current = { machine, classId: g.class_id, free: [] };
+      units.push(current);
+    }
+    current.free.push({ index: g.gpu_index, uuid: g.uuid, vramBytes: Number(g.vram_bytes) });
+  }
+  return units;
+}
+
+/** A GPU row the matcher locked, with its machine's price at that moment. */
+export interface LockedGpu {
+  machineId: string;
+  index: number;
+  priceMicroUsd: number;
+}
+
+/**
+ * Locks the wanted GPU rows that are still free on a machine that can still take jobs,
+ * skipping rows another matcher holds (`FOR UPDATE SKIP LOCKED`): a row comes back only when
+ * this transaction now owns it, so two matchers never reserve one GPU.
+ */
+export async function lockGpus(
+  tx: Queryable,
+  params: { machineIds: readonly string[]; indices: readonly number[]; allowAgentless: boolean },
+): Promise<LockedGpu[]> {
+  if (params.machineIds.length === 0) return [];
+  return tx.query<LockedGpu>(
+    `SELECT g.machine_id AS "machineId", g.gpu_index AS "index", m.price_per_gpu_hour_micro_usd AS "priceMicroUsd"
+     FROM unnest($1::text[], $2::int[]) AS w(machine_id, gpu_index)
+     JOIN machine_gpus g ON g.machine_id = w.machine_id AND g.gpu_index = w.gpu_index
+     JOIN machines m ON m.id = g.machine_id
+     JOIN farms f ON f.id = m.farm_id
+     WHERE NOT g.busy AND g.assignment_id IS NULL
+       AND m.status = 'online' AND NOT m.draining AND m.price_per_gpu_hour_micro_usd IS NOT NULL
+       AND ($3::boolean OR m.token_hash IS NOT NULL) AND f.status = 'active'
+     FOR UPDATE OF g SKIP LOCKED`,
+    [params.machineIds, params.indices, params.allowAgentless],
+  );
+}
+
+/** One match to write: the assignment, its GPUs and the job's system line. */
+export interface MatchRecord {
+  assignmentId: string;
+  jobId: string;
+  machineId: string;
+  attempt: number;
+  gpuIndices: number[];
+  classId: string;
+  gpuModel: string;
+  priceMicroUsd: number;
+  spec: unknown;
+  line: string;
+}
+
+export class MatchWriteConflict extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MatchWriteConflict';
+  }
+}
+
+/**
+ * Writes a batch of matches inside the caller's transaction, one statement per table: the
+ * GPUs reserved (`busy`, `assignment_id`), the assignments (state `offered`), each job moved
+ * `from` → `to` (guarded by `from` and no funding hold) with its assignment, attempts and the
+ * system line (as `logs/store.ts appendServiceLine` writes it: not once the job's log is
+ * capped), then one `agent_dispatch` NOTIFY per assignment (delivered at commit). Throws
+ * MatchWriteConflict when a GPU or a job was not in the expected state, so the caller rolls
+ * the batch back.
+ */
+export async function writeMatches(tx: Queryable, matches: readonly MatchRecord[], transition: { from: string; to: string }): Promise<void> {
+  if (matches.length === 0) return;
+  const gpuMachine: string[] = [];
+  const gpuIndex: number[] = [];
+  const gpuAssignment: string[] = [];
+  for (const m of matches) {
+    for (const index of m.gpuIndices) {
+      gpuMachine.push(m.machineId);
+      gpuIndex.push(index);
+      gpuAssignment.push(m.assignmentId);
+    }
+  }
+  const reserved = await tx.query<{ n: number }>(
+    `WITH r AS (
+       UPDATE machine_gpus g SET busy = true, assignment_id = w.assignment_id
+       FROM unnest($1::text[], $2::int[], $3::text[]) AS w(machine_id, gpu_index, assignment_id)
+       WHERE g.machine_id = w.machine_id AND g.gpu_index = w.gpu_index AND NOT g.busy AND g.assignment_id IS NULL
+       RETURNING 1
+     ) SELECT count(*)::int AS n FROM r`,
+    [gpuMachine, gpuIndex, gpuAssignment],
+  );
+  if (reserved[0]?.n !== gpuIndex.length) throw new MatchWriteConflict(`reserved ${reserved[0]?.n ?? 0} of ${gpuIndex.length} GPUs`);
+
+  await tx.query(
+    `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec)
+     SELECT id, job_id, machine_id, attempt, 'offered', gpu_indices, class_id, gpu_model, price, spec
+     FROM jsonb_to_recordset($1::jsonb) AS x(id text, job_id text, machine_id text, attempt int, gpu_indices int[], class_id text,
+       gpu_model text, price bigint, spec jsonb)`,
+    [
+      JSON.stringify(
+        matches.map((m) => ({
+          id: m.assignmentId,
+          job_id: m.jobId,
+          machine_id: m.machineId,
+          attempt: m.attempt,
+          gpu_indices: m.gpuIndices,
+          class_id: m.classId,
+          gpu_model: m.gpuModel,
+          price: m.priceMicroUsd,
+          spec: m.spec,
+        })),
+      ),
+    ],
+  );
+
+  const moved = await tx.query<{ n: number }>(
+    `WITH x AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, assignment_id text, attempt int, line text)
+     ), u AS (
+       UPDATE jobs j SET status = $3, assignment_id = x.assignment_id, attempts = x.attempt, updated_at = now(),
+              service_log_seq = j.service_log_seq + CASE WHEN j.log_capped THEN 0 ELSE 1 END
+       FROM x WHERE j.id = x.id AND j.status = $2 AND j.funding_hold IS NULL
+       RETURNING j.id, j.service_log_seq - 1 AS seq, j.log_capped, x.line
+     ), l AS (
+       INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
+       SELECT id, id, seq, 'system', line, now() FROM u WHERE NOT log_capped
+     ) SELECT count(*)::int AS n FROM u`,
+    [JSON.stringify(matches.map((m) => ({ id: m.jobId, assignment_id: m.assignmentId, attempt: m.attempt, line: m.line }))), transition.from, transition.to],
+  );
+  if (moved[0]?.n !== matches.length) throw new MatchWriteConflict(`moved ${moved[0]?.n ?? 0} of ${matches.length} jobs`);
+
+  const notices = matches.map((m) => JSON.stringify({ machineId: m.machineId, assignmentId: m.assignmentId, kind: 'assign' } satisfies DispatchNotice));
+  await tx.query(`SELECT count(*) FROM unnest($2::text[]) AS n(payload) CROSS JOIN LATERAL pg_notify($1, n.payload)`, [AGENT_DISPATCH_CHANNEL, notices]);
+}
+
+/**
+ * Jobs waiting (QUEUED or MATCHING) per GPU class id: each job counts for the classes it was
+ * priced against at creation (`matched_classes`), else for its allowlist; a job with neither
+ * counts nowhere.
+ */
+export async function countQueuedByClass(db: Queryable): Promise<Map<string, number>> {
+  const rows = await db.query<{ class_id: string; n: number }>(
+    `SELECT c AS class_id, count(*)::int AS n
+     FROM jobs j CROSS JOIN LATERAL unnest(
+       CASE WHEN cardinality(j.matched_classes) > 0 THEN j.matched_classes
+            ELSE ARRAY(SELECT jsonb_array_elements_text(j.spec -> 'gpu' -> 'modelAllowlist')) END) AS c
+     WHERE j.status IN ('QUEUED', 'MATCHING')
+     GROUP BY c`,
+  );
+  return new Map(rows.map((r) => [r.class_id, r.n]));
+}
