@@ -1,0 +1,82 @@
+import t, { type Test } from 'tap';
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
+import type { LogLine } from '@gpufarm/shared';
+import { enrollAgent } from './helpers/agent.js';
+import { Customer, linesOf } from './helpers/customer.js';
+import { busyboxSpec, expected, numberedLines } from './helpers/jobs.js';
+import { Marketplace } from './helpers/marketplace.js';
+import { sleep, until } from './helpers/wait.js';
+
+/**
+ * End to end, separate processes: agents that die. The control plane marks a silent machine
+ * offline after 3 s and requeues its jobs 8 s later (GF_MACHINE_OFFLINE_SECONDS,
+ * GF_MACHINE_LOST_GRACE_SECONDS), so a restart within that keeps the job where it was.
+ */
+
+const market = await Marketplace.start(t, { env: { GF_MACHINE_OFFLINE_SECONDS: '3', GF_MACHINE_LOST_GRACE_SECONDS: '8' } });
+const agentA = await enrollAgent(market, { name: 'agent-a', farm: 'e2e-farm-a', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
+agentA.start();
+await market.waitForCapacity('e2e-farm-a', 1);
+const customer = await Customer.create(market, 1);
+
+/** Each assignment's lines numbered 0..n-1 exactly once (what the agent sent, stored once). */
+function checkSeqs(t: Test, lines: LogLine[], assignmentId: string): void {
+  const seqs = lines.filter((l) => l.assignmentId === assignmentId).map((l) => l.seq);
+  t.same(seqs, Array.from({ length: seqs.length }, (_, i) => i), `assignment ${assignmentId}: seqs 0..${seqs.length - 1}, none lost or twice`);
+}
+
+t.test('behavior: the agent is killed (SIGKILL) and started again mid-job: no log line is lost or duplicated, the job runs once', async (t) => {
+  const COUNT = 150;
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, `${numberedLines(COUNT, 60_000)}; echo ran >> /output/runs.txt`, { title: 'numbered lines' }));
+  const id = created.job.id;
+  const seen: LogLine[] = [];
+  await until(
+    async () => {
+      const res = await customer.request<{ data: LogLine[] }>('GET', `/v1/jobs/${id}/logs?cursor=0&limit=1000&stream=stdout`);
+      seen.splice(0, seen.length, ...res.body.data);
+      return seen.length >= 15;
+    },
+    'the first 15 stdout lines',
+    { timeoutMs: 60_000, describe: () => market.diagnostics(15) },
+  );
+  await agentA.current!.kill();
+  await sleep(1000);
+  agentA.start();
+
+  const { lines, jobStatus } = await customer.tailLogs(id, { timeoutMs: 90_000 });
+  t.equal(jobStatus, 'COMPLETED');
+  const job = await customer.getJob(id);
+  t.equal(job.assignment?.exitCode, 0);
+  t.equal(job.assignment?.farm.slug, 'e2e-farm-a', 'it stayed on the same machine');
+  t.same(linesOf(lines, 'stdout').map((l) => l.line), expected('out', COUNT), 'every stdout line once, in order');
+  t.same(linesOf(lines, 'stderr').map((l) => l.line), expected('err', COUNT), 'every stderr line once, in order');
+  const assignments = new Set(lines.filter((l) => l.stream !== 'system').map((l) => l.assignmentId));
+  t.equal(assignments.size, 1, 'one assignment ran it');
+  for (const assignmentId of assignments) checkSeqs(t, lines, assignmentId);
+  const ids = lines.map((l) => l.id);
+  t.equal(new Set(ids).size, ids.length, 'no line id twice');
+  t.equal(job.verificationLevel, 'EXECUTION_VERIFIED');
+});
+
+t.test('behavior: a machine that disappears: its job is requeued onto a second agent and completed there', async (t) => {
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo started; sleep 6; echo done > /output/done.txt; echo done', { title: 'outlives its machine' }));
+  const id = created.job.id;
+  const onA = await customer.waitForStatus(id, ['RUNNING'], 60_000);
+  t.equal(onA.assignment?.farm.slug, 'e2e-farm-a');
+  const agentB = await enrollAgent(market, { name: 'agent-b', farm: 'e2e-farm-b', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
+  agentB.start();
+  await market.waitForCapacity('e2e-farm-b', 1);
+  await agentA.current!.kill();
+
+  const { lines, jobStatus } = await customer.tailLogs(id, { timeoutMs: 120_000 });
+  t.equal(jobStatus, 'COMPLETED');
+  const job = await customer.getJob(id);
+  t.equal(job.assignment?.farm.slug, 'e2e-farm-b', 'it completed on the second machine');
+  t.equal(job.assignment?.exitCode, 0);
+  t.same(linesOf(lines, 'stdout').map((l) => l.line).slice(-2), ['started', 'done'], 'the second run ran to its end');
+  const assignments = [...new Set(lines.filter((l) => l.stream !== 'system').map((l) => l.assignmentId))];
+  t.ok(assignments.length >= 1, `assignments with output: ${assignments.join(', ')}`);
+  for (const assignmentId of assignments) checkSeqs(t, lines, assignmentId);
+  t.ok(linesOf(lines, 'system').length >= 2, `system lines: ${JSON.stringify(linesOf(lines, 'system').map((l) => l.line))}`);
+  t.equal(job.result?.hashesMatch, true);
+});

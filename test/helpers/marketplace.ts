@@ -1,0 +1,236 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPublicClient, createWalletClient, http, type Account, type Address, type Chain, type PublicClient, type Transport, type WalletClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/chain/anvil.js';
+import { chainFor } from '@gpufarm/control-plane/chain/client.js';
+import { deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
+import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { spawnProcess, type TestProcess } from './processes.js';
+import { until } from './wait.js';
+
+export const ROOT = new URL('../../', import.meta.url).pathname;
+export const CHAIN_ID = 4663;
+export const OPERATOR = ANVIL_ACCOUNTS[0];
+export const TREASURY = ANVIL_ACCOUNTS[4].address;
+/** tUSDC minted to each customer wallet (dev accounts 1-3): 1,000,000 tUSDC. */
+export const MINTED = 1_000_000_000_000n;
+/** The PostgreSQL server `npm test` prepares; each marketplace gets a database of its own in it. */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+/** `.gpufarm/images.json` written by `scripts/build-images.sh`: the local registry's images, pinned. */
+export interface LocalImages {
+  canary: { repository: string; digest: string; reference: string };
+  busybox: { repository: string; digest: string; reference: string };
+}
+
+export function localImages(): LocalImages {
+  const file = join(ROOT, '.gpufarm/images.json');
+  if (!existsSync(file)) throw new Error(`${file} is missing: run scripts/test-env.sh (as root), which builds the test images into the local registry`);
+  return (JSON.parse(readFileSync(file, 'utf8')) as { images: LocalImages }).images;
+}
+
+/** A free TCP port on 127.0.0.1 (released before the control plane binds it). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (typeof address !== 'object' || !address) throw new Error('no port');
+  return address.port;
+}
+
+export interface MarketplaceOptions {
+  /** Control-plane environment over the harness's defaults (execution timings, for example). */
+  env?: Record<string, string>;
+  /** The escrow's challenge window; short, so releases happen inside the test. */
+  challengeWindowSeconds?: number;
+}
+
+export interface EnrollmentTokenParams {
+  farm: string;
+  region: string;
+  /** USD per GPU-hour, such as `"0.50"`. */
+  priceUsd: string;
+  payout: Address;
+}
+
+/**
+ * The marketplace as separate processes: a fresh PostgreSQL database, anvil with the escrow and
+ * the test stablecoin, and the control plane (`control-plane/src/main.ts` through tsx) on a
+ * free port. Agents are started with `startAgent` (./agent.ts). Everything is stopped by pid,
+ * containers of its agents removed and the database dropped when the test ends.
+ */
+export class Marketplace {
+  readonly processes: TestProcess[] = [];
+  readonly cleanups: (() => Promise<void>)[] = [];
+  private constructor(
+    readonly root: string,
+    readonly url: string,
+    readonly adminToken: string,
+    readonly anvil: Anvil,
+    readonly deployment: Deployment,
+    readonly chain: Chain,
+    readonly publicClient: PublicClient<Transport, Chain>,
+    readonly controlPlane: TestProcess,
+    readonly images: LocalImages,
+  ) {}
+
+  static async start(t: Teardown, options: MarketplaceOptions = {}): Promise<Marketplace> {
+    const images = localImages();
+    const root = mkdtempSync(join(tmpdir(), 'gf-e2e-market-'));
+    const stops: (() => Promise<void>)[] = [];
+    let market: Marketplace | null = null;
+    t.teardown(async () => {
+      if (market) await market.stop();
+      for (const stop of stops.reverse()) await stop().catch((err: unknown) => console.error(`e2e teardown: ${String(err)}`));
+      rmSync(root, { recursive: true, force: true });
+    });
+
+    // The database: created here, dropped after the control plane stopped.
+    const name = `gf_e2e_${randomBytes(6).toString('hex')}`;
+    const admin = openPostgres(TEST_DATABASE_URL, { max: 1 });
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await admin.close();
+    }
+    stops.push(async () => {
+      const dropper = openPostgres(TEST_DATABASE_URL, { max: 1 });
+      try {
+        await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await dropper.close();
+      }
+    });
+    const databaseUrl = new URL(TEST_DATABASE_URL);
+    databaseUrl.pathname = `/${name}`;
+
+    const anvil = await startAnvil({ chainId: CHAIN_ID });
+    stops.push(() => anvil.stop());
+    const deployment = await deployContracts({
+      rpcUrl: anvil.rpcUrl,
+      chainId: CHAIN_ID,
+      deployerKey: OPERATOR.privateKey,
+      operator: OPERATOR.address,
+      treasury: TREASURY,
+      challengeWindowSeconds: options.challengeWindowSeconds ?? 10,
+      withStablecoin: true,
+      mint: [1, 2, 3].map((i) => ({ to: ANVIL_ACCOUNTS[i]!.address, amount: MINTED })),
+    });
+    const chain = chainFor(CHAIN_ID, anvil.rpcUrl);
+    const publicClient = createPublicClient({ chain, transport: http(anvil.rpcUrl, { retryCount: 0 }), pollingInterval: 100 });
+
+    const port = await freePort();
+    const adminToken = randomBytes(32).toString('base64url');
+    const env: Record<string, string> = {
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATABASE_URL: databaseUrl.toString(),
+      GF_DATA_DIR: join(root, 'control-plane'),
+      GF_ENVIRONMENT: 'local',
+      GF_CHAIN_ID: String(CHAIN_ID),
+      GF_ADMIN_TOKEN: adminToken,
+      GF_RPC_URL: anvil.rpcUrl,
+      GF_ESCROW_ADDRESS: deployment.escrow,
+      GF_OPERATOR_PRIVATE_KEY: OPERATOR.privateKey,
+      GF_ESCROW_START_BLOCK: String(deployment.deployBlock),
+      GF_STABLE_TOKEN_ADDRESS: deployment.stablecoin!.address,
+      GF_STABLE_TOKEN_SYMBOL: deployment.stablecoin!.symbol,
+      GF_STABLE_TOKEN_DECIMALS: String(deployment.stablecoin!.decimals),
+      GF_CHAIN_HEALTH_MS: '500',
+      GF_ESCROW_SWEEP_MS: '500',
+      GF_HEARTBEAT_SECONDS: '1',
+      GF_MATCH_INTERVAL_MS: '200',
+      GF_EXECUTION_SWEEP_MS: '500',
+      GF_ASSIGN_TIMEOUT_SECONDS: '20',
+      GF_CANARY_IMAGE: images.canary.reference,
+      GF_LOG_LEVEL: 'warn',
+      GF_CHAIN_FILE: '',
+      ...options.env,
+    };
+    const controlPlane = spawnProcess('control-plane', process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/main.ts')], { cwd: ROOT, env });
+    stops.push(() => controlPlane.stop());
+    const url = `http://127.0.0.1:${port}`;
+    await until(
+      async () => {
+        if (!controlPlane.running()) throw new Error(`the control plane exited:\n${controlPlane.tail()}`);
+        const res = await fetch(`${url}/v1`).catch(() => null);
+        return res?.status === 200;
+      },
+      'the control plane to answer GET /v1',
+      { timeoutMs: 60_000, describe: () => controlPlane.tail(20) },
+    ).catch((err: unknown) => {
+      throw controlPlane.running() ? err : new Error(`the control plane exited:\n${controlPlane.tail()}`);
+    });
+    market = new Marketplace(root, url, adminToken, anvil, deployment, chain, publicClient, controlPlane, images);
+    market.processes.push(controlPlane);
+    return market;
+  }
+
+  /** A wallet of anvil's dev account `index` (1-3 hold tUSDC). */
+  wallet(index: 1 | 2 | 3): WalletClient<Transport, Chain, Account> {
+    return createWalletClient({ chain: this.chain, transport: http(this.anvil.rpcUrl, { retryCount: 0 }), account: privateKeyToAccount(ANVIL_ACCOUNTS[index].privateKey) });
+  }
+
+  /** A call to the admin API (`/admin/v1`, the operator's bearer token); throws on an error status. */
+  async admin<T>(path: string, body: unknown): Promise<T> {
+    const res = await fetch(`${this.url}/admin/v1${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`POST /admin/v1${path} answered ${res.status}: ${text}`);
+    return JSON.parse(text) as T;
+  }
+
+  /** A new API key with every customer scope for `wallet` (its account is made when new). */
+  async createApiKey(wallet: Address): Promise<string> {
+    const created = await this.admin<{ key: string }>('/api-keys', { walletAddress: wallet, scopes: ['jobs:create', 'jobs:read', 'artifacts:read', 'billing:read'] });
+    return created.key;
+  }
+
+  /** A one-time enrollment token (`gfe_…`) for a machine of `farm` in `region` at `priceUsd` per GPU-hour. */
+  async createEnrollmentToken(params: EnrollmentTokenParams): Promise<string> {
+    const created = await this.admin<{ token: string }>('/enrollment-tokens', {
+      farm: params.farm,
+      regionKey: params.region,
+      pricePerGpuHour: params.priceUsd,
+      payoutAddress: params.payout,
+    });
+    return created.token;
+  }
+
+  /** Waits until `GET /v1/capacity?farm=` lists the farm with at least `gpus` GPUs available. */
+  async waitForCapacity(farm: string, gpus = 1, timeoutMs = 60_000): Promise<void> {
+    let last: unknown = null;
+    await until(
+      async () => {
+        const res = await fetch(`${this.url}/v1/capacity?farm=${encodeURIComponent(farm)}`);
+        last = await res.json();
+        const offers = (last as { data?: { available: number }[] }).data ?? [];
+        return offers.reduce((sum, o) => sum + o.available, 0) >= gpus;
+      },
+      `farm ${farm} to offer ${gpus} available GPU(s) in /v1/capacity`,
+      { timeoutMs, describe: () => `${JSON.stringify(last)}\n${this.diagnostics(15)}` },
+    );
+  }
+
+  /** The last lines of every process, for a failing test's message. */
+  diagnostics(lines = 30): string {
+    return this.processes.map((p) => `--- ${p.name} (pid ${p.pid}${p.running() ? '' : ', exited'}):\n${p.tail(lines)}`).join('\n');
+  }
+
+  async stop(): Promise<void> {
+    for (const cleanup of this.cleanups.reverse()) await cleanup().catch((err: unknown) => console.error(`e2e teardown: ${String(err)}`));
+    this.cleanups.length = 0;
+  }
+}
