@@ -10,10 +10,10 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const run = promisify(execFile);
 
 /** Starts `npm start`'s script on a fresh embedded database and waits for its banner. */
-async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
+async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
     cwd: ROOT,
-    env: { ...process.env, GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '' },
+    env: { ...process.env, GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.teardown(() => {
@@ -37,11 +37,13 @@ async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDi
   return { child, url, output: () => output };
 }
 
-t.test('npm start: the control plane on the embedded database with a seeded fleet; npm run admin reaches it', async (t) => {
+t.test('npm start: the control plane on the embedded database with a seeded fleet (GF_SEED_FLEET); npm run admin reaches it', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-'));
-  const { child, url, output } = await startMarketplace(t, dataDir);
+  const env = { GF_SEED_FLEET: '60', GF_LOCAL_AGENT: '0' };
+  const { child, url, output } = await startMarketplace(t, dataDir, env);
   t.match(output(), /seeded a simulated fleet/);
   t.match(output(), /npm run admin -- create-key/, 'says how to create a key');
+  t.match(output(), /No local agent: GF_LOCAL_AGENT=0/, 'says why no agent runs');
 
   const capacity = await fetch(`${url}/v1/capacity?limit=3`);
   t.equal(capacity.status, 200);
@@ -73,7 +75,7 @@ t.test('npm start: the control plane on the embedded database with a seeded flee
   t.notOk(existsSync(join(dataDir, 'control-plane.json')), 'the state file is removed on a clean stop');
 
   // Restarted on the same data, nothing is seeded twice and the key still works.
-  const again = await startMarketplace(t, dataDir);
+  const again = await startMarketplace(t, dataDir, env);
   t.notMatch(again.output(), /seeded a simulated fleet/);
   t.equal((await fetch(`${again.url}/v1/billing`, { headers: { authorization: `Bearer ${key}` } })).status, 200);
   again.child.kill('SIGTERM');

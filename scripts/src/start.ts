@@ -1,51 +1,133 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
 import { ConfigError, loadConfig } from '@gpufarm/control-plane/config.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
-import { closeOnSignals, startControlPlane } from '@gpufarm/control-plane/server.js';
+import { startControlPlane, type ControlPlane } from '@gpufarm/control-plane/server.js';
+import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
+import { dockerAdvice, dockerAnswers, dockerSocket, ensureImages, LOCAL_FARM, LOCAL_SIMULATED_GPUS, readLocalImages, startLocalAgent, type LocalAgent, type LocalImages } from './local-agent.js';
+import { registryAnswers, registryInstalled, startLocalRegistry, type LocalRegistry } from './local-registry.js';
 
-/** Machines seeded into an empty database so a newcomer sees capacity at once. */
-const STARTER_FLEET_MACHINES = 60;
 /** The escrow's challenge window on the local chain: short, so a release is seen in minutes. */
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
+/** The local farm's payout address: anvil dev account 2, so the release's split shows on its own. */
+const LOCAL_PAYOUT = ANVIL_ACCOUNTS[2];
+const DEFAULT_REGISTRY = '127.0.0.1:5000';
+
+const say = (line: string) => console.log(`[start] ${line}`);
 
 /**
- * `npm start`: the marketplace on this machine. The control plane on the embedded database
- * (or DATABASE_URL), with a small simulated fleet seeded into an empty database. Without
- * GF_RPC_URL, a local chain: anvil (chain id GF_CHAIN_ID) with the escrow and a test stablecoin
- * deployed, anvil's dev account 0 as the operator and account 1 as the funded customer wallet.
+ * What `npm start` needs for a local agent: Docker Engine, the local registry (started here
+ * when Debian's `docker-registry` is installed and nothing answers) and the images
+ * (`scripts/build-images.sh`, nothing to do when up to date). Resolves with the images, or
+ * with the reason no agent can run.
+ */
+async function prepareDocker(dataDir: string): Promise<{ images: LocalImages | null; registry: LocalRegistry | null; problem: string | null }> {
+  if (process.env.GF_LOCAL_AGENT === '0' || process.env.GF_LOCAL_AGENT === 'false') return { images: null, registry: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
+  if (!(await dockerAnswers())) return { images: null, registry: null, problem: dockerAdvice(dockerSocket()) };
+  const address = readLocalImages()?.registry ?? process.env.GF_LOCAL_REGISTRY ?? DEFAULT_REGISTRY;
+  let registry: LocalRegistry | null = null;
+  if (!(await registryAnswers(address))) {
+    if (!registryInstalled()) {
+      return { images: null, registry: null, problem: `no image registry answers on http://${address}/v2/ and docker-registry is not installed: sudo apt-get install -y docker-registry (or run sudo bash scripts/test-env.sh), then npm start again` };
+    }
+    say(`starting docker-registry on ${address} (storage in ${join(dataDir, 'registry')})`);
+    try {
+      registry = await startLocalRegistry(address, join(dataDir, 'registry'));
+    } catch (err) {
+      return { images: null, registry: null, problem: (err as Error).message };
+    }
+  }
+  say('checking the local images (scripts/build-images.sh; it builds them only when missing or stale)');
+  try {
+    const images = await ensureImages((line) => say(line));
+    return { images, registry, problem: null };
+  } catch (err) {
+    return { images: null, registry, problem: `the images could not be built: ${(err as Error).message}` };
+  }
+}
+
+/** Real GPUs when `nvidia-smi` answers, simulated ones otherwise (`GF_LOCAL_AGENT_GPUS` decides when set). */
+function localGpus(): string | null {
+  const set = process.env.GF_LOCAL_AGENT_GPUS;
+  if (set !== undefined) return set === '' || set === 'real' ? null : set;
+  return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;
+}
+
+/**
+ * `npm start`: the whole marketplace on this machine. The control plane on the embedded
+ * database (or DATABASE_URL); without GF_RPC_URL, a local chain (anvil, chain id GF_CHAIN_ID)
+ * with the escrow and a test stablecoin, anvil's dev account 0 as the operator, account 1 the
+ * funded customer wallet; the local registry with the images; and one local agent enrolled in
+ * the farm `local` (simulated GPUs when the machine has none), paid to dev account 2.
+ * `GF_SEED_FLEET=<n>` seeds n simulated machines into an empty database.
  */
 async function main(): Promise<void> {
-  // The admin token lets `npm run admin` reach this server; one is made per run unless set.
+  // The admin token lets `npm run admin` and the local agent's enrollment reach this server.
   process.env.GF_ADMIN_TOKEN ||= randomBytes(32).toString('base64url');
-  let local: LocalChain | null = null;
-  if (!process.env.GF_RPC_URL) {
-    const preliminary = loadConfig();
-    local = await startLocalChain({ dataDir: preliminary.dataDir, chainId: preliminary.chainId, challengeWindowSeconds: LOCAL_CHALLENGE_WINDOW_SECONDS });
-    Object.assign(process.env, localChainEnv(local));
-    process.env.GF_CHAIN_HEALTH_MS ||= '2000';
-    process.env.GF_ESCROW_SWEEP_MS ||= '2000';
-  }
-  const stopChain = async () => {
-    await local?.anvil.stop();
+  const preliminary = loadConfig();
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const stop of stops.splice(0).reverse()) await stop().catch((err: unknown) => console.error(`[start] while stopping: ${(err as Error).message}`));
   };
-  let controlPlane;
+  let agent: LocalAgent | null = null;
+  let local: LocalChain | null = null;
+  let agentProblem: string | null;
   try {
-    const config = loadConfig();
-    controlPlane = await startControlPlane(config, { logger: process.env.GF_LOG_LEVEL !== undefined });
-    const [{ machines }] = (await controlPlane.db.query<{ machines: number }>('SELECT count(*)::int AS machines FROM machines')) as [{ machines: number }];
-    if (machines === 0) {
-      const seeded = await seedFleet(controlPlane.db, { machines: STARTER_FLEET_MACHINES });
-      await controlPlane.offerIndex.refresh();
-      console.log(`seeded a simulated fleet: ${seeded.farms} farms, ${seeded.machines} machines, ${seeded.gpus} GPUs`);
+    const docker = await prepareDocker(preliminary.dataDir);
+    if (docker.registry) stops.push(() => docker.registry!.stop());
+    agentProblem = docker.problem;
+    if (docker.images && !process.env.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
+
+    if (!process.env.GF_RPC_URL) {
+      local = await startLocalChain({ dataDir: preliminary.dataDir, chainId: preliminary.chainId, challengeWindowSeconds: LOCAL_CHALLENGE_WINDOW_SECONDS });
+      stops.push(() => local!.anvil.stop());
+      Object.assign(process.env, localChainEnv(local));
+      process.env.GF_CHAIN_HEALTH_MS ||= '2000';
+      process.env.GF_ESCROW_SWEEP_MS ||= '2000';
     }
-    const url = controlPlane.url;
-    const wallet = local ? LOCAL_CUSTOMER.address : '<your wallet address>';
+    const config = loadConfig();
+    const cp: ControlPlane = await startControlPlane(config, { logger: process.env.GF_LOG_LEVEL !== undefined });
+    stops.push(() => cp.close());
+
+    const seed = Number(process.env.GF_SEED_FLEET ?? 0);
+    if (seed > 0) {
+      const [{ machines }] = (await cp.db.query<{ machines: number }>('SELECT count(*)::int AS machines FROM machines')) as [{ machines: number }];
+      if (machines === 0) {
+        const seeded = await seedFleet(cp.db, { machines: seed });
+        await cp.offerIndex.refresh();
+        say(`seeded a simulated fleet: ${seeded.farms} farms, ${seeded.machines} machines, ${seeded.gpus} GPUs`);
+      }
+    }
+
+    if (docker.images) {
+      const gpus = localGpus();
+      if (process.getuid?.() !== 0) say('note: the agent loop-mounts each job\'s /output, which needs root; run npm start as root (sudo -E npm start) for jobs to run');
+      say(`starting the local agent (farm ${LOCAL_FARM.slug}, ${gpus ? `simulated GPUs ${gpus}` : 'the GPUs nvidia-smi reports'}, state in ${join(config.dataDir, 'agent')})`);
+      try {
+        agent = await startLocalAgent({
+          server: cp.url,
+          adminToken: config.adminToken!,
+          stateDir: resolve(config.dataDir, 'agent'),
+          payout: LOCAL_PAYOUT.address,
+          simulateGpus: gpus,
+          egressProxyImage: docker.images.images['egress-proxy']?.reference ?? null,
+          log: (line) => console.log(`[agent] ${line}`),
+        });
+        const started = agent;
+        stops.push(() => started.stop());
+      } catch (err) {
+        agentProblem = `the local agent did not start: ${(err as Error).message}`;
+      }
+    }
+
+    const url = cp.url;
     const chainLines = local
       ? `
 Local chain (anvil, chain ${config.chainId}; state kept in ${config.dataDir}/anvil-state.json, addresses in ${chainFile(config.dataDir)}):
   RPC URL          ${local.anvil.rpcUrl}
-  escrow           ${local.deployment.escrow}${local.deployed ? '' : ' (reused)'}
+  escrow           ${local.deployment.escrow}${local.deployed ? '' : ' (reused)'}  (challenge window ${local.deployment.challengeWindowSeconds} s)
   stablecoin       ${local.deployment.stablecoin!.address} (${local.deployment.stablecoin!.symbol}, ${local.deployment.stablecoin!.decimals} decimals)
   customer wallet  ${LOCAL_CUSTOMER.address}  (anvil dev account 1: 10,000 ETH and 1,000,000 tUSDC)
   customer key     ${LOCAL_CUSTOMER.privateKey}  (a public test key: never use it on a real network)
@@ -53,22 +135,43 @@ Local chain (anvil, chain ${config.chainId}; state kept in ${config.dataDir}/anv
       : `
 Chain: ${config.chain?.rpcUrl ?? 'none'} (escrow ${config.chain?.escrowAddress ?? 'not configured'})
 `;
+    const agentLines = agent
+      ? `
+Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''}, farm ${LOCAL_FARM.slug} (${LOCAL_FARM.region}, ${LOCAL_FARM.priceUsd} USD per GPU-hour), pid ${agent.pid}
+  payout wallet    ${LOCAL_PAYOUT.address}  (anvil dev account 2)
+  canary image     ${process.env.GF_CANARY_IMAGE}
+`
+      : `
+No local agent: ${agentProblem}
+`;
     console.log(`
-gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${controlPlane.db.kind === 'pglite' ? `embedded in ${config.dataDir}/db` : 'PostgreSQL'})
+gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${cp.db.kind === 'pglite' ? `embedded in ${config.dataDir}/db` : 'PostgreSQL'})
 
   API        ${url}/v1
   capacity   curl -s '${url}/v1/capacity?limit=3'
   pricing    curl -s ${url}/v1/pricing
-${chainLines}
-Create an API key (in another terminal; the key is printed once):
-  npm run admin -- create-key --wallet ${wallet} --scopes jobs:create,jobs:read,artifacts:read,billing:read
+${chainLines}${agentLines}
+Run a canary job as a customer would (in another terminal):
+  npm run demo
+
+Create an API key of your own (printed once):
+  npm run admin -- create-key --wallet ${local ? LOCAL_CUSTOMER.address : '<your wallet address>'} --scopes jobs:create,jobs:read,artifacts:read,billing:read
 
 Stop with Ctrl-C.`);
   } catch (err) {
-    await stopChain();
+    await stopAll();
     throw err;
   }
-  closeOnSignals(controlPlane, stopChain);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    say(`${signal}: stopping the agent, the control plane${local ? ' and the chain' : ''}`);
+    await stopAll();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,252 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository's root and the `gf-agent` command inside it. */
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const GF_AGENT = join(REPO_ROOT, 'agent/bin/gf-agent.js');
+
+/** The local farm `npm start` enrolls its agent into. */
+export const LOCAL_FARM = { slug: 'local', name: 'Local Farm', region: 'europe-west', priceUsd: '0.50' } as const;
+/** Simulated GPUs of the local agent on a machine without `nvidia-smi` (`GF_LOCAL_AGENT_GPUS` overrides). */
+export const LOCAL_SIMULATED_GPUS = '1x rtx-4090-24gb';
+
+/** Where Docker Engine is reached: `DOCKER_HOST` (unix sockets only here) or the default socket. */
+export function dockerSocket(): string {
+  const host = process.env.DOCKER_HOST;
+  if (host?.startsWith('unix://')) return host.slice('unix://'.length);
+  return '/var/run/docker.sock';
+}
+
+/** True when Docker Engine answers `GET /_ping` on its socket within two seconds. */
+export function dockerAnswers(socketPath = dockerSocket()): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = request({ socketPath, path: '/_ping', method: 'GET', timeout: 2_000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+    req.end();
+  });
+}
+
+/** The advice `npm start` prints when Docker Engine does not answer. */
+export function dockerAdvice(socketPath = dockerSocket()): string {
+  const installed = spawnSync('sh', ['-c', 'command -v dockerd'], { encoding: 'utf8' }).status === 0;
+  const lines = [`Docker Engine does not answer on ${socketPath}, so no local agent runs: jobs are accepted and funded but stay QUEUED.`];
+  if (!installed) {
+    lines.push(
+      'Install Docker Engine (Debian/Ubuntu):',
+      '  sudo apt-get update && sudo apt-get install -y docker.io docker-registry busybox-static libssl-dev gcc e2fsprogs',
+      'or follow https://docs.docker.com/engine/install/ for other systems; then start it:',
+    );
+  } else {
+    lines.push('Docker Engine is installed but not running; start it:');
+  }
+  lines.push(
+    '  sudo systemctl start docker        (or, without systemd: sudo dockerd --storage-driver=vfs &)',
+    'then run `sudo bash scripts/test-env.sh` once (local registry on 127.0.0.1:5000 and the images) and `npm start` again.',
+  );
+  return lines.join('\n');
+}
+
+/** `.gpufarm/images.json` (scripts/build-images.sh): the local registry's images, pinned by digest. */
+export interface LocalImages {
+  registry: string;
+  images: Record<'canary' | 'busybox' | 'egress-proxy', { repository: string; digest: string; reference: string }>;
+}
+
+export const IMAGES_FILE = join(REPO_ROOT, '.gpufarm/images.json');
+
+export function readLocalImages(): LocalImages | null {
+  if (!existsSync(IMAGES_FILE)) return null;
+  try {
+    return JSON.parse(readFileSync(IMAGES_FILE, 'utf8')) as LocalImages;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Runs `scripts/build-images.sh` (nothing to do when the images are up to date), its output
+ * through `log`. Resolves with the images, or throws with the script's last words.
+ */
+export function ensureImages(log: (line: string) => void): Promise<LocalImages> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [join(REPO_ROOT, 'scripts/build-images.sh')], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      for (const line of chunk.toString().split('\n')) if (line.trim()) log(line);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('error', (err) => reject(err));
+    child.once('exit', (code) => {
+      const images = readLocalImages();
+      if (code === 0 && images) resolve(images);
+      else reject(new Error(output.trim().split('\n').slice(-3).join('\n') || `build-images.sh exited with ${String(code)}`));
+    });
+  });
+}
+
+export interface LocalAgentOptions {
+  /** The control plane's URL. */
+  server: string;
+  adminToken: string;
+  /** The agent's state folder (machine token, key, work folders), such as `.gpufarm/agent`. */
+  stateDir: string;
+  /** The farm's payout address (the escrow's provider). */
+  payout: string;
+  /** Simulated GPUs (`1x rtx-4090-24gb`), or null for the machine's real GPUs. */
+  simulateGpus: string | null;
+  /** The egress proxy image, pinned, so allowlist jobs can run. */
+  egressProxyImage: string | null;
+  /** Each line the agent prints. */
+  log: (line: string) => void;
+}
+
+export interface LocalAgent {
+  machineId: string;
+  pid: number;
+  /** True when this start enrolled the machine (false: the enrollment in the state folder was reused). */
+  enrolled: boolean;
+  /** SIGTERM to the agent's pid, SIGKILL after 10 s; resolves once it exited. */
+  stop(): Promise<void>;
+}
+
+function agentEnv(options: LocalAgentOptions): NodeJS.ProcessEnv {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
+  return {
+    ...base,
+    GF_AGENT_STATE_DIR: options.stateDir,
+    GF_AGENT_SIMULATE_GPUS: options.simulateGpus ?? '',
+    // A development machine rarely has the 20 GiB free a production agent insists on.
+    GF_AGENT_MIN_FREE_DISK_BYTES: process.env.GF_AGENT_MIN_FREE_DISK_BYTES ?? String(1024 ** 3),
+    ...(options.egressProxyImage ? { GF_AGENT_EGRESS_PROXY_IMAGE: options.egressProxyImage } : {}),
+  };
+}
+
+function machineFile(stateDir: string): { machineId: string; server: string } | null {
+  try {
+    return JSON.parse(readFileSync(join(stateDir, 'machine.json'), 'utf8')) as { machineId: string; server: string };
+  } catch {
+    return null;
+  }
+}
+
+/** A one-time enrollment token for the local farm, from the running control plane's admin API. */
+async function enrollmentToken(options: LocalAgentOptions): Promise<string> {
+  const res = await fetch(`${options.server}/admin/v1/enrollment-tokens`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${options.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ farm: LOCAL_FARM.slug, farmName: LOCAL_FARM.name, regionKey: LOCAL_FARM.region, pricePerGpuHour: LOCAL_FARM.priceUsd, payoutAddress: options.payout, label: 'npm start' }),
+  });
+  const body = (await res.json()) as { token?: string; error?: { code: string; message: string } };
+  if (res.status !== 201 || !body.token) throw new Error(`the control plane refused an enrollment token (${res.status}): ${body.error?.message ?? JSON.stringify(body)}`);
+  return body.token;
+}
+
+function runCommand(args: string[], options: LocalAgentOptions): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [GF_AGENT, ...args], { cwd: REPO_ROOT, env: agentEnv(options), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code, output }));
+  });
+}
+
+async function enroll(options: LocalAgentOptions): Promise<string> {
+  const token = await enrollmentToken(options);
+  const { code, output } = await runCommand(['enroll', '--server', options.server, '--token', token, '--force'], options);
+  for (const line of output.trim().split('\n')) if (line) options.log(line);
+  const machine = machineFile(options.stateDir);
+  if (code !== 0 || !machine) throw new Error(`gf-agent enroll failed (exit ${String(code)}): ${output.trim().split('\n').slice(-2).join(' ')}`);
+  return machine.machineId;
+}
+
+/** Prefixes each line of a stream and hands it to `log`. */
+function pipeLines(stream: NodeJS.ReadableStream, log: (line: string) => void): void {
+  let partial = '';
+  stream.on('data', (chunk: Buffer) => {
+    partial += chunk.toString();
+    const lines = partial.split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) log(line);
+  });
+}
+
+/** `gf-agent run` as a child, and how its link first went: up, refused (unknown machine), exited or still nothing after 30 s. */
+function spawnRun(options: LocalAgentOptions): { child: ChildProcess; link: Promise<'up' | 'refused' | 'exited' | 'silent'> } {
+  const child = spawn(process.execPath, [GF_AGENT, 'run'], { cwd: REPO_ROOT, env: agentEnv(options), stdio: ['ignore', 'pipe', 'pipe'] });
+  let settle: (state: 'up' | 'refused' | 'exited' | 'silent') => void = () => {};
+  const link = new Promise<'up' | 'refused' | 'exited' | 'silent'>((resolve) => (settle = resolve));
+  const timer = setTimeout(() => settle('silent'), 30_000);
+  const watch = (line: string) => {
+    options.log(line);
+    if (/ link up: /.test(line)) settle('up');
+    else if (/ link refused: /.test(line)) settle('refused');
+  };
+  pipeLines(child.stdout!, watch);
+  pipeLines(child.stderr!, watch);
+  child.once('exit', () => settle('exited'));
+  void link.then(() => clearTimeout(timer));
+  return { child, link };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/**
+ * The local agent of `npm start`: enrolls it in the local farm (once; the enrollment in
+ * `stateDir` is reused while it names the same server), then runs `gf-agent run` as a child
+ * process and waits for its link. An enrollment the control plane refuses (a fresh database)
+ * is replaced by a new one.
+ */
+export async function startLocalAgent(options: LocalAgentOptions): Promise<LocalAgent> {
+  let enrolled = false;
+  let machine = machineFile(options.stateDir);
+  if (!machine || machine.server.replace(/\/$/, '') !== options.server.replace(/\/$/, '')) {
+    machine = { machineId: await enroll(options), server: options.server };
+    enrolled = true;
+  }
+  let { child, link } = spawnRun(options);
+  let state = await link;
+  if (state === 'refused' && !enrolled) {
+    await stopChild(child);
+    options.log('the saved enrollment was refused (a new database?); enrolling this machine again');
+    machine = { machineId: await enroll(options), server: options.server };
+    enrolled = true;
+    ({ child, link } = spawnRun(options));
+    state = await link;
+  }
+  if (state !== 'up') {
+    await stopChild(child);
+    throw new Error(state === 'exited' ? 'gf-agent run exited before its link came up' : state === 'refused' ? 'the control plane refused the agent' : 'the agent did not connect within 30 s');
+  }
+  const current = child;
+  const killOnExit = () => {
+    if (current.exitCode === null && current.signalCode === null) current.kill('SIGTERM');
+  };
+  process.once('exit', killOnExit);
+  return {
+    machineId: machine.machineId,
+    pid: current.pid!,
+    enrolled,
+    async stop() {
+      process.off('exit', killOnExit);
+      await stopChild(current);
+    },
+  };
+}
