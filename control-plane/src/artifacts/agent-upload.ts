@@ -1,0 +1,149 @@
+import { ApiError, assignmentSpecSchema } from '@gpufarm/shared';
+import type { FastifyPluginAsync } from 'fastify';
+import { z } from 'zod';
+import { authenticateMachine } from '../agent-gateway/machine-auth.js';
+import type { ExecutionConfig } from '../config.js';
+import type { Database } from '../db/database.js';
+import { parseParams } from '../http/parse.js';
+import { BlobTooLargeError, type BlobStore } from './blob-store.js';
+import { deleteIfUnreferenced } from './expiry.js';
+import { newArtifactId } from './metadata.js';
+import { bodyStream, checkDeclaredLength, declaredSha256, takeRawBodies, tooLarge } from './raw-body.js';
+import { upsertAssignmentArtifact } from './store.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route checks an agent's machine token (`Authorization: Bearer gfa_…`) itself: API-key
+     * resolution must leave such a route alone (a machine token is no API key).
+     */
+    machineAuth?: boolean;
+  }
+}
+
+export interface AgentUploadRoutesOptions {
+  db: Database;
+  blobs: BlobStore;
+  config: Pick<ExecutionConfig, 'artifactTtlDays'>;
+}
+
+/** The path the agent PUTs its artifacts to (agent/src/daemon/runner-setup.ts). */
+export const AGENT_UPLOAD_PATH = '/agent/v1/assignments/:id/outputs/:name';
+/** The header, or trailer, with the agent's SHA-256 of the body. */
+export const UPLOAD_SHA256_HEADER = 'x-content-sha256';
+/** Largest log artifact: the whole job log, beyond the per-job cap of stored lines. */
+export const LOG_ARTIFACT_MAX_BYTES = 1024 * 1024 * 1024;
+/** How long after its assignment finished (or failed) an agent may still upload, for a retry. */
+export const LATE_UPLOAD_MS = 15 * 60 * 1000;
+
+const uploadParams = z.object({
+  id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'is not an assignment id'),
+  name: z.string().regex(/^(output-(0|[1-9][0-9]?)|log)$/, 'must be output-<rule index> or log'),
+});
+
+interface UploadTarget {
+  id: string;
+  job_id: string;
+  machine_id: string;
+  state: string;
+  spec: unknown;
+  finished_at: Date | null;
+  updated_at: Date;
+  account_id: string;
+}
+
+/** What an agent upload answers (201). `hashesMatch` is null when nothing was declared. */
+export interface AgentUploadAnswer {
+  artifactId: string;
+  sha256: string;
+  sizeBytes: number;
+  declaredSha256: string | null;
+  hashesMatch: boolean | null;
+}
+
+/**
+ * `PUT /agent/v1/assignments/:id/outputs/:name` (ARCHITECTURE.md section 8): an agent streams
+ * an output (`output-<rule index>`, a tar of at most the rule's maxBytes) or the job's log
+ * (`log`, at most LOG_ARTIFACT_MAX_BYTES). Machine token auth; the assignment must be this
+ * machine's and accepted, running, or finished (failed) within LATE_UPLOAD_MS. The server
+ * hashes what it stores; the agent's hash (trailer `X-Content-Sha256`, or the header on a retry)
+ * is recorded beside it and a mismatch is stored all the same (the server's hash is the
+ * truth; the result then says `hashesMatch: false`). The same name again replaces the row.
+ */
+export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = async (app, { db, blobs, config }) => {
+  takeRawBodies(app);
+
+  app.put(AGENT_UPLOAD_PATH, { config: { machineAuth: true } }, async (request, reply) => {
+    const authorization = request.headers.authorization;
+    const machine = await authenticateMachine(db, authorization);
+    if (!machine) {
+      throw authorization === undefined
+        ? new ApiError('missing_api_key', 'No machine token was sent. Send it as "Authorization: Bearer gfa_…".')
+        : new ApiError('invalid_api_key', 'The machine token is malformed, unknown, or its machine is disabled.');
+    }
+    const { id, name } = parseParams(uploadParams, request.params);
+    const [target] = await db.query<UploadTarget>(
+      `SELECT a.id, a.job_id, a.machine_id, a.state, a.spec, a.finished_at, a.updated_at, j.account_id
+         FROM assignments a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1`,
+      [id],
+    );
+    if (!target || target.machine_id !== machine.machineId) throw new ApiError('not_found', `No assignment ${id} on this machine.`);
+    const endedAt = target.finished_at ?? target.updated_at;
+    const open =
+      target.state === 'accepted' ||
+      target.state === 'running' ||
+      ((target.state === 'finished' || target.state === 'failed') && Date.now() - endedAt.getTime() <= LATE_UPLOAD_MS);
+    if (!open) {
+      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; it takes no uploads.`, { details: [{ field: 'state', message: `state is ${target.state}` }] });
+    }
+    let maxBytes = LOG_ARTIFACT_MAX_BYTES;
+    if (name !== 'log') {
+      const index = Number(name.slice('output-'.length));
+      const rules = assignmentSpecSchema.shape.outputRules.safeParse((target.spec as { outputRules?: unknown } | null)?.outputRules);
+      const rule = rules.success ? rules.data[index] : undefined;
+      if (!rule) throw new ApiError('not_found', `The assignment ${id} has no output rule ${index}.`);
+      // The agent's tar stream counts against the rule's limit itself, headers included.
+      maxBytes = rule.maxBytes;
+    }
+    const what = name === 'log' ? 'log upload' : `upload of ${name}`;
+    checkDeclaredLength(request, maxBytes, what);
+    const headerHash = declaredSha256(request.headers[UPLOAD_SHA256_HEADER], 'header');
+
+    let stored: { sha256: string; sizeBytes: number };
+    try {
+      stored = await blobs.put(bodyStream(request.raw), { maxBytes });
+    } catch (err) {
+      if (err instanceof BlobTooLargeError) throw tooLarge(err.maxBytes, what);
+      throw err;
+    }
+    let declared: string | null;
+    try {
+      declared = declaredSha256(request.raw.trailers[UPLOAD_SHA256_HEADER], 'trailer') ?? headerHash;
+    } catch (err) {
+      await deleteIfUnreferenced({ db, blobs }, stored.sha256);
+      throw err;
+    }
+    const { row, replacedSha256 } = await upsertAssignmentArtifact(db, {
+      id: newArtifactId(),
+      accountId: target.account_id,
+      jobId: target.job_id,
+      assignmentId: target.id,
+      kind: name === 'log' ? 'log' : 'output',
+      name,
+      filename: name === 'log' ? `${target.job_id}-log.ndjson` : `${target.job_id}-${name}.tar`,
+      sizeBytes: stored.sizeBytes,
+      sha256: stored.sha256,
+      declaredSha256: declared,
+      ttlDays: config.artifactTtlDays,
+    });
+    if (replacedSha256) await deleteIfUnreferenced({ db, blobs }, replacedSha256);
+    const answer: AgentUploadAnswer = {
+      artifactId: row.id,
+      sha256: row.sha256,
+      sizeBytes: Number(row.size_bytes),
+      declaredSha256: declared,
+      hashesMatch: declared === null ? null : declared === row.sha256,
+    };
+    return reply.code(201).send(answer);
+  });
+};

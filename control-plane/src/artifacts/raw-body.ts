@@ -1,0 +1,60 @@
+import type { IncomingMessage } from 'node:http';
+import { PassThrough, type Readable } from 'node:stream';
+import { ApiError } from '@gpufarm/shared';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+
+/**
+ * Streamed uploads. The API's 256 KiB body limit belongs to JSON bodies; an artifact upload
+ * reads its body itself, from the socket into the blob store, under its own limit.
+ */
+
+/**
+ * Makes the routes of the (encapsulated) plugin `app` receive their bodies unread, whatever
+ * the Content-Type: fastify's parsers and its body limit do not apply to them.
+ */
+export function takeRawBodies(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+}
+
+/**
+ * The request's body as a stream for the blob store. Piped, not `pipeline`d: when the store
+ * refuses the body (too large) only this stream is destroyed, the connection stays and the
+ * refusal can be answered. A client that goes away mid-body errors the stream.
+ */
+export function bodyStream(raw: IncomingMessage): Readable {
+  const body = new PassThrough({ highWaterMark: 1024 * 1024 });
+  raw.once('error', (err) => body.destroy(err));
+  raw.once('close', () => {
+    if (!raw.complete) body.destroy(new Error('the client closed the connection before the body ended'));
+  });
+  raw.pipe(body);
+  return body;
+}
+
+/** 413 `payload_too_large` for an upload over `maxBytes`; the connection closes after it. */
+export function tooLarge(maxBytes: number, what: string): ApiError {
+  return new ApiError('payload_too_large', `The ${what} is larger than its limit of ${maxBytes} bytes.`, {
+    details: [{ field: 'body', message: `body: at most ${maxBytes} bytes` }],
+    headers: { Connection: 'close' },
+  });
+}
+
+/** Refuses at once a body whose declared Content-Length passes `maxBytes`. */
+export function checkDeclaredLength(request: FastifyRequest, maxBytes: number, what: string): void {
+  const header = request.headers['content-length'];
+  if (header !== undefined && /^\d+$/.test(header) && Number(header) > maxBytes) {
+    throw tooLarge(maxBytes, what);
+  }
+}
+
+/** A declared SHA-256 (`X-Content-Sha256`), lower-cased; null when absent; 400 when malformed. */
+export function declaredSha256(value: string | string[] | undefined, where: 'header' | 'trailer'): string | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || !/^[0-9a-fA-F]{64}$/.test(value.trim())) {
+    throw new ApiError('invalid_request', `The X-Content-Sha256 ${where} must be 64 hex digits.`, {
+      details: [{ field: 'X-Content-Sha256', message: 'X-Content-Sha256 must be 64 hex digits' }],
+    });
+  }
+  return value.trim().toLowerCase();
+}

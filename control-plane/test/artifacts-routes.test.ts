@@ -1,0 +1,479 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { artifactMetadataSchema, artifactSummarySchema, type ArtifactMetadata } from '@gpufarm/shared';
+import Fastify from 'fastify';
+import t, { type Test } from 'tap';
+import { hashAgentToken, newAgentToken } from '../src/agent-gateway/machine-auth.js';
+import { agentUploadRoutes } from '../src/artifacts/agent-upload.js';
+import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
+import { artifactRoutes, type ArtifactRoutesOptions } from '../src/artifacts/routes.js';
+import { createUrlSigner, type UrlSigner } from '../src/artifacts/signing.js';
+import { listJobArtifacts } from '../src/artifacts/store.js';
+import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { installErrorHandling } from '../src/http/error-handler.js';
+import { recordRoutes } from '../src/http/route-table.js';
+import { deploymentSecret } from '../src/settings/store.js';
+import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
+import { assertError } from './helpers/assert.js';
+
+const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
+const MAX_INPUT_BYTES = 1024 * 1024;
+
+interface Setup extends TestApp {
+  dir: string;
+  blobs: ReturnType<typeof createFsBlobStore>;
+  signer: UrlSigner;
+  key: string;
+  accountId: string;
+}
+
+/**
+ * The real app on a fresh database and a temp artifact folder, with the artifact routes
+ * registered as `server.ts` wires them (unless the app already has them).
+ */
+async function setup(t: Test): Promise<Setup> {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-artifacts-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const test = await buildTestApp(t, { env: { GF_ARTIFACT_DIR: dir, GF_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES) } });
+  const blobs = createFsBlobStore(test.config.execution.artifactDir);
+  const signer = createUrlSigner(await deploymentSecret(test.db, 'artifact_url_key'), test.config.publicUrl);
+  const options: ArtifactRoutesOptions = { db: test.db, blobs, signer, config: test.config.execution };
+  if (!test.app.hasRoute({ method: 'GET', url: '/v1/artifacts/:id' })) await test.app.register(artifactRoutes, options);
+  const created = await createTestKey(test.db);
+  return { ...test, dir, blobs, signer, key: created.key, accountId: created.accountId };
+}
+
+/** The path and query of a signed URL, for inject. */
+const pathOf = (url: string) => {
+  const u = new URL(url);
+  return `${u.pathname}${u.search}`;
+};
+
+async function uploadInput(s: Setup, body: Buffer, query = ''): Promise<ArtifactMetadata> {
+  const res = await s.app.inject({ method: 'POST', url: `/v1/artifacts${query}`, headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: body });
+  if (res.statusCode !== 201) throw new Error(`upload answered ${res.statusCode}: ${res.body}`);
+  return artifactMetadataSchema.parse(res.json());
+}
+
+t.test('default: POST /v1/artifacts stores a streamed input, hashed, and answers its metadata', async (t) => {
+  const s = await setup(t);
+  const body = randomBytes(300 * 1024); // past the 256 KiB JSON body limit
+  const res = await s.app.inject({ method: 'POST', url: '/v1/artifacts?filename=weights.bin', headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: body });
+  t.equal(res.statusCode, 201);
+  const meta = artifactMetadataSchema.parse(res.json());
+  t.equal(meta.kind, 'input');
+  t.equal(meta.filename, 'weights.bin');
+  t.equal(meta.sha256, sha256(body), 'the server hash equals an independent one');
+  t.equal(meta.sizeBytes, body.length);
+  t.equal(meta.jobId, null);
+  t.match(meta.id, /^art_[0-9a-z]{26}$/);
+  t.equal(res.headers['x-artifact-sha256'], sha256(body));
+  const ttlMs = Date.parse(meta.expiresAt) - Date.parse(meta.createdAt);
+  t.ok(Math.abs(ttlMs - 30 * 86_400_000) < 5_000, 'expires after the configured 30 days');
+  const urlTtl = Date.parse(meta.urlExpiresAt) - Date.now();
+  t.ok(urlTtl > 110_000 && urlTtl <= 121_000, 'the URL lives 120 s');
+  const file = await s.app.inject({ method: 'GET', url: pathOf(meta.url) });
+  t.equal(file.statusCode, 200);
+  t.equal(sha256(file.rawPayload), sha256(body), 'the signed URL serves the bytes');
+
+  const json = await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: { ...bearer(s.key), 'content-type': 'application/json' }, payload: '{"not":"parsed"}' });
+  t.equal(json.statusCode, 201, 'any content type is stored as bytes');
+  t.equal(json.json().sha256, sha256('{"not":"parsed"}'));
+  t.equal(json.json().filename, 'input.bin', 'default filename');
+
+  const again = await uploadInput(s, body);
+  t.not(again.id, meta.id, 'a second upload is a second artifact');
+  t.equal(s.blobs.pathOf(again.sha256), s.blobs.pathOf(meta.sha256), 'equal bytes are one stored file');
+});
+
+t.test('error: payload_too_large for inputs over GF_MAX_INPUT_BYTES, declared or streamed', async (t) => {
+  const s = await setup(t);
+  const declared = await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: randomBytes(MAX_INPUT_BYTES + 1) });
+  assertError(t, declared, 'payload_too_large', 413);
+  t.match(declared.json().error.message, String(MAX_INPUT_BYTES));
+  // No Content-Length: the limit is found while streaming.
+  const chunks = Array.from({ length: 20 }, () => randomBytes(64 * 1024));
+  const streamed = await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: Readable.from(chunks) });
+  assertError(t, streamed, 'payload_too_large', 413);
+  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+  t.equal(row!.n, 0, 'nothing stored');
+  const exact = await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: randomBytes(MAX_INPUT_BYTES) });
+  t.equal(exact.statusCode, 201, 'exactly the limit is accepted');
+});
+
+t.test('error: POST /v1/artifacts without a key, without jobs:create, with a bad filename', async (t) => {
+  const s = await setup(t);
+  assertError(t, await s.app.inject({ method: 'POST', url: '/v1/artifacts', payload: 'x' }), 'missing_api_key', 401);
+  const reader = await createTestKey(s.db, { scopes: ['jobs:read', 'artifacts:read'] });
+  assertError(t, await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: bearer(reader.key), payload: 'x' }), 'insufficient_scope', 403);
+  const bad = await s.app.inject({ method: 'POST', url: '/v1/artifacts?filename=../etc/passwd', headers: bearer(s.key), payload: 'x' });
+  assertError(t, bad, 'invalid_request', 400);
+  t.equal(bad.json().error.details[0].field, 'filename');
+  assertError(t, await s.app.inject({ method: 'POST', url: '/v1/artifacts?name=x', headers: bearer(s.key), payload: 'x' }), 'invalid_request', 400);
+});
+
+t.test('default: GET /v1/artifacts/:id redirects to a signed URL with the integrity headers', async (t) => {
+  const s = await setup(t);
+  const body = randomBytes(5000);
+  const meta = await uploadInput(s, body, '?filename=data.bin');
+  const res = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(s.key) });
+  t.equal(res.statusCode, 302);
+  t.equal(res.headers['x-artifact-sha256'], sha256(body));
+  t.equal(res.headers['x-artifact-size'], '5000');
+  t.equal(res.headers['x-ratelimit-limit'], '120', 'the download bucket: 120 per 60 s');
+  const location = String(res.headers.location);
+  t.match(location, new RegExp(`^${s.config.publicUrl}/files/${meta.id}\\?expires=\\d+&sig=`));
+  const file = await s.app.inject({ method: 'GET', url: pathOf(location) });
+  t.equal(file.statusCode, 200);
+  t.equal(sha256(file.rawPayload), res.headers['x-artifact-sha256'], 'the downloaded bytes hash to X-Artifact-Sha256');
+  t.equal(file.headers['content-length'], '5000');
+  t.equal(file.headers['content-type'], 'application/octet-stream');
+  t.equal(file.headers['content-disposition'], 'attachment; filename="data.bin"');
+  t.equal(file.headers.etag, `"${sha256(body)}"`);
+  t.equal(file.headers['x-artifact-sha256'], sha256(body));
+  t.equal(file.headers['accept-ranges'], 'bytes');
+});
+
+t.test('behavior: format=json or Accept: application/json gives the metadata and the headers', async (t) => {
+  const s = await setup(t);
+  const meta = await uploadInput(s, Buffer.from('hello'));
+  for (const [label, request] of [
+    ['format=json', { url: `/v1/artifacts/${meta.id}?format=json`, headers: bearer(s.key) }],
+    ['Accept', { url: `/v1/artifacts/${meta.id}`, headers: { ...bearer(s.key), accept: 'application/json' } }],
+    ['Accept list', { url: `/v1/artifacts/${meta.id}`, headers: { ...bearer(s.key), accept: 'text/html;q=0.9, application/json' } }],
+  ] as const) {
+    const res = await s.app.inject({ method: 'GET', ...request });
+    t.equal(res.statusCode, 200, label);
+    const got = artifactMetadataSchema.parse(res.json());
+    t.same({ ...got, url: '', urlExpiresAt: '' }, { ...meta, url: '', urlExpiresAt: '' }, `${label}: same metadata`);
+    t.equal(res.headers['x-artifact-sha256'], sha256('hello'));
+    t.equal(res.headers['x-artifact-size'], '5');
+    t.equal((await s.app.inject({ method: 'GET', url: pathOf(got.url) })).body, 'hello', `${label}: its URL works`);
+  }
+  const html = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: { ...bearer(s.key), accept: 'application/json;q=0, */*' } });
+  t.equal(html.statusCode, 302, 'application/json with q=0 is not asked for');
+});
+
+t.test('error: GET /v1/artifacts/:id for another account, unknown, malformed, expired, without scope', async (t) => {
+  const s = await setup(t);
+  const meta = await uploadInput(s, Buffer.from('secret'));
+  const other = await createTestKey(s.db);
+  const foreign = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(other.key) });
+  assertError(t, foreign, 'not_found', 404);
+  t.notMatch(foreign.body, /x-artifact/i);
+  t.equal(foreign.headers['x-artifact-sha256'], undefined, 'nothing about the bytes leaks');
+  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/art_${'0'.repeat(26)}`, headers: bearer(s.key) }), 'not_found', 404);
+  const malformed = await s.app.inject({ method: 'GET', url: '/v1/artifacts/nope', headers: bearer(s.key) });
+  assertError(t, malformed, 'invalid_request', 400);
+  t.equal(malformed.json().error.details[0].field, 'id');
+  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}?format=xml`, headers: bearer(s.key) }), 'invalid_request', 400);
+  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}` }), 'missing_api_key', 401);
+  const creator = await createTestKey(s.db, { scopes: ['jobs:create', 'jobs:read'] });
+  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(creator.key) }), 'insufficient_scope', 403);
+
+  const url = (await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}?format=json`, headers: bearer(s.key) })).json().url as string;
+  await s.db.query("UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1", [meta.id]);
+  const expired = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(s.key) });
+  assertError(t, expired, 'gone', 410);
+  assertError(t, await s.app.inject({ method: 'GET', url: pathOf(url) }), 'gone', 410);
+  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(other.key) }), 'not_found', 404);
+});
+
+t.test('error: the download bucket allows 120 per 60 s', async (t) => {
+  const s = await setup(t);
+  const meta = await uploadInput(s, Buffer.from('x'));
+  for (let i = 0; i < 120; i++) {
+    const res = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(s.key) });
+    if (res.statusCode !== 302) t.fail(`download ${i + 1} answered ${res.statusCode}`);
+  }
+  const limited = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(s.key) });
+  assertError(t, limited, 'rate_limited', 429);
+  t.ok(Number(limited.headers['retry-after']) >= 1);
+});
+
+t.test('behavior: the signed URL serves byte ranges, HEAD, and refuses bad or old signatures', async (t) => {
+  const s = await setup(t);
+  const body = Buffer.from('0123456789abcdefghij');
+  const meta = await uploadInput(s, body);
+  const path = pathOf(meta.url);
+
+  const part = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=2-5' } });
+  t.equal(part.statusCode, 206);
+  t.equal(part.body, '2345');
+  t.equal(part.headers['content-range'], 'bytes 2-5/20');
+  t.equal(part.headers['content-length'], '4');
+  t.equal(part.headers['x-artifact-sha256'], sha256(body), 'the whole body hash, for the client to check once assembled');
+  const tail = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=-3' } });
+  t.equal(tail.statusCode, 206);
+  t.equal(tail.body, 'hij');
+  const open = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=15-' } });
+  t.equal(open.body, 'fghij');
+  const unsatisfiable = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=20-30' } });
+  t.equal(unsatisfiable.statusCode, 416);
+  t.equal(unsatisfiable.headers['content-range'], 'bytes */20');
+  const many = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=0-1,5-6' } });
+  t.equal(many.statusCode, 200, 'several ranges: the whole body');
+  t.equal(many.body, body.toString());
+  const staleIfRange = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=0-1', 'if-range': '"other"' } });
+  t.equal(staleIfRange.statusCode, 200, 'If-Range with another ETag: the whole body');
+  const freshIfRange = await s.app.inject({ method: 'GET', url: path, headers: { range: 'bytes=0-1', 'if-range': `"${sha256(body)}"` } });
+  t.equal(freshIfRange.statusCode, 206);
+
+  const head = await s.app.inject({ method: 'HEAD', url: path });
+  t.equal(head.statusCode, 200);
+  t.equal(head.headers['content-length'], '20');
+  t.equal(head.headers['x-artifact-sha256'], sha256(body));
+  t.equal(head.body, '');
+
+  const u = new URL(meta.url);
+  const sig = u.searchParams.get('sig')!;
+  const tampered = `${u.pathname}?expires=${u.searchParams.get('expires')}&sig=${sig.slice(0, -2)}${sig.endsWith('AA') ? 'BB' : 'AA'}`;
+  const refused = await s.app.inject({ method: 'GET', url: tampered });
+  assertError(t, refused, 'forbidden', 403);
+  t.match(refused.json().error.message, /signature/);
+  const longer = `${u.pathname}?expires=${Number(u.searchParams.get('expires')) + 3600}&sig=${sig}`;
+  assertError(t, await s.app.inject({ method: 'GET', url: longer }), 'forbidden', 403);
+  const other = await uploadInput(s, Buffer.from('other'));
+  assertError(t, await s.app.inject({ method: 'GET', url: `/files/${other.id}${u.search}` }), 'forbidden', 403);
+  assertError(t, await s.app.inject({ method: 'GET', url: u.pathname }), 'forbidden', 403);
+  t.equal((await s.app.inject({ method: 'HEAD', url: tampered })).statusCode, 403, 'HEAD is refused alike');
+
+  const old = s.signer.sign(meta.id, 120, Date.now() - 10 * 60_000);
+  const expired = await s.app.inject({ method: 'GET', url: pathOf(old.url) });
+  assertError(t, expired, 'forbidden', 403);
+  t.match(expired.json().error.message, /expired.*new one/);
+});
+
+t.test('behavior: an empty artifact downloads as zero bytes', async (t) => {
+  const s = await setup(t);
+  const meta = await uploadInput(s, Buffer.alloc(0));
+  t.equal(meta.sha256, sha256(''));
+  const file = await s.app.inject({ method: 'GET', url: pathOf(meta.url) });
+  t.equal(file.statusCode, 200);
+  t.equal(file.headers['content-length'], '0');
+  t.equal(file.body, '');
+});
+
+t.test('behavior: a large download streams through the signed URL over a real socket', async (t) => {
+  const s = await setup(t);
+  const body = randomBytes(8 * 1024 * 1024 + 123);
+  const meta = await uploadInput(s, body.subarray(0, MAX_INPUT_BYTES));
+  await s.app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (s.app.server.address() as { port: number }).port;
+  const res = await fetch(`http://127.0.0.1:${port}${pathOf(meta.url)}`);
+  t.equal(res.status, 200);
+  t.equal(sha256(Buffer.from(await res.arrayBuffer())), meta.sha256);
+});
+
+// ---- Agent uploads ----
+
+interface Upload {
+  jobId: string;
+  assignmentId: string;
+  machineId: string;
+  token: string;
+  otherToken: string;
+  port: number;
+}
+
+/**
+ * A job created through the API, its assignment on a machine with a token, and the upload route
+ * listening. The route is served by an app with the control plane's error handling but without
+ * its API-key plugin: that plugin refuses every `Bearer gfa_…` machine token as a malformed API
+ * key until it skips routes marked `machineAuth` (the change asked of app wiring).
+ */
+async function uploadSetup(t: Test, state = 'running', outputRules = [{ path: '/output', maxBytes: 256 * 1024 }]): Promise<Setup & Upload> {
+  const s = await setup(t);
+  const farm = await createFarm(s.db, { slug: 'upload-farm' });
+  const machine = await createMachine(s.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  const other = await createMachine(s.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  const token = newAgentToken('gfa');
+  const otherToken = newAgentToken('gfa');
+  await s.db.query('UPDATE machines SET token_hash = $2 WHERE id = $1', [machine.id, hashAgentToken(token)]);
+  await s.db.query('UPDATE machines SET token_hash = $2 WHERE id = $1', [other.id, hashAgentToken(otherToken)]);
+  await s.offerIndex.refresh();
+  const created = await s.app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(s.key), payload: { image: 'ghcr.io/acme/job:1', gpu: { count: 1 } } });
+  if (created.statusCode !== 201) throw new Error(`job creation answered ${created.statusCode}: ${created.body}`);
+  const jobId = created.json().job.id as string;
+  const assignmentId = `asg_${randomBytes(8).toString('hex')}`;
+  await s.db.query(
+    `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec)
+     VALUES ($1, $2, $3, 1, $4, '{0}', 'rtx-4090-24gb', 'GeForce RTX 4090', 400000, $5::jsonb)`,
+    [assignmentId, jobId, machine.id, state, JSON.stringify({ assignmentId, jobId, outputRules })],
+  );
+  const agentApp = Fastify();
+  installErrorHandling(agentApp, recordRoutes(agentApp));
+  await agentApp.register(agentUploadRoutes, { db: s.db, blobs: s.blobs, config: s.config.execution });
+  t.teardown(() => agentApp.close());
+  await agentApp.listen({ port: 0, host: '127.0.0.1' });
+  return { ...s, jobId, assignmentId, machineId: machine.id, token, otherToken, port: (agentApp.server.address() as { port: number }).port };
+}
+
+interface PutOptions {
+  token?: string | null;
+  /** `X-Content-Sha256` sent as a trailer after the chunked body, as the agent does. */
+  trailer?: string;
+  header?: string;
+}
+
+/** A chunked PUT like the agent's uploader: the body in chunks, the hash as a trailer. */
+function put(u: Upload, path: string, chunks: Buffer[], options: PutOptions = {}): Promise<{ status: number; json: Record<string, any> }> {
+  return new Promise((resolve, reject) => {
+    const token = options.token === undefined ? u.token : options.token;
+    const req = http.request({
+      host: '127.0.0.1',
+      port: u.port,
+      path,
+      method: 'PUT',
+      headers: {
+        'content-type': 'application/x-tar',
+        'transfer-encoding': 'chunked',
+        ...(options.trailer ? { trailer: 'X-Content-Sha256' } : {}),
+        ...(options.header ? { 'x-content-sha256': options.header } : {}),
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (c: Buffer) => parts.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(parts).toString();
+        resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : {} });
+      });
+    });
+    let i = 0;
+    const next = () => {
+      if (req.destroyed) return;
+      if (i < chunks.length) {
+        req.write(chunks[i++]!, next);
+        return;
+      }
+      if (options.trailer) req.addTrailers({ 'X-Content-Sha256': options.trailer });
+      req.end();
+    };
+    next();
+  });
+}
+
+const uploadPath = (u: Upload, name: string) => `/agent/v1/assignments/${u.assignmentId}/outputs/${name}`;
+
+t.test('default: an agent streams an output; the server hashes it, compares the trailer, stores a row', async (t) => {
+  const s = await uploadSetup(t);
+  const chunks = Array.from({ length: 4 }, () => randomBytes(50_000));
+  const bytes = Buffer.concat(chunks);
+  const res = await put(s, uploadPath(s, 'output-0'), chunks, { trailer: sha256(bytes) });
+  t.equal(res.status, 201, JSON.stringify(res.json));
+  t.same(res.json, { artifactId: res.json.artifactId, sha256: sha256(bytes), sizeBytes: bytes.length, declaredSha256: sha256(bytes), hashesMatch: true });
+  const [row] = await s.db.query<Record<string, unknown>>('SELECT * FROM artifacts WHERE id = $1', [res.json.artifactId]);
+  t.match(row, { account_id: s.accountId, job_id: s.jobId, assignment_id: s.assignmentId, kind: 'output', name: 'output-0', filename: `${s.jobId}-output-0.tar`, sha256: sha256(bytes), declared_sha256: sha256(bytes) });
+  const file = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(s.key) });
+  t.equal(file.statusCode, 302, 'the job owner downloads it');
+  t.equal(sha256((await s.app.inject({ method: 'GET', url: pathOf(String(file.headers.location)) })).rawPayload), sha256(bytes));
+
+  const log = Buffer.from('{"seq":0,"line":"hello"}\n');
+  const logRes = await put(s, uploadPath(s, 'log'), [log], { trailer: sha256(log) });
+  t.equal(logRes.status, 201);
+  const summaries = await listJobArtifacts(s.db, s.jobId);
+  for (const summary of summaries) artifactSummarySchema.parse(summary);
+  t.same(summaries, [
+    { id: res.json.artifactId, kind: 'output', filename: `${s.jobId}-output-0.tar`, sizeBytes: bytes.length, sha256: sha256(bytes) },
+    { id: logRes.json.artifactId, kind: 'log', filename: `${s.jobId}-log.ndjson`, sizeBytes: log.length, sha256: sha256(log) },
+  ]);
+  const foreign = await createTestKey(s.db);
+  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(foreign.key) }), 'not_found', 404);
+});
+
+t.test('behavior: a declared hash that differs is recorded, and the server hash is stored', async (t) => {
+  const s = await uploadSetup(t);
+  const bytes = Buffer.from('real output');
+  const res = await put(s, uploadPath(s, 'output-0'), [bytes], { trailer: sha256('claimed output') });
+  t.equal(res.status, 201);
+  t.equal(res.json.sha256, sha256(bytes));
+  t.equal(res.json.declaredSha256, sha256('claimed output'));
+  t.equal(res.json.hashesMatch, false);
+  const [row] = await s.db.query<{ sha256: string; declared_sha256: string }>('SELECT sha256, declared_sha256 FROM artifacts WHERE id = $1', [res.json.artifactId]);
+  t.same(row, { sha256: sha256(bytes), declared_sha256: sha256('claimed output') });
+
+  const header = await put(s, uploadPath(s, 'log'), [bytes], { header: sha256(bytes).toUpperCase() });
+  t.equal(header.json.declaredSha256, sha256(bytes), 'a retry declares in a header (lower-cased)');
+  t.equal(header.json.hashesMatch, true);
+});
+
+t.test('behavior: no declared hash is stored with declared null; a retry replaces the row and its old bytes', async (t) => {
+  const s = await uploadSetup(t);
+  const first = await put(s, uploadPath(s, 'output-0'), [Buffer.from('first try')]);
+  t.equal(first.status, 201);
+  t.equal(first.json.declaredSha256, null);
+  t.equal(first.json.hashesMatch, null);
+  const second = await put(s, uploadPath(s, 'output-0'), [Buffer.from('second try')], { trailer: sha256('second try') });
+  t.equal(second.status, 201);
+  t.equal(second.json.artifactId, first.json.artifactId, 'same artifact id');
+  const rows = await s.db.query<{ sha256: string }>('SELECT sha256 FROM artifacts WHERE assignment_id = $1', [s.assignmentId]);
+  t.same(rows, [{ sha256: sha256('second try') }], 'one row, the new bytes');
+  t.equal(await s.blobs.stat(sha256('first try')), null, 'the replaced bytes are deleted');
+  t.not(await s.blobs.stat(sha256('second try')), null);
+});
+
+t.test('error: agent uploads without a token, with an unknown or another machine’s token', async (t) => {
+  const s = await uploadSetup(t);
+  const body = [Buffer.from('x')];
+  const missing = await put(s, uploadPath(s, 'output-0'), body, { token: null });
+  t.equal(missing.status, 401);
+  t.equal(missing.json.error.code, 'missing_api_key');
+  const unknown = await put(s, uploadPath(s, 'output-0'), body, { token: newAgentToken('gfa') });
+  t.equal(unknown.status, 401);
+  t.equal(unknown.json.error.code, 'invalid_api_key');
+  const other = await put(s, uploadPath(s, 'output-0'), body, { token: s.otherToken });
+  t.equal(other.status, 404, "another machine's assignment is not found");
+  t.equal(other.json.error.code, 'not_found');
+  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+  t.equal(row!.n, 0);
+});
+
+t.test('error: agent uploads for unknown rules, bad names, too large, or a closed assignment', async (t) => {
+  const s = await uploadSetup(t, 'running', [{ path: '/output', maxBytes: 100_000 }]);
+  const rule = await put(s, uploadPath(s, 'output-1'), [Buffer.from('x')]);
+  t.equal(rule.status, 404);
+  t.match(rule.json.error.message, /no output rule 1/);
+  const name = await put(s, uploadPath(s, 'secrets'), [Buffer.from('x')]);
+  t.equal(name.status, 400);
+  t.equal(name.json.error.code, 'invalid_request');
+  const unknownAssignment = await put(s, '/agent/v1/assignments/asg_nope/outputs/output-0', [Buffer.from('x')]);
+  t.equal(unknownAssignment.status, 404);
+  const big = await put(s, uploadPath(s, 'output-0'), Array.from({ length: 4 }, () => randomBytes(30_000)), { trailer: 'a'.repeat(64) });
+  t.equal(big.status, 413);
+  t.equal(big.json.error.code, 'payload_too_large');
+  t.match(big.json.error.message, /100000/);
+  const badHash = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')], { header: 'not-a-hash' });
+  t.equal(badHash.status, 400);
+  t.equal(badHash.json.error.details[0].field, 'X-Content-Sha256');
+
+  await s.db.query("UPDATE assignments SET state = 'canceled' WHERE id = $1", [s.assignmentId]);
+  const closed = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')]);
+  t.equal(closed.status, 409);
+  t.equal(closed.json.error.code, 'conflict');
+  await s.db.query("UPDATE assignments SET state = 'finished', finished_at = now() - interval '1 minute' WHERE id = $1", [s.assignmentId]);
+  t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'just finished: a retry still lands');
+  await s.db.query("UPDATE assignments SET finished_at = now() - interval '1 hour' WHERE id = $1", [s.assignmentId]);
+  t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('too late')])).status, 409, 'long finished: refused');
+  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+  t.equal(row!.n, 1, 'only the accepted upload stored');
+});
+
+t.test('behavior: equal bytes from two jobs are one stored file with two rows', async (t) => {
+  const s = await uploadSetup(t);
+  const bytes = Buffer.from('identical output');
+  const input = await uploadInput(s, bytes);
+  const output = await put(s, uploadPath(s, 'output-0'), [bytes], { trailer: sha256(bytes) });
+  t.not(output.json.artifactId, input.id);
+  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts WHERE sha256 = $1', [sha256(bytes)]);
+  t.equal(row!.n, 2);
+  t.not(await s.blobs.stat(sha256(bytes)), null);
+  const signer: UrlSigner = s.signer;
+  t.ok(signer.sign(input.id, 1).url);
+});
