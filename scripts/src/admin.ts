@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { API_KEY_SCOPES, type ApiKeyScope } from '@gpufarm/shared';
+import { API_KEY_SCOPES, formatMicroUsd, parseUsdToMicroUsd, type ApiKeyScope } from '@gpufarm/shared';
+import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '@gpufarm/control-plane/agent-gateway/enrollment.js';
 import { keyEnvironmentFor } from '@gpufarm/control-plane/auth/api-keys.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-plane/auth/store.js';
 import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
@@ -15,6 +16,9 @@ commands:
   revoke-key --id key_...
   suspend-account --id acct_...
   reactivate-account --id acct_...
+  create-enrollment-token --farm SLUG --region KEY --price USD [--payout 0x<40 hex>] [--name TEXT] [--label TEXT]
+      creates the farm if needed and a one-time token for \`gf-agent enroll\` (valid one day);
+      machines enrolled with it are offered in that region at that price per GPU hour
 
 scopes: ${API_KEY_SCOPES.join(', ')}
 It talks to the local control plane started by \`npm start\` when one runs on the embedded
@@ -27,7 +31,25 @@ interface AdminPort {
   createKey(params: { walletAddress: string; scopes: ApiKeyScope[]; label: string | null }): Promise<{ key: string; keyId: string; accountId: string; walletAddress: string; scopes: string[] }>;
   revokeKey(id: string): Promise<boolean>;
   setAccountStatus(id: string, action: 'suspend' | 'reactivate'): Promise<boolean>;
+  createEnrollmentToken(params: EnrollmentTokenParams): Promise<EnrollmentTokenCreated>;
   close(): Promise<void>;
+}
+
+interface EnrollmentTokenParams {
+  farm: string;
+  farmName: string | null;
+  payoutAddress: string | null;
+  regionKey: string;
+  /** USD per GPU hour, as typed. */
+  pricePerGpuHour: string;
+  label: string | null;
+}
+interface EnrollmentTokenCreated {
+  token: string;
+  farm: { slug: string; name: string };
+  regionKey: string;
+  pricePerGpuHour: string | null;
+  expiresAt: string;
 }
 
 async function httpPort(url: string, adminToken: string): Promise<AdminPort> {
@@ -51,6 +73,11 @@ async function httpPort(url: string, adminToken: string): Promise<AdminPort> {
     },
     revokeKey: async (id) => (await call(`/admin/v1/api-keys/${id}/revoke`)) !== null,
     setAccountStatus: async (id, action) => (await call(`/admin/v1/accounts/${id}/${action}`)) !== null,
+    async createEnrollmentToken(params) {
+      const created = await call('/admin/v1/enrollment-tokens', { ...params, farmName: params.farmName ?? undefined, payoutAddress: params.payoutAddress ?? undefined, label: params.label ?? undefined });
+      if (!created) throw new Error('the running control plane has no enrollment API; restart it with npm start');
+      return created as unknown as EnrollmentTokenCreated;
+    },
     async close() {},
   };
 }
@@ -62,6 +89,20 @@ async function databasePort(config: Config): Promise<AdminPort> {
     createKey: (params) => createApiKey(db, { ...params, environment: keyEnvironmentFor(config.environment) }),
     revokeKey: (id) => revokeApiKey(db, id),
     setAccountStatus: (id, action) => setAccountStatus(db, id, action === 'suspend' ? 'suspended' : 'active'),
+    async createEnrollmentToken(params) {
+      const price = parseUsdToMicroUsd(params.pricePerGpuHour);
+      if (!price.ok || price.microUsd === 0) throw new UsageError(`--price ${price.ok ? 'must be more than 0' : price.message}`);
+      const created = await createEnrollmentToken(db, {
+        farmSlug: params.farm,
+        farmName: params.farmName,
+        payoutAddress: params.payoutAddress,
+        regionKey: params.regionKey,
+        pricePerGpuHourMicroUsd: price.microUsd,
+        label: params.label,
+        ttlSeconds: ENROLLMENT_TOKEN_TTL_SECONDS,
+      });
+      return { ...created, pricePerGpuHour: formatMicroUsd(price.microUsd), expiresAt: created.expiresAt.toISOString() };
+    },
     close: () => db.close(),
   };
 }
@@ -76,7 +117,10 @@ function parseScopes(text: string | undefined): ApiKeyScope[] {
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
-  const { values } = parseArgs({ args: rest, options: { wallet: { type: 'string' }, scopes: { type: 'string' }, label: { type: 'string' }, id: { type: 'string' } }, strict: true });
+  const { values } = parseArgs({ args: rest, options: {
+      wallet: { type: 'string' }, scopes: { type: 'string' }, label: { type: 'string' }, id: { type: 'string' },
+      farm: { type: 'string' }, region: { type: 'string' }, price: { type: 'string' }, payout: { type: 'string' }, name: { type: 'string' },
+    }, strict: true });
   if (!command || command === 'help' || command === '--help') {
     console.log(USAGE);
     return;
@@ -104,6 +148,25 @@ async function main(argv: string[]): Promise<void> {
         const done = command === 'revoke-key' ? await port.revokeKey(id) : await port.setAccountStatus(id, command === 'suspend-account' ? 'suspend' : 'reactivate');
         if (!done) throw new Error(`no such ${command === 'revoke-key' ? 'API key' : 'account'}: ${id}`);
         console.log(`${command}: ${id} done`);
+        return;
+      }
+      case 'create-enrollment-token': {
+        if (!values.farm) throw new UsageError('--farm is required: the farm\'s slug, such as --farm north-gpu');
+        if (!values.region) throw new UsageError('--region is required: a region key, such as --region us-east');
+        if (!values.price) throw new UsageError('--price is required: USD per GPU hour, such as --price 0.45');
+        if (values.payout !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(values.payout)) throw new UsageError('--payout must be a 0x-prefixed 20-byte hex address');
+        const created = await port.createEnrollmentToken({
+          farm: values.farm,
+          farmName: values.name ?? null,
+          payoutAddress: values.payout ?? null,
+          regionKey: values.region,
+          pricePerGpuHour: values.price,
+          label: values.label ?? null,
+        });
+        console.log(`farm ${created.farm.slug} (${created.farm.name}), region ${created.regionKey}, ${created.pricePerGpuHour ?? 'no'} USD per GPU hour`);
+        console.log(`expires ${created.expiresAt}; it enrolls one machine`);
+        console.log(`\nEnrollment token (shown once; only its SHA-256 is stored):\n${created.token}`);
+        console.log(`\nOn the machine: gf-agent enroll --server <control plane URL> --token ${created.token}`);
         return;
       }
       default:

@@ -1,9 +1,10 @@
-import { API_KEY_SCOPES, ApiError, type Environment } from '@gpufarm/shared';
+import { API_KEY_SCOPES, ApiError, formatMicroUsd, parseUsdToMicroUsd, type Environment } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
 import { keyEnvironmentFor } from '../auth/api-keys.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '../auth/store.js';
-import type { Queryable } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { parseBody, parseParams } from '../http/parse.js';
 
 export const createKeyBodySchema = z
@@ -14,15 +15,30 @@ export const createKeyBodySchema = z
   })
   .strict();
 
+export const createEnrollmentTokenBodySchema = z.strictObject({
+  /** The farm's slug; created when missing. */
+  farm: z.string().regex(/^[a-z0-9][a-z0-9-]{1,62}$/, 'must be a slug of lowercase letters, digits and -, 2 to 63 characters'),
+  /** The farm's name (and provider) when it is created. */
+  farmName: z.string().min(1).max(100).nullable().optional(),
+  payoutAddress: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address').nullable().optional(),
+  regionKey: z.string().min(1).max(64),
+  /** USD per GPU hour (a number or decimal string, at most 6 decimals); null: enrolled but not offered. */
+  pricePerGpuHour: z.union([z.string(), z.number()]).nullable(),
+  label: z.string().max(100).nullable().optional(),
+  /** How long the token can be used; one day by default. */
+  ttlSeconds: z.int().min(60).max(30 * 86_400).optional(),
+});
+
 const keyParams = z.object({ id: z.string().regex(/^key_[0-9a-z]{26}$/, 'is not an API key id') });
 const accountParams = z.object({ id: z.string().regex(/^acct_[0-9a-z]{26}$/, 'is not an account id') });
 
 /**
  * The operator's API (`Authorization: Bearer <GF_ADMIN_TOKEN>`), registered only when an admin
- * token is configured: create and revoke API keys, suspend and reactivate accounts.
+ * token is configured: create and revoke API keys, suspend and reactivate accounts, create
+ * one-time enrollment tokens for farm machines.
  * `npm run admin` calls it when the embedded database belongs to a running server.
  */
-export const adminRoutes: FastifyPluginAsync<{ db: Queryable; environment: Environment }> = async (app, { db, environment }) => {
+export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Environment }> = async (app, { db, environment }) => {
   const admin = { config: { auth: 'admin' as const } };
 
   app.post('/admin/v1/api-keys', admin, async (request, reply) => {
@@ -40,6 +56,36 @@ export const adminRoutes: FastifyPluginAsync<{ db: Queryable; environment: Envir
     const { id } = parseParams(keyParams, request.params);
     if (!(await revokeApiKey(db, id))) throw new ApiError('not_found', `No API key ${id}.`);
     return { object: 'api_key', id, revoked: true };
+  });
+
+  app.post('/admin/v1/enrollment-tokens', admin, async (request, reply) => {
+    const body = parseBody(createEnrollmentTokenBodySchema, request.body);
+    let price: number | null = null;
+    if (body.pricePerGpuHour !== null) {
+      const parsed = parseUsdToMicroUsd(body.pricePerGpuHour);
+      if (!parsed.ok || parsed.microUsd === 0) {
+        const message = `pricePerGpuHour ${parsed.ok ? 'must be more than 0' : parsed.message}`;
+        throw new ApiError('invalid_request', message, { details: [{ field: 'pricePerGpuHour', message }] });
+      }
+      price = parsed.microUsd;
+    }
+    const created = await createEnrollmentToken(db, {
+      farmSlug: body.farm,
+      farmName: body.farmName ?? null,
+      payoutAddress: body.payoutAddress ?? null,
+      regionKey: body.regionKey,
+      pricePerGpuHourMicroUsd: price,
+      label: body.label ?? null,
+      ttlSeconds: body.ttlSeconds ?? ENROLLMENT_TOKEN_TTL_SECONDS,
+    });
+    return reply.code(201).send({
+      object: 'enrollment_token',
+      token: created.token,
+      farm: created.farm,
+      regionKey: created.regionKey,
+      pricePerGpuHour: price === null ? null : formatMicroUsd(price),
+      expiresAt: created.expiresAt.toISOString(),
+    });
   });
 
   for (const [action, status] of [['suspend', 'suspended'], ['reactivate', 'active']] as const) {

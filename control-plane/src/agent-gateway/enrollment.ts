@@ -1,0 +1,122 @@
+import { ApiError, findRegion, type EnrollRequest } from '@gpufarm/shared';
+import type { Database, Queryable } from '../db/database.js';
+import { newId } from '../ids.js';
+import { hashAgentToken, newAgentToken } from './machine-auth.js';
+import { gpuRowsFor, inventoryColumns } from './machine-store.js';
+
+/**
+ * Enrollment (ARCHITECTURE.md section 8): an operator creates a one-time token (`gfe_…`) for a
+ * farm, region and price; `gf-agent enroll` spends it once to register the machine and get its
+ * machine token (`gfa_…`). Only SHA-256 hashes of both tokens are stored.
+ */
+
+export interface EnrollmentTokenInput {
+  /** The farm's slug; the farm is created when missing. */
+  farmSlug: string;
+  /** The farm's display name (and provider) when it is created; default derived from the slug. */
+  farmName?: string | null;
+  /** Where the farm is paid (escrow `provider`); stored lowercase; replaces the farm's when given. */
+  payoutAddress?: string | null;
+  regionKey: string;
+  /** null: machines enrolled with it are listed nowhere until priced. */
+  pricePerGpuHourMicroUsd: number | null;
+  label?: string | null;
+  ttlSeconds: number;
+}
+
+export interface CreatedEnrollmentToken {
+  /** Shown once. */
+  token: string;
+  farm: { slug: string; name: string };
+  regionKey: string;
+  pricePerGpuHourMicroUsd: number | null;
+  expiresAt: Date;
+}
+
+/** Default life of an enrollment token: one day. */
+export const ENROLLMENT_TOKEN_TTL_SECONDS = 86_400;
+
+function nameFromSlug(slug: string): string {
+  return slug.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
+}
+
+/**
+ * Creates a one-time enrollment token for a farm (creating the farm when missing).
+ * Throws `ApiError('invalid_request')` for an unknown region or a malformed slug or address.
+ */
+export async function createEnrollmentToken(db: Database, input: EnrollmentTokenInput): Promise<CreatedEnrollmentToken> {
+  if (!findRegion(input.regionKey)) throw new ApiError('invalid_request', `regionKey: unknown region ${input.regionKey}`, { details: [{ field: 'regionKey', message: `regionKey: unknown region ${input.regionKey}` }] });
+  if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(input.farmSlug)) {
+    throw new ApiError('invalid_request', 'farm: must be a slug of lowercase letters, digits and -, 2 to 63 characters', { details: [{ field: 'farm', message: 'farm: must be a slug of lowercase letters, digits and -, 2 to 63 characters' }] });
+  }
+  const payout = input.payoutAddress ? input.payoutAddress.toLowerCase() : null;
+  if (payout !== null && !/^0x[0-9a-f]{40}$/.test(payout)) {
+    throw new ApiError('invalid_request', 'payoutAddress: must be a 0x-prefixed 20-byte hex address', { details: [{ field: 'payoutAddress', message: 'payoutAddress: must be a 0x-prefixed 20-byte hex address' }] });
+  }
+  const token = newAgentToken('gfe');
+  const name = input.farmName ?? nameFromSlug(input.farmSlug);
+  return db.transaction(async (tx) => {
+    const [farm] = await tx.query<{ id: string; slug: string; name: string }>(
+      `INSERT INTO farms (id, slug, name, provider, payout_address) VALUES ($1, $2, $3, $3, $4)
+       ON CONFLICT (slug) DO UPDATE SET payout_address = coalesce(excluded.payout_address, farms.payout_address)
+       RETURNING id, slug, name`,
+      [newId('farm'), input.farmSlug, name, payout],
+    );
+    const [row] = await tx.query<{ expires_at: Date }>(
+      `INSERT INTO enrollment_tokens (token_hash, farm_id, region_key, price_per_gpu_hour_micro_usd, label, expires_at)
+       VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING expires_at`,
+      [hashAgentToken(token), farm!.id, input.regionKey, input.pricePerGpuHourMicroUsd, input.label ?? null, input.ttlSeconds],
+    );
+    return { token, farm: { slug: farm!.slug, name: farm!.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt: row!.expires_at };
+  });
+}
+
+export interface EnrolledMachine {
+  machineId: string;
+  /** Shown once. */
+  machineToken: string;
+}
+
+/**
+ * Spends an enrollment token (one guarded UPDATE: unused and unexpired) and registers the
+ * machine: farm, region and price from the token; status `offline` until its link says hello;
+ * its GPUs from the inventory (those of a catalog class). Returns null when the token is
+ * unknown, used or expired.
+ */
+export async function enrollMachine(db: Database, request: EnrollRequest): Promise<EnrolledMachine | null> {
+  const machineId = newId('mach');
+  const machineToken = newAgentToken('gfa');
+  return db.transaction(async (tx) => {
+    const [claimed] = await tx.query<{ farm_id: string; region_key: string; price: number | null }>(
+      `UPDATE enrollment_tokens SET used_at = now()
+        WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
+        RETURNING farm_id, region_key, price_per_gpu_hour_micro_usd AS price`,
+      [hashAgentToken(request.enrollmentToken)],
+    );
+    if (!claimed) return null;
+    const columns = inventoryColumns(request.inventory);
+    await tx.query(
+      `INSERT INTO machines (id, farm_id, region_key, status, price_per_gpu_hour_micro_usd, cuda_version, driver_version,
+         cpu_cores, ram_bytes, disk_free_bytes, simulated, token_hash, public_key_pem, agent_version, inventory)
+       VALUES ($1, $2, $3, 'offline', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+      [
+        machineId, claimed.farm_id, claimed.region_key, claimed.price, columns.cudaVersion, columns.driverVersion,
+        columns.cpuCores, columns.ramBytes, columns.diskFreeBytes, columns.simulated, hashAgentToken(machineToken),
+        request.publicKeyPem, request.agentVersion, JSON.stringify(request.inventory),
+      ],
+    );
+    await insertGpus(tx, machineId, gpuRowsFor(request.inventory));
+    await tx.query('UPDATE enrollment_tokens SET machine_id = $2 WHERE token_hash = $1', [hashAgentToken(request.enrollmentToken), machineId]);
+    return { machineId, machineToken };
+  });
+}
+
+async function insertGpus(db: Queryable, machineId: string, gpus: ReturnType<typeof gpuRowsFor>): Promise<void> {
+  if (gpus.length === 0) return;
+  await db.query(
+    `INSERT INTO machine_gpus (machine_id, gpu_index, uuid, class_id, vram_bytes)
+     SELECT $1, x.gpu_index, x.uuid, x.class_id, x.vram_bytes
+       FROM jsonb_to_recordset($2::jsonb) AS x(gpu_index int, uuid text, class_id text, vram_bytes bigint)`,
+    [machineId, JSON.stringify(gpus)],
+  );
+}

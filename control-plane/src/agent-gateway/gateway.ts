@@ -1,0 +1,173 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { AGENT_WS_PATH, ERROR_CODES } from '@gpufarm/shared';
+import type { FastifyInstance } from 'fastify';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { ExecutionDeps } from '../execution/lifecycle.js';
+import { generateRequestId } from '../http/request-id.js';
+import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
+import { executionLifecycle, type LifecyclePort } from './lifecycle-port.js';
+import { AgentConnection } from './link.js';
+import { authenticateMachine } from './machine-auth.js';
+import { agentRoutes } from './routes.js';
+import { assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './sweeper.js';
+
+/** Largest agent message (a full logs batch is well under it). */
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+export interface AgentGatewayOptions {
+  /** The app, before it listens: the enroll route is registered on it and the upgrade handler on its server. */
+  app: FastifyInstance;
+  deps: ExecutionDeps;
+  /** The job side of agent messages and sweeps; `execution/lifecycle.ts` by default. */
+  lifecycle?: LifecyclePort;
+  /** Liveness sweep period; `deps.config.sweepIntervalMs` by default; 0 runs no timer (tests call `sweep()`). */
+  sweepIntervalMs?: number;
+}
+
+export interface AgentGateway {
+  /** Stops the sweeper and the dispatch listener and closes every agent socket (1001). Idempotent. */
+  close(): Promise<void>;
+  /** Agents connected to this replica. */
+  connectedMachines(): number;
+  /** One liveness sweep now (also run every `sweepIntervalMs`). */
+  sweep(): Promise<void>;
+}
+
+function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
+  if (payload === '') return null;
+  try {
+    const value = JSON.parse(payload) as Partial<DispatchNotice>;
+    if (typeof value.machineId !== 'string' || typeof value.assignmentId !== 'string' || (value.kind !== 'assign' && value.kind !== 'cancel')) return 'invalid';
+    return { machineId: value.machineId, assignmentId: value.assignmentId, kind: value.kind, ...(typeof value.reason === 'string' ? { reason: value.reason } : {}) };
+  } catch {
+    return 'invalid';
+  }
+}
+
+/** Answers an upgrade request with a plain HTTP error (the error envelope for 401). */
+function refuseUpgrade(socket: Duplex, status: 401 | 404 | 503, message: string): void {
+  const code = status === 401 ? 'invalid_api_key' : status === 404 ? 'not_found' : 'unavailable';
+  const body = JSON.stringify({ error: { code, message, requestId: generateRequestId(), details: [] } });
+  const text = { 401: 'Unauthorized', 404: 'Not Found', 503: 'Service Unavailable' }[status];
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+/**
+ * The agent gateway (ARCHITECTURE.md sections 8 and 11): registers `POST /agent/v1/enroll` on
+ * `app`, takes WebSocket upgrades on `/agent/v1/ws` authenticated by the machine token (401
+ * before the upgrade otherwise), keeps one socket per machine (the newest replaces an older
+ * one with 4409), sends `assign` and `cancel` for the `agent_dispatch` notices of machines
+ * connected here, and sweeps machine liveness. Call before `app.listen()`; `app.close()` closes it too.
+ *
+ * @example
+ *   const gateway = await createAgentGateway({ app, deps: { db, escrow, config: config.execution, blobs } });
+ *   await app.listen({ port: config.port });
+ */
+export async function createAgentGateway(options: AgentGatewayOptions): Promise<AgentGateway> {
+  const { app, deps } = options;
+  const lifecycle = options.lifecycle ?? executionLifecycle;
+  const log = deps.log ?? ((message: string, err?: unknown) => app.log.warn({ err }, message));
+  const connections = new Map<string, AgentConnection>();
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+  let closing = false;
+
+  await app.register(agentRoutes, { db: deps.db, heartbeatSeconds: deps.config.heartbeatSeconds });
+
+  const accept = (ws: WebSocket, machineId: string) => {
+    if (closing) {
+      ws.close(1001, 'server shutting down');
+      return;
+    }
+    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log });
+    const previous = connections.get(machineId);
+    connections.set(machineId, connection);
+    previous?.close(4409, 'another connection of this machine took over');
+    ws.on('close', () => {
+      if (connections.get(machineId) === connection) connections.delete(machineId);
+    });
+  };
+
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => {});
+    const path = new URL(request.url ?? '/', 'http://gateway').pathname;
+    if (path !== AGENT_WS_PATH) return refuseUpgrade(socket, 404, `No WebSocket at ${path}; agents connect to ${AGENT_WS_PATH}.`);
+    if (closing) return refuseUpgrade(socket, 503, 'The server is shutting down.');
+    authenticateMachine(deps.db, request.headers.authorization).then(
+      (machine) => {
+        if (!machine) return refuseUpgrade(socket, 401, 'The machine token is missing, unknown or disabled: send "Authorization: Bearer gfa_…" from enrollment.');
+        wss.handleUpgrade(request, socket, head, (ws) => accept(ws, machine.machineId));
+      },
+      (err: unknown) => {
+        log('agent upgrade: the machine token could not be checked', err);
+        refuseUpgrade(socket, 503, ERROR_CODES.unavailable.message);
+      },
+    );
+  };
+  app.server.on('upgrade', onUpgrade);
+
+  const unlisten = await deps.db.listen(AGENT_DISPATCH_CHANNEL, (payload) => {
+    const notice = parseNotice(payload);
+    if (notice === 'invalid') return log(`agent dispatch: ignored a malformed notice ${payload.slice(0, 200)}`);
+    if (notice === null) {
+      for (const connection of connections.values()) connection.dispatch(null);
+      return;
+    }
+    connections.get(notice.machineId)?.dispatch(notice);
+  });
+
+  const { config } = deps;
+  const sweep = async () => {
+    await markSilentMachinesOffline(deps.db, config);
+    for (const a of await assignmentsPastGrace(deps.db, config)) {
+      await lifecycle
+        .assignmentLost(deps, a.id, `the machine was offline for more than ${config.machineLostGraceSeconds} s`)
+        .catch((err: unknown) => log(`assignment ${a.id}: marking it lost failed`, err));
+    }
+    for (const a of await unansweredOffers(deps.db, config)) {
+      await lifecycle
+        .assignmentRejected(deps, a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`)
+        .catch((err: unknown) => log(`assignment ${a.id}: taking the offer back failed`, err));
+    }
+  };
+  const intervalMs = options.sweepIntervalMs ?? config.sweepIntervalMs;
+  let sweeping: Promise<void> | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  const schedule = () => {
+    if (closing || intervalMs <= 0) return;
+    timer = setTimeout(() => {
+      sweeping = sweep()
+        .catch((err: unknown) => log('agent gateway: liveness sweep failed', err))
+        .finally(() => {
+          sweeping = null;
+          schedule();
+        });
+    }, intervalMs);
+    timer.unref();
+  };
+  schedule();
+
+  let closed: Promise<void> | null = null;
+  const close = () => {
+    closed ??= (async () => {
+      closing = true;
+      if (timer) clearTimeout(timer);
+      app.server.off('upgrade', onUpgrade);
+      await unlisten().catch(() => {});
+      await sweeping;
+      const sockets = [...connections.values()];
+      for (const connection of sockets) connection.close(1001, 'server shutting down');
+      await Promise.all(sockets.map((c) => c.idle()));
+      for (const ws of wss.clients) ws.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    })();
+    return closed;
+  };
+  app.addHook('preClose', close);
+
+  return {
+    close,
+    connectedMachines: () => connections.size,
+    sweep,
+  };
+}

@@ -1,0 +1,260 @@
+import {
+  AGENT_CLOSE_CODES,
+  AGENT_PROTOCOL_VERSIONS,
+  agentMessageSchema,
+  assignMessageSchema,
+  serverMessageSchema,
+  type AgentMessage,
+  type HelloMessage,
+  type LogsMessage,
+  type ServerMessage,
+} from '@gpufarm/shared';
+import type { WebSocket } from 'ws';
+import type { ExecutionDeps } from '../execution/lifecycle.js';
+import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
+import type { DispatchNotice } from './dispatch.js';
+import type { LifecyclePort } from './lifecycle-port.js';
+import { applyHello, findAssignments, liveAssignments, recordHeartbeat, type AssignmentRow } from './machine-store.js';
+
+/**
+ * One agent's WebSocket (ARCHITECTURE.md section 8), after its machine token was checked.
+ * Messages are handled one at a time, in arrival order; each is parsed with the shared schema
+ * and an invalid one closes the link with 4400 and the field at fault. Nothing but `hello` is
+ * taken before `welcome`; notices for the machine that arrive meanwhile wait for it.
+ */
+
+export interface LinkContext {
+  deps: ExecutionDeps;
+  lifecycle: LifecyclePort;
+  log: (message: string, err?: unknown) => void;
+}
+
+const LIVE_STATES = new Set<AssignmentRow['state']>(['offered', 'accepted', 'running']);
+/** A WebSocket close reason is at most 123 bytes. */
+const MAX_CLOSE_REASON_BYTES = 123;
+
+function closeReason(text: string): string {
+  let out = text;
+  while (Buffer.byteLength(out, 'utf8') > MAX_CLOSE_REASON_BYTES) out = out.slice(0, -1);
+  return out;
+}
+
+/** The first schema problem, named by message type and field path (`heartbeat: gpus.0.index: …`). */
+function describeInvalid(raw: unknown, issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }>): string {
+  const type = typeof raw === 'object' && raw !== null && typeof (raw as { type?: unknown }).type === 'string' ? (raw as { type: string }).type : 'message';
+  const issue = issues[0];
+  if (!issue) return `${type}: invalid`;
+  const field = issue.path.map(String).join('.') || 'message';
+  return `${type}: ${field}: ${issue.message}`;
+}
+
+export class AgentConnection {
+  private welcomed = false;
+  private closed = false;
+  private chain: Promise<void> = Promise.resolve();
+  private pending: DispatchNotice[] = [];
+  /** Assignments sent on this socket (so a notice and the hello resend do not send one twice). */
+  private readonly sent = new Set<string>();
+  /** Job of each assignment known to be this machine's. */
+  private readonly jobs = new Map<string, string>();
+  private lastHeardMs = Date.now();
+  private readonly watchdog: NodeJS.Timeout;
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly machineId: string,
+    private readonly ctx: LinkContext,
+  ) {
+    ws.on('message', (data, isBinary) => this.onRaw(isBinary ? null : data.toString()));
+    ws.on('ping', () => {
+      this.lastHeardMs = Date.now();
+    });
+    ws.on('close', () => {
+      this.closed = true;
+      clearInterval(this.watchdog);
+    });
+    ws.on('error', () => {});
+    const heartbeatMs = ctx.deps.config.heartbeatSeconds * 1000;
+    // No heartbeat, ping or message within three intervals: the link is dead even if TCP is not.
+    this.watchdog = setInterval(() => {
+      if (Date.now() - this.lastHeardMs > 3 * heartbeatMs) this.close(AGENT_CLOSE_CODES.timeout, 'no heartbeat or message within three heartbeat intervals');
+    }, heartbeatMs);
+    this.watchdog.unref();
+  }
+
+  /** Closes the link (code and reason sent to the agent). */
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.watchdog);
+    this.ws.close(code, closeReason(reason));
+  }
+
+  /** Resolves once every message received so far is handled. */
+  idle(): Promise<void> {
+    return this.chain;
+  }
+
+  /** A dispatch notice for this machine (`assign` or `cancel`); `null`: notices may have been missed, resend offers. */
+  dispatch(notice: DispatchNotice | null): void {
+    this.enqueue(async () => {
+      if (!this.welcomed) {
+        if (notice) this.pending.push(notice);
+        return;
+      }
+      await this.handleNotice(notice);
+    });
+  }
+
+  private enqueue(task: () => Promise<void>): void {
+    this.chain = this.chain.then(task).catch((err: unknown) => this.ctx.log(`agent link of ${this.machineId}: handling failed`, err));
+  }
+
+  private onRaw(text: string | null): void {
+    if (this.closed) return;
+    this.lastHeardMs = Date.now();
+    let raw: unknown;
+    try {
+      if (text === null) throw new Error('binary');
+      raw = JSON.parse(text);
+    } catch {
+      this.close(AGENT_CLOSE_CODES.invalidMessage, 'message: not a JSON text frame');
+      return;
+    }
+    const parsed = agentMessageSchema.safeParse(raw);
+    if (!parsed.success) {
+      this.close(AGENT_CLOSE_CODES.invalidMessage, describeInvalid(raw, parsed.error.issues));
+      return;
+    }
+    const message = parsed.data;
+    if (!this.welcomed && message.type !== 'hello') {
+      this.close(AGENT_CLOSE_CODES.invalidMessage, `${message.type}: sent before welcome; hello comes first`);
+      return;
+    }
+    this.enqueue(() => this.handle(message));
+  }
+
+  private send(message: ServerMessage): void {
+    if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
+    this.ws.send(JSON.stringify(serverMessageSchema.parse(message)));
+  }
+
+  private async handle(message: AgentMessage): Promise<void> {
+    if (this.closed) return;
+    const { deps, lifecycle } = this.ctx;
+    switch (message.type) {
+      case 'hello':
+        return this.onHello(message);
+      case 'heartbeat':
+        await recordHeartbeat(deps.db, this.machineId, message, { maxGapSeconds: 2 * deps.config.heartbeatSeconds });
+        return;
+      case 'logs':
+        return this.onLogs(message);
+      case 'assignment.accepted':
+        if (await this.owns(message.assignmentId)) await lifecycle.assignmentAccepted(deps, this.machineId, message.assignmentId);
+        return;
+      case 'assignment.rejected':
+        if (await this.owns(message.assignmentId)) await lifecycle.assignmentRejected(deps, this.machineId, message.assignmentId, message.reason, message.message);
+        return;
+      case 'assignment.status':
+        if (await this.owns(message.assignmentId)) await lifecycle.assignmentStatus(deps, this.machineId, message);
+        return;
+    }
+  }
+
+  /** The job of `assignmentId` when it is this machine's (any state), else null (logged). */
+  private async jobOf(assignmentId: string): Promise<string | null> {
+    const known = this.jobs.get(assignmentId);
+    if (known !== undefined) return known;
+    const [row] = await findAssignments(this.ctx.deps.db, [assignmentId]);
+    if (!row || row.machine_id !== this.machineId) {
+      this.ctx.log(`agent link of ${this.machineId}: assignment ${assignmentId} is not this machine's; message ignored`);
+      return null;
+    }
+    this.jobs.set(assignmentId, row.job_id);
+    return row.job_id;
+  }
+
+  private async owns(assignmentId: string): Promise<boolean> {
+    return (await this.jobOf(assignmentId)) !== null;
+  }
+
+  private async onHello(hello: HelloMessage): Promise<void> {
+    const { deps, lifecycle } = this.ctx;
+    const supported: readonly number[] = AGENT_PROTOCOL_VERSIONS;
+    const common = hello.supportedVersions.filter((v) => supported.includes(v));
+    if (common.length === 0) {
+      this.close(AGENT_CLOSE_CODES.unsupportedVersion, `no protocol version in common: the server speaks ${supported.join(', ')}`);
+      return;
+    }
+    await applyHello(deps.db, this.machineId, hello);
+    const live = await liveAssignments(deps.db, this.machineId);
+    const heldIds = hello.running.map((r) => r.assignmentId);
+    const held = new Map((await findAssignments(deps.db, heldIds)).map((a) => [a.id, a]));
+    const mine = heldIds.filter((id) => held.get(id)?.machine_id === this.machineId);
+    const acked = await lastStoredSeqs(deps.db, mine);
+    for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);
+    this.send({
+      type: 'welcome',
+      protocolVersion: Math.max(...common),
+      supportedVersions: [...AGENT_PROTOCOL_VERSIONS],
+      machineId: this.machineId,
+      heartbeatIntervalSeconds: deps.config.heartbeatSeconds,
+      serverTime: new Date().toISOString(),
+      acked: hello.running.map((r) => ({ assignmentId: r.assignmentId, seq: acked.get(r.assignmentId) ?? null })),
+    });
+    this.welcomed = true;
+
+    const heldSet = new Set(heldIds);
+    for (const a of live) {
+      if (heldSet.has(a.id)) continue;
+      if (a.state === 'offered') this.sendAssign(a);
+      else await lifecycle.assignmentLost(deps, a.id, 'the agent restarted without it').catch((err: unknown) => this.ctx.log(`assignment ${a.id}: marking it lost failed`, err));
+    }
+    for (const r of hello.running) {
+      const a = held.get(r.assignmentId);
+      if (a && a.machine_id === this.machineId && LIVE_STATES.has(a.state)) continue;
+      const why = !a || a.machine_id !== this.machineId ? 'the control plane has no such assignment for this machine' : `the control plane considers this assignment ${a.state}`;
+      this.send({ type: 'cancel', assignmentId: r.assignmentId, reason: why });
+    }
+    const pending = this.pending;
+    this.pending = [];
+    for (const notice of pending) await this.handleNotice(notice);
+  }
+
+  private sendAssign(a: AssignmentRow): void {
+    if (this.sent.has(a.id)) return;
+    const message = assignMessageSchema.safeParse({ type: 'assign', assignment: a.spec });
+    if (!message.success) {
+      this.ctx.log(`assignment ${a.id}: its spec fails the assign schema (${describeInvalid({ type: 'assign' }, message.error.issues)}); not sent`);
+      return;
+    }
+    this.sent.add(a.id);
+    this.jobs.set(a.id, a.job_id);
+    this.send(message.data);
+  }
+
+  private async handleNotice(notice: DispatchNotice | null): Promise<void> {
+    const db = this.ctx.deps.db;
+    if (notice === null) {
+      for (const a of await liveAssignments(db, this.machineId)) if (a.state === 'offered') this.sendAssign(a);
+      return;
+    }
+    if (notice.kind === 'cancel') {
+      this.send({ type: 'cancel', assignmentId: notice.assignmentId, reason: (notice.reason ?? 'canceled by the control plane').slice(0, 500) });
+      return;
+    }
+    const [a] = await findAssignments(db, [notice.assignmentId]);
+    if (a && a.machine_id === this.machineId && a.state === 'offered') this.sendAssign(a);
+  }
+
+  private async onLogs(message: LogsMessage): Promise<void> {
+    const jobId = await this.jobOf(message.assignmentId);
+    // Lines of an assignment that is not this machine's are dropped but acked, so the agent
+    // does not hold them forever.
+    if (jobId !== null) {
+      await insertAgentLines(this.ctx.deps.db, { jobId, assignmentId: message.assignmentId, lines: message.lines, capBytes: this.ctx.deps.config.logCapBytes });
+    }
+    this.send({ type: 'logs.ack', assignmentId: message.assignmentId, seq: message.lines[message.lines.length - 1]!.seq });
+  }
+}

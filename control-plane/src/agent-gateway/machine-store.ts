@@ -1,0 +1,203 @@
+import { findGpuClass, type HeartbeatMessage, type HelloMessage, type MachineInventory } from '@gpufarm/shared';
+import type { Database, Queryable } from '../db/database.js';
+
+/**
+ * What an agent's link writes about its machine: inventory and benchmark at `hello`, health,
+ * live figures and uptime at each `heartbeat`. A trigger reloads every replica's offer index
+ * when the offered columns of `machines` (status, price, tier, CUDA, driver, simulated…) or
+ * any `machine_gpus` row change, so heartbeats write those only when something changed.
+ */
+
+/** Machine statuses an agent's own reports set; `disabled` (an operator's) is never overwritten. */
+export type LinkStatus = 'online' | 'unhealthy' | 'draining';
+
+/** The `machines` columns taken from an inventory. */
+export function inventoryColumns(inventory: MachineInventory) {
+  return {
+    cudaVersion: inventory.cudaVersion,
+    driverVersion: inventory.driverVersion,
+    cpuCores: inventory.host.cpuCores,
+    ramBytes: inventory.host.ramBytes,
+    diskFreeBytes: inventory.host.diskFreeBytes,
+    simulated: inventory.simulated,
+  };
+}
+
+export interface GpuRow {
+  gpu_index: number;
+  uuid: string;
+  class_id: string;
+  vram_bytes: number;
+}
+
+/**
+ * The `machine_gpus` rows an inventory offers: GPUs of a catalog class only. A GPU whose model
+ * is not in the catalog (`classId` null or unknown) cannot be priced or matched, so it is not
+ * offered; it stays visible in `machines.inventory`.
+ */
+export function gpuRowsFor(inventory: MachineInventory): GpuRow[] {
+  const rows: GpuRow[] = [];
+  for (const gpu of inventory.gpus) {
+    const gpuClass = gpu.classId === null ? undefined : findGpuClass(gpu.classId);
+    if (!gpuClass) continue;
+    rows.push({ gpu_index: gpu.index, uuid: gpu.uuid, class_id: gpuClass.classId, vram_bytes: gpu.vramBytes > 0 ? gpu.vramBytes : gpuClass.vramBytes });
+  }
+  return rows;
+}
+
+/** The status a machine's own report gives it: unhealthy first, then draining, else online. */
+export function linkStatus(health: { status: 'healthy' | 'unhealthy' }, draining: boolean): LinkStatus {
+  if (health.status === 'unhealthy') return 'unhealthy';
+  return draining ? 'draining' : 'online';
+}
+
+/**
+ * Makes the machine's `machine_gpus` match `wanted` without touching reservations: changed or
+ * new GPUs are upserted (keeping `busy` and `assignment_id`), GPUs no longer listed are removed
+ * unless a live assignment holds them. Writes nothing when nothing changed. Returns whether it wrote.
+ */
+export async function reconcileGpus(db: Queryable, machineId: string, wanted: readonly GpuRow[]): Promise<boolean> {
+  const existing = await db.query<GpuRow & { busy: boolean; assignment_id: string | null }>(
+    'SELECT gpu_index, uuid, class_id, vram_bytes, busy, assignment_id FROM machine_gpus WHERE machine_id = $1',
+    [machineId],
+  );
+  const byIndex = new Map(existing.map((g) => [g.gpu_index, g]));
+  const upserts = wanted.filter((g) => {
+    const had = byIndex.get(g.gpu_index);
+    return !had || had.uuid !== g.uuid || had.class_id !== g.class_id || Number(had.vram_bytes) !== g.vram_bytes;
+  });
+  const wantedIndexes = new Set(wanted.map((g) => g.gpu_index));
+  const removed = existing.filter((g) => !wantedIndexes.has(g.gpu_index) && !g.busy && g.assignment_id === null).map((g) => g.gpu_index);
+  if (upserts.length > 0) {
+    await db.query(
+      `INSERT INTO machine_gpus (machine_id, gpu_index, uuid, class_id, vram_bytes)
+       SELECT $1, x.gpu_index, x.uuid, x.class_id, x.vram_bytes
+         FROM jsonb_to_recordset($2::jsonb) AS x(gpu_index int, uuid text, class_id text, vram_bytes bigint)
+       ON CONFLICT (machine_id, gpu_index) DO UPDATE SET uuid = excluded.uuid, class_id = excluded.class_id, vram_bytes = excluded.vram_bytes`,
+      [machineId, JSON.stringify(upserts)],
+    );
+  }
+  if (removed.length > 0) {
+    await db.query('DELETE FROM machine_gpus WHERE machine_id = $1 AND gpu_index = ANY($2::int[]) AND NOT busy AND assignment_id IS NULL', [machineId, removed]);
+  }
+  return upserts.length > 0 || removed.length > 0;
+}
+
+/**
+ * A `hello`: the machine is back (online, unhealthy or draining by its own report; no longer
+ * offline), with its inventory, benchmark (kept when the agent sends none) and GPUs.
+ */
+export async function applyHello(db: Database, machineId: string, hello: HelloMessage): Promise<void> {
+  const columns = inventoryColumns(hello.inventory);
+  const status = linkStatus(hello.inventory.health, hello.draining);
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `UPDATE machines SET
+         status = CASE WHEN status = 'disabled' THEN status ELSE $2 END,
+         health_reason = $3, agent_version = $4, inventory = $5::jsonb,
+         benchmark = coalesce($6::jsonb, benchmark),
+         benchmark_tier = CASE WHEN $6::jsonb IS NULL THEN benchmark_tier ELSE $7 END,
+         cuda_version = $8, driver_version = $9, cpu_cores = $10, ram_bytes = $11, disk_free_bytes = $12, simulated = $13,
+         draining = $14, connected_at = now(), last_heartbeat_at = now(), offline_since = NULL, updated_at = now()
+       WHERE id = $1`,
+      [
+        machineId, status, status === 'unhealthy' ? hello.inventory.health.reason ?? 'the agent reports the machine unhealthy' : null,
+        hello.agentVersion, JSON.stringify(hello.inventory), hello.benchmark === null ? null : JSON.stringify(hello.benchmark),
+        hello.benchmark?.tier ?? null, columns.cudaVersion, columns.driverVersion, columns.cpuCores, columns.ramBytes,
+        columns.diskFreeBytes, columns.simulated, hello.draining,
+      ],
+    );
+    await reconcileGpus(tx, machineId, gpuRowsFor(hello.inventory));
+  });
+}
+
+interface HeartbeatRow {
+  status: string;
+  health_reason: string | null;
+  cuda_version: string | null;
+  driver_version: string | null;
+  simulated: boolean;
+}
+
+/**
+ * A `heartbeat`: one UPDATE of the cheap columns (last heard, live GPU figures, draining, host
+ * figures) that also adds the seconds since the previous heartbeat, at most `maxGapSeconds`, to
+ * today's uptime (UTC, never past 86,400). Status, health and the inventory's offered columns
+ * and GPUs are written only when they changed. Returns false when the machine is gone.
+ */
+export async function recordHeartbeat(db: Database, machineId: string, heartbeat: HeartbeatMessage, options: { maxGapSeconds: number }): Promise<boolean> {
+  const inventory = heartbeat.inventory;
+  const columns = inventory ? inventoryColumns(inventory) : null;
+  const [row] = await db.query<HeartbeatRow>(
+    `WITH prev AS (SELECT id, last_heartbeat_at AS prev_at FROM machines WHERE id = $1),
+     m AS (
+       UPDATE machines SET last_heartbeat_at = now(), gpu_live = $2::jsonb, draining = $3,
+         inventory = coalesce($4::jsonb, inventory), agent_version = coalesce($5, agent_version),
+         cpu_cores = coalesce($6, cpu_cores), ram_bytes = coalesce($7, ram_bytes), disk_free_bytes = coalesce($8, disk_free_bytes)
+       FROM prev WHERE machines.id = prev.id
+       RETURNING machines.status, machines.health_reason, machines.cuda_version, machines.driver_version, machines.simulated, prev.prev_at
+     ),
+     up AS (
+       INSERT INTO machine_uptime_days (machine_id, day, seconds_up)
+       SELECT $1, (now() AT TIME ZONE 'UTC')::date, least($9::float8, 86400, round(extract(epoch FROM now() - m.prev_at)))::int
+         FROM m WHERE m.prev_at IS NOT NULL AND m.prev_at < now()
+       ON CONFLICT (machine_id, day) DO UPDATE SET seconds_up = least(86400, machine_uptime_days.seconds_up + excluded.seconds_up)
+     )
+     SELECT status, health_reason, cuda_version, driver_version, simulated FROM m`,
+    [
+      machineId, JSON.stringify(heartbeat.gpus), heartbeat.draining, inventory ? JSON.stringify(inventory) : null,
+      inventory?.agentVersion ?? null, columns?.cpuCores ?? null, columns?.ramBytes ?? null, columns?.diskFreeBytes ?? null,
+      options.maxGapSeconds,
+    ],
+  );
+  if (!row) return false;
+  const sets: string[] = [];
+  const params: Array<string | boolean | null> = [machineId];
+  const set = (column: string, value: string | boolean | null) => {
+    params.push(value);
+    sets.push(`${column} = $${params.length}`);
+  };
+  if (row.status !== 'disabled') {
+    const status = linkStatus(heartbeat.health, heartbeat.draining);
+    const reason = status === 'unhealthy' ? heartbeat.health.reason ?? 'the agent reports the machine unhealthy' : null;
+    if (row.status !== status) {
+      set('status', status);
+      sets.push('offline_since = NULL');
+    }
+    if (row.health_reason !== reason) set('health_reason', reason);
+  }
+  if (columns) {
+    if (row.cuda_version !== columns.cudaVersion) set('cuda_version', columns.cudaVersion);
+    if (row.driver_version !== columns.driverVersion) set('driver_version', columns.driverVersion);
+    if (row.simulated !== columns.simulated) set('simulated', columns.simulated);
+  }
+  if (sets.length === 0 && !inventory) return true;
+  await db.transaction(async (tx) => {
+    if (sets.length > 0) await tx.query(`UPDATE machines SET ${sets.join(', ')}, updated_at = now() WHERE id = $1`, params);
+    if (inventory) await reconcileGpus(tx, machineId, gpuRowsFor(inventory));
+  });
+  return true;
+}
+
+export interface AssignmentRow {
+  id: string;
+  job_id: string;
+  machine_id: string;
+  state: 'offered' | 'accepted' | 'running' | 'finished' | 'failed' | 'rejected' | 'lost' | 'canceled';
+  spec: unknown;
+}
+
+/** The machine's live assignments (offered, accepted, running), oldest first. */
+export function liveAssignments(db: Queryable, machineId: string): Promise<AssignmentRow[]> {
+  return db.query<AssignmentRow>(
+    `SELECT id, job_id, machine_id, state, spec FROM assignments
+      WHERE machine_id = $1 AND state IN ('offered', 'accepted', 'running') ORDER BY offered_at, id`,
+    [machineId],
+  );
+}
+
+/** Assignments by id (any machine, any state). */
+export function findAssignments(db: Queryable, ids: readonly string[]): Promise<AssignmentRow[]> {
+  if (ids.length === 0) return Promise.resolve([]);
+  return db.query<AssignmentRow>('SELECT id, job_id, machine_id, state, spec FROM assignments WHERE id = ANY($1::text[])', [ids]);
+}

@@ -1,0 +1,304 @@
+import { randomBytes, generateKeyPairSync } from 'node:crypto';
+import {
+  AGENT_PROTOCOL_VERSION,
+  AGENT_PROTOCOL_VERSIONS,
+  AGENT_WS_PATH,
+  serverMessageSchema,
+  type AgentMessage,
+  type AssignmentSpec,
+  type EnrollRequest,
+  type HelloMessage,
+  type HeartbeatMessage,
+  type MachineInventory,
+  type RunningAssignment,
+  type ServerMessage,
+} from '@gpufarm/shared';
+import WebSocket from 'ws';
+import { createEnrollmentToken } from '../../src/agent-gateway/enrollment.js';
+import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
+import { executionLifecycle, type LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
+import type { BlobStore } from '../../src/artifacts/blob-store.js';
+import type { Database } from '../../src/db/database.js';
+import { buildTestApp, createTestKey, type TestApp } from './app.js';
+
+/**
+ * A test agent: inventories, hello and heartbeat messages, and a real `ws` client that parses
+ * every server message with the shared schema; plus factories for the rows the gateway reads
+ * (enrollment tokens, jobs, assignments) and an app with the gateway listening on a real port.
+ */
+
+interface TestContext {
+  teardown(fn: () => unknown): void;
+}
+
+export function testInventory(options: { gpus?: number; classId?: string | null; simulated?: boolean; healthy?: boolean; driverVersion?: string } = {}): MachineInventory {
+  const count = options.gpus ?? 2;
+  const healthy = options.healthy ?? true;
+  const simulated = options.simulated ?? true;
+  const driverVersion = options.driverVersion ?? '550.54.15';
+  const now = new Date().toISOString();
+  return {
+    agentVersion: '0.1.0',
+    simulated,
+    host: { cpuModel: 'Test CPU', cpuCores: 16, cpuThreads: 32, ramBytes: 64 * 2 ** 30, diskFreeBytes: 500 * 2 ** 30, diskTotalBytes: 1000 * 2 ** 30, os: 'Debian GNU/Linux 12', kernel: '6.1.0', arch: 'x64' },
+    gpus: healthy
+      ? Array.from({ length: count }, (_, index) => ({
+          index,
+          uuid: `GPU-sim-${index}-0000`,
+          name: 'NVIDIA GeForce RTX 4090',
+          classId: options.classId === undefined ? 'rtx-4090-24gb' : options.classId,
+          vramBytes: 24 * 2 ** 30,
+          driverVersion,
+          cudaVersion: '12.4',
+          temperatureC: null,
+          utilizationPercent: null,
+          memoryUsedBytes: null,
+          powerDrawWatts: null,
+          powerLimitWatts: null,
+          simulated,
+        }))
+      : [],
+    detectedGpuCount: count,
+    driverVersion,
+    cudaVersion: '12.4',
+    health: healthy
+      ? { status: 'healthy', reason: null, gpuProbe: simulated ? 'simulated' : 'passed', checkedAt: now }
+      : { status: 'unhealthy', reason: 'no container can see the GPUs: install the NVIDIA container toolkit', gpuProbe: 'failed', checkedAt: now },
+    collectedAt: now,
+  };
+}
+
+export function testPublicKeyPem(): string {
+  return generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
+}
+
+export function enrollBody(enrollmentToken: string, inventory: MachineInventory = testInventory()): EnrollRequest {
+  return { enrollmentToken, publicKeyPem: testPublicKeyPem(), agentVersion: '0.1.0', protocolVersion: AGENT_PROTOCOL_VERSION, inventory };
+}
+
+export function hello(inventory: MachineInventory = testInventory(), running: RunningAssignment[] = [], extra: Partial<HelloMessage> = {}): HelloMessage {
+  return {
+    type: 'hello',
+    protocolVersion: AGENT_PROTOCOL_VERSION,
+    supportedVersions: [...AGENT_PROTOCOL_VERSIONS],
+    agentVersion: '0.1.0',
+    inventory,
+    benchmark: null,
+    running,
+    draining: false,
+    ...extra,
+  };
+}
+
+export function heartbeat(extra: Partial<HeartbeatMessage> = {}): HeartbeatMessage {
+  return {
+    type: 'heartbeat',
+    sentAt: new Date().toISOString(),
+    health: { status: 'healthy', reason: null, gpuProbe: 'simulated', checkedAt: new Date().toISOString() },
+    gpus: [{ index: 0, uuid: 'GPU-sim-0-0000', temperatureC: 41, utilizationPercent: 12, memoryUsedBytes: 1024, powerDrawWatts: 80 }],
+    inventory: null,
+    runningAssignmentIds: [],
+    draining: false,
+    ...extra,
+  };
+}
+
+/** A real WebSocket client of the gateway: every server message is parsed with `serverMessageSchema`. */
+export class AgentSocket {
+  readonly received: ServerMessage[] = [];
+  readonly closed: Promise<{ code: number; reason: string }>;
+  private waiters: Array<() => void> = [];
+  private barriers = 0;
+
+  private constructor(readonly ws: WebSocket) {
+    this.closed = new Promise((resolve) => ws.on('close', (code, reason) => {
+      resolve({ code, reason: reason.toString() });
+      this.wake();
+    }));
+    ws.on('message', (data) => {
+      this.received.push(serverMessageSchema.parse(JSON.parse(data.toString())));
+      this.wake();
+    });
+  }
+
+  /** Opens the socket; rejects with the HTTP status when the upgrade is refused. */
+  static connect(baseUrl: string, machineToken: string | null): Promise<AgentSocket> {
+    const ws = new WebSocket(baseUrl.replace(/^http/, 'ws') + AGENT_WS_PATH, machineToken ? { headers: { authorization: `Bearer ${machineToken}` } } : {});
+    return new Promise((resolve, reject) => {
+      ws.once('open', () => resolve(new AgentSocket(ws)));
+      ws.once('unexpected-response', (_req, res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => reject(Object.assign(new Error(`upgrade refused: HTTP ${res.statusCode}`), { statusCode: res.statusCode, body: Buffer.concat(chunks).toString() })));
+      });
+      ws.once('error', reject);
+    });
+  }
+
+  send(message: AgentMessage | Record<string, unknown>): void {
+    this.ws.send(JSON.stringify(message));
+  }
+
+  /** The first received message of `type` matching `where` that was not taken yet. */
+  async next<T extends ServerMessage['type']>(type: T, where: (m: Extract<ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 10_000): Promise<Extract<ServerMessage, { type: T }>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const index = this.received.findIndex((m) => m.type === type && where(m as Extract<ServerMessage, { type: T }>));
+      if (index >= 0) return this.received.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>;
+      if (this.ws.readyState === WebSocket.CLOSED) throw new Error(`socket closed while waiting for ${type}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${type}; received ${JSON.stringify(this.received.map((m) => m.type))}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 200);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /**
+   * Resolves once the gateway handled every message sent before it: the gateway handles a
+   * socket's messages in order and acks logs even of an assignment it does not know.
+   */
+  async barrier(): Promise<void> {
+    const assignmentId = `barrier_${++this.barriers}`;
+    this.send({ type: 'logs', assignmentId, lines: [{ seq: 0, stream: 'stdout', atMs: Date.now(), line: 'barrier' }] });
+    await this.next('logs.ack', (m) => m.assignmentId === assignmentId);
+  }
+
+  close(): void {
+    this.ws.close(1000, 'test done');
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
+
+/** Lifecycle calls the gateway made, in order, each also passed on to the real lifecycle. */
+export interface LifecycleCall {
+  fn: keyof LifecyclePort;
+  assignmentId: string;
+  args: unknown[];
+}
+
+/** A port that records each call and then runs the real function (errors are the gateway's to log). */
+export function countingLifecycle(calls: LifecycleCall[]): LifecyclePort {
+  return {
+    assignmentAccepted: (deps, machineId, assignmentId) => {
+      calls.push({ fn: 'assignmentAccepted', assignmentId, args: [machineId] });
+      return executionLifecycle.assignmentAccepted(deps, machineId, assignmentId);
+    },
+    assignmentRejected: (deps, machineId, assignmentId, reason, message) => {
+      calls.push({ fn: 'assignmentRejected', assignmentId, args: [machineId, reason, message] });
+      return executionLifecycle.assignmentRejected(deps, machineId, assignmentId, reason, message);
+    },
+    assignmentStatus: (deps, machineId, message) => {
+      calls.push({ fn: 'assignmentStatus', assignmentId: message.assignmentId, args: [machineId, message.state] });
+      return executionLifecycle.assignmentStatus(deps, machineId, message);
+    },
+    assignmentLost: (deps, assignmentId, reason) => {
+      calls.push({ fn: 'assignmentLost', assignmentId, args: [reason] });
+      return executionLifecycle.assignmentLost(deps, assignmentId, reason);
+    },
+  };
+}
+
+/** The gateway never touches artifact bytes; any use is a test failure. */
+const noBlobs: BlobStore = {
+  put: () => Promise.reject(new Error('the gateway has no business with blobs')),
+  open: () => {
+    throw new Error('the gateway has no business with blobs');
+  },
+  stat: () => Promise.reject(new Error('the gateway has no business with blobs')),
+  delete: () => Promise.reject(new Error('the gateway has no business with blobs')),
+};
+
+export interface GatewayTestApp extends TestApp {
+  gateway: AgentGateway;
+  url: string;
+  calls: LifecycleCall[];
+  logs: string[];
+}
+
+/** The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls `gateway.sweep()`). */
+export async function startGatewayApp(t: TestContext, options: { env?: Record<string, string> } = {}): Promise<GatewayTestApp> {
+  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env } });
+  const calls: LifecycleCall[] = [];
+  const logs: string[] = [];
+  const gateway = await createAgentGateway({
+    app: test.app,
+    deps: { db: test.db, escrow: null, config: test.config.execution, blobs: noBlobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) },
+    lifecycle: countingLifecycle(calls),
+    sweepIntervalMs: 0,
+  });
+  const url = await test.app.listen({ port: 0, host: '127.0.0.1' });
+  t.teardown(() => gateway.close());
+  return { ...test, gateway, url, calls, logs };
+}
+
+/** An enrollment token for a fresh farm (or `farmSlug`), in `us-east` at 0.45 USD per GPU hour. */
+export async function newEnrollmentToken(db: Database, options: { farmSlug?: string; ttlSeconds?: number; price?: number | null } = {}): Promise<string> {
+  const created = await createEnrollmentToken(db, {
+    farmSlug: options.farmSlug ?? `farm-${randomBytes(4).toString('hex')}`,
+    regionKey: 'us-east',
+    pricePerGpuHourMicroUsd: options.price === undefined ? 450_000 : options.price,
+    ttlSeconds: options.ttlSeconds ?? 3600,
+  });
+  return created.token;
+}
+
+/** Enrolls a machine through `POST /agent/v1/enroll`. */
+export async function enrollMachine(app: TestApp['app'], db: Database, inventory: MachineInventory = testInventory()): Promise<{ machineId: string; machineToken: string }> {
+  const token = await newEnrollmentToken(db);
+  const res = await app.inject({ method: 'POST', url: '/agent/v1/enroll', payload: enrollBody(token, inventory) });
+  if (res.statusCode !== 201) throw new Error(`enroll answered ${res.statusCode}: ${res.body}`);
+  return res.json() as { machineId: string; machineToken: string };
+}
+
+/** A job row (status MATCHING by default) of a fresh account, for assignments to point at. */
+export async function insertJob(db: Database, status = 'MATCHING'): Promise<string> {
+  const key = await createTestKey(db);
+  const id = `job_${randomBytes(8).toString('hex')}`;
+  await db.query(
+    `INSERT INTO jobs (id, account_id, api_key_id, status, spec, spec_hash, gpu_count, workload_type, max_runtime_seconds,
+       max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
+       max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, escrow_job_key)
+     VALUES ($1, $2, $3, $4, '{}'::jsonb, 'h', 1, 'container', 600, 1000000, 60, 1000, 1, 2, 3, ARRAY['rtx-4090-24gb'], 'stable',
+       '0x0000000000000000000000000000000000000001', 'USDC', 6, 3, $5)`,
+    [id, key.accountId, key.keyId, status, `0x${randomBytes(32).toString('hex')}`],
+  );
+  return id;
+}
+
+export function assignmentSpec(assignmentId: string, jobId: string): AssignmentSpec {
+  return {
+    assignmentId,
+    jobId,
+    image: 'registry.local/canary',
+    imageDigest: `sha256:${'a'.repeat(64)}`,
+    command: ['sha256-chain', '10'],
+    env: { GF_JOB_ID: jobId },
+    gpus: [{ index: 0, uuid: 'GPU-sim-0-0000' }],
+    cpuCores: null,
+    ramBytes: null,
+    maxRuntimeSeconds: 600,
+    networkPolicy: { mode: 'none' },
+    inputs: [],
+    outputRules: [{ path: '/output', maxBytes: 1024 * 1024 }],
+  };
+}
+
+/** An assignment row of `jobId` on `machineId` (GPU 0), as the matcher writes it. */
+export async function insertAssignment(db: Database, params: { jobId: string; machineId: string; state?: string; offeredSecondsAgo?: number }): Promise<string> {
+  const id = `asg_${randomBytes(8).toString('hex')}`;
+  await db.query(
+    `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec, offered_at)
+     VALUES ($1, $2, $3, 1, $4, ARRAY[0], 'rtx-4090-24gb', 'NVIDIA GeForce RTX 4090', 450000, $5::jsonb, now() - make_interval(secs => $6))`,
+    [id, params.jobId, params.machineId, params.state ?? 'offered', JSON.stringify(assignmentSpec(id, params.jobId)), params.offeredSecondsAgo ?? 0],
+  );
+  return id;
+}
