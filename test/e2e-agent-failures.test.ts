@@ -13,6 +13,9 @@ import { sleep, until } from './helpers/wait.js';
  * GF_MACHINE_LOST_GRACE_SECONDS), so a restart within that keeps the job where it was.
  */
 
+// Separate processes, real containers and a chain: minutes, not the default two.
+t.setTimeout(300_000);
+
 const market = await Marketplace.start(t, { env: { GF_MACHINE_OFFLINE_SECONDS: '3', GF_MACHINE_LOST_GRACE_SECONDS: '8' } });
 const agentA = await enrollAgent(market, { name: 'agent-a', farm: 'e2e-farm-a', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
 agentA.start();

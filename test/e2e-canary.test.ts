@@ -19,6 +19,9 @@ import { until } from './helpers/wait.js';
  * dockerd and the local registry. The customer side is public HTTP and a viem wallet only.
  */
 
+// Separate processes, real containers and a chain: minutes, not the default two.
+t.setTimeout(300_000);
+
 const run = promisify(execFile);
 const FARM = 'e2e-canary';
 const PAYOUT = privateKeyToAddress(generatePrivateKey());

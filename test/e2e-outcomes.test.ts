@@ -11,6 +11,9 @@ import { Marketplace } from './helpers/marketplace.js';
  * simulated GPUs, so the one-minute timeout job runs beside the others.
  */
 
+// Separate processes, real containers and a chain: minutes, not the default two.
+t.setTimeout(300_000);
+
 const FARM = 'e2e-outcomes';
 const PAYOUT = privateKeyToAddress(generatePrivateKey());
 

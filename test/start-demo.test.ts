@@ -1,0 +1,86 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { ROOT } from './helpers/marketplace.js';
+import { spawnProcess, type TestProcess } from './helpers/processes.js';
+
+/**
+ * The README's walk-through as a newcomer runs it: `npm start` (control plane, anvil, the
+ * registry and images, one local agent) and then `npm run demo` in another terminal.
+ */
+
+// Separate processes, real containers and a chain: minutes, not the default two.
+t.setTimeout(300_000);
+
+const run = promisify(execFile);
+
+function npmStart(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): TestProcess {
+  const start = spawnProcess('npm-start', process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
+    cwd: ROOT,
+    env: { GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', GF_LOCAL_AGENT_GPUS: '', GF_RPC_URL: '', GF_CANARY_IMAGE: '', ...env },
+  });
+  t.teardown(async () => {
+    await start.stop(15_000);
+    // The agent removes a job's container once its outputs are up; a stop mid-job leaves it.
+    const machineId = /Local agent: machine (\S+)/.exec(start.output())?.[1];
+    if (machineId) {
+      const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=org.gpufarm.owner=${machineId}`]).catch(() => ({ stdout: '' }));
+      const ids = stdout.split('\n').filter(Boolean);
+      if (ids.length) await run('docker', ['rm', '-fv', ...ids]).catch(() => undefined);
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  return start;
+}
+
+t.test('behavior: without Docker, npm start says how to install and start it, and runs the control plane without an agent', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-nodocker-'));
+  const start = npmStart(t, dataDir, { DOCKER_HOST: `unix://${join(dataDir, 'no-docker.sock')}` });
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner');
+  t.match(start.output(), /Docker Engine does not answer on .*no-docker\.sock/);
+  t.match(start.output(), /apt-get install -y docker\.io|systemctl start docker/, 'says how');
+  t.match(start.output(), /No local agent/);
+  const url = /API\s+(http:\/\/\S+)\/v1/.exec(start.output())![1]!;
+  t.equal((await fetch(`${url}/v1/pricing`)).status, 200, 'the control plane answers');
+  await start.stop();
+  t.equal(await start.exited, 0, 'a clean stop');
+});
+
+t.test('behavior: npm start runs the marketplace with a local agent; npm run demo runs a canary job to a verified download', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-demo-'));
+  const start = npmStart(t, dataDir);
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
+  t.match(start.output(), /Local agent: machine \S+ \(enrolled now\), farm local/, `the banner names the agent:\n${start.tail(40)}`);
+  const url = /API\s+(http:\/\/\S+)\/v1/.exec(start.output())![1]!;
+  const capacity = (await (await fetch(`${url}/v1/capacity?farm=local`)).json()) as { data: { simulated: boolean; count: number }[] };
+  t.equal(capacity.data.length, 1, 'the local farm is listed');
+  t.equal(capacity.data[0]?.simulated, true, 'with simulated GPUs');
+
+  const demo = spawnProcess('demo', process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/demo.ts')], { cwd: ROOT, env: { GF_DATA_DIR: dataDir, GF_API_KEY: '', GF_API_URL: '', GF_ADMIN_TOKEN: '' } });
+  const code = await demo.exited;
+  t.equal(code, 0, `npm run demo succeeds:\n${demo.tail(60)}\n${start.tail(30)}`);
+  const out = demo.output();
+  for (const step of ['Find the running marketplace', 'Create an API key', 'Create the canary job', 'Fund it from the wallet', 'Confirm the funding', 'Tail the logs', 'Read the job', 'Download the output', 'The escrow receipt']) t.match(out, step);
+  t.match(out, /verification level: RESULT_VERIFIED/);
+  t.match(out, /equals X-Artifact-Sha256 and the job's result\.serverHash: intact/);
+  t.match(out, /result\.txt \w+…: equals sha256\^n\(job id\) computed here/);
+  t.match(out, /completion tx 0x[0-9a-f]{64}/);
+  t.match(out, /Done: job \S+ COMPLETED, RESULT_VERIFIED/);
+  const saved = /bytes saved to (\S+)/.exec(out)?.[1];
+  t.ok(saved && readFileSync(saved).length > 0, 'the output is saved');
+
+  await start.stop(15_000);
+  t.equal(await start.exited, 0, 'npm start stops cleanly on SIGTERM');
+  const agentPid = Number(/pid (\d+)\n/.exec(start.output())?.[1]);
+  let agentAlive = false;
+  try {
+    process.kill(agentPid, 0);
+    agentAlive = true;
+  } catch {
+    agentAlive = false;
+  }
+  t.notOk(agentAlive, 'the agent stopped with it');
+});
