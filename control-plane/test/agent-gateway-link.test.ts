@@ -1,0 +1,81 @@
+import { AgentLink } from '@gpufarm/agent/link/agent-link.js';
+import type { ServerMessage, WelcomeMessage } from '@gpufarm/shared';
+import t from 'tap';
+import { notifyAgent } from '../src/agent-gateway/dispatch.js';
+import { enrollMachine, heartbeat, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
+
+/** The real agent's link (agent/src/link/agent-link.ts) against the real gateway. */
+t.test('behavior: the agent link of an enrolled machine is welcomed, gets its assignment and its logs acked across a reconnect', async (t) => {
+  const { app, db, url } = await startGatewayApp(t);
+  const { machineId, machineToken } = await enrollMachine(app, db);
+  const jobId = await insertJob(db, 'RUNNING');
+  const assignmentId = await insertAssignment(db, { jobId, machineId, state: 'running' });
+  const welcomes: WelcomeMessage[] = [];
+  const messages: ServerMessage[] = [];
+  const refused: string[] = [];
+  let nextSeq = 0;
+  const link = new AgentLink({
+    server: url,
+    machineToken,
+    hello: async () => hello(testInventory(), [{ assignmentId, jobId, state: 'running', nextLogSeq: nextSeq }]),
+    onWelcome: (w) => welcomes.push(w),
+    onMessage: (m) => messages.push(m),
+    onRefused: (reason) => refused.push(reason),
+    reconnect: { initialMs: 50, maxMs: 200 },
+  });
+  t.teardown(() => link.stop());
+  const until = async (check: () => boolean, label: string) => {
+    const deadline = Date.now() + 10_000;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const acked = () => messages.filter((m) => m.type === 'logs.ack').map((m) => (m as { seq: number }).seq);
+  const sendLines = (count: number) => {
+    const lines = Array.from({ length: count }, (_, i) => ({ seq: nextSeq + i, stream: 'stdout' as const, atMs: Date.now(), line: `line ${nextSeq + i}` }));
+    nextSeq += count;
+    return link.send({ type: 'logs', assignmentId, lines });
+  };
+
+  link.start();
+  await until(() => link.ready, 'welcome');
+  t.same(welcomes[0]?.machineId, machineId);
+  t.same(welcomes[0]?.acked, [{ assignmentId, seq: null }]);
+  t.ok(link.send(heartbeat()), 'heartbeat sent');
+  t.ok(sendLines(3));
+  await until(() => acked().includes(2), 'ack of seq 2');
+
+  const offered = await insertAssignment(db, { jobId: await insertJob(db), machineId });
+  await notifyAgent(db, { machineId, assignmentId: offered, kind: 'assign' });
+  await until(() => messages.some((m) => m.type === 'assign' && m.assignment.assignmentId === offered), 'assign');
+
+  link.drop();
+  await until(() => link.connections === 2 && link.ready, 'reconnect');
+  t.same(welcomes[1]?.acked, [{ assignmentId, seq: 2 }], 'after a reconnect, welcome names the last stored line');
+  t.ok(sendLines(2));
+  await until(() => acked().includes(4), 'ack of seq 4');
+  const stored = await db.query<{ seq: number }>('SELECT seq FROM log_lines WHERE assignment_id = $1 ORDER BY seq', [assignmentId]);
+  t.same(stored.map((r) => r.seq), [0, 1, 2, 3, 4]);
+  t.same(refused, []);
+});
+
+t.test('error: the agent link is refused for good with an unknown machine token', async (t) => {
+  const { url } = await startGatewayApp(t);
+  const refused: string[] = [];
+  const link = new AgentLink({
+    server: url,
+    machineToken: `gfa_${'z'.repeat(43)}`,
+    hello: async () => hello(),
+    onWelcome: () => {},
+    onMessage: () => {},
+    onRefused: (reason) => refused.push(reason),
+    reconnect: { initialMs: 50, maxMs: 200 },
+  });
+  t.teardown(() => link.stop());
+  link.start();
+  const deadline = Date.now() + 10_000;
+  while (link.state !== 'refused' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.equal(link.state, 'refused');
+  t.match(refused[0], /HTTP 401/);
+});
