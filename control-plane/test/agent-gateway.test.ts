@@ -363,3 +363,15 @@ t.test('liveness sweep', async (t) => {
     t.notOk(rejected.some((c) => c.assignmentId === fresh));
   });
 });
+
+t.test('behavior: a link silent for three heartbeat intervals is closed with 4408', async (t) => {
+  const { app, db, url } = await startGatewayApp(t, { env: { GF_HEARTBEAT_SECONDS: '1' } });
+  const { machineToken } = await enrollMachine(app, db);
+  const agent = await AgentSocket.connect(url, machineToken);
+  agent.send(hello());
+  t.equal((await agent.next('welcome')).heartbeatIntervalSeconds, 1);
+  const started = Date.now();
+  const closed = await agent.closed;
+  t.equal(closed.code, AGENT_CLOSE_CODES.timeout);
+  t.ok(Date.now() - started >= 2_000, 'not before three intervals of silence');
+});

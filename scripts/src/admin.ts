@@ -6,6 +6,7 @@ import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-p
 import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openDatabase } from '@gpufarm/control-plane/db/open.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]
@@ -85,6 +86,8 @@ async function httpPort(url: string, adminToken: string): Promise<AdminPort> {
 async function databasePort(config: Config): Promise<AdminPort> {
   const db = await openDatabase(config);
   await migrate(db);
+  // Enrollment tokens name a region of the catalog.
+  await syncCatalog(db);
   return {
     createKey: (params) => createApiKey(db, { ...params, environment: keyEnvironmentFor(config.environment) }),
     revokeKey: (id) => revokeApiKey(db, id),
