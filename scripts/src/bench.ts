@@ -13,6 +13,7 @@ import { jobsSection, type JobsSectionContext } from './bench/jobs.js';
 import { formatTable, verdict, type BenchRow } from './bench/report.js';
 import { startControlPlaneProcess } from './bench/server.js';
 import { STANDALONE_SECTIONS } from './bench/standalone.js';
+import { matchingSection } from './bench/matching.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -29,6 +30,8 @@ const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<
   { name: 'public read endpoints', run: capacitySection },
   { name: 'job creation', run: jobsSection },
 ];
+// Matching throughput, on its own fresh database (BENCH_SECTIONS=matching).
+STANDALONE_SECTIONS.push(matchingSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

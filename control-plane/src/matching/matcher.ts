@@ -68,7 +68,7 @@ const DEFAULT_BATCH = 2000;
  * Matches QUEUED jobs (without a funding hold) to machines, in queue order, in batches of
  * `batchSize`, one transaction per batch (issue 7, Build 3). For each batch: claim the jobs
  * `FOR UPDATE SKIP LOCKED`; plan each job greedily in memory against the free GPUs loaded once
- * per call (`plan.ts` says which machine fits and which is preferred); lock the planned GPU
+ * per call (before the first batch) (`plan.ts` says which machine fits and which is preferred); lock the planned GPU
  * rows `FOR UPDATE SKIP LOCKED`, re-planning jobs that lost a GPU to another matcher; then write
  * the reservations, assignments (`offered`), QUEUED → MATCHING moves, system lines and agent
  * notices in one statement each. Jobs nothing fits stay QUEUED.
@@ -86,13 +86,12 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
   const result: MatchResult = { considered: 0, matched: [], contended: 0, batches: 0 };
   if (!(await anyQueuedJob(deps.db))) return result;
 
-  let pool: CandidatePool | null = null;
+  const pool = new CandidatePool(await loadCandidates(deps.db, { allowAgentless, now: now() }));
   let afterSeq = 0;
   for (;;) {
     const batch = await deps.db.transaction(async (tx) => {
       const jobs = await claimQueuedJobs(tx, { afterSeq, limit: batchSize });
       if (jobs.length === 0) return null;
-      pool ??= new CandidatePool(await loadCandidates(tx, { allowAgentless, now: now() }));
       const history = await loadJobHistory(tx, jobs.map((j) => j.id));
       const needs: Array<{ job: ClaimedJob; need: JobNeed }> = [];
       for (const job of jobs) {

@@ -52,14 +52,13 @@ export interface JobHistory {
 
 /** Exclusions and earlier assignments of the claimed jobs. */
 export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): Promise<JobHistory> {
-  const [exclusions, counts] = await Promise.all([
-    tx.query<{ job_id: string; machine_id: string }>('SELECT job_id, machine_id FROM job_exclusions WHERE job_id = ANY($1::text[])', [jobIds]),
-    tx.query<{ job_id: string; n: number; live: boolean }>(
-      `SELECT job_id, count(*)::int AS n, bool_or(state IN ('offered', 'accepted', 'running')) AS live
-       FROM assignments WHERE job_id = ANY($1::text[]) GROUP BY job_id`,
-      [jobIds],
-    ),
-  ]);
+  // One after the other: a transaction's connection runs one statement at a time.
+  const exclusions = await tx.query<{ job_id: string; machine_id: string }>('SELECT job_id, machine_id FROM job_exclusions WHERE job_id = ANY($1::text[])', [jobIds]);
+  const counts = await tx.query<{ job_id: string; n: number; live: boolean }>(
+    `SELECT job_id, count(*)::int AS n, bool_or(state IN ('offered', 'accepted', 'running')) AS live
+     FROM assignments WHERE job_id = ANY($1::text[]) GROUP BY job_id`,
+    [jobIds],
+  );
   const history: JobHistory = { excluded: new Map(), assignments: new Map(), live: new Set() };
   for (const e of exclusions) {
     let set = history.excluded.get(e.job_id);
@@ -76,7 +75,8 @@ export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): 
 /**
  * Every free GPU (not busy, no assignment, with a UUID) of the machines that can take jobs:
  * online, not draining, priced, on an active farm, with an enrolled agent (a machine token)
- * unless `allowAgentless`. Read without locks: the matcher locks what it picked (`lockGpus`).
+ * unless `allowAgentless`. Read without locks, outside any transaction (the statements run side
+ * by side on the pool): the matcher locks what it picked (`lockGpus`).
  */
 export async function loadCandidates(db: Queryable, params: { allowAgentless: boolean; now: Date }): Promise<CandidateUnit[]> {
   const [farms, machines, gpus, uptime] = await Promise.all([
