@@ -3,6 +3,7 @@ import { AGENT_CLOSE_CODES, capacityListSchema, enrollResponseSchema, errorEnvel
 import t from 'tap';
 import { notifyAgent } from '../src/agent-gateway/dispatch.js';
 import { ADMIN_TOKEN } from './helpers/app.js';
+import { createPgliteTestDatabase } from './helpers/database.js';
 import {
   AgentSocket,
   enrollBody,
@@ -374,4 +375,30 @@ t.test('behavior: a link silent for three heartbeat intervals is closed with 440
   const closed = await agent.closed;
   t.equal(closed.code, AGENT_CLOSE_CODES.timeout);
   t.ok(Date.now() - started >= 2_000, 'not before three intervals of silence');
+});
+
+t.test('behavior: on the embedded database (PGlite) too: enroll, hello, heartbeat with uptime, logs, dispatch, sweep', async (t) => {
+  const { db: pglite } = await createPgliteTestDatabase(t);
+  const { app, db, url, gateway } = await startGatewayApp(t, { db: pglite, env: { GF_MACHINE_OFFLINE_SECONDS: '1' } });
+  const { machineId, machineToken } = await enrollMachine(app, db);
+  const jobId = await insertJob(db, 'RUNNING');
+  const assignmentId = await insertAssignment(db, { jobId, machineId, state: 'running' });
+  const agent = await AgentSocket.connect(url, machineToken);
+  t.teardown(() => agent.close());
+  agent.send(hello(testInventory(), [{ assignmentId, jobId, state: 'running', nextLogSeq: 0 }]));
+  t.same((await agent.next('welcome')).acked, [{ assignmentId, seq: null }]);
+  await db.query(`UPDATE machines SET last_heartbeat_at = now() - interval '3 seconds' WHERE id = $1`, [machineId]);
+  agent.send(heartbeat({ runningAssignmentIds: [assignmentId] }));
+  agent.send({ type: 'logs', assignmentId, lines: [{ seq: 0, stream: 'stderr', atMs: Date.now(), line: 'hello' }] });
+  t.equal((await agent.next('logs.ack', (m) => m.assignmentId === assignmentId)).seq, 0);
+  const [uptime] = await db.query<{ s: number }>('SELECT sum(seconds_up)::int AS s FROM machine_uptime_days WHERE machine_id = $1', [machineId]);
+  t.ok(uptime!.s >= 3 && uptime!.s <= 4, `uptime counted (${uptime!.s})`);
+  t.same(await db.query('SELECT seq, stream, line FROM log_lines WHERE assignment_id = $1', [assignmentId]), [{ seq: 0, stream: 'stderr', line: 'hello' }]);
+  const offered = await insertAssignment(db, { jobId: await insertJob(db), machineId });
+  await notifyAgent(db, { machineId, assignmentId: offered, kind: 'assign' });
+  t.equal((await agent.next('assign')).assignment.assignmentId, offered);
+  await db.query(`UPDATE machines SET last_heartbeat_at = now() - interval '3 seconds' WHERE id = $1`, [machineId]);
+  await gateway.sweep();
+  const [machine] = await db.query<{ status: string }>('SELECT status FROM machines WHERE id = $1', [machineId]);
+  t.equal(machine?.status, 'offline');
 });

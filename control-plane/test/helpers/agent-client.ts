@@ -225,8 +225,8 @@ export interface GatewayTestApp extends TestApp {
 }
 
 /** The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls `gateway.sweep()`). */
-export async function startGatewayApp(t: TestContext, options: { env?: Record<string, string> } = {}): Promise<GatewayTestApp> {
-  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env } });
+export async function startGatewayApp(t: TestContext, options: { env?: Record<string, string>; db?: Database } = {}): Promise<GatewayTestApp> {
+  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
   const gateway = await createAgentGateway({
