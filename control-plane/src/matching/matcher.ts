@@ -87,6 +87,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
   if (!(await anyQueuedJob(deps.db))) return result;
 
   const pool = new CandidatePool(await loadCandidates(deps.db, { allowAgentless, now: now() }));
+  if (pool.freeGpus === 0) return result;
   let afterSeq = 0;
   for (;;) {
     const batch = await deps.db.transaction(async (tx) => {
