@@ -19,6 +19,8 @@ t.test('regionTiers: the key, then its group, then the rest; no preference is on
   const keys = ['us-east', 'europe-west', 'europe-central', 'asia-east'];
   t.same(regionTiers('europe-west', keys), [['europe-west'], ['europe-central'], ['us-east', 'asia-east']]);
   t.same(regionTiers('europe-north', keys), [['europe-north'], ['europe-west', 'europe-central'], ['us-east', 'asia-east']]);
+  t.same(regionTiers('Europe', keys), [['europe-west', 'europe-central', 'europe-north'], ['us-east', 'asia-east']], 'a group name');
+  t.same(regionTiers('mars', keys), [keys], 'unknown: no preference');
   t.same(regionTiers(null, keys), [keys]);
 });
 

@@ -1,4 +1,4 @@
-import { REGIONS } from '@gpufarm/shared';
+import { REGIONS, regionKeysFor } from '@gpufarm/shared';
 
 /**
  * The matcher's pure core: which machine and which GPUs a queued job gets (ARCHITECTURE.md
@@ -80,15 +80,18 @@ export function compareUnits(a: CandidateUnit, b: CandidateUnit): number {
 const groupOf = new Map(REGIONS.map((r) => [r.key, r.group]));
 
 /**
- * The region keys a preference tries, tier by tier: the key itself, the other keys of its
- * group, then every other key. Unknown keys (a region added to machines later) come last.
+ * The region keys a preference tries, tier by tier: the key itself (or every key of a group
+ * name), the other keys of its group, then every other key. An unknown preference is none.
  */
 export function regionTiers(preference: string | null, allKeys: readonly string[]): string[][] {
   if (preference === null) return [[...allKeys]];
-  const group = groupOf.get(preference);
-  const sameGroup = allKeys.filter((k) => k !== preference && group !== undefined && groupOf.get(k) === group);
-  const rest = allKeys.filter((k) => k !== preference && !sameGroup.includes(k));
-  return [[preference], sameGroup, rest].filter((tier) => tier.length > 0);
+  // A group name (the capacity filter's other form) prefers every key of the group alike.
+  const first = groupOf.has(preference) ? [preference] : regionKeysFor(preference);
+  if (first.length === 0) return [[...allKeys]];
+  const groups = new Set(first.map((k) => groupOf.get(k)));
+  const sameGroup = allKeys.filter((k) => !first.includes(k) && groups.has(groupOf.get(k)));
+  const rest = allKeys.filter((k) => !first.includes(k) && !sameGroup.includes(k));
+  return [first, sameGroup, rest].filter((tier) => tier.length > 0);
 }
 
 interface UnitList {
