@@ -136,11 +136,15 @@ t.test('GET /agent/v1/ws', async (t) => {
     const { machineId, machineToken } = await enrollMachine(app, db);
     const agent = await AgentSocket.connect(url, machineToken);
     t.teardown(() => agent.close());
-    agent.send(hello());
+    const benchmark = { status: 'completed' as const, reason: null, tier: 'A' as const, host: { diskWriteMBps: 900, sha256MBps: 1500 }, gpus: [], ranAt: new Date().toISOString() };
+    agent.send(hello(testInventory(), [], { benchmark }));
     const welcome = await agent.next('welcome');
     t.match(welcome, { protocolVersion: 1, machineId, heartbeatIntervalSeconds: 5, acked: [] });
-    const [machine] = await db.query<{ status: string; offline_since: Date | null; connected_at: Date | null }>('SELECT status, offline_since, connected_at FROM machines WHERE id = $1', [machineId]);
-    t.match(machine, { status: 'online', offline_since: null });
+    const [machine] = await db.query<{ status: string; offline_since: Date | null; connected_at: Date | null; benchmark_tier: string; benchmark: unknown; inventory: unknown }>(
+      'SELECT status, offline_since, connected_at, benchmark_tier, benchmark, inventory FROM machines WHERE id = $1',
+      [machineId],
+    );
+    t.match(machine, { status: 'online', offline_since: null, benchmark_tier: 'A', benchmark: { status: 'completed', tier: 'A' }, inventory: { simulated: true, detectedGpuCount: 2 } });
     t.ok(machine?.connected_at);
     t.equal(gateway.connectedMachines() >= 1, true);
     await offerIndex.refresh();
@@ -149,6 +153,7 @@ t.test('GET /agent/v1/ws', async (t) => {
     t.ok(offer, 'offered');
     t.equal(offer?.simulated, true);
     t.equal(offer?.available, 2);
+    t.equal(offer?.benchmarkTier, 'A');
   });
 
   t.test('behavior: an unhealthy machine is not offered', async (t) => {
@@ -200,6 +205,13 @@ t.test('GET /agent/v1/ws', async (t) => {
     await agent.barrier();
     const [draining] = await db.query<{ status: string; draining: boolean }>('SELECT status, draining FROM machines WHERE id = $1', [machineId]);
     t.same(draining, { status: 'draining', draining: true });
+
+    await db.query(`UPDATE machines SET status = 'disabled' WHERE id = $1`, [machineId]);
+    agent.send(heartbeat());
+    const closed = await agent.closed;
+    t.equal(closed.code, AGENT_CLOSE_CODES.unauthorized, 'a machine an operator disabled is refused at its next heartbeat');
+    const [disabled] = await db.query<{ status: string }>('SELECT status FROM machines WHERE id = $1', [machineId]);
+    t.equal(disabled?.status, 'disabled', 'and stays disabled');
   });
 
   t.test('error: an invalid message closes the link with 4400 naming the field', async (t) => {

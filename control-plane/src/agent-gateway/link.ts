@@ -146,7 +146,9 @@ export class AgentConnection {
       case 'hello':
         return this.onHello(message);
       case 'heartbeat':
-        await recordHeartbeat(deps.db, this.machineId, message, { maxGapSeconds: 2 * deps.config.heartbeatSeconds });
+        if (!(await recordHeartbeat(deps.db, this.machineId, message, { maxGapSeconds: 2 * deps.config.heartbeatSeconds }))) {
+          this.close(AGENT_CLOSE_CODES.unauthorized, 'the machine was disabled or removed by an operator');
+        }
         return;
       case 'logs':
         return this.onLogs(message);

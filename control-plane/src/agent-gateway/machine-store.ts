@@ -123,7 +123,8 @@ interface HeartbeatRow {
  * A `heartbeat`: one UPDATE of the cheap columns (last heard, live GPU figures, draining, host
  * figures) that also adds the seconds since the previous heartbeat, at most `maxGapSeconds`, to
  * today's uptime (UTC, never past 86,400). Status, health and the inventory's offered columns
- * and GPUs are written only when they changed. Returns false when the machine is gone.
+ * and GPUs are written only when they changed. Returns false when the machine is gone or an
+ * operator disabled it (its link is then refused like an unknown token).
  */
 export async function recordHeartbeat(db: Database, machineId: string, heartbeat: HeartbeatMessage, options: { maxGapSeconds: number }): Promise<boolean> {
   const inventory = heartbeat.inventory;
@@ -150,22 +151,20 @@ export async function recordHeartbeat(db: Database, machineId: string, heartbeat
       options.maxGapSeconds,
     ],
   );
-  if (!row) return false;
+  if (!row || row.status === 'disabled') return false;
   const sets: string[] = [];
   const params: Array<string | boolean | null> = [machineId];
   const set = (column: string, value: string | boolean | null) => {
     params.push(value);
     sets.push(`${column} = $${params.length}`);
   };
-  if (row.status !== 'disabled') {
-    const status = linkStatus(heartbeat.health, heartbeat.draining);
-    const reason = status === 'unhealthy' ? heartbeat.health.reason ?? 'the agent reports the machine unhealthy' : null;
-    if (row.status !== status) {
-      set('status', status);
-      sets.push('offline_since = NULL');
-    }
-    if (row.health_reason !== reason) set('health_reason', reason);
+  const status = linkStatus(heartbeat.health, heartbeat.draining);
+  const reason = status === 'unhealthy' ? heartbeat.health.reason ?? 'the agent reports the machine unhealthy' : null;
+  if (row.status !== status) {
+    set('status', status);
+    sets.push('offline_since = NULL');
   }
+  if (row.health_reason !== reason) set('health_reason', reason);
   if (columns) {
     if (row.cuda_version !== columns.cudaVersion) set('cuda_version', columns.cudaVersion);
     if (row.driver_version !== columns.driverVersion) set('driver_version', columns.driverVersion);
