@@ -353,6 +353,28 @@ t.test('behavior: a requeued job gets attempt 2 on another machine; its excluded
   ]);
 });
 
+t.test('behavior: a capped log gets no system line; a job still holding a live assignment is not matched again', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const owner = await createJobOwner(db);
+  const farm = await createFarm(db);
+  const machine = await agentMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'l4-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: 300_000 });
+  const [capped, stuck] = await jobs(db, owner, [{}, {}]);
+  await db.query('UPDATE jobs SET log_capped = true, service_log_seq = 5 WHERE id = $1', [capped!]);
+  await db.query(
+    `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec)
+     VALUES ('asg_stuck', $1, $2, 1, 'accepted', '{}', 'l4-24gb', 'NVIDIA L4', 300000, '{}')`,
+    [stuck!, machine.id],
+  );
+  const logged: string[] = [];
+  const result = await matchQueuedJobs({ db, log: (m) => logged.push(m) });
+  t.same(result.matched.map((m) => m.jobId), [capped]);
+  t.equal((await statusOf(db, capped!)).status, 'MATCHING');
+  t.same(await db.query('SELECT line FROM log_lines WHERE job_id = $1', [capped!]), [], 'no line past the cap');
+  t.same(await db.query('SELECT service_log_seq FROM jobs WHERE id = $1', [capped!]), [{ service_log_seq: 5 }]);
+  t.equal((await statusOf(db, stuck!)).status, 'QUEUED');
+  t.match(logged, [/still holds a live assignment/]);
+});
+
 t.test('behavior: inputs are resolved through the port; without it a job with inputs waits', async (t) => {
   const { db } = await createPostgresTestDatabase(t);
   const owner = await createJobOwner(db);
