@@ -179,6 +179,9 @@ t.test('GET /agent/v1/ws', async (t) => {
     const uptime = async () => (await db.query<{ s: number }>('SELECT coalesce(sum(seconds_up), 0)::int AS s FROM machine_uptime_days WHERE machine_id = $1', [machineId]))[0]!.s;
 
     await db.query(`UPDATE machines SET last_heartbeat_at = now() - interval '7 seconds' WHERE id = $1`, [machineId]);
+    let fleetChanges = 0;
+    const unlisten = await db.listen('fleet_changed', () => fleetChanges++);
+    t.teardown(unlisten);
     agent.send(heartbeat());
     await agent.barrier();
     const [after] = await db.query<{ gpu_live: unknown; age: number }>('SELECT gpu_live, extract(epoch FROM now() - last_heartbeat_at)::float8 AS age FROM machines WHERE id = $1', [machineId]);
@@ -191,11 +194,16 @@ t.test('GET /agent/v1/ws', async (t) => {
     agent.send(heartbeat());
     await agent.barrier();
     t.equal(await uptime(), first + 10, 'a gap counts at most two heartbeat intervals');
+    await new Promise((r) => setTimeout(r, 300));
+    t.equal(fleetChanges, 0, 'plain heartbeats do not make the offer indexes reload');
 
     agent.send(heartbeat({ inventory: testInventory({ gpus: 4, driverVersion: '560.1.1' }) }));
     await agent.barrier();
     const [changed] = await db.query<{ driver_version: string; gpus: number }>('SELECT driver_version, (SELECT count(*)::int FROM machine_gpus WHERE machine_id = $1) AS gpus FROM machines WHERE id = $1', [machineId]);
     t.same(changed, { driver_version: '560.1.1', gpus: 4 });
+    const deadline = Date.now() + 5_000;
+    while (fleetChanges === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    t.ok(fleetChanges > 0, 'an inventory change does');
 
     agent.send(heartbeat({ health: { status: 'unhealthy', reason: 'the GPU probe failed', gpuProbe: 'failed', checkedAt: new Date().toISOString() } }));
     await agent.barrier();
