@@ -1,8 +1,13 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { AgentLink } from '@gpufarm/agent/link/agent-link.js';
 import type { ServerMessage, WelcomeMessage } from '@gpufarm/shared';
 import t from 'tap';
 import { notifyAgent } from '../src/agent-gateway/dispatch.js';
-import { enrollMachine, heartbeat, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
+import { enrollMachine, heartbeat, newEnrollmentToken, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
 
 /** The real agent's link (agent/src/link/agent-link.ts) against the real gateway. */
 t.test('behavior: the agent link of an enrolled machine is welcomed, gets its assignment and its logs acked across a reconnect', async (t) => {
@@ -78,4 +83,36 @@ t.test('error: the agent link is refused for good with an unknown machine token'
   while (link.state !== 'refused' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   t.equal(link.state, 'refused');
   t.match(refused[0], /HTTP 401/);
+});
+
+const GF_AGENT = fileURLToPath(new URL('../../agent/bin/gf-agent.js', import.meta.url));
+
+/** Runs the real `gf-agent` CLI with only the given GF_AGENT_* settings. */
+function gfAgent(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
+  return new Promise((resolve) => {
+    execFile(process.execPath, [GF_AGENT, ...args], { env: { ...base, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+t.test('behavior: gf-agent enroll registers the machine with its simulated GPUs; the spent token is refused', async (t) => {
+  const { db, url } = await startGatewayApp(t);
+  const stateDir = join(mkdtempSync(join(tmpdir(), 'gf-gateway-enroll-')), 'state');
+  t.teardown(() => rmSync(join(stateDir, '..'), { recursive: true, force: true }));
+  const env = { GF_AGENT_STATE_DIR: stateDir, GF_AGENT_SIMULATE_GPUS: '2x rtx-4090-24gb' };
+  const token = await newEnrollmentToken(db, { farmSlug: 'cli-farm' });
+  const res = await gfAgent(['enroll', '--server', url, '--token', token], env);
+  t.equal(res.code, 0, res.stderr);
+  const saved = JSON.parse(readFileSync(join(stateDir, 'machine.json'), 'utf8')) as { machineId: string; machineToken: string; publicKeyPem: string };
+  const [machine] = await db.query<{ simulated: boolean; public_key_pem: string; gpus: number; slug: string }>(
+    `SELECT m.simulated, m.public_key_pem, (SELECT count(*)::int FROM machine_gpus g WHERE g.machine_id = m.id) AS gpus, f.slug
+       FROM machines m JOIN farms f ON f.id = m.farm_id WHERE m.id = $1`,
+    [saved.machineId],
+  );
+  t.same(machine, { simulated: true, public_key_pem: saved.publicKeyPem, gpus: 2, slug: 'cli-farm' });
+  const again = await gfAgent(['enroll', '--server', url, '--token', token, '--force'], env);
+  t.equal(again.code, 1);
+  t.match(again.stderr, /HTTP 401.*enrollment token is unknown, was already used, or expired/);
 });
