@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -476,4 +476,33 @@ t.test('behavior: equal bytes from two jobs are one stored file with two rows', 
   t.not(await s.blobs.stat(sha256(bytes)), null);
   const signer: UrlSigner = s.signer;
   t.ok(signer.sign(input.id, 1).url);
+});
+
+t.test('behavior: an upload cut off mid-body keeps nothing, and the route serves the next one', async (t) => {
+  const s = await uploadSetup(t);
+  await new Promise<void>((resolve) => {
+    const req = http.request({
+      host: '127.0.0.1',
+      port: s.port,
+      path: uploadPath(s, 'output-0'),
+      method: 'PUT',
+      headers: { authorization: `Bearer ${s.token}`, 'transfer-encoding': 'chunked' },
+    });
+    req.on('error', () => resolve());
+    req.write(randomBytes(64 * 1024), () => setTimeout(() => req.destroy(), 200));
+    req.on('close', () => resolve());
+  });
+  const tmp = join(s.dir, 'tmp');
+  for (let i = 0; i < 50 && readdirSync(tmp).length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  t.same(readdirSync(tmp), [], 'the temp file is removed');
+  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+  t.equal(row!.n, 0, 'no row');
+  t.equal((await put(s, uploadPath(s, 'output-0'), [Buffer.from('whole')], { trailer: sha256('whole') })).status, 201);
+});
+
+t.test('error: unavailable when the store lost the bytes of a live artifact', async (t) => {
+  const s = await setup(t);
+  const meta = await uploadInput(s, Buffer.from('soon lost'));
+  await s.blobs.delete(meta.sha256);
+  assertError(t, await s.app.inject({ method: 'GET', url: pathOf(meta.url) }), 'unavailable', 503);
 });
