@@ -2,6 +2,10 @@ import { MAX_BODY_BYTES, SERVICE_VERSION } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminRoutes } from './admin/routes.js';
 import { enforceAuth, resolveCredentials } from './auth/plugin.js';
+import { agentUploadRoutes } from './artifacts/agent-upload.js';
+import type { BlobStore } from './artifacts/blob-store.js';
+import { artifactRoutes } from './artifacts/routes.js';
+import type { UrlSigner } from './artifacts/signing.js';
 import { billingRoutes } from './billing/routes.js';
 import { capacityRoutes } from './capacity/routes.js';
 import type { OfferIndex } from './capacity/offer-index.js';
@@ -17,6 +21,7 @@ import './http/route-config.js';
 import { docsRoutes, indexRoutes } from './index-routes.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
+import { logRoutes } from './logs/routes.js';
 import { pricingRoutes } from './pricing/routes.js';
 
 /** Everything the HTTP app needs, built once in `server.ts` (or a test) and passed in. */
@@ -32,6 +37,8 @@ export interface AppDeps {
   logger?: boolean;
   /** Epoch milliseconds for rate-limit windows; tests pin it so a window cannot end mid-test. */
   now?: () => number;
+  /** Where artifact bytes live and how their download URLs are signed. */
+  artifacts: { blobs: BlobStore; signer: UrlSigner };
 }
 
 /** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
@@ -69,6 +76,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
   await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
   await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null });
+  await app.register(logRoutes, { db: deps.db });
+  await app.register(artifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
+  await app.register(agentUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
   await app.register(billingRoutes, { db: deps.db });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

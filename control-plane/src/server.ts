@@ -14,6 +14,18 @@ import { startEscrowWorker } from './jobs/escrow-worker.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { removeLocalState, writeLocalState } from './local-state.js';
 import { deploymentSecret } from './settings/store.js';
+import { createAgentGateway } from './agent-gateway/gateway.js';
+import { sweepExpiredArtifacts } from './artifacts/expiry.js';
+import { createFsBlobStore } from './artifacts/fs-blob-store.js';
+import { resolveJobInputs } from './artifacts/inputs.js';
+import { createUrlSigner } from './artifacts/signing.js';
+import type { ExecutionDeps } from './execution/lifecycle.js';
+import { startExecutionWorker } from './execution/worker.js';
+import { startMatcher } from './matching/loop.js';
+import { createQueueFigures } from './matching/queue-figures.js';
+
+/** How long an assignment's input URLs stay valid: the agent may pull a large image first. */
+const INPUT_URL_TTL_SECONDS = 24 * 3600;
 
 export interface ControlPlane {
   app: FastifyInstance;
@@ -37,8 +49,11 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     await syncCatalog(db);
     const rateLimitStore = config.rateLimitStore === 'postgres' ? createPostgresRateLimitStore(db) : createMemoryRateLimitStore();
     const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
-    const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs });
+    const queue = createQueueFigures(db);
+    const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass });
     await offerIndex.start();
+    const blobs = createFsBlobStore(config.execution.artifactDir);
+    const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), config.publicUrl);
     let escrow: EscrowDeps | null = null;
     if (config.chain) {
       const chain = connectChain({
@@ -50,7 +65,18 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       });
       escrow = { chain, health: await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs }) };
     }
-    const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true });
+    const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
+    const log = (message: string, err?: unknown) => app.log.warn({ err }, message);
+    const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
+    const gateway = await createAgentGateway({ app, deps: execution });
+    const matcher = startMatcher(
+      { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, signer, job.accountId, inputs, INPUT_URL_TTL_SECONDS) },
+      { intervalMs: config.execution.matchIntervalMs, queue },
+    );
+    const executionWorker = startExecutionWorker(execution, {
+      intervalMs: config.execution.sweepIntervalMs,
+      sweeps: [{ name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) }],
+    });
     const worker = escrow
       ? startEscrowWorker(
           { db, escrow, startBlock: config.chain?.startBlock ?? 0, refundGraceMs: 60_000, log: (message, err) => app.log.warn({ err }, message) },
@@ -58,6 +84,9 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         )
       : null;
     app.addHook('onClose', async () => {
+      await matcher.close();
+      await executionWorker.close();
+      await gateway.close();
       await worker?.close();
       escrow?.health.close();
       await offerIndex.close();

@@ -51,13 +51,14 @@ async function setup(t: Test, options: { image?: string; command?: string[]; max
   /** Puts the job on the machine as the matcher does: QUEUED -> MATCHING, an offered assignment holding GPU 0. */
   const offer = async () => {
     const assignmentId = newId('asg');
+    const [{ attempt }] = (await db.query<{ attempt: number }>('SELECT count(*)::int + 1 AS attempt FROM assignments WHERE job_id = $1', [jobId])) as [{ attempt: number }];
     await db.query(
       `INSERT INTO assignments (id, job_id, machine_id, attempt, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec)
-       VALUES ($1, $2, $3, 1, '{0}', 'rtx-4090-24gb', 'NVIDIA GeForce RTX 4090', $4, $5::jsonb)`,
-      [assignmentId, jobId, machine.id, PRICE, JSON.stringify({ image, imageDigest: null, command })],
+       VALUES ($1, $2, $3, $6, '{0}', 'rtx-4090-24gb', 'NVIDIA GeForce RTX 4090', $4, $5::jsonb)`,
+      [assignmentId, jobId, machine.id, PRICE, JSON.stringify({ image, imageDigest: null, command }), attempt],
     );
     await db.query(`UPDATE machine_gpus SET busy = true, assignment_id = $2 WHERE machine_id = $1`, [machine.id, assignmentId]);
-    await db.query(`UPDATE jobs SET status = 'MATCHING', assignment_id = $2 WHERE id = $1`, [jobId, assignmentId]);
+    await db.query(`UPDATE jobs SET status = 'MATCHING', assignment_id = $2, attempts = $3 WHERE id = $1`, [jobId, assignmentId, attempt]);
     return assignmentId;
   };
   const status = (assignmentId: string, state: AssignmentStatusMessage['state'], extra: Partial<AssignmentStatusMessage> = {}): AssignmentStatusMessage => ({
@@ -252,7 +253,7 @@ t.test('a rejection or a lost machine: back to QUEUED, the machine excluded for 
   await assignmentStatus(s.deps, s.machine.id, s.status(second, 'running', { startedAt: STARTED }));
   await assignmentLost(s.deps, second, 'no heartbeat for 5 minutes');
   const [row] = await s.db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM jobs WHERE id = $1', [s.jobId]);
-  t.same(row, { status: 'QUEUED', attempts: 1 });
+  t.same(row, { status: 'QUEUED', attempts: 2 }, 'one rejection and one loss: a third assignment may follow');
   t.equal((await s.db.query('SELECT 1 FROM job_exclusions WHERE job_id = $1', [s.jobId])).length, 1, 'the lost machine is excluded');
   t.ok((await s.lines()).some((l) => l.includes('the machine stopped answering: no heartbeat for 5 minutes')));
 });

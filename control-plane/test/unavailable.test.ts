@@ -1,9 +1,14 @@
+import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import t from 'tap';
 import { generateApiKey } from '../src/auth/api-keys.js';
 import { openPostgres } from '../src/db/postgres.js';
 import { buildApp } from '../src/app.js';
+import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
+import { createUrlSigner } from '../src/artifacts/signing.js';
 import { loadConfig } from '../src/config.js';
 import { createMemoryRateLimitStore } from '../src/http/rate-limit-store.js';
 import { createOfferIndex } from '../src/capacity/offer-index.js';
@@ -26,7 +31,8 @@ t.test('error: unavailable when the database cannot be reached', async (t) => {
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start().catch(() => {});
   const rateLimitStore = createMemoryRateLimitStore();
-  const app = await buildApp({ config: loadConfig({}), db, rateLimitStore, clientHashSalt: 's', offerIndex, logger: false });
+  const config = loadConfig({});
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 's', offerIndex, logger: false, artifacts: { blobs: createFsBlobStore(mkdtempSync(join(tmpdir(), 'gf-unavailable-'))), signer: createUrlSigner('unreachable-database', config.publicUrl) } });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();

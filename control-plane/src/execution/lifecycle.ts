@@ -191,12 +191,13 @@ async function failAssignment(
     if (!asg) return null;
     await releaseGpus(tx, asg.id);
     if (rule.excludeMachine) await excludeMachine(tx, asg.job_id, asg.machine_id, code);
-    const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING'; attempts: number }>(
-      `SELECT status, attempts FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
+    const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING' }>(
+      `SELECT status FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
       [asg.job_id, asg.id],
     );
     if (!job) return null;
-    const attempts = job.attempts + 1;
+    // Runs that ended without a result, this one included (a machine's refusal is not a run).
+    const [{ attempts }] = (await tx.query<{ attempts: number }>(`SELECT count(*)::int AS attempts FROM assignments WHERE job_id = $1 AND state IN ('failed', 'lost')`, [asg.job_id])) as [{ attempts: number }];
     const retry = rule.retried && attempts < MAX_ATTEMPTS;
     const transition = transitionFor(job.status, retry ? 'retry' : 'fail');
     const refund = transition.effects.includes('authorize_refund');
@@ -206,7 +207,7 @@ async function failAssignment(
       from: job.status,
       to: transition.to,
       assignmentId: asg.id,
-      set: { attempts, assignment_id: null, ...(retry ? {} : { failure_reason: why }), ...(refund ? { refund_status: 'pending' as const } : {}) },
+      set: { assignment_id: null, ...(retry ? {} : { failure_reason: why }), ...(refund ? { refund_status: 'pending' as const } : {}) },
     });
     await appendServiceLine(
       tx,

@@ -76,7 +76,6 @@ export async function moveJob(
     to: JobStatus;
     assignmentId?: string;
     set?: Partial<{
-      attempts: number;
       assignment_id: string | null;
       failure_reason: string | null;
       refund_status: 'pending';

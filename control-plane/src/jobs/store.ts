@@ -42,7 +42,7 @@ export interface JobRow {
   refund_status: 'pending' | 'authorized' | 'claimed' | null;
   refund_authorize_tx_hash: string | null;
   refund_tx_hash: string | null;
-  /** Runs that ended without a result (infrastructure failures); the third fails the job. */
+  /** Assignments made so far (the matcher sets it to the attempt number of the one it just made). */
   attempts: number;
   /** The live assignment (MATCHING, RUNNING), or the one that produced the result. */
   assignment_id: string | null;

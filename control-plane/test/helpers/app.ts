@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { ApiKeyScope } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
+import type { BlobStore } from '../../src/artifacts/blob-store.js';
+import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
+import { createUrlSigner, type UrlSigner } from '../../src/artifacts/signing.js';
+import { deploymentSecret } from '../../src/settings/store.js';
 import { keyEnvironmentFor } from '../../src/auth/api-keys.js';
 import { createApiKey, setAccountStatus, type CreatedApiKey } from '../../src/auth/store.js';
 import { createOfferIndex, type OfferIndex } from '../../src/capacity/offer-index.js';
@@ -22,6 +29,8 @@ export interface TestApp {
   config: Config;
   offerIndex: OfferIndex;
   rateLimitStore: RateLimitStore;
+  blobs: BlobStore;
+  signer: UrlSigner;
 }
 
 /**
@@ -34,13 +43,28 @@ export async function buildTestApp(t: TestContext, options: { env?: Record<strin
   const rateLimitStore = createMemoryRateLimitStore();
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start();
-  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, ...(options.now ? { now: options.now } : {}) });
+  const artifacts = await testArtifacts(t, db, config);
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, artifacts, ...(options.now ? { now: options.now } : {}) });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();
     await rateLimitStore.close();
   });
-  return { app, db, config, offerIndex, rateLimitStore };
+  return { app, db, config, offerIndex, rateLimitStore, ...artifacts };
+}
+
+/**
+ * The artifact store and URL signer as `server.ts` makes them: the filesystem store in
+ * `GF_ARTIFACT_DIR` when the test sets it, else in a temporary directory removed afterwards.
+ */
+export async function testArtifacts(t: TestContext, db: Database, config: Config): Promise<{ blobs: BlobStore; signer: UrlSigner }> {
+  let dir = config.execution.artifactDir;
+  if (dir === `${config.dataDir}/artifacts`) {
+    const tmp = mkdtempSync(join(tmpdir(), 'gf-test-artifacts-'));
+    t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+    dir = tmp;
+  }
+  return { blobs: createFsBlobStore(dir), signer: createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), config.publicUrl) };
 }
 
 /** A fresh account with one key; `status: 'suspended'` suspends the account afterwards. */

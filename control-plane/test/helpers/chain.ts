@@ -11,7 +11,7 @@ import { createOfferIndex } from '../../src/capacity/offer-index.js';
 import { loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { createMemoryRateLimitStore } from '../../src/http/rate-limit-store.js';
-import { ADMIN_TOKEN, type TestApp } from './app.js';
+import { ADMIN_TOKEN, testArtifacts, type TestApp } from './app.js';
 import { createPostgresTestDatabase } from './database.js';
 
 export const CHAIN_ID = 4663;
@@ -98,13 +98,14 @@ export async function buildEscrowTestApp(
   const rateLimitStore = createMemoryRateLimitStore();
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start();
-  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, escrow, logger: false });
+  const artifacts = await testArtifacts(t, db, config);
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, escrow, logger: false, artifacts });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();
     await rateLimitStore.close();
   });
-  return { app, db, config, offerIndex, rateLimitStore, escrow };
+  return { app, db, config, offerIndex, rateLimitStore, escrow, ...artifacts };
 }
 
 /** Sends the funding calls from `wallet` exactly as returned, in order; returns each hash after it is mined. */
