@@ -459,6 +459,10 @@ t.test('error: agent uploads for unknown rules, bad names, too large, or a close
   t.equal(closed.json.error.code, 'conflict');
   await s.db.query("UPDATE assignments SET state = 'finished', finished_at = now() - interval '1 minute' WHERE id = $1", [s.assignmentId]);
   t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'just finished: a retry still lands');
+  t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'and may repeat the same bytes');
+  const changed = await put(s, uploadPath(s, 'log'), [Buffer.from('rewritten log')]);
+  t.equal(changed.status, 409, 'but not change them once finished');
+  t.equal(await s.blobs.stat(sha256('rewritten log')), null, 'the refused bytes are not kept');
   await s.db.query("UPDATE assignments SET finished_at = now() - interval '1 hour' WHERE id = $1", [s.assignmentId]);
   t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('too late')])).status, 409, 'long finished: refused');
   const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');

@@ -9,7 +9,7 @@ import { BlobTooLargeError, type BlobStore } from './blob-store.js';
 import { deleteIfUnreferenced } from './expiry.js';
 import { newArtifactId } from './metadata.js';
 import { bodyStream, checkDeclaredLength, declaredSha256, takeRawBodies, tooLarge } from './raw-body.js';
-import { upsertAssignmentArtifact } from './store.js';
+import { findAssignmentArtifact, upsertAssignmentArtifact } from './store.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -68,7 +68,8 @@ export interface AgentUploadAnswer {
  * machine's and accepted, running, or finished (failed) within LATE_UPLOAD_MS. The server
  * hashes what it stores; the agent's hash (trailer `X-Content-Sha256`, or the header on a retry)
  * is recorded beside it and a mismatch is stored all the same (the server's hash is the
- * truth; the result then says `hashesMatch: false`). The same name again replaces the row.
+ * truth; the result then says `hashesMatch: false`). The same name again replaces the row
+ * (an agent's retry) while the assignment runs; once it finished, only the same bytes again.
  */
 export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = async (app, { db, blobs, config }) => {
   takeRawBodies(app);
@@ -122,6 +123,16 @@ export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = a
     } catch (err) {
       await deleteIfUnreferenced({ db, blobs }, stored.sha256);
       throw err;
+    }
+    if (target.state === 'finished' || target.state === 'failed') {
+      // The result was taken from what was stored: a late retry may repeat those bytes, never change them.
+      const kept = await findAssignmentArtifact(db, target.id, name);
+      if (kept && kept.sha256 !== stored.sha256) {
+        await deleteIfUnreferenced({ db, blobs }, stored.sha256);
+        throw new ApiError('conflict', `The assignment ${id} is ${target.state} and its ${name} is stored with other bytes (sha256 ${kept.sha256}); it cannot change now.`, {
+          details: [{ field: 'body', message: `body hashes to ${stored.sha256}, the stored ${name} to ${kept.sha256}` }],
+        });
+      }
     }
     const { row, replacedSha256 } = await upsertAssignmentArtifact(db, {
       id: newArtifactId(),
