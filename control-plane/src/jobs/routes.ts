@@ -31,6 +31,7 @@ import { confirmFunding, RETRY_AFTER_SECONDS } from './fund-confirm.js';
 import { ensureEscrowTerms, fundingFor, requireChain, termsHash, type EscrowDeps } from './funding.js';
 import { authorizePendingRefund } from './settlement.js';
 import { priceJob } from './pricing.js';
+import { checkJobInputs } from '../artifacts/inputs.js';
 import { jobCanceled } from '../execution/lifecycle.js';
 import { loadJobExtras, toJob } from './serialize.js';
 import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJobs, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
@@ -144,10 +145,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
 
     // Checks that need this deployment's state, each reported on its field.
     const paymentToken = spec.paymentToken ?? (config.stableToken ? 'stable' : 'eth');
-    const details = (spec.inputs ?? []).map((input, i) => ({
-      field: `inputs[${i}].artifactId`,
-      message: `inputs[${i}].artifactId: no artifact ${input.artifactId} on this account`,
-    }));
+    const details = spec.inputs?.length ? await checkJobInputs(db, principal.accountId, spec.inputs) : [];
     if (paymentToken === 'stable' && !config.stableToken) {
       details.push({ field: 'paymentToken', message: 'paymentToken: this deployment has no stablecoin configured; use eth' });
     }

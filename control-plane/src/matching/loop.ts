@@ -1,12 +1,10 @@
 import { FLEET_CHANGED_CHANNEL } from '../capacity/offer-index.js';
+import { JOBS_QUEUED_CHANNEL } from '../jobs/channels.js';
 import { matchQueuedJobs, type MatcherDeps, type MatchOptions, type MatchResult } from './matcher.js';
 import type { QueueFigures } from './queue-figures.js';
 
-/**
- * The channel that wakes matchers at once: NOTIFY it (any payload) after a job becomes QUEUED
- * (fund-confirm, a requeue) or GPUs are freed, e.g. `SELECT pg_notify('jobs_queued', $jobId)`.
- */
-export const JOBS_QUEUED_CHANNEL = 'jobs_queued';
+/** The matchers wake on `jobs_queued` (raised by fund-confirm and every requeue, `jobs/channels.ts`). */
+export { JOBS_QUEUED_CHANNEL };
 
 export interface MatcherLoopOptions extends MatchOptions {
   /** Period of the loop. A pass runs on a tick only when something may have changed (see below). */

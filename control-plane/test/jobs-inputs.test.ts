@@ -1,0 +1,58 @@
+import { createHash, randomBytes } from 'node:crypto';
+import t from 'tap';
+import { artifactMetadataSchema, assignmentSpecSchema } from '@gpufarm/shared';
+import { resolveJobInputs } from '../src/artifacts/inputs.js';
+import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { matchQueuedJobs } from '../src/matching/matcher.js';
+import { assertError } from './helpers/assert.js';
+import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
+
+/**
+ * Job inputs end to end inside the control plane: an upload (`POST /v1/artifacts`) named by a
+ * job's `inputs`, checked at creation against the account and expiry, and handed to the machine
+ * as a signed URL with its hash when the job is matched.
+ */
+
+t.test('inputs: an uploaded file can be named; another account’s, an unknown or an expired one is a validation_error on its field', async (t) => {
+  const { app, db, signer, offerIndex } = await buildTestApp(t);
+  const farm = await createFarm(db);
+  const machine = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  await db.query(`UPDATE machines SET token_hash = 'agent' WHERE id = $1`, [machine.id]);
+  await db.query(`UPDATE machine_gpus SET uuid = 'GPU-0' WHERE machine_id = $1`, [machine.id]);
+  await offerIndex.refresh();
+  const mine = await createTestKey(db);
+  const theirs = await createTestKey(db);
+  const bytes = randomBytes(4096);
+  const upload = async (key: string) =>
+    artifactMetadataSchema.parse((await app.inject({ method: 'POST', url: '/v1/artifacts?filename=weights.bin', headers: { ...bearer(key), 'content-type': 'application/octet-stream' }, payload: bytes })).json());
+  const input = await upload(mine.key);
+  const foreign = await upload(theirs.key);
+  t.equal(input.sha256, createHash('sha256').update(bytes).digest('hex'));
+
+  const refused = async (res: Awaited<ReturnType<typeof create>>) => {
+    assertError(t, res, 'validation_error', 422);
+    t.ok((res.json() as { error: { details: Array<{ field: string }> } }).error.details.some((d) => d.field === 'inputs[0].artifactId'), 'names inputs[0].artifactId');
+  };
+  const create = (inputs: unknown) => app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(mine.key), payload: { image: 'busybox@sha256:' + 'a'.repeat(64), gpu: { count: 1 }, inputs } });
+  await refused(await create([{ artifactId: foreign.id, mountName: 'data' }]));
+  await refused(await create([{ artifactId: 'art_00000000000000000000000000', mountName: 'data' }]));
+  await db.query(`UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1`, [foreign.id]);
+  const res = await create([{ artifactId: input.id, mountName: 'data' }]);
+  t.equal(res.statusCode, 201, `an own, live upload is accepted: ${res.body.slice(0, 300)}`);
+  const jobId = (res.json() as { job: { id: string } }).job.id;
+
+  // Funded and queued, the matcher hands the machine a signed URL of the bytes with their hash.
+  await db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1`, [jobId]);
+  const result = await matchQueuedJobs({ db, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, signer, job.accountId, inputs, 3600) });
+  t.equal(result.matched.length, 1);
+  const [row] = await db.query<{ spec: unknown }>('SELECT spec FROM assignments WHERE job_id = $1', [jobId]);
+  const spec = assignmentSpecSchema.parse(row!.spec);
+  t.same(spec.inputs.map((i) => [i.mountName, i.artifactId, i.sha256, i.sizeBytes]), [['data', input.id, input.sha256, 4096]]);
+  const url = new URL(spec.inputs[0]!.url);
+  const download = await app.inject({ method: 'GET', url: url.pathname + url.search });
+  t.equal(download.statusCode, 200);
+  t.equal(createHash('sha256').update(download.rawPayload).digest('hex'), input.sha256, 'the URL serves the uploaded bytes');
+
+  await db.query(`UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1`, [input.id]);
+  await refused(await create([{ artifactId: input.id, mountName: 'data' }]));
+});
