@@ -422,3 +422,20 @@ t.test('behavior: on the embedded database (PGlite) too: enroll, hello, heartbea
   const [machine] = await db.query<{ status: string }>('SELECT status FROM machines WHERE id = $1', [machineId]);
   t.equal(machine?.status, 'offline');
 });
+
+t.test('behavior: notices missed while the LISTEN connection was down are made good: offers are resent once it is back', async (t) => {
+  const { app, db, url } = await startGatewayApp(t);
+  const { machineId, machineToken } = await enrollMachine(app, db);
+  const agent = await AgentSocket.connect(url, machineToken);
+  t.teardown(() => agent.close());
+  agent.send(hello());
+  await agent.next('welcome');
+  const killed = await db.query<{ ok: boolean }>(
+    `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN%'`,
+  );
+  t.ok(killed.length > 0 && killed.every((k) => k.ok), 'the listening connection was cut');
+  const assignmentId = await insertAssignment(db, { jobId: await insertJob(db), machineId });
+  await notifyAgent(db, { machineId, assignmentId, kind: 'assign' });
+  t.equal((await agent.next('assign')).assignment.assignmentId, assignmentId, 'sent after the listener reconnected');
+});
