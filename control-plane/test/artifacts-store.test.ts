@@ -15,7 +15,7 @@ import { createUrlSigner } from '../src/artifacts/signing.js';
 import { insertArtifact, type NewArtifact } from '../src/artifacts/store.js';
 import type { Database } from '../src/db/database.js';
 import { createTestKey } from './helpers/app.js';
-import { createPostgresTestDatabase } from './helpers/database.js';
+import { BACKENDS } from './helpers/database.js';
 
 const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
 
@@ -108,92 +108,95 @@ async function artifactRow(db: Database, fields: Partial<NewArtifact> & { accoun
 
 const hoursFromNow = (h: number) => new Date(Date.now() + h * 3600_000);
 
-t.test('behavior: the expiry sweep deletes bytes only when no unexpired artifact shares them', async (t) => {
-  const { db } = await createPostgresTestDatabase(t);
-  const dir = tempDir(t);
-  const blobs = createFsBlobStore(dir);
-  const alice = await createTestKey(db);
-  const bob = await createTestKey(db);
-  const shared = await blobs.put(Readable.from([Buffer.from('shared bytes')]), { maxBytes: 100 });
-  const alone = await blobs.put(Readable.from([Buffer.from('alone bytes')]), { maxBytes: 100 });
-  const expiredShared = await artifactRow(db, { accountId: alice.accountId, sha256: shared.sha256 });
-  const liveShared = await artifactRow(db, { accountId: bob.accountId, sha256: shared.sha256 });
-  await artifactRow(db, { accountId: alice.accountId, sha256: alone.sha256 });
-  // Rows expiring in an hour; the sweep runs "in two hours", when the blobs are past the fresh grace.
-  await db.query('UPDATE artifacts SET expires_at = $1', [hoursFromNow(1)]);
-  await db.query('UPDATE artifacts SET expires_at = $1 WHERE id = $2', [hoursFromNow(24), liveShared.id]);
-  const old = new Date(Date.now() - 2 * FRESH_BLOB_GRACE_MS);
-  for (const s of [shared.sha256, alone.sha256]) utimesSync(blobs.pathOf(s), old, old);
-  const later = () => hoursFromNow(2);
+// The store's SQL runs on both backends; the rest of the sweep's paths on PostgreSQL only (PGlite starts slowly).
+for (const [backend, createDatabase] of BACKENDS) {
+  t.test(`${backend}: behavior: the expiry sweep deletes bytes only when no unexpired artifact shares them`, async (t) => {
+    const { db } = await createDatabase(t);
+    const dir = tempDir(t);
+    const blobs = createFsBlobStore(dir);
+    const alice = await createTestKey(db);
+    const bob = await createTestKey(db);
+    const shared = await blobs.put(Readable.from([Buffer.from('shared bytes')]), { maxBytes: 100 });
+    const alone = await blobs.put(Readable.from([Buffer.from('alone bytes')]), { maxBytes: 100 });
+    const expiredShared = await artifactRow(db, { accountId: alice.accountId, sha256: shared.sha256 });
+    const liveShared = await artifactRow(db, { accountId: bob.accountId, sha256: shared.sha256 });
+    await artifactRow(db, { accountId: alice.accountId, sha256: alone.sha256 });
+    // Rows expiring in an hour; the sweep runs "in two hours", when the blobs are past the fresh grace.
+    await db.query('UPDATE artifacts SET expires_at = $1', [hoursFromNow(1)]);
+    await db.query('UPDATE artifacts SET expires_at = $1 WHERE id = $2', [hoursFromNow(24), liveShared.id]);
+    const old = new Date(Date.now() - 2 * FRESH_BLOB_GRACE_MS);
+    for (const s of [shared.sha256, alone.sha256]) utimesSync(blobs.pathOf(s), old, old);
+    const later = () => hoursFromNow(2);
 
-  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 });
-  t.equal(await blobs.stat(alone.sha256), null, 'the unshared expired blob is gone');
-  t.not(await blobs.stat(shared.sha256), null, "bob's live artifact keeps the shared bytes");
-  const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
-  t.equal(row!.n, 3, 'rows stay (a download answers gone)');
+    t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 });
+    t.equal(await blobs.stat(alone.sha256), null, 'the unshared expired blob is gone');
+    t.not(await blobs.stat(shared.sha256), null, "bob's live artifact keeps the shared bytes");
+    const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+    t.equal(row!.n, 3, 'rows stay (a download answers gone)');
 
-  await db.query('UPDATE artifacts SET expires_at = $1 WHERE id = $2', [hoursFromNow(1), liveShared.id]);
-  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 });
-  t.equal(await blobs.stat(shared.sha256), null, 'once every use expired, the bytes go');
-  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 0, sparedFresh: 0 }, 'a second sweep finds nothing to do');
-  t.ok(expiredShared.id);
-});
+    await db.query('UPDATE artifacts SET expires_at = $1 WHERE id = $2', [hoursFromNow(1), liveShared.id]);
+    t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 });
+    t.equal(await blobs.stat(shared.sha256), null, 'once every use expired, the bytes go');
+    t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 0, sparedFresh: 0 }, 'a second sweep finds nothing to do');
+    t.ok(expiredShared.id);
+  });
 
-t.test('behavior: the sweep spares freshly written bytes (an upload of equal bytes may be writing its row)', async (t) => {
-  const { db } = await createPostgresTestDatabase(t);
-  const blobs = createFsBlobStore(tempDir(t));
-  const alice = await createTestKey(db);
-  const stored = await blobs.put(Readable.from([Buffer.from('fresh')]), { maxBytes: 100 });
-  await artifactRow(db, { accountId: alice.accountId, sha256: stored.sha256 });
-  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 day'");
-  t.same(await sweepExpiredArtifacts({ db, blobs }), { deleted: 0, sparedFresh: 1 });
-  t.not(await blobs.stat(stored.sha256), null);
-});
-
-t.test('behavior: the sweep pages through many expired hashes', async (t) => {
-  const { db } = await createPostgresTestDatabase(t);
-  const dir = tempDir(t);
-  const blobs = createFsBlobStore(dir);
-  const alice = await createTestKey(db);
-  const old = new Date(Date.now() - 2 * FRESH_BLOB_GRACE_MS);
-  for (let i = 0; i < 7; i++) {
-    const stored = await blobs.put(Readable.from([Buffer.from(`blob ${i}`)]), { maxBytes: 100 });
-    utimesSync(blobs.pathOf(stored.sha256), old, old);
+  if (backend === 'postgres') t.test(`${backend}: behavior: the sweep spares freshly written bytes (an upload of equal bytes may be writing its row)`, async (t) => {
+    const { db } = await createDatabase(t);
+    const blobs = createFsBlobStore(tempDir(t));
+    const alice = await createTestKey(db);
+    const stored = await blobs.put(Readable.from([Buffer.from('fresh')]), { maxBytes: 100 });
     await artifactRow(db, { accountId: alice.accountId, sha256: stored.sha256 });
-  }
-  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 day'");
-  t.same(await sweepExpiredArtifacts({ db, blobs }, { batch: 3 }), { deleted: 7, sparedFresh: 0 });
-  t.same(blobFiles(dir), []);
-});
+    await db.query("UPDATE artifacts SET expires_at = now() - interval '1 day'");
+    t.same(await sweepExpiredArtifacts({ db, blobs }), { deleted: 0, sparedFresh: 1 });
+    t.not(await blobs.stat(stored.sha256), null);
+  });
 
-t.test('job inputs: checked against the account and expiry, resolved to signed URLs', async (t) => {
-  const { db } = await createPostgresTestDatabase(t);
-  const alice = await createTestKey(db);
-  const bob = await createTestKey(db);
-  const mine = await artifactRow(db, { accountId: alice.accountId, sha256: sha256('mine'), sizeBytes: 4 });
-  const expired = await artifactRow(db, { accountId: alice.accountId, sha256: sha256('old') });
-  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1", [expired.id]);
-  const bobs = await artifactRow(db, { accountId: bob.accountId, sha256: sha256('bob') });
+  if (backend === 'postgres') t.test(`${backend}: behavior: the sweep pages through many expired hashes`, async (t) => {
+    const { db } = await createDatabase(t);
+    const dir = tempDir(t);
+    const blobs = createFsBlobStore(dir);
+    const alice = await createTestKey(db);
+    const old = new Date(Date.now() - 2 * FRESH_BLOB_GRACE_MS);
+    for (let i = 0; i < 7; i++) {
+      const stored = await blobs.put(Readable.from([Buffer.from(`blob ${i}`)]), { maxBytes: 100 });
+      utimesSync(blobs.pathOf(stored.sha256), old, old);
+      await artifactRow(db, { accountId: alice.accountId, sha256: stored.sha256 });
+    }
+    await db.query("UPDATE artifacts SET expires_at = now() - interval '1 day'");
+    t.same(await sweepExpiredArtifacts({ db, blobs }, { batch: 3 }), { deleted: 7, sparedFresh: 0 });
+    t.same(blobFiles(dir), []);
+  });
 
-  t.same(await checkJobInputs(db, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }]), []);
-  const details = await checkJobInputs(db, alice.accountId, [
-    { artifactId: mine.id, mountName: 'a' },
-    { artifactId: bobs.id, mountName: 'b' },
-    { artifactId: expired.id, mountName: 'c' },
-    { artifactId: 'art_unknown', mountName: 'd' },
-  ]);
-  t.same(details.map((d) => d.field), ['inputs[1].artifactId', 'inputs[2].artifactId', 'inputs[3].artifactId']);
-  t.match(details[0]!.message, /no artifact .* on this account/);
-  t.match(details[1]!.message, /expired/);
+  t.test(`${backend}: job inputs: checked against the account and expiry, resolved to signed URLs`, async (t) => {
+    const { db } = await createDatabase(t);
+    const alice = await createTestKey(db);
+    const bob = await createTestKey(db);
+    const mine = await artifactRow(db, { accountId: alice.accountId, sha256: sha256('mine'), sizeBytes: 4 });
+    const expired = await artifactRow(db, { accountId: alice.accountId, sha256: sha256('old') });
+    await db.query("UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1", [expired.id]);
+    const bobs = await artifactRow(db, { accountId: bob.accountId, sha256: sha256('bob') });
 
-  const signer = createUrlSigner('key', 'http://cp.test');
-  const [resolved] = await resolveJobInputs(db, signer, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }], 3600);
-  t.equal(resolved!.mountName, 'data');
-  t.equal(resolved!.sha256, sha256('mine'));
-  t.equal(resolved!.sizeBytes, 4);
-  const url = new URL(resolved!.url);
-  t.equal(url.pathname, `/files/${mine.id}`);
-  t.equal(signer.verify(mine.id, url.searchParams.get('expires') ?? undefined, url.searchParams.get('sig') ?? undefined), 'ok');
-  await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: bobs.id, mountName: 'b' }], 60), JobInputUnavailableError);
-  await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: expired.id, mountName: 'c' }], 60), new JobInputUnavailableError(expired.id, 'expired'));
-});
+    t.same(await checkJobInputs(db, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }]), []);
+    const details = await checkJobInputs(db, alice.accountId, [
+      { artifactId: mine.id, mountName: 'a' },
+      { artifactId: bobs.id, mountName: 'b' },
+      { artifactId: expired.id, mountName: 'c' },
+      { artifactId: 'art_unknown', mountName: 'd' },
+    ]);
+    t.same(details.map((d) => d.field), ['inputs[1].artifactId', 'inputs[2].artifactId', 'inputs[3].artifactId']);
+    t.match(details[0]!.message, /no artifact .* on this account/);
+    t.match(details[1]!.message, /expired/);
+
+    const signer = createUrlSigner('key', 'http://cp.test');
+    const [resolved] = await resolveJobInputs(db, signer, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }], 3600);
+    t.equal(resolved!.mountName, 'data');
+    t.equal(resolved!.sha256, sha256('mine'));
+    t.equal(resolved!.sizeBytes, 4);
+    const url = new URL(resolved!.url);
+    t.equal(url.pathname, `/files/${mine.id}`);
+    t.equal(signer.verify(mine.id, url.searchParams.get('expires') ?? undefined, url.searchParams.get('sig') ?? undefined), 'ok');
+    await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: bobs.id, mountName: 'b' }], 60), JobInputUnavailableError);
+    await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: expired.id, mountName: 'c' }], 60), new JobInputUnavailableError(expired.id, 'expired'));
+  });
+}
