@@ -1,10 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { artifactMetadataSchema, artifactSummarySchema, type ArtifactMetadata } from '@gpufarm/shared';
+import { fileSource, packOutputRule } from '@gpufarm/agent/artifacts/pack.js';
+import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
 import Fastify from 'fastify';
 import t, { type Test } from 'tap';
 import { hashAgentToken, newAgentToken } from '../src/agent-gateway/machine-auth.js';
@@ -509,4 +511,32 @@ t.test('error: unavailable when the store lost the bytes of a live artifact', as
   const meta = await uploadInput(s, Buffer.from('soon lost'));
   await s.blobs.delete(meta.sha256);
   assertError(t, await s.app.inject({ method: 'GET', url: pathOf(meta.url) }), 'unavailable', 503);
+});
+
+t.test('behavior: the real agent uploader (chunked body, hash as a trailer) stores a packed output and a log', async (t) => {
+  const s = await uploadSetup(t);
+  const work = mkdtempSync(join(tmpdir(), 'gf-agent-out-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  mkdirSync(join(work, 'output'));
+  writeFileSync(join(work, 'output', 'result.txt'), 'the answer\n');
+  writeFileSync(join(work, 'output', 'big.bin'), randomBytes(100_000));
+  writeFileSync(join(work, 'job.log'), '{"seq":0,"stream":"stdout","line":"hi"}\n');
+  const url = (name: string) => `http://127.0.0.1:${s.port}${uploadPath(s, name)}`;
+  const headers = { authorization: `Bearer ${s.token}` };
+
+  const output = await uploadArtifact({ url: url('output-0'), headers, contentType: 'application/x-tar', attempts: 1, open: () => packOutputRule(join(work, 'output'), { path: '/output', maxBytes: 256 * 1024 }) });
+  t.equal(output.status, 201);
+  const log = await uploadArtifact({ url: url('log'), headers, contentType: 'application/x-ndjson', attempts: 1, open: () => fileSource(join(work, 'job.log')) });
+  t.equal(log.status, 201);
+  const rows = await s.db.query<{ name: string; sha256: string; declared_sha256: string; size_bytes: number }>(
+    'SELECT name, sha256, declared_sha256, size_bytes FROM artifacts WHERE assignment_id = $1 ORDER BY name',
+    [s.assignmentId],
+  );
+  t.same(rows, [
+    { name: 'log', sha256: log.sha256, declared_sha256: log.sha256, size_bytes: log.sizeBytes },
+    { name: 'output-0', sha256: output.sha256, declared_sha256: output.sha256, size_bytes: output.sizeBytes },
+  ], "the server's hashes equal the agent's, declared in the trailer");
+  const [summary] = await listJobArtifacts(s.db, s.jobId);
+  const meta = (await s.app.inject({ method: 'GET', url: `/v1/artifacts/${summary!.id}?format=json`, headers: bearer(s.key) })).json() as ArtifactMetadata;
+  t.equal(sha256((await s.app.inject({ method: 'GET', url: pathOf(meta.url) })).rawPayload), output.sha256, 'the customer downloads the same tar');
 });
