@@ -10,7 +10,7 @@ import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
 import Fastify from 'fastify';
 import t, { type Test } from 'tap';
 import { hashAgentToken, newAgentToken } from '../src/agent-gateway/machine-auth.js';
-import { agentUploadRoutes } from '../src/artifacts/agent-upload.js';
+import { agentUploadRoutes, type AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../src/artifacts/routes.js';
 import { createUrlSigner, type UrlSigner } from '../src/artifacts/signing.js';
@@ -315,6 +315,9 @@ async function uploadSetup(t: Test, state = 'running', outputRules = [{ path: '/
   return { ...s, jobId, assignmentId, machineId: machine.id, token, otherToken, port: (agentApp.server.address() as { port: number }).port };
 }
 
+/** An upload's answer: the 201 body, or the error envelope. */
+type UploadReply = Partial<AgentUploadAnswer> & { error?: { code: string; message: string; details: { field: string; message: string }[] } };
+
 interface PutOptions {
   token?: string | null;
   /** `X-Content-Sha256` sent as a trailer after the chunked body, as the agent does. */
@@ -323,7 +326,7 @@ interface PutOptions {
 }
 
 /** A chunked PUT like the agent's uploader: the body in chunks, the hash as a trailer. */
-function put(u: Upload, path: string, chunks: Buffer[], options: PutOptions = {}): Promise<{ status: number; json: Record<string, any> }> {
+function put(u: Upload, path: string, chunks: Buffer[], options: PutOptions = {}): Promise<{ status: number; json: UploadReply }> {
   return new Promise((resolve, reject) => {
     const token = options.token === undefined ? u.token : options.token;
     const req = http.request({
@@ -345,7 +348,7 @@ function put(u: Upload, path: string, chunks: Buffer[], options: PutOptions = {}
       res.on('data', (c: Buffer) => parts.push(c));
       res.on('end', () => {
         const text = Buffer.concat(parts).toString();
-        resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : {} });
+        resolve({ status: res.statusCode ?? 0, json: text ? (JSON.parse(text) as UploadReply) : {} });
       });
     });
     let i = 0;
@@ -371,7 +374,7 @@ t.test('default: an agent streams an output; the server hashes it, compares the 
   const res = await put(s, uploadPath(s, 'output-0'), chunks, { trailer: sha256(bytes) });
   t.equal(res.status, 201, JSON.stringify(res.json));
   t.same(res.json, { artifactId: res.json.artifactId, sha256: sha256(bytes), sizeBytes: bytes.length, declaredSha256: sha256(bytes), hashesMatch: true });
-  const [row] = await s.db.query<Record<string, unknown>>('SELECT * FROM artifacts WHERE id = $1', [res.json.artifactId]);
+  const [row] = await s.db.query<Record<string, unknown>>('SELECT * FROM artifacts WHERE id = $1', [res.json.artifactId ?? null]);
   t.match(row, { account_id: s.accountId, job_id: s.jobId, assignment_id: s.assignmentId, kind: 'output', name: 'output-0', filename: `${s.jobId}-output-0.tar`, sha256: sha256(bytes), declared_sha256: sha256(bytes) });
   const file = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(s.key) });
   t.equal(file.statusCode, 302, 'the job owner downloads it');
@@ -398,7 +401,7 @@ t.test('behavior: a declared hash that differs is recorded, and the server hash 
   t.equal(res.json.sha256, sha256(bytes));
   t.equal(res.json.declaredSha256, sha256('claimed output'));
   t.equal(res.json.hashesMatch, false);
-  const [row] = await s.db.query<{ sha256: string; declared_sha256: string }>('SELECT sha256, declared_sha256 FROM artifacts WHERE id = $1', [res.json.artifactId]);
+  const [row] = await s.db.query<{ sha256: string; declared_sha256: string }>('SELECT sha256, declared_sha256 FROM artifacts WHERE id = $1', [res.json.artifactId ?? null]);
   t.same(row, { sha256: sha256(bytes), declared_sha256: sha256('claimed output') });
 
   const header = await put(s, uploadPath(s, 'log'), [bytes], { header: sha256(bytes).toUpperCase() });
@@ -426,13 +429,13 @@ t.test('error: agent uploads without a token, with an unknown or another machine
   const body = [Buffer.from('x')];
   const missing = await put(s, uploadPath(s, 'output-0'), body, { token: null });
   t.equal(missing.status, 401);
-  t.equal(missing.json.error.code, 'missing_api_key');
+  t.equal(missing.json.error?.code, 'missing_api_key');
   const unknown = await put(s, uploadPath(s, 'output-0'), body, { token: newAgentToken('gfa') });
   t.equal(unknown.status, 401);
-  t.equal(unknown.json.error.code, 'invalid_api_key');
+  t.equal(unknown.json.error?.code, 'invalid_api_key');
   const other = await put(s, uploadPath(s, 'output-0'), body, { token: s.otherToken });
   t.equal(other.status, 404, "another machine's assignment is not found");
-  t.equal(other.json.error.code, 'not_found');
+  t.equal(other.json.error?.code, 'not_found');
   const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
   t.equal(row!.n, 0);
 });
@@ -441,24 +444,24 @@ t.test('error: agent uploads for unknown rules, bad names, too large, or a close
   const s = await uploadSetup(t, 'running', [{ path: '/output', maxBytes: 100_000 }]);
   const rule = await put(s, uploadPath(s, 'output-1'), [Buffer.from('x')]);
   t.equal(rule.status, 404);
-  t.match(rule.json.error.message, /no output rule 1/);
+  t.match(rule.json.error?.message, /no output rule 1/);
   const name = await put(s, uploadPath(s, 'secrets'), [Buffer.from('x')]);
   t.equal(name.status, 400);
-  t.equal(name.json.error.code, 'invalid_request');
+  t.equal(name.json.error?.code, 'invalid_request');
   const unknownAssignment = await put(s, '/agent/v1/assignments/asg_nope/outputs/output-0', [Buffer.from('x')]);
   t.equal(unknownAssignment.status, 404);
   const big = await put(s, uploadPath(s, 'output-0'), Array.from({ length: 4 }, () => randomBytes(30_000)), { trailer: 'a'.repeat(64) });
   t.equal(big.status, 413);
-  t.equal(big.json.error.code, 'payload_too_large');
-  t.match(big.json.error.message, /100000/);
+  t.equal(big.json.error?.code, 'payload_too_large');
+  t.match(big.json.error?.message, /100000/);
   const badHash = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')], { header: 'not-a-hash' });
   t.equal(badHash.status, 400);
-  t.equal(badHash.json.error.details[0].field, 'X-Content-Sha256');
+  t.equal(badHash.json.error?.details[0]?.field, 'X-Content-Sha256');
 
   await s.db.query("UPDATE assignments SET state = 'canceled' WHERE id = $1", [s.assignmentId]);
   const closed = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')]);
   t.equal(closed.status, 409);
-  t.equal(closed.json.error.code, 'conflict');
+  t.equal(closed.json.error?.code, 'conflict');
   await s.db.query("UPDATE assignments SET state = 'finished', finished_at = now() - interval '1 minute' WHERE id = $1", [s.assignmentId]);
   t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'just finished: a retry still lands');
   t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'and may repeat the same bytes');
