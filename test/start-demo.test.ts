@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { ROOT } from './helpers/marketplace.js';
+import { freePort, ROOT } from './helpers/marketplace.js';
 import { spawnProcess, type TestProcess } from './helpers/processes.js';
 
 /**
@@ -17,10 +17,11 @@ t.setTimeout(300_000);
 
 const run = promisify(execFile);
 
-function npmStart(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): TestProcess {
+async function npmStart(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): Promise<TestProcess> {
+  // A port of its own (the links and signed URLs it makes name it), as 8080 may be taken.
   const start = spawnProcess('npm-start', process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
     cwd: ROOT,
-    env: { GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', GF_LOCAL_AGENT_GPUS: '', GF_RPC_URL: '', GF_CANARY_IMAGE: '', ...env },
+    env: { GF_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', GF_LOCAL_AGENT_GPUS: '', GF_RPC_URL: '', GF_CANARY_IMAGE: '', ...env },
   });
   t.teardown(async () => {
     await start.stop(15_000);
@@ -38,7 +39,7 @@ function npmStart(t: { teardown(fn: () => unknown): void }, dataDir: string, env
 
 t.test('behavior: without Docker, npm start says how to install and start it, and runs the control plane without an agent', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-nodocker-'));
-  const start = npmStart(t, dataDir, { DOCKER_HOST: `unix://${join(dataDir, 'no-docker.sock')}` });
+  const start = await npmStart(t, dataDir, { DOCKER_HOST: `unix://${join(dataDir, 'no-docker.sock')}` });
   await start.waitForOutput(/Stop with Ctrl-C/, 'the banner');
   t.match(start.output(), /Docker Engine does not answer on .*no-docker\.sock/);
   t.match(start.output(), /apt-get install -y docker\.io|systemctl start docker/, 'says how');
@@ -51,7 +52,7 @@ t.test('behavior: without Docker, npm start says how to install and start it, an
 
 t.test('behavior: npm start runs the marketplace with a local agent; npm run demo runs a canary job to a verified download', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-demo-'));
-  const start = npmStart(t, dataDir);
+  const start = await npmStart(t, dataDir);
   await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
   t.match(start.output(), /Local agent: machine \S+ \(enrolled now\), farm local/, `the banner names the agent:\n${start.tail(40)}`);
   const url = /API\s+(http:\/\/\S+)\/v1/.exec(start.output())![1]!;

@@ -83,12 +83,12 @@ function apiError(what: string, res: { status: number; body: unknown }, next: st
 /** The running local marketplace: its URL and admin token (state file) and the local chain (chain file). */
 function findMarketplace(dataDir: string): { url: string; adminToken: string | null; rpcUrl: string; chainId: number } {
   const state = readLiveLocalState(dataDir);
-  const url = process.env.GF_API_URL ?? state?.url;
+  const url = process.env.GF_API_URL || state?.url;
   if (!url) throw new DemoError(`no running marketplace found (${join(dataDir, 'control-plane.json')}): start it with \`npm start\` in another terminal and wait for "gpufarm is running", then run npm run demo again.`);
   const file = chainFile(dataDir);
   if (!existsSync(file) && !process.env.GF_RPC_URL) throw new DemoError(`no local chain found (${file}): npm run demo needs the chain npm start runs (without GF_RPC_URL).`);
   const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { rpcUrl: string; chainId: number }) : null;
-  return { url, adminToken: process.env.GF_ADMIN_TOKEN ?? state?.adminToken ?? null, rpcUrl: process.env.GF_RPC_URL ?? saved!.rpcUrl, chainId: Number(process.env.GF_CHAIN_ID ?? saved?.chainId ?? 4663) };
+  return { url, adminToken: process.env.GF_ADMIN_TOKEN || state?.adminToken || null, rpcUrl: process.env.GF_RPC_URL || saved!.rpcUrl, chainId: Number(process.env.GF_CHAIN_ID || saved?.chainId || 4663) };
 }
 
 async function apiKeyFor(url: string, adminToken: string | null): Promise<string> {
@@ -132,7 +132,7 @@ async function main(argv: string[]): Promise<void> {
   step('Find the running marketplace');
   const market = findMarketplace(dataDir);
   info(`control plane ${market.url}, chain ${market.chainId} at ${market.rpcUrl}`);
-  const canary = process.env.GF_CANARY_IMAGE ?? readLocalImages()?.images.canary.reference;
+  const canary = process.env.GF_CANARY_IMAGE || readLocalImages()?.images.canary.reference;
   if (!canary) throw new DemoError('no canary image: .gpufarm/images.json is missing. Run sudo bash scripts/test-env.sh (Docker, the local registry and the images), then restart npm start.');
   const capacity = await fetch(`${market.url}/v1/capacity?farm=local`).then((r) => r.json() as Promise<{ data?: { gpu: { label: string }; available: number; count: number; price: { perGpuHourMicroUsd: number }; region: { key: string }; simulated: boolean }[] }>);
   const offer = capacity.data?.[0];

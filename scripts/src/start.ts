@@ -48,10 +48,11 @@ async function prepareDocker(dataDir: string): Promise<{ images: LocalImages | n
   }
 }
 
-/** Real GPUs when `nvidia-smi` answers, simulated ones otherwise (`GF_LOCAL_AGENT_GPUS` decides when set). */
+/** Real GPUs when `nvidia-smi` answers, simulated ones otherwise; `GF_LOCAL_AGENT_GPUS` decides when set (`real`, or a spec such as `2x l4-24gb`). */
 function localGpus(): string | null {
   const set = process.env.GF_LOCAL_AGENT_GPUS;
-  if (set !== undefined) return set === '' || set === 'real' ? null : set;
+  if (set === 'real') return null;
+  if (set) return set;
   return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;
 }
 
