@@ -7,17 +7,14 @@ import { Readable } from 'node:stream';
 import { artifactMetadataSchema, artifactSummarySchema, type ArtifactMetadata } from '@gpufarm/shared';
 import { fileSource, packOutputRule } from '@gpufarm/agent/artifacts/pack.js';
 import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
-import Fastify from 'fastify';
 import t, { type Test } from 'tap';
 import { hashAgentToken, newAgentToken } from '../src/agent-gateway/machine-auth.js';
-import { agentUploadRoutes, type AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
+import type { AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../src/artifacts/routes.js';
 import { createUrlSigner, type UrlSigner } from '../src/artifacts/signing.js';
 import { listJobArtifacts } from '../src/artifacts/store.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
-import { installErrorHandling } from '../src/http/error-handler.js';
-import { recordRoutes } from '../src/http/route-table.js';
 import { deploymentSecret } from '../src/settings/store.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
@@ -197,6 +194,17 @@ t.test('error: the download bucket allows 120 per 60 s', async (t) => {
   t.ok(Number(limited.headers['retry-after']) >= 1);
 });
 
+t.test('behavior: signed URLs are not counted as anonymous calls (each was counted when issued)', async (t) => {
+  const s = await setup(t);
+  const meta = await uploadInput(s, Buffer.from('x'));
+  const path = pathOf(meta.url);
+  for (let i = 0; i < 80; i++) {
+    const res = await s.app.inject({ method: 'GET', url: path });
+    if (res.statusCode !== 200) t.fail(`download ${i + 1} of one signed URL answered ${res.statusCode}`);
+  }
+  t.equal((await s.app.inject({ method: 'GET', url: path })).statusCode, 200, 'past the anonymous 60 per minute');
+});
+
 t.test('behavior: the signed URL serves byte ranges, HEAD, and refuses bad or old signatures', async (t) => {
   const s = await setup(t);
   const body = Buffer.from('0123456789abcdefghij');
@@ -307,12 +315,9 @@ async function uploadSetup(t: Test, state = 'running', outputRules = [{ path: '/
      VALUES ($1, $2, $3, 1, $4, '{0}', 'rtx-4090-24gb', 'GeForce RTX 4090', 400000, $5::jsonb)`,
     [assignmentId, jobId, machine.id, state, JSON.stringify({ assignmentId, jobId, outputRules })],
   );
-  const agentApp = Fastify();
-  installErrorHandling(agentApp, recordRoutes(agentApp));
-  await agentApp.register(agentUploadRoutes, { db: s.db, blobs: s.blobs, config: s.config.execution });
-  t.teardown(() => agentApp.close());
-  await agentApp.listen({ port: 0, host: '127.0.0.1' });
-  return { ...s, jobId, assignmentId, machineId: machine.id, token, otherToken, port: (agentApp.server.address() as { port: number }).port };
+  // The whole app, as server.ts wires it: API-key resolution and rate limits must leave the machine token alone.
+  await s.app.listen({ port: 0, host: '127.0.0.1' });
+  return { ...s, jobId, assignmentId, machineId: machine.id, token, otherToken, port: (s.app.server.address() as { port: number }).port };
 }
 
 /** An upload's answer: the 201 body, or the error envelope. */

@@ -11,16 +11,6 @@ import { newArtifactId } from './metadata.js';
 import { bodyStream, checkDeclaredLength, declaredSha256, takeRawBodies, tooLarge } from './raw-body.js';
 import { findAssignmentArtifact, upsertAssignmentArtifact } from './store.js';
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /**
-     * The route checks an agent's machine token (`Authorization: Bearer gfa_…`) itself: API-key
-     * resolution must leave such a route alone (a machine token is no API key).
-     */
-    machineAuth?: boolean;
-  }
-}
-
 export interface AgentUploadRoutesOptions {
   db: Database;
   blobs: BlobStore;
@@ -74,7 +64,7 @@ export interface AgentUploadAnswer {
 export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = async (app, { db, blobs, config }) => {
   takeRawBodies(app);
 
-  app.put(AGENT_UPLOAD_PATH, { config: { machineAuth: true } }, async (request, reply) => {
+  app.put(AGENT_UPLOAD_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
     const authorization = request.headers.authorization;
     const machine = await authenticateMachine(db, authorization);
     if (!machine) {

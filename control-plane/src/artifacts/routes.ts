@@ -129,6 +129,6 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
     return reply.send(blobs.open(row.sha256));
   };
 
-  app.get('/files/:id', { exposeHeadRoute: false }, (request, reply) => serveFile(request, reply, false));
-  app.head('/files/:id', (request, reply) => serveFile(request, reply, true));
+  app.get('/files/:id', { exposeHeadRoute: false, config: { auth: 'signed_url' } }, (request, reply) => serveFile(request, reply, false));
+  app.head('/files/:id', { config: { auth: 'signed_url' } }, (request, reply) => serveFile(request, reply, true));
 };

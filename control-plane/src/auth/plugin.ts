@@ -43,6 +43,8 @@ export const resolveCredentials = fp<AuthOptions>(
     app.decorateRequest('isAdmin', false);
     app.addHook('onRequest', async (request) => {
       const auth = request.routeOptions.config.auth;
+      // Those routes check their own credential (a machine token is no API key).
+      if (auth === 'machine' || auth === 'signed_url') return;
       const token = bearerToken(request);
       if (token === undefined) return;
       if (auth === 'admin') {
@@ -90,7 +92,7 @@ export const enforceAuth = fp(
       const auth = request.routeOptions.config.auth;
       const credentialError = credentialErrors.get(request);
       if (credentialError) throw credentialError;
-      if (auth === undefined || auth === 'public') return;
+      if (auth === undefined || auth === 'public' || auth === 'machine' || auth === 'signed_url') return;
       if (auth === 'admin') {
         if (request.headers.authorization === undefined) throw new ApiError('missing_api_key', 'No admin token was sent. Send it as "Authorization: Bearer <GF_ADMIN_TOKEN>".');
         return;

@@ -1,4 +1,4 @@
-import { ASSIGNMENT_FAILURES } from '@gpufarm/shared';
+import type { ASSIGNMENT_FAILURES } from '@gpufarm/shared';
 
 /**
  * Why an assignment ended without a result, and what that means for its job: whether another

@@ -26,7 +26,7 @@ export const rateLimit = fp<RateLimitOptions>(
     const now = options.now ?? Date.now;
     app.addHook('onRequest', async (request, reply) => {
       const { auth, rateBucket } = request.routeOptions.config;
-      if (auth === 'admin' && request.isAdmin) return;
+      if ((auth === 'admin' && request.isAdmin) || auth === 'machine' || auth === 'signed_url') return;
       const subject = request.principal ? `key:${request.principal.keyId}` : `addr:${hashClientAddress(options.clientHashSalt, request.ip)}`;
       const limits: Limit[] = [request.principal ? LIMITS.perKey : LIMITS.anonymous];
       if (rateBucket) limits.push(LIMITS[rateBucket]);

@@ -14,10 +14,14 @@ export type RouteRateBucket = 'jobs_create' | 'fund_confirm' | 'artifact_downloa
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * Who may call the route: `public` (no key needed), an API key scope, or `admin` (the
-     * admin token). Every /v1 route states one; the not-found handler has none.
+     * Who may call the route: `public` (no key needed), an API key scope, `admin` (the admin
+     * token), `machine` (an agent's machine token `gfa_…`, checked by the route itself) or
+     * `signed_url` (the URL's signature is the credential). Every /v1 route states one; the
+     * not-found handler has none. `machine` and `signed_url` calls are not counted as anonymous
+     * calls: a farm behind one address uploads for many jobs, and each signed URL was counted
+     * when `GET /v1/artifacts/:id` issued it.
      */
-    auth?: 'public' | ApiKeyScope | 'admin';
+    auth?: 'public' | ApiKeyScope | 'admin' | 'machine' | 'signed_url';
     rateBucket?: RouteRateBucket;
   }
   interface FastifyRequest {
