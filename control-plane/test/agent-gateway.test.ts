@@ -180,8 +180,14 @@ t.test('GET /agent/v1/ws', async (t) => {
 
     await db.query(`UPDATE machines SET last_heartbeat_at = now() - interval '7 seconds' WHERE id = $1`, [machineId]);
     let fleetChanges = 0;
-    const unlisten = await db.listen('fleet_changed', () => fleetChanges++);
+    let sentinelSeen: () => void = () => {};
+    const sentinel = new Promise<void>((resolve) => (sentinelSeen = resolve));
+    const unlisten = await db.listen('fleet_changed', (payload) => (payload === 'sentinel' ? sentinelSeen() : fleetChanges++));
     t.teardown(unlisten);
+    // Notifications arrive in commit order: once this one is seen, the hello's own have been, and are not counted.
+    await db.query(`SELECT pg_notify('fleet_changed', 'sentinel')`);
+    await sentinel;
+    fleetChanges = 0;
     agent.send(heartbeat());
     await agent.barrier();
     const [after] = await db.query<{ gpu_live: unknown; age: number }>('SELECT gpu_live, extract(epoch FROM now() - last_heartbeat_at)::float8 AS age FROM machines WHERE id = $1', [machineId]);
