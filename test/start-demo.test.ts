@@ -76,12 +76,13 @@ t.test('behavior: npm start runs the marketplace with a local agent; npm run dem
   await start.stop(15_000);
   t.equal(await start.exited, 0, 'npm start stops cleanly on SIGTERM');
   const agentPid = Number(/pid (\d+)\n/.exec(start.output())?.[1]);
-  let agentAlive = false;
-  try {
-    process.kill(agentPid, 0);
-    agentAlive = true;
-  } catch {
-    agentAlive = false;
-  }
-  t.notOk(agentAlive, 'the agent stopped with it');
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  t.notOk(alive(agentPid), 'the agent stopped with it');
 });
