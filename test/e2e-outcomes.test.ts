@@ -57,6 +57,8 @@ t.test('behavior: a job whose image is missing ends FAILED after its retries, wi
   t.equal(jobStatus, 'FAILED');
   const system = linesOf(lines, 'system').map((l) => l.line);
   t.ok(system.some((l) => /pull|image|not found|manifest/i.test(l)), `a system line says why: ${JSON.stringify(system)}`);
+  t.equal(system.filter((l) => l.startsWith('matched:')).length, 3, 'matched three times: the first run and two more attempts');
+  t.ok(system.some((l) => /^failed: .*pull/.test(l)), 'the last system line of the job says it failed and why');
   const job = await customer.getJob(created.job.id);
   t.equal(job.status, 'FAILED');
   t.ok(job.cost === null || job.cost.totalMicroUsd === 0, `no charge: ${JSON.stringify(job.cost)}`);
