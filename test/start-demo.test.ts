@@ -55,6 +55,7 @@ t.test('behavior: npm start runs the marketplace with a local agent; npm run dem
   const start = await npmStart(t, dataDir);
   await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
   t.match(start.output(), /Local agent: machine \S+ \(enrolled now\), farm local/, `the banner names the agent:\n${start.tail(40)}`);
+  t.match(start.output(), /offers\s+1x RTX 4090 24GB \(simulated\) in \/v1\/capacity/, 'and what it offers');
   const url = /API\s+(http:\/\/\S+)\/v1/.exec(start.output())![1]!;
   const capacity = (await (await fetch(`${url}/v1/capacity?farm=local`)).json()) as { data: { simulated: boolean; count: number }[] };
   t.equal(capacity.data.length, 1, 'the local farm is listed');

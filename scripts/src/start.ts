@@ -56,6 +56,17 @@ function localGpus(): string | null {
   return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;
 }
 
+/** What `/v1/capacity` lists for the local farm once the agent's inventory is in (waits up to 15 s). */
+async function localOffer(url: string): Promise<string | null> {
+  for (let i = 0; i < 60; i++) {
+    const list = (await fetch(`${url}/v1/capacity?farm=${LOCAL_FARM.slug}`).then((r) => r.json()).catch(() => null)) as { data?: { count: number; gpu: { label: string }; simulated: boolean }[] } | null;
+    const offer = list?.data?.[0];
+    if (offer) return `${offer.count}x ${offer.gpu.label}${offer.simulated ? ' (simulated)' : ''} in /v1/capacity`;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return null;
+}
+
 /**
  * `npm start`: the whole marketplace on this machine. The control plane on the embedded
  * database (or DATABASE_URL); without GF_RPC_URL, a local chain (anvil, chain id GF_CHAIN_ID)
@@ -75,6 +86,7 @@ async function main(): Promise<void> {
   let agent: LocalAgent | null = null;
   let local: LocalChain | null = null;
   let agentProblem: string | null;
+  let offered: string | null = null;
   try {
     const docker = await prepareDocker(preliminary.dataDir);
     if (docker.registry) stops.push(() => docker.registry!.stop());
@@ -118,6 +130,7 @@ async function main(): Promise<void> {
         });
         const started = agent;
         stops.push(() => started.stop());
+        offered = await localOffer(cp.url);
       } catch (err) {
         agentProblem = `the local agent did not start: ${(err as Error).message}`;
       }
@@ -139,6 +152,7 @@ Chain: ${config.chain?.rpcUrl ?? 'none'} (escrow ${config.chain?.escrowAddress ?
     const agentLines = agent
       ? `
 Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''}, farm ${LOCAL_FARM.slug} (${LOCAL_FARM.region}, ${LOCAL_FARM.priceUsd} USD per GPU-hour), pid ${agent.pid}
+  offers           ${offered ?? 'nothing yet (see the [agent] lines: an unhealthy machine offers no GPU)'}
   payout wallet    ${LOCAL_PAYOUT.address}  (anvil dev account 2)
   canary image     ${process.env.GF_CANARY_IMAGE}
 `
