@@ -256,7 +256,12 @@ async function main(argv: string[]): Promise<void> {
   if (values['wait-release']) {
     const waiting = new Progress();
     let released = done;
+    const deadline = Date.parse(receipt.challengeEndsAt ?? new Date().toISOString()) + 120_000;
     while (released.receipt?.status !== 'released') {
+      if (Date.now() > deadline) {
+        waiting.clear();
+        throw new DemoError(`no release two minutes after the window ended (receipt ${released.receipt?.status}); is npm start (its escrow worker) still running?`);
+      }
       waiting.update(`waiting for the release (window ends ${receipt.challengeEndsAt})`);
       await sleep(1000);
       released = (await call<Job>(api, 'GET', `/v1/jobs/${job.id}`)).body;
