@@ -1,11 +1,11 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Address } from 'viem';
 import { ROOT, type Marketplace } from './marketplace.js';
-import { spawnProcess, type TestProcess } from './processes.js';
+import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
 
 const run = promisify(execFile);
 const BIN = join(ROOT, 'agent/bin/gf-agent.js');
@@ -70,6 +70,13 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
   const code = await enroll.exited;
   if (code !== 0) throw new Error(`gf-agent enroll failed (exit ${String(code)}):\n${enroll.tail()}`);
   machineId = (JSON.parse(readFileSync(join(stateDir, 'machine.json'), 'utf8')) as { machineId: string }).machineId;
+  const owner = machineId;
+  // Its containers outlive a killed agent: removed even when the teardown cannot run.
+  const forget = onEmergencyExit(() => {
+    const ids = execFileSync('docker', ['ps', '-aq', '--filter', `label=org.gpufarm.owner=${owner}`], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    if (ids.length > 0) execFileSync('docker', ['rm', '-fv', ...ids], { stdio: 'ignore' });
+  });
+  market.cleanups.push(async () => forget());
   const agent: TestAgent = {
     name: options.name,
     machineId,

@@ -9,7 +9,7 @@ import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/c
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
-import { spawnProcess, type TestProcess } from './processes.js';
+import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
 import { until } from './wait.js';
 
 export const ROOT = new URL('../../', import.meta.url).pathname;
@@ -114,7 +114,11 @@ export class Marketplace {
     databaseUrl.pathname = `/${name}`;
 
     const anvil = await startAnvil({ chainId: CHAIN_ID });
-    stops.push(() => anvil.stop());
+    const forgetAnvil = onEmergencyExit(() => process.kill(anvil.pid, 'SIGKILL'));
+    stops.push(async () => {
+      await anvil.stop();
+      forgetAnvil();
+    });
     const deployment = await deployContracts({
       rpcUrl: anvil.rpcUrl,
       chainId: CHAIN_ID,
