@@ -109,7 +109,7 @@ t.test('behavior: the canary image: result.txt is uploaded and equals sha256^n(G
 
   const N = 200_000;
   const images = localImages();
-  const job = spec({ image: images.canary.repository, imageDigest: images.canary.digest, command: [String(N)], outputRules: [{ path: '/output/result.txt', maxBytes: 4096 }] });
+  const job = spec({ image: images.canary.repository, imageDigest: images.canary.digest, command: ['sha256-chain', String(N)], outputRules: [{ path: '/output/result.txt', maxBytes: 4096 }] });
   peer.assign(job);
   const final = await finished(agent, job.assignmentId);
   t.equal(final.state, 'finished', final.failure?.message ?? '');

@@ -25,7 +25,7 @@ function spec(overrides: Partial<AssignmentSpec> = {}): AssignmentSpec {
     jobId: 'job_1',
     image: '127.0.0.1:5000/gpufarm/canary',
     imageDigest: `sha256:${'a'.repeat(64)}`,
-    command: ['1000'],
+    command: ['sha256-chain', '1000'],
     env: { EPOCHS: '3' },
     gpus: [
       { index: 0, uuid: 'GPU-aaaa' },
@@ -45,7 +45,8 @@ t.test('default', async (t) => {
   const c = toContainerConfig(spec(), machine, placement);
   const h = c.HostConfig!;
   t.equal(c.Image, placement.image);
-  t.same(c.Cmd, ['1000']);
+  t.same(c.Entrypoint, ['sha256-chain'], 'command[0] replaces the entrypoint');
+  t.same(c.Cmd, ['1000'], 'the rest are its arguments');
   t.same(c.Env, ['EPOCHS=3', 'GF_JOB_ID=job_1']);
   t.same(c.Labels, placement.labels);
   t.equal(c.Tty, false);

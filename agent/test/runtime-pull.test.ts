@@ -69,7 +69,7 @@ t.test('behavior: a local tag of the same name pointing elsewhere is not run', a
   t.teardown(() => run('docker', ['rmi', imposter]).catch(() => undefined));
   const runtime = testRuntime(t);
   const { sink } = collectLines();
-  const spec = busyboxSpec({ image: imposter, imageDigest: images.canary.digest, command: ['5'] });
+  const spec = busyboxSpec({ image: imposter, imageDigest: images.canary.digest, command: ['sha256-chain', '5'] });
   const job = await runtime.start(spec, sink);
   t.equal(job.imageDigest, images.canary.digest);
   const exit = await job.done;
@@ -79,7 +79,7 @@ t.test('behavior: a local tag of the same name pointing elsewhere is not run', a
 
 t.test('behavior: the canary writes sha256^n(GF_JOB_ID) over raw digests', async (t) => {
   const runtime = testRuntime(t);
-  const spec = busyboxSpec({ image: images.canary.repository, imageDigest: images.canary.digest, command: ['100000'] });
+  const spec = busyboxSpec({ image: images.canary.repository, imageDigest: images.canary.digest, command: ['sha256-chain', '100000'] });
   const job = await runtime.start(spec, collectLines().sink);
   const exit = await job.done;
   t.equal(exit.exitCode, 0);

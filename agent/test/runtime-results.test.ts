@@ -33,7 +33,7 @@ t.test('behavior: the canary outputs and the log are uploaded with hashes equal 
   const spec = busyboxSpec({
     image: images.canary.repository,
     imageDigest: images.canary.digest,
-    command: ['1000'],
+    command: ['sha256-chain', '1000'],
     outputRules: [
       { path: '/output/result.txt', maxBytes: 4096 },
       { path: '/output', maxBytes: 64 * 1024 },
@@ -76,7 +76,7 @@ t.test('behavior: the canary outputs and the log are uploaded with hashes equal 
   const record = verifyRecord(results.signed, keys.publicKey.export({ type: 'spki', format: 'pem' }) as string);
   t.ok(record, 'the signed record verifies with the public key');
   t.equal(record!.imageDigest, images.canary.digest);
-  t.equal(record!.argvSha256, argvSha256(['1000']));
+  t.equal(record!.argvSha256, argvSha256(['sha256-chain', '1000']));
   t.equal(record!.exitCode, 0);
   t.same(record!.outputs.map((o) => o.sha256), results.outputs.map((o) => o.sha256));
   t.equal(record!.log!.sha256, results.log.sha256);

@@ -63,7 +63,7 @@ t.test('behavior: an assignment goes from accept to finished with outputs and a 
   const upload = await uploadSink(t);
   const runner = new DockerAssignmentRunner({ runtime, uploadUrl: (id, name) => `${upload.url}/agent/v1/assignments/${id}/outputs/${name}`, uploadHeaders: () => ({ authorization: 'Bearer gfa_x' }), machineKey: keys.privateKey });
   const images = localImages();
-  const spec = busyboxSpec({ image: images.canary.repository, imageDigest: images.canary.digest, command: ['77'] });
+  const spec = busyboxSpec({ image: images.canary.repository, imageDigest: images.canary.digest, command: ['sha256-chain', '77'] });
   const daemon = fakeDaemon();
   t.same(await runner.accept(spec, daemon.open(spec.assignmentId)), { accepted: true });
   t.match(await runner.accept(spec, daemon.open(spec.assignmentId)), { accepted: false, reason: 'duplicate' });

@@ -163,7 +163,8 @@ export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, p
   return {
     name: placement.name,
     Image: placement.image,
-    ...(spec.command.length > 0 ? { Cmd: spec.command } : {}),
+    // command[0] replaces the image's ENTRYPOINT and the rest its CMD (the spec's `command`); empty keeps both.
+    ...(spec.command.length > 0 ? { Entrypoint: [spec.command[0]!], Cmd: spec.command.slice(1) } : {}),
     Env: env,
     Labels: placement.labels,
     Tty: false,
