@@ -91,7 +91,7 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
   );
   if (message.state === 'running' || (message.startedAt && asg.state !== 'running')) await startJob(deps, asg.id, message);
   if (advanced) {
-    const line = statusLine(message, asg.spec.image);
+    const line = statusLine(message);
     if (line) await appendServiceLine(deps.db, asg.job_id, line);
   }
   if (message.state === 'finished') {
@@ -100,20 +100,12 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
   }
 }
 
-function statusLine(message: AssignmentStatusMessage, image: string): string | null {
+/**
+ * The service's line for an agent state, where the agent's own system lines do not already say
+ * it (they say pulling, started, stopping at the limit and exited with code, in the job's log).
+ */
+function statusLine(message: AssignmentStatusMessage): string | null {
   switch (message.state) {
-    case 'pulling':
-      return `pulling ${image}`;
-    case 'starting':
-      return 'starting the container';
-    case 'running':
-      return `started${message.imageDigest ? ` (image ${message.imageDigest})` : ''}`;
-    case 'stopping':
-      return 'stopping the container';
-    case 'exited':
-      if (message.timedOut) return `stopped at maxRuntimeSeconds${message.exitCode !== null ? ` (exit code ${message.exitCode})` : ''}`;
-      if (message.oomKilled) return `killed: out of memory (exit code ${message.exitCode ?? 'unknown'})`;
-      return `exited with code ${message.exitCode ?? 'unknown'}`;
     case 'uploading':
       return 'uploading outputs and logs';
     default:
