@@ -14,6 +14,8 @@ import { formatTable, verdict, type BenchRow } from './bench/report.js';
 import { startControlPlaneProcess } from './bench/server.js';
 import { STANDALONE_SECTIONS } from './bench/standalone.js';
 import { matchingSection } from './bench/matching.js';
+import { logLatencySection } from './bench/log-latency.js';
+import { artifactDownloadSection } from './bench/artifact-download.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -32,6 +34,8 @@ const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<
 ];
 // Matching throughput, on its own fresh database (BENCH_SECTIONS=matching).
 STANDALONE_SECTIONS.push(matchingSection);
+// End-to-end log latency and artifact download, each on a marketplace of its own (BENCH_SECTIONS=latency,artifact).
+STANDALONE_SECTIONS.push(logLatencySection, artifactDownloadSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
