@@ -112,6 +112,12 @@ export function formatMicroUsd(micro: number | bigint): string {
   return unitsToDecimal(BigInt(micro), USD_DECIMALS);
 }
 
+/** USD with at least two decimals, for lines people read: `2500000` is `"2.50"`, `2345000` is `"2.345"`. */
+export function formatUsdCents(micro: number | bigint): string {
+  const [whole, fraction = ''] = formatMicroUsd(micro).split('.');
+  return `${whole}.${fraction.padEnd(2, '0')}`;
+}
+
 const CANONICAL_UNITS = /^(0|[1-9][0-9]*)$/;
 
 /**

@@ -1,4 +1,4 @@
-import { finalCost, formatMicroUsd } from '@gpufarm/shared';
+import { finalCost, formatUsdCents } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
 import { recordCompletion } from '../jobs/settlement.js';
 import { findJobById } from '../jobs/store.js';
@@ -114,7 +114,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     await appendServiceLine(
       tx,
       job.id,
-      `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatMicroUsd(price)}/GPU-hour, total $${formatMicroUsd(cost.totalMicroUsd)} (fee included)`,
+      `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatUsdCents(price)}/GPU-hour, total $${formatUsdCents(cost.totalMicroUsd)} (fee included)`,
     );
   });
 }

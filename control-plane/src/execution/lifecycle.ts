@@ -1,4 +1,4 @@
-import { formatMicroUsd, type AssignmentRejectedMessage, type AssignmentStatusMessage } from '@gpufarm/shared';
+import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
 import type { BlobStore } from '../artifacts/blob-store.js';
 import { notifyAgent } from '../agent-gateway/dispatch.js';
 import type { ExecutionConfig } from '../config.js';
@@ -229,9 +229,4 @@ export async function jobCanceled(db: Database, jobId: string): Promise<void> {
       await notifyAgent(tx, { machineId: row.machine_id, assignmentId: row.id, kind: 'cancel', reason: 'the customer canceled the job' });
     }
   });
-}
-
-/** `$1.23` for a line a customer reads. */
-export function usd(microUsd: number): string {
-  return `$${formatMicroUsd(microUsd)}`;
 }

@@ -2,7 +2,7 @@ import {
   assignmentSpecSchema,
   effectiveImageDigest,
   findGpuClass,
-  formatMicroUsd,
+  formatUsdCents,
   JOB_SPEC_DEFAULTS,
   requestedVramBytes,
   type AssignmentInput,
@@ -55,13 +55,6 @@ export function buildAssignmentSpec(params: {
 /** The minimum VRAM per GPU a stored spec asks for, in bytes, or null. */
 export function minVramOf(spec: StoredJobSpec): number | null {
   return requestedVramBytes(spec.gpu);
-}
-
-/** USD with at least two decimals: `2500000` is `2.50`, `2345000` is `2.345`. */
-export function formatUsdCents(microUsd: number): string {
-  const exact = formatMicroUsd(microUsd);
-  const [whole, fraction = ''] = exact.split('.');
-  return `${whole}.${fraction.padEnd(2, '0')}`;
 }
 
 /**
