@@ -1,5 +1,5 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -39,6 +39,7 @@ async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDi
 
 t.test('npm start: the control plane on the embedded database with a seeded fleet (GF_SEED_FLEET); npm run admin reaches it', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const env = { GF_SEED_FLEET: '60', GF_LOCAL_AGENT: '0' };
   const { child, url, output } = await startMarketplace(t, dataDir, env);
   t.match(output(), /seeded a simulated fleet/);

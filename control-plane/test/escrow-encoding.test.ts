@@ -45,10 +45,11 @@ t.test('behavior: the operator key never prints', async (t) => {
 
 t.test('args: GF_CHAIN_FILE fills the chain variables from a deployment file; set variables win', async (t) => {
   const { withDeploymentFile } = await import('../src/chain/deployment-file.js');
-  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
   const { tmpdir } = await import('node:os');
   const dir = mkdtempSync(join(tmpdir(), 'gf-chain-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'chain.json');
   writeFileSync(file, JSON.stringify({ rpcUrl: 'http://127.0.0.1:8545', chainId: 4663, escrow, stablecoin: { address: token, symbol: 'tUSDC', decimals: 6 }, deployBlock: 3, operator: escrow }));
   const config = loadConfig(withDeploymentFile({ GF_CHAIN_FILE: file, GF_STABLE_TOKEN_SYMBOL: 'USDC' }));

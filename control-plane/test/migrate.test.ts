@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -26,6 +26,7 @@ for (const [name, create] of BACKENDS) t.test(name, async (t) => {
 
   await t.test('a changed migration stops the start; a new one is applied in order', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'gf-migrations-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     const current = loadMigrations();
     for (const m of current) writeFileSync(join(dir, `${m.name}.sql`), m.sql);
     writeFileSync(join(dir, '900_extra.sql'), 'CREATE TABLE extra_probe (id integer PRIMARY KEY);\nINSERT INTO extra_probe VALUES (1);\n');
@@ -37,6 +38,7 @@ for (const [name, create] of BACKENDS) t.test(name, async (t) => {
 
   await t.test('a failing migration rolls back whole and is not recorded', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'gf-migrations-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, '901_broken.sql'), 'CREATE TABLE half_done (id integer);\nSELECT no_such_function();\n');
     await t.rejects(migrate(db, loadMigrations(dir)));
     t.same(await db.query(`SELECT to_regclass('half_done')::text AS t`), [{ t: null }]);
@@ -55,6 +57,7 @@ t.test('concurrent starts on PostgreSQL apply each migration once', async (t) =>
   const { db } = await createPostgres(t);
   await db.query('DELETE FROM schema_migrations WHERE version = 901');
   const dir = mkdtempSync(join(tmpdir(), 'gf-migrations-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, '902_counter.sql'), 'CREATE TABLE IF NOT EXISTS counter_probe (n integer);\nINSERT INTO counter_probe VALUES (1);\n');
   const results = await Promise.all([migrate(db, loadMigrations(dir)), migrate(db, loadMigrations(dir)), migrate(db, loadMigrations(dir))]);
   t.equal(results.flatMap((r) => r.applied).length, 1, 'applied by exactly one');

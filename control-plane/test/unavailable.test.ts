@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,7 +32,9 @@ t.test('error: unavailable when the database cannot be reached', async (t) => {
   await offerIndex.start().catch(() => {});
   const rateLimitStore = createMemoryRateLimitStore();
   const config = loadConfig({});
-  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 's', offerIndex, logger: false, artifacts: { blobs: createFsBlobStore(mkdtempSync(join(tmpdir(), 'gf-unavailable-'))), signer: createUrlSigner('unreachable-database', config.publicUrl) } });
+  const artifactDir = mkdtempSync(join(tmpdir(), 'gf-unavailable-'));
+  t.teardown(() => rmSync(artifactDir, { recursive: true, force: true }));
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 's', offerIndex, logger: false, artifacts: { blobs: createFsBlobStore(artifactDir), signer: createUrlSigner('unreachable-database', config.publicUrl) } });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();
