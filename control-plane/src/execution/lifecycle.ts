@@ -72,7 +72,8 @@ export async function assignmentRejected(
 /**
  * An `assignment.status` from the agent of `machineId` (ignored when the assignment is not
  * that machine's): `running` starts the job, `finished` verifies and settles it, `failed`
- * requeues it (at most two more times) or fails it; other states become system log lines.
+ * requeues it (at most two more times) or fails it; `uploading` becomes a system line (the agent
+ * writes its own for the other steps).
  */
 export async function assignmentStatus(deps: ExecutionDeps, machineId: string, message: AssignmentStatusMessage): Promise<void> {
   const asg = await findAssignment(deps.db, message.assignmentId);
