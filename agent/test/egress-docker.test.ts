@@ -4,12 +4,12 @@ import { mkdtempSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import t, { type Test } from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { egressName, listEgress, type EgressSettings } from '../src/egress/network.js';
+import { execInContainer } from '../src/runtime/docker-exec.js';
 import { DetachedError } from '../src/runtime/docker-runtime.js';
 import { LABEL_OWNER } from '../src/runtime/labels.js';
 import { restoreJobs } from '../src/restore/restore.js';
@@ -59,17 +59,6 @@ async function target(tag: string, text: string, network = 'bridge'): Promise<{ 
   return { container, ip: info.NetworkSettings.Networks[network]?.IPAddress ?? '' };
 }
 
-/** Runs `sh -c script` inside a container; resolves with stdout and stderr together. */
-async function exec(containerId: string, script: string): Promise<string> {
-  const e = await docker.getContainer(containerId).exec({ Cmd: ['sh', '-c', script], AttachStdout: true, AttachStderr: true });
-  const stream = await e.start({ hijack: true, stdin: false });
-  const chunks: Buffer[] = [];
-  const sink = new PassThrough();
-  sink.on('data', (c: Buffer) => chunks.push(c));
-  docker.modem.demuxStream(stream, sink, sink);
-  await once(stream, 'end');
-  return Buffer.concat(chunks).toString();
-}
 
 const connectVia = (target: string) => `printf 'CONNECT ${target} HTTP/1.1\\r\\n\\r\\n' | timeout 8 nc gf-egress 3128`;
 const direct = (host: string, port: number) => `if timeout 5 nc -w 3 ${host} ${port} </dev/null >/dev/null 2>&1; then echo CONNECTED; else echo FAILED; fi`;
@@ -158,27 +147,27 @@ t.test('behavior: an allowlist job reaches its names through the proxy and nothi
   await privateTarget.start();
 
   await t.test('an allowed name is reached through the proxy', async (t) => {
-    const out = await exec(jobA.containerId, connectVia('allowed.example.com:80'));
+    const out = await execInContainer(docker, jobA.containerId, connectVia('allowed.example.com:80'));
     t.match(out, /^HTTP\/1\.1 200 Connection Established\r\n\r\nhello-from-allowed/);
   });
   await t.test('a name not on the list is refused', async (t) => {
-    t.match(await exec(jobA.containerId, connectVia('other.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*not_allowed/);
+    t.match(await execInContainer(docker, jobA.containerId, connectVia('other.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*not_allowed/);
   });
   await t.test('an IP literal is refused', async (t) => {
-    t.match(await exec(jobA.containerId, connectVia(`${f.allowed.ip}:80`)), /^HTTP\/1\.1 403 Forbidden[\s\S]*ip_literal/);
+    t.match(await execInContainer(docker, jobA.containerId, connectVia(`${f.allowed.ip}:80`)), /^HTTP\/1\.1 403 Forbidden[\s\S]*ip_literal/);
   });
   await t.test('a name resolving to a private address is refused', async (t) => {
-    const out = await exec(jobA.containerId, connectVia('private.example.com:80'));
+    const out = await execInContainer(docker, jobA.containerId, connectVia('private.example.com:80'));
     t.match(out, /^HTTP\/1\.1 403 Forbidden[\s\S]*private_answer: the name resolves to \d+\.\d+\.\d+\.\d+ \(private network/);
     t.notMatch(out, /private-answer/);
   });
   await t.test('names resolving to the metadata, loopback or a private IPv6 address are refused', async (t) => {
-    t.match(await exec(jobA.containerId, connectVia('metadata.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*private_answer: the name resolves to 169\.254\.169\.254 \(the cloud metadata address\)/);
-    t.match(await exec(jobA.containerId, connectVia('loopback.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*127\.0\.0\.1 \(loopback\)/);
-    t.match(await exec(jobA.containerId, connectVia('v6local.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*fd00::1 \(unique local/);
+    t.match(await execInContainer(docker, jobA.containerId, connectVia('metadata.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*private_answer: the name resolves to 169\.254\.169\.254 \(the cloud metadata address\)/);
+    t.match(await execInContainer(docker, jobA.containerId, connectVia('loopback.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*127\.0\.0\.1 \(loopback\)/);
+    t.match(await execInContainer(docker, jobA.containerId, connectVia('v6local.example.com:80')), /^HTTP\/1\.1 403 Forbidden[\s\S]*fd00::1 \(unique local/);
   });
   await t.test('a port off the list is refused', async (t) => {
-    t.match(await exec(jobA.containerId, connectVia('allowed.example.com:8080')), /^HTTP\/1\.1 403 Forbidden[\s\S]*port/);
+    t.match(await execInContainer(docker, jobA.containerId, connectVia('allowed.example.com:8080')), /^HTTP\/1\.1 403 Forbidden[\s\S]*port/);
   });
 
   await t.test('direct connections that skip the proxy fail', async (t) => {
@@ -190,19 +179,19 @@ t.test('behavior: an allowlist job reaches its names through the proxy and nothi
       ['job B on its network', ipB, 8080],
       ['job B\'s proxy on the default bridge', proxyBBridgeIp, 3128],
     ];
-    const results = await Promise.all(targets.map(([, ip, port]) => exec(jobA.containerId, direct(ip, port))));
+    const results = await Promise.all(targets.map(([, ip, port]) => execInContainer(docker, jobA.containerId, direct(ip, port))));
     targets.forEach(([what], i) => t.equal(results[i]!.trim(), 'FAILED', what));
     // The job's bridge has an IPv6 link-local address on the host; the job has no IPv6 at all.
-    t.equal((await exec(jobA.containerId, 'cat /proc/sys/net/ipv6/conf/all/disable_ipv6; wc -c < /proc/net/if_inet6')).trim().split(/\s+/).join(' '), '1 0', 'no IPv6 in the job');
+    t.equal((await execInContainer(docker, jobA.containerId, 'cat /proc/sys/net/ipv6/conf/all/disable_ipv6; wc -c < /proc/net/if_inet6')).trim().split(/\s+/).join(' '), '1 0', 'no IPv6 in the job');
     // A proxy listens on its job's network only: from the default bridge it is not a proxy.
-    t.equal((await exec(f.allowed.container.id, direct(proxyBBridgeIp, 3128))).trim(), 'FAILED', 'job B\'s proxy from the default bridge');
+    t.equal((await execInContainer(docker, f.allowed.container.id, direct(proxyBBridgeIp, 3128))).trim(), 'FAILED', 'job B\'s proxy from the default bridge');
     // Control: the same check from a container on the default bridge reaches the host's port.
     const gateway = hostAddresses.find((ip) => ip.startsWith('172.17.')) ?? '172.17.0.1';
-    t.equal((await exec(f.allowed.container.id, direct(gateway, hostPort))).trim(), 'CONNECTED', 'the check can tell: the host port answers a normal bridge');
+    t.equal((await execInContainer(docker, f.allowed.container.id, direct(gateway, hostPort))).trim(), 'CONNECTED', 'the check can tell: the host port answers a normal bridge');
   });
 
   await t.test('DNS inside the job answers only the proxy\'s name', async (t) => {
-    const out = await exec(jobA.containerId, 'for n in gf-egress allowed.example.com example.com registry-1.docker.io ' + `${jobB.containerId.slice(0, 12)} ${egressName(f.owner, jobB.assignmentId)}; do if nslookup $n 2>/dev/null | grep -q "^Name:"; then echo "$n RESOLVED"; else echo "$n NOTHING"; fi; done`);
+    const out = await execInContainer(docker, jobA.containerId, 'for n in gf-egress allowed.example.com example.com registry-1.docker.io ' + `${jobB.containerId.slice(0, 12)} ${egressName(f.owner, jobB.assignmentId)}; do if nslookup $n 2>/dev/null | grep -q "^Name:"; then echo "$n RESOLVED"; else echo "$n NOTHING"; fi; done`);
     t.match(out, /gf-egress RESOLVED/);
     for (const name of ['allowed.example.com', 'example.com', 'registry-1.docker.io']) t.match(out, new RegExp(`${name.replace(/\./g, '\\.')} NOTHING`), name);
     t.notMatch(out.replace(/^gf-egress RESOLVED$/m, ''), /RESOLVED/, out);
@@ -210,10 +199,10 @@ t.test('behavior: an allowlist job reaches its names through the proxy and nothi
 
   await t.test('two allowlist jobs running at once cannot reach each other', async (t) => {
     const ipA = infoA.NetworkSettings.Networks[networkA]?.IPAddress ?? '';
-    t.equal((await exec(jobA.containerId, direct(ipB, 8080))).trim(), 'FAILED', 'A to B');
-    t.equal((await exec(jobB.containerId, direct(ipA, 8080))).trim(), 'FAILED', 'B to A');
-    t.match(await exec(jobB.containerId, 'nc -w 2 127.0.0.1 8080 </dev/null'), /from-job-b/, 'B\'s server answers inside B');
-    t.match(await exec(jobB.containerId, connectVia(`${ipA}:80`)), /403[\s\S]*ip_literal/, 'nor through B\'s proxy');
+    t.equal((await execInContainer(docker, jobA.containerId, direct(ipB, 8080))).trim(), 'FAILED', 'A to B');
+    t.equal((await execInContainer(docker, jobB.containerId, direct(ipA, 8080))).trim(), 'FAILED', 'B to A');
+    t.match(await execInContainer(docker, jobB.containerId, 'nc -w 2 127.0.0.1 8080 </dev/null'), /from-job-b/, 'B\'s server answers inside B');
+    t.match(await execInContainer(docker, jobB.containerId, connectVia(`${ipA}:80`)), /403[\s\S]*ip_literal/, 'nor through B\'s proxy');
   });
 
   await t.test('each decision is a system line of the job, with bytes when a tunnel closes', async (t) => {
@@ -245,13 +234,13 @@ t.test('behavior: an agent restart mid-job keeps the network and proxy working; 
   const before = collectLines();
   // The job ends by itself once /tmp/stop exists.
   const job = await first.start(allowlistSpec('until [ -e /tmp/stop ]; do sleep 0.2; done'), before.sink);
-  t.match(await exec(job.containerId, connectVia('allowed.example.com:80')), /200 Connection Established\r\n\r\nhello-from-allowed/);
+  t.match(await execInContainer(docker, job.containerId, connectVia('allowed.example.com:80')), /200 Connection Established\r\n\r\nhello-from-allowed/);
   await waitFor(() => before.of('system').some((l) => l.startsWith('egress closed')));
   await job.detach();
   await t.rejects(job.done, DetachedError);
 
   // While no agent runs, the job still reaches its names, and a refusal is logged by the proxy.
-  t.match(await exec(job.containerId, connectVia('other.example.com:80')), /403/);
+  t.match(await execInContainer(docker, job.containerId, connectVia('other.example.com:80')), /403/);
 
   const second = testRuntime(t, { owner: f.owner, stateDir, machine });
   const after = collectLines();
@@ -261,13 +250,13 @@ t.test('behavior: an agent restart mid-job keeps the network and proxy working; 
   const egress = await listEgress(docker, f.owner, job.assignmentId);
   t.equal(egress.proxies.length, 1);
   t.equal(egress.networks.length, 1);
-  t.match(await exec(job.containerId, connectVia('allowed.example.com:80')), /200 Connection Established\r\n\r\nhello-from-allowed/, 'the proxy still works after the restart');
+  t.match(await execInContainer(docker, job.containerId, connectVia('allowed.example.com:80')), /200 Connection Established\r\n\r\nhello-from-allowed/, 'the proxy still works after the restart');
   await waitFor(() => after.of('system').filter((l) => l.startsWith('egress closed')).length >= 1);
   const resumedEgress = after.of('system').filter((l) => l.startsWith('egress '));
   t.match(resumedEgress.join('\n'), /egress refused other\.example\.com:80 \(not_allowed\)/, 'the decision made while the agent was down reaches the log');
   t.notMatch(resumedEgress.join('\n'), /connection 1\)/, 'lines delivered before the restart are not delivered again');
 
-  await exec(job.containerId, 'touch /tmp/stop');
+  await execInContainer(docker, job.containerId, 'touch /tmp/stop');
   const exit = await restored.jobs[0]!.done;
   t.equal(exit.exitCode, 0);
   t.same(await listEgress(docker, f.owner), { proxies: [], networks: [] }, 'no proxy or network left once the job ended');

@@ -1,2 +1,2 @@
-/** The customer client library and the gf CLI land here with the [Execution] issue. */
-export {};
+/** The customer client library (the gf CLI lands here later). */
+export * from './http.js';

@@ -13,7 +13,7 @@ import type { AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../src/artifacts/routes.js';
 import { createUrlSigner, type UrlSigner } from '../src/artifacts/signing.js';
-import { listJobArtifacts } from '../src/artifacts/store.js';
+import { listJobsArtifacts } from '../src/artifacts/store.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { deploymentSecret } from '../src/settings/store.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
@@ -388,7 +388,7 @@ t.test('default: an agent streams an output; the server hashes it, compares the 
   const log = Buffer.from('{"seq":0,"line":"hello"}\n');
   const logRes = await put(s, uploadPath(s, 'log'), [log], { trailer: sha256(log) });
   t.equal(logRes.status, 201);
-  const summaries = await listJobArtifacts(s.db, s.jobId);
+  const summaries = (await listJobsArtifacts(s.db, [s.jobId])).get(s.jobId)!;
   for (const summary of summaries) artifactSummarySchema.parse(summary);
   t.same(summaries, [
     { id: res.json.artifactId, kind: 'output', filename: `${s.jobId}-output-0.tar`, sizeBytes: bytes.length, sha256: sha256(bytes) },
@@ -544,7 +544,7 @@ t.test('behavior: the real agent uploader (chunked body, hash as a trailer) stor
     { name: 'log', sha256: log.sha256, declared_sha256: log.sha256, size_bytes: log.sizeBytes },
     { name: 'output-0', sha256: output.sha256, declared_sha256: output.sha256, size_bytes: output.sizeBytes },
   ], "the server's hashes equal the agent's, declared in the trailer");
-  const [summary] = await listJobArtifacts(s.db, s.jobId);
+  const [summary] = (await listJobsArtifacts(s.db, [s.jobId])).get(s.jobId)!;
   const meta = (await s.app.inject({ method: 'GET', url: `/v1/artifacts/${summary!.id}?format=json`, headers: bearer(s.key) })).json() as ArtifactMetadata;
   t.equal(sha256((await s.app.inject({ method: 'GET', url: pathOf(meta.url) })).rawPayload), output.sha256, 'the customer downloads the same tar');
 });

@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { createPublicClient, createWalletClient, http, type Hash, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { apiRequest, type HttpAnswer } from '@gpufarm/client';
 import { canaryResult, formatMicroUsd, isTerminalStatus, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
@@ -53,26 +54,12 @@ interface Api {
   key: string;
 }
 
-async function call<T>(api: Api, method: string, path: string, body?: unknown): Promise<{ status: number; headers: Headers; body: T }> {
-  let res: Response;
+async function call<T>(api: Api, method: string, path: string, body?: unknown): Promise<HttpAnswer<T>> {
   try {
-    res = await fetch(`${api.url}${path}`, {
-      method,
-      redirect: 'manual',
-      headers: { authorization: `Bearer ${api.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    return await apiRequest<T>(api.url, api.key, method, path, { body });
   } catch (err) {
     throw new DemoError(`${method} ${path}: the control plane at ${api.url} does not answer (${(err as Error).message}); is npm start still running?`);
   }
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    // not JSON
-  }
-  return { status: res.status, headers: res.headers, body: parsed as T };
 }
 
 function apiError(what: string, res: { status: number; body: unknown }, next: string): DemoError {

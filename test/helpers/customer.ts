@@ -1,14 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Account, Chain, Hash, Hex, Transport, WalletClient } from 'viem';
+import { apiRequest, type HttpAnswer } from '@gpufarm/client';
 import { isTerminalStatus, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
 import type { Marketplace } from './marketplace.js';
 import { until } from './wait.js';
-
-export interface HttpAnswer<T = unknown> {
-  status: number;
-  headers: Headers;
-  body: T;
-}
 
 export interface CreatedJob {
   job: Job;
@@ -42,21 +37,8 @@ export class Customer {
     return new Customer(market, wallet, await market.createApiKey(wallet.account.address));
   }
 
-  async request<T = unknown>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpAnswer<T>> {
-    const res = await fetch(`${this.market.url}${path}`, {
-      method,
-      redirect: 'manual',
-      headers: { authorization: `Bearer ${this.apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {
-      // not JSON: keep the text
-    }
-    return { status: res.status, headers: res.headers, body: parsed as T };
+  request<T = unknown>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpAnswer<T>> {
+    return apiRequest<T>(this.market.url, this.apiKey, method, path, { body, headers });
   }
 
   /** `POST /v1/jobs`; throws unless 201. */

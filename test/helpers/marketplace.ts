@@ -8,6 +8,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/chain/anvil.js';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
+import { deploymentEnv } from '@gpufarm/control-plane/chain/deployment-file.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
 import { until } from './wait.js';
@@ -140,15 +141,9 @@ export class Marketplace {
       DATABASE_URL: databaseUrl.toString(),
       GF_DATA_DIR: join(root, 'control-plane'),
       GF_ENVIRONMENT: 'local',
-      GF_CHAIN_ID: String(CHAIN_ID),
+      ...deploymentEnv({ ...deployment, rpcUrl: anvil.rpcUrl }),
       GF_ADMIN_TOKEN: adminToken,
-      GF_RPC_URL: anvil.rpcUrl,
-      GF_ESCROW_ADDRESS: deployment.escrow,
       GF_OPERATOR_PRIVATE_KEY: OPERATOR.privateKey,
-      GF_ESCROW_START_BLOCK: String(deployment.deployBlock),
-      GF_STABLE_TOKEN_ADDRESS: deployment.stablecoin!.address,
-      GF_STABLE_TOKEN_SYMBOL: deployment.stablecoin!.symbol,
-      GF_STABLE_TOKEN_DECIMALS: String(deployment.stablecoin!.decimals),
       GF_CHAIN_HEALTH_MS: '500',
       GF_ESCROW_SWEEP_MS: '500',
       GF_HEARTBEAT_SECONDS: '1',

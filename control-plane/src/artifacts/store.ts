@@ -96,20 +96,28 @@ export async function findAssignmentArtifact(db: Queryable, assignmentId: string
   return row ?? null;
 }
 
+/** What an assignment uploaded, by upload name (`output-0`, `log`). */
+export async function listAssignmentArtifacts(db: Queryable, assignmentId: string): Promise<Map<string, ArtifactRow>> {
+  const rows = await db.query<ArtifactRow>(`SELECT ${COLUMNS} FROM artifacts WHERE assignment_id = $1`, [assignmentId]);
+  return new Map(rows.map((r) => [r.name ?? r.id, r]));
+}
+
 /**
- * The job's `artifacts` array: what its latest assignment uploaded (an earlier, requeued
- * attempt's uploads are not the job's result), outputs in rule order, then the log.
+ * The `artifacts` array of each job (one statement for any number of jobs): the outputs and logs
+ * of every run of the job, run by run, outputs in rule order, then the log.
  */
-export async function listJobArtifacts(db: Queryable, jobId: string): Promise<ArtifactSummary[]> {
-  const rows = await db.query<{ id: string; kind: ArtifactKind; filename: string; size_bytes: number; sha256: string }>(
-    `SELECT a.id, a.kind, a.filename, a.size_bytes, a.sha256
-       FROM artifacts a
-      WHERE a.job_id = $1
-        AND a.assignment_id = (SELECT s.id FROM assignments s WHERE s.job_id = $1 ORDER BY s.attempt DESC, s.offered_at DESC LIMIT 1)
-      ORDER BY CASE a.kind WHEN 'output' THEN 0 WHEN 'log' THEN 1 ELSE 2 END, length(a.name), a.name, a.id`,
-    [jobId],
+export async function listJobsArtifacts(db: Queryable, jobIds: readonly string[]): Promise<Map<string, ArtifactSummary[]>> {
+  const out = new Map<string, ArtifactSummary[]>(jobIds.map((id) => [id, []]));
+  if (jobIds.length === 0) return out;
+  const rows = await db.query<{ job_id: string; id: string; kind: ArtifactKind; filename: string; size_bytes: number; sha256: string }>(
+    `SELECT a.job_id, a.id, a.kind, a.filename, a.size_bytes, a.sha256
+       FROM artifacts a LEFT JOIN assignments s ON s.id = a.assignment_id
+      WHERE a.job_id = ANY($1) AND a.kind IN ('output', 'log')
+      ORDER BY s.attempt, s.offered_at, CASE a.kind WHEN 'output' THEN 0 ELSE 1 END, length(a.name), a.name, a.id`,
+    [jobIds],
   );
-  return rows.map((r) => ({ id: r.id, kind: r.kind, filename: r.filename, sizeBytes: Number(r.size_bytes), sha256: r.sha256 }));
+  for (const r of rows) out.get(r.job_id)?.push({ id: r.id, kind: r.kind, filename: r.filename, sizeBytes: Number(r.size_bytes), sha256: r.sha256 });
+  return out;
 }
 
 /**

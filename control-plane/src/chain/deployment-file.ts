@@ -11,6 +11,24 @@ const deploymentFileSchema = z.object({
   deployBlock: z.int().min(0),
 });
 
+/** A deployment where the control plane reaches it: what `deploymentEnv` turns into settings. */
+export type ReachableDeployment = z.infer<typeof deploymentFileSchema>;
+
+/**
+ * The control plane's chain variables for a deployment (`GF_RPC_URL`, `GF_CHAIN_ID`,
+ * `GF_ESCROW_ADDRESS`, `GF_ESCROW_START_BLOCK`, `GF_STABLE_TOKEN_*` when it has a stablecoin).
+ * The operator key is not part of a deployment: callers that hold it add it.
+ */
+export function deploymentEnv(d: ReachableDeployment): Record<string, string> {
+  return {
+    GF_RPC_URL: d.rpcUrl,
+    GF_CHAIN_ID: String(d.chainId),
+    GF_ESCROW_ADDRESS: d.escrow,
+    GF_ESCROW_START_BLOCK: String(d.deployBlock),
+    ...(d.stablecoin ? { GF_STABLE_TOKEN_ADDRESS: d.stablecoin.address, GF_STABLE_TOKEN_SYMBOL: d.stablecoin.symbol, GF_STABLE_TOKEN_DECIMALS: String(d.stablecoin.decimals) } : {}),
+  };
+}
+
 /**
  * Fills the chain variables (`GF_RPC_URL`, `GF_ESCROW_ADDRESS`, `GF_ESCROW_START_BLOCK`,
  * `GF_CHAIN_ID`, `GF_STABLE_TOKEN_*`) from the deployment file named by `GF_CHAIN_FILE`; a
@@ -26,16 +44,7 @@ export function withDeploymentFile(env: Record<string, string | undefined>): Rec
   } catch (err) {
     throw new Error(`GF_CHAIN_FILE ${file} is not a deployment file (npm run deploy -- --out FILE writes one): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
-  const filled: Record<string, string | undefined> = {
-    GF_RPC_URL: parsed.rpcUrl,
-    GF_CHAIN_ID: String(parsed.chainId),
-    GF_ESCROW_ADDRESS: parsed.escrow,
-    GF_ESCROW_START_BLOCK: String(parsed.deployBlock),
-    ...(parsed.stablecoin
-      ? { GF_STABLE_TOKEN_ADDRESS: parsed.stablecoin.address, GF_STABLE_TOKEN_SYMBOL: parsed.stablecoin.symbol, GF_STABLE_TOKEN_DECIMALS: String(parsed.stablecoin.decimals) }
-      : {}),
-  };
   const out = { ...env };
-  for (const [name, value] of Object.entries(filled)) if (!out[name]) out[name] = value;
+  for (const [name, value] of Object.entries(deploymentEnv(parsed))) if (!out[name]) out[name] = value;
   return out;
 }

@@ -1,11 +1,12 @@
 import { finalCost, formatUsdCents } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
+import { listAssignmentArtifacts } from '../artifacts/store.js';
 import { recordCompletion } from '../jobs/settlement.js';
-import { findJobById } from '../jobs/store.js';
+import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import type { ExecutionDeps } from './lifecycle.js';
-import { assignmentArtifacts, findAssignment, findMachineFacts, moveAssignment, moveJob, releaseGpus } from './store.js';
+import { findAssignment, findMachineFacts, moveAssignment, releaseGpus } from './store.js';
 import { allHashesMatch, canaryExpected, canaryIterations, readTarEntry, verificationLevel, type ExecutionEvidence } from './verification.js';
 
 /** Why a completion cannot be sent: the escrow pays the farm's payout address, and there is none. */
@@ -26,7 +27,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
   const machine = await findMachineFacts(deps.db, asg.machine_id);
   if (!job || !machine || job.status !== 'RUNNING' || job.assignment_id !== asg.id) return;
 
-  const stored = await assignmentArtifacts(deps.db, asg.id);
+  const stored = await listAssignmentArtifacts(deps.db, asg.id);
   const reported = asg.outputs ?? [];
   const outputs: ExecutionEvidence['outputs'] = reported.map((o, i) => ({
     path: o.path,
@@ -82,7 +83,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     await releaseGpus(tx, asg.id);
     if (mismatched) await tx.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [asg.machine_id]);
     const transition = transitionFor('RUNNING', timedOut ? 'time_out' : 'complete');
-    const moved = await moveJob(tx, {
+    const moved = await applyTransition(tx, {
       jobId: job.id,
       from: 'RUNNING',
       to: transition.to,

@@ -6,12 +6,12 @@ import type { Database, Queryable } from '../db/database.js';
 import type { EscrowDeps } from '../jobs/funding.js';
 import { notifyJobQueued } from '../jobs/channels.js';
 import { authorizePendingRefund } from '../jobs/settlement.js';
-import { findJobById } from '../jobs/store.js';
+import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
-import { excludeMachine, findAssignment, LIVE_STATES, moveAssignment, moveJob, releaseGpus } from './store.js';
+import { excludeMachine, findAssignment, LIVE_STATES, moveAssignment, releaseGpus } from './store.js';
 
 /**
  * What happens to a job when its assignment moves (ARCHITECTURE.md sections 4, 5 and 9): the
@@ -60,7 +60,7 @@ export async function assignmentRejected(
     if (!asg) return;
     await releaseGpus(tx, asg.id);
     await excludeMachine(tx, asg.job_id, machineId, reason);
-    const moved = await moveJob(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'unmatch').to, assignmentId: asg.id, set: { assignment_id: null } });
+    const moved = await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'unmatch').to, assignmentId: asg.id, set: { assignment_id: null } });
     if (moved) {
       const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
       await appendServiceLine(tx, asg.job_id, `not started: ${why}; queued again for another machine`);
@@ -125,7 +125,7 @@ async function startJob(deps: ExecutionDeps, assignmentId: string, message: Assi
       set: { started_at: message.startedAt ? new Date(message.startedAt) : new Date(), image_digest: message.imageDigest },
     });
     if (!asg) return;
-    await moveJob(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'start').to, assignmentId });
+    await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'start').to, assignmentId });
   });
 }
 
@@ -195,12 +195,13 @@ async function failAssignment(
     const transition = transitionFor(job.status, retry ? 'retry' : 'fail');
     const refund = transition.effects.includes('authorize_refund');
     const why = `${rule.summary}: ${message}`.slice(0, 1900);
-    await moveJob(tx, {
+    await applyTransition(tx, {
       jobId: asg.job_id,
       from: job.status,
       to: transition.to,
       assignmentId: asg.id,
-      set: { assignment_id: null, ...(retry ? {} : { failure_reason: why }), ...(refund ? { refund_status: 'pending' as const } : {}) },
+      refundPending: refund,
+      set: { assignment_id: null, ...(retry ? {} : { failure_reason: why }) },
     });
     await appendServiceLine(
       tx,

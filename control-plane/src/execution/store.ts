@@ -1,4 +1,3 @@
-import type { JobStatus, VerificationLevel } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /** An assignment row as the lifecycle reads it. */
@@ -64,45 +63,6 @@ export async function excludeMachine(db: Queryable, jobId: string, machineId: st
   await db.query('INSERT INTO job_exclusions (job_id, machine_id, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [jobId, machineId, reason]);
 }
 
-/**
- * A job transition by the execution slice: one guarded write (`status = from` and, when given,
- * the job still on `assignmentId`) that also sets the execution columns. Null when another writer won.
- */
-export async function moveJob(
-  db: Queryable,
-  params: {
-    jobId: string;
-    from: JobStatus;
-    to: JobStatus;
-    assignmentId?: string;
-    set?: Partial<{
-      assignment_id: string | null;
-      failure_reason: string | null;
-      refund_status: 'pending';
-      verification_level: VerificationLevel;
-      host_hash: string | null;
-      server_hash: string | null;
-      hashes_match: boolean;
-      output_artifact_id: string | null;
-      log_artifact_id: string | null;
-      billable_gpu_seconds: number;
-      compute_micro_usd: number;
-      fee_micro_usd: number;
-      total_micro_usd: number;
-    }>;
-  },
-): Promise<{ id: string; status: JobStatus } | null> {
-  const entries = Object.entries(params.set ?? {});
-  const sets = entries.map(([column], i) => (column === 'refund_status' ? `refund_status = COALESCE(refund_status, $${i + 5})` : `${column} = $${i + 5}`));
-  const [row] = await db.query<{ id: string; status: JobStatus }>(
-    `UPDATE jobs SET status = $3, updated_at = now()${sets.length ? `, ${sets.join(', ')}` : ''}
-      WHERE id = $1 AND status = $2 AND ($4::text IS NULL OR assignment_id = $4)
-      RETURNING id, status`,
-    [params.jobId, params.from, params.to, params.assignmentId ?? null, ...entries.map(([, v]) => v as string | number | boolean | null)],
-  );
-  return row ?? null;
-}
-
 /** The machine facts verification and settlement need. */
 export interface MachineFacts {
   id: string;
@@ -120,15 +80,6 @@ export async function findMachineFacts(db: Queryable, machineId: string): Promis
     [machineId],
   );
   return row ?? null;
-}
-
-/** Stored artifacts of an assignment by upload name (`output-0`, `log`). */
-export async function assignmentArtifacts(db: Queryable, assignmentId: string): Promise<Map<string, { id: string; sha256: string; size_bytes: number; declared_sha256: string | null }>> {
-  const rows = await db.query<{ id: string; name: string; sha256: string; size_bytes: number; declared_sha256: string | null }>(
-    'SELECT id, name, sha256, size_bytes, declared_sha256 FROM artifacts WHERE assignment_id = $1',
-    [assignmentId],
-  );
-  return new Map(rows.map((r) => [r.name, r]));
 }
 
 /** Finished on the machine but not settled yet (the chain was down): the worker settles them. */

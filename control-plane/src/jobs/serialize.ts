@@ -1,4 +1,5 @@
 import type { ArtifactSummary, Job, JobAssignment, JobReceipt } from '@gpufarm/shared';
+import { listJobsArtifacts } from '../artifacts/store.js';
 import type { Queryable } from '../db/database.js';
 import { microUsdToTokenUnits } from './settlement.js';
 import type { JobRow } from './store.js';
@@ -26,12 +27,9 @@ export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Pro
             WHERE a.id = ANY($1)`,
           [assignmentIds],
         ),
-    db.query<{ job_id: string; id: string; kind: 'output' | 'log'; filename: string; size_bytes: number; sha256: string }>(
-      `SELECT job_id, id, kind, filename, size_bytes, sha256 FROM artifacts WHERE job_id = ANY($1) AND kind IN ('output', 'log') ORDER BY kind DESC, name`,
-      [rows.map((r) => r.id)],
-    ),
+    listJobsArtifacts(db, rows.map((r) => r.id)),
   ]);
-  for (const row of rows) out.set(row.id, { assignment: null, artifacts: [] });
+  for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [] });
   for (const a of assignments) {
     out.get(a.job_id)!.assignment = {
       gpu: { model: a.gpu_model, modelClass: a.class_id, count: a.gpu_count },
@@ -43,7 +41,6 @@ export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Pro
       exitCode: a.exit_code,
     };
   }
-  for (const a of artifacts) out.get(a.job_id)!.artifacts.push({ id: a.id, kind: a.kind, filename: a.filename, sizeBytes: Number(a.size_bytes), sha256: a.sha256 });
   return out;
 }
 

@@ -153,9 +153,29 @@ export async function listJobs(
   );
 }
 
+/** Columns an execution transition sets besides the status (assignment, result, cost). */
+export type ExecutionColumns = Partial<
+  Pick<
+    JobRow,
+    | 'assignment_id'
+    | 'failure_reason'
+    | 'verification_level'
+    | 'host_hash'
+    | 'server_hash'
+    | 'hashes_match'
+    | 'output_artifact_id'
+    | 'log_artifact_id'
+    | 'billable_gpu_seconds'
+    | 'compute_micro_usd'
+    | 'fee_micro_usd'
+    | 'total_micro_usd'
+  >
+>;
+
 /**
- * Applies one transition as a guarded write: only when the job is still in `from`. Returns the
- * updated row, or null when another writer moved the job first.
+ * Applies one transition as a guarded write: only when the job is still in `from` (and, when
+ * `assignmentId` is given, still on that assignment). Returns the updated row, or null when
+ * another writer moved the job first.
  */
 export async function applyTransition(
   db: Queryable,
@@ -168,14 +188,29 @@ export async function applyTransition(
     fundTxHash?: string | null;
     /** True when the transition's effects include `authorize_refund`: the refund becomes pending. */
     refundPending?: boolean;
+    /** Execution transitions: the job must still be on this assignment. */
+    assignmentId?: string;
+    set?: ExecutionColumns;
   },
 ): Promise<JobRow | null> {
+  // Column names come from the ExecutionColumns type, never from input.
+  const entries = Object.entries(params.set ?? {});
+  const sets = entries.map(([column], i) => `, ${column} = $${i + 8}`).join('');
   const [row] = await db.query<JobRow>(
     `UPDATE jobs SET status = $3, updated_at = now(), cancel_reason = COALESCE($4, cancel_reason),
             fund_tx_hash = COALESCE($5, fund_tx_hash),
-            refund_status = CASE WHEN $6::boolean AND refund_status IS NULL THEN 'pending' ELSE refund_status END
-      WHERE id = $1 AND status = $2 RETURNING ${COLUMNS}`,
-    [params.jobId, params.from, params.to, params.cancelReason ?? null, params.fundTxHash ?? null, params.refundPending ?? false],
+            refund_status = CASE WHEN $6::boolean AND refund_status IS NULL THEN 'pending' ELSE refund_status END${sets}
+      WHERE id = $1 AND status = $2 AND ($7::text IS NULL OR assignment_id = $7) RETURNING ${COLUMNS}`,
+    [
+      params.jobId,
+      params.from,
+      params.to,
+      params.cancelReason ?? null,
+      params.fundTxHash ?? null,
+      params.refundPending ?? false,
+      params.assignmentId ?? null,
+      ...entries.map(([, value]) => value as string | number | boolean | null),
+    ],
   );
   return row ?? null;
 }

@@ -17,7 +17,6 @@ import WebSocket from 'ws';
 import { createEnrollmentToken } from '../../src/agent-gateway/enrollment.js';
 import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
 import { executionLifecycle, type LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
-import type { BlobStore } from '../../src/artifacts/blob-store.js';
 import type { Database } from '../../src/db/database.js';
 import { buildTestApp, createTestKey, type TestApp } from './app.js';
 
@@ -208,15 +207,6 @@ export function countingLifecycle(calls: LifecycleCall[]): LifecyclePort {
 }
 
 /** The gateway never touches artifact bytes; any use is a test failure. */
-const noBlobs: BlobStore = {
-  put: () => Promise.reject(new Error('the gateway has no business with blobs')),
-  open: () => {
-    throw new Error('the gateway has no business with blobs');
-  },
-  stat: () => Promise.reject(new Error('the gateway has no business with blobs')),
-  delete: () => Promise.reject(new Error('the gateway has no business with blobs')),
-};
-
 export interface GatewayTestApp extends TestApp {
   gateway: AgentGateway;
   url: string;
@@ -231,7 +221,7 @@ export async function startGatewayApp(t: TestContext, options: { env?: Record<st
   const logs: string[] = [];
   const gateway = await createAgentGateway({
     app: test.app,
-    deps: { db: test.db, escrow: null, config: test.config.execution, blobs: noBlobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) },
+    deps: { db: test.db, escrow: null, config: test.config.execution, blobs: test.blobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) },
     lifecycle: countingLifecycle(calls),
     sweepIntervalMs: 0,
   });

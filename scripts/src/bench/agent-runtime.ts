@@ -15,6 +15,7 @@ import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
 import { toContainerConfig } from '@gpufarm/agent/runtime/container-config.js';
 import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
 import type { StandaloneSection } from './standalone.js';
+import { median } from './report.js';
 
 const run = promisify(execFile);
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -33,11 +34,6 @@ const SINK_SCRIPT = `
   server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 `;
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
 const ms = (x: number) => x.toFixed(1);
 /** A difference with its sign: +21.6, -7.5. */
 const signedMs = (x: number) => `${x >= 0 ? '+' : ''}${ms(x)}`;

@@ -14,6 +14,7 @@ import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { createBenchDatabase } from './database.js';
 import { startControlPlaneProcess } from './server.js';
 import type { StandaloneSection } from './standalone.js';
+import { median } from './report.js';
 
 /** Size of the artifact and measured runs of each path (after one warm-up of each). */
 const BYTES = Number(process.env.BENCH_DOWNLOAD_MIB ?? 512) * 1024 * 1024;
@@ -21,11 +22,6 @@ const RUNS = Number(process.env.BENCH_DOWNLOAD_RUNS ?? 5);
 /** Target (issue 7): the signed URL gives at least this share of reading the stored file. */
 const TARGET_RATIO = 0.8;
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 
 /**

@@ -1,17 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { listEgress } from '@gpufarm/agent/egress/network.js';
+import { execInContainer } from '@gpufarm/agent/runtime/docker-exec.js';
 import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
 import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
 import type { StandaloneSection } from './standalone.js';
+import { median } from './report.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -21,23 +21,7 @@ const RUNS = Number(process.env.BENCH_EGRESS_RUNS ?? 5);
 /** Target: the proxied path keeps at least this share of the direct path's throughput. */
 const TARGET_RATIO = 0.5;
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
 
-/** Runs `sh -c script` in a container; resolves with its output. */
-async function exec(docker: Docker, containerId: string, script: string): Promise<string> {
-  const e = await docker.getContainer(containerId).exec({ Cmd: ['sh', '-c', script], AttachStdout: true, AttachStderr: true });
-  const stream = await e.start({ hijack: true, stdin: false });
-  const chunks: Buffer[] = [];
-  const sink = new PassThrough();
-  sink.on('data', (c: Buffer) => chunks.push(c));
-  docker.modem.demuxStream(stream, sink, sink);
-  await once(stream, 'end');
-  return Buffer.concat(chunks).toString();
-}
 
 /**
  * Egress through an allowlist job's proxy beside a direct connection, in the same run (issue 6):
@@ -96,7 +80,7 @@ export const egressSection: StandaloneSection = {
 
       const timed = async (containerId: string, script: string): Promise<number> => {
         const started = process.hrtime.bigint();
-        const out = await exec(docker, containerId, script);
+        const out = await execInContainer(docker, containerId, script);
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         const received = Number(out.trim().split(/\s+/).pop());
         if (!(received >= BYTES)) throw new Error(`expected at least ${BYTES} bytes, got ${out.trim().slice(0, 200)}`);

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/chain/anvil.js';
 import { contractHasCode, deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
+import { deploymentEnv } from '@gpufarm/control-plane/chain/deployment-file.js';
 
 /** Roles of anvil's dev accounts on the local chain. */
 export const LOCAL_OPERATOR = ANVIL_ACCOUNTS[0];
@@ -22,15 +23,7 @@ export interface LocalChain {
 
 /** The control plane's settings (environment variables) for a local chain. */
 export function localChainEnv({ anvil, deployment }: LocalChain): Record<string, string> {
-  return {
-    GF_RPC_URL: anvil.rpcUrl,
-    GF_ESCROW_ADDRESS: deployment.escrow,
-    GF_OPERATOR_PRIVATE_KEY: LOCAL_OPERATOR.privateKey,
-    GF_ESCROW_START_BLOCK: String(deployment.deployBlock),
-    GF_STABLE_TOKEN_ADDRESS: deployment.stablecoin!.address,
-    GF_STABLE_TOKEN_SYMBOL: deployment.stablecoin!.symbol,
-    GF_STABLE_TOKEN_DECIMALS: String(deployment.stablecoin!.decimals),
-  };
+  return { ...deploymentEnv({ ...deployment, rpcUrl: anvil.rpcUrl }), GF_OPERATOR_PRIVATE_KEY: LOCAL_OPERATOR.privateKey };
 }
 
 /**
