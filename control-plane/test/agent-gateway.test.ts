@@ -112,6 +112,13 @@ t.test('POST /admin/v1/enrollment-tokens', async (t) => {
     const price = await app.inject({ method: 'POST', url: '/admin/v1/enrollment-tokens', headers: admin, payload: { farm: 'north-gpu', regionKey: 'canada', pricePerGpuHour: '0.1234567' } });
     t.equal(price.statusCode, 400);
     t.same(price.json().error.details.map((d: { field: string }) => d.field), ['pricePerGpuHour']);
+    const payout = await app.inject({ method: 'POST', url: '/admin/v1/enrollment-tokens', headers: admin, payload: { farm: 'south-gpu', regionKey: 'canada', pricePerGpuHour: 1 } });
+    t.equal(payout.statusCode, 400, 'a new farm needs a payout address');
+    t.same(payout.json().error.details.map((d: { field: string }) => d.field), ['payoutAddress']);
+    t.match(payout.json().error.message, /farm south-gpu has no payout address/);
+    t.same(await db.query(`SELECT 1 FROM farms WHERE slug = 'south-gpu'`), [], 'the farm was not created');
+    const known = await app.inject({ method: 'POST', url: '/admin/v1/enrollment-tokens', headers: admin, payload: { farm: 'north-gpu', regionKey: 'canada', pricePerGpuHour: 1 } });
+    t.equal(known.statusCode, 201, 'a farm with an address keeps it');
     const anonymous = await app.inject({ method: 'POST', url: '/admin/v1/enrollment-tokens', payload: { farm: 'north-gpu', regionKey: 'canada', pricePerGpuHour: 1 } });
     t.equal(anonymous.statusCode, 401);
     t.equal(anonymous.json().error.code, 'missing_api_key');

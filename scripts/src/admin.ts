@@ -19,7 +19,8 @@ commands:
   reactivate-account --id acct_...
   create-enrollment-token --farm SLUG --region KEY --price USD [--payout 0x<40 hex>] [--name TEXT] [--label TEXT]
       creates the farm if needed and a one-time token for \`gf-agent enroll\` (valid one day);
-      machines enrolled with it are offered in that region at that price per GPU hour
+      machines enrolled with it are offered in that region at that price per GPU hour;
+      --payout (where the farm's earnings are released) is required for a farm that has none
 
 scopes: ${API_KEY_SCOPES.join(', ')}
 It talks to the local control plane started by \`npm start\` when one runs on the embedded

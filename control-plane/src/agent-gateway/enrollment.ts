@@ -56,12 +56,18 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
   const token = newAgentToken('gfe');
   const name = input.farmName ?? nameFromSlug(input.farmSlug);
   return db.transaction(async (tx) => {
-    const [farm] = await tx.query<{ id: string; slug: string; name: string }>(
+    const [farm] = await tx.query<{ id: string; slug: string; name: string; payout_address: string | null }>(
       `INSERT INTO farms (id, slug, name, provider, payout_address) VALUES ($1, $2, $3, $3, $4)
        ON CONFLICT (slug) DO UPDATE SET payout_address = coalesce(excluded.payout_address, farms.payout_address)
-       RETURNING id, slug, name`,
+       RETURNING id, slug, name, payout_address`,
       [newId('farm'), input.farmSlug, name, payout],
     );
+    // A job is settled by releasing its escrow to the farm's address: without one, a machine
+    // could run jobs that can never be paid out.
+    if (farm!.payout_address === null) {
+      const message = `payoutAddress: farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`;
+      throw new ApiError('invalid_request', message, { details: [{ field: 'payoutAddress', message }] });
+    }
     const [row] = await tx.query<{ expires_at: Date }>(
       `INSERT INTO enrollment_tokens (token_hash, farm_id, region_key, price_per_gpu_hour_micro_usd, label, expires_at)
        VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING expires_at`,

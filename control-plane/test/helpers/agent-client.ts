@@ -230,6 +230,9 @@ export async function startGatewayApp(t: TestContext, options: { env?: Record<st
   return { ...test, gateway, url, calls, logs };
 }
 
+/** Where the test farms' earnings go. */
+export const TEST_PAYOUT_ADDRESS = '0x00000000000000000000000000000000000000aa';
+
 /** An enrollment token for a fresh farm (or `farmSlug`), in `us-east` at 0.45 USD per GPU hour. */
 export async function newEnrollmentToken(db: Database, options: { farmSlug?: string; ttlSeconds?: number; price?: number | null } = {}): Promise<string> {
   const created = await createEnrollmentToken(db, {
@@ -237,6 +240,7 @@ export async function newEnrollmentToken(db: Database, options: { farmSlug?: str
     regionKey: 'us-east',
     pricePerGpuHourMicroUsd: options.price === undefined ? 450_000 : options.price,
     ttlSeconds: options.ttlSeconds ?? 3600,
+    payoutAddress: TEST_PAYOUT_ADDRESS,
   });
   return created.token;
 }
