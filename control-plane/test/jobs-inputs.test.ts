@@ -53,6 +53,23 @@ t.test('inputs: an uploaded file can be named; another account’s, an unknown o
   t.equal(download.statusCode, 200);
   t.equal(createHash('sha256').update(download.rawPayload).digest('hex'), input.sha256, 'the URL serves the uploaded bytes');
 
+  // A second job names the input while it lives; the input expires while the job waits.
+  const waiting = await create([{ artifactId: input.id, mountName: 'data' }]);
+  const waitingId = (waiting.json() as { job: { id: string } }).job.id;
   await db.query(`UPDATE artifacts SET expires_at = now() - interval '1 second' WHERE id = $1`, [input.id]);
   await refused(await create([{ artifactId: input.id, mountName: 'data' }]));
+
+  // Matched again with a free GPU, it is canceled with the refund pending instead of waiting forever.
+  await db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1`, [waitingId]);
+  await db.query(`UPDATE machine_gpus SET busy = false, assignment_id = NULL`);
+  const again = await matchQueuedJobs({ db, log: () => undefined, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, signer, job.accountId, inputs, 3600) });
+  t.equal(again.matched.length, 0);
+  const job = (await app.inject({ method: 'GET', url: `/v1/jobs/${waitingId}`, headers: bearer(mine.key) })).json() as { status: string };
+  t.equal(job.status, 'CANCELED');
+  const [row2] = await db.query<{ refund_status: string; cancel_reason: string }>('SELECT refund_status, cancel_reason FROM jobs WHERE id = $1', [waitingId]);
+  t.equal(row2!.refund_status, 'pending', 'the escrow refund is to be authorized');
+  t.equal(row2!.cancel_reason, `input artifact ${input.id} expired; upload it again and create a new job`);
+  const logs = (await app.inject({ method: 'GET', url: `/v1/jobs/${waitingId}/logs`, headers: bearer(mine.key) })).json() as { data: Array<{ stream: string; line: string }> };
+  t.match(logs.data.at(-1), { stream: 'system', line: /^canceled: input artifact .* expired; upload it again and create a new job; the escrow refund is authorized$/ });
+  t.same(await db.query('SELECT 1 FROM assignments WHERE job_id = $1', [waitingId]), [], 'no assignment was made');
 });

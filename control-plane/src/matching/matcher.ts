@@ -1,7 +1,10 @@
 import { findGpuClass } from '@gpufarm/shared';
+import { JobInputUnavailableError } from '../artifacts/inputs.js';
 import type { Database, Queryable } from '../db/database.js';
 import { newId } from '../ids.js';
+import { applyTransition } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
+import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, minVramOf, type ResolvedInput, type StoredJobSpec } from './assignment-spec.js';
 import { CandidatePool, type CandidateGpu, type CandidateUnit, type JobNeed, type PlannedMatch } from './plan.js';
 import {
@@ -226,9 +229,24 @@ async function recordFor(
       line: matchedLine({ gpuCount: match.gpus.length, classId: unit.classId, farmName: unit.machine.farmName, regionKey: unit.machine.regionKey, priceMicroUsd, attempt }),
     };
   } catch (err) {
-    log(`job ${job.id} not matched: its assignment could not be built`, err);
+    if (err instanceof JobInputUnavailableError) {
+      await cancelForUnavailableInput(tx, job.id, err);
+      log(`job ${job.id} canceled: ${err.message}`);
+    } else log(`job ${job.id} not matched: its assignment could not be built`, err);
     return null;
   }
+}
+
+/**
+ * An input that expired (or left the account) while the job waited can never come back, so the
+ * job would wait forever: it is canceled (QUEUED has no way to FAILED) with the refund authorized,
+ * and its log and `cancelReason` say what to do.
+ */
+async function cancelForUnavailableInput(tx: Queryable, jobId: string, err: JobInputUnavailableError): Promise<void> {
+  const { from, to, effects } = transitionFor('QUEUED', 'cancel');
+  const reason = `${err.message}; upload it again and create a new job`;
+  const moved = await applyTransition(tx, { jobId, from, to, cancelReason: reason, refundPending: effects.includes('authorize_refund') });
+  if (moved) await appendServiceLine(tx, jobId, `canceled: ${reason}; the escrow refund is authorized`);
 }
 
 export { MatchWriteConflict };
