@@ -1,6 +1,6 @@
 import t from 'tap';
 import { MAX_LOG_LINE_CHARS } from '@gpufarm/shared';
-import { compareCursors, DockerLogParser, formatCursor, parseCursor, sinceSeconds, splitLong, type LogCursor } from '../src/runtime/log-lines.js';
+import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, STREAM_SKEW_SECONDS, type LogCursor } from '../src/runtime/log-lines.js';
 import { busyboxSpec, collectLines, testRuntime } from './helpers/docker.js';
 
 function frame(stream: 1 | 2, text: string): Buffer {
@@ -39,14 +39,54 @@ t.test('behavior: the parser joins frames split anywhere, pieces of long lines, 
   t.same(resumed, ['long-along-b', 'tail']);
 });
 
+t.test('behavior: a cursor is a place in Docker\'s order, not in time: a resumed parser emits each line after it once', async (t) => {
+  // Docker stamps stdout and stderr in one goroutine each and stores them under one lock, so
+  // across the streams the stored order can differ from the stamps' (err-1 stamped after out-1,
+  // stored before it; seen on dockerd 20.10 with `echo out-$i; echo err-$i >&2`). out-1 is the
+  // last line stored and it straddles a second with err-1.
+  const bytes = Buffer.concat([
+    frame(1, '2026-11-22T10:00:00.500000000Z out-0\n'),
+    frame(2, '2026-11-22T10:00:00.600000000Z err-0\n'),
+    frame(2, '2026-11-22T10:00:01.000000200Z err-1\n'),
+    frame(1, '2026-11-22T10:00:00.999999900Z out-1\n'),
+  ]);
+  const read = (after: LogCursor | null) => {
+    const got: Array<{ text: string; cursor: LogCursor }> = [];
+    const parser = new DockerLogParser((_s, text, cursor) => got.push({ text, cursor }), after);
+    parser.push(bytes);
+    parser.end();
+    return got;
+  };
+  const all = read(null);
+  t.same(all.map((l) => l.text), ['out-0', 'err-0', 'err-1', 'out-1']);
+  // The catch-up after the follower: it resumes after the follower's last line, out-1.
+  t.same(read(all[3]!.cursor).map((l) => l.text), [], 'after the last line stored nothing comes again (err-1 is stamped later but was stored before)');
+  // A restart after err-1 was delivered and before out-1 was.
+  t.same(read(all[2]!.cursor).map((l) => l.text), ['out-1'], 'a line stored after the cursor\'s with an earlier stamp is not skipped');
+  t.ok(sinceSeconds(all[2]!.cursor) <= Math.floor(Date.parse('2026-11-22T10:00:00Z') / 1000), 'and Docker is asked from early enough to return it');
+});
+
 t.test('args: cursors', async (t) => {
   const a = parseCursor('2026-11-22T10:00:01.500000000Z#2');
   t.equal(formatCursor(a), '2026-11-22T10:00:01.500000000Z#2');
-  t.equal(sinceSeconds(a), Date.parse('2026-11-22T10:00:01Z') / 1000);
+  t.equal(sinceSeconds(a), Date.parse('2026-11-22T10:00:01Z') / 1000 - STREAM_SKEW_SECONDS, 'whole seconds, reaching back the skew between the streams');
   t.ok(compareCursors(a, parseCursor('2026-11-22T10:00:01.500000000Z#3')) < 0);
   t.ok(compareCursors(a, parseCursor('2026-11-22T10:00:01.400000000Z#9')) > 0);
   t.throws(() => parseCursor('yesterday#1'));
   t.same(splitLong('x'.repeat(MAX_LOG_LINE_CHARS * 2 + 1)).map((p) => p.length), [MAX_LOG_LINE_CHARS, MAX_LOG_LINE_CHARS, 1]);
+});
+
+t.test('args: linesAfter drops every piece of the cursor\'s line and ends the skipping past the skew when that line is gone', async (t) => {
+  const c = (text: string) => parseCursor(text);
+  const after = c('2026-11-22T10:00:01.000000000Z#0');
+  const admits = linesAfter(after);
+  const seen = ['2026-11-22T10:00:01.500000000Z#0', '2026-11-22T10:00:01.000000000Z#0', '2026-11-22T10:00:01.000000000Z#0', '2026-11-22T10:00:00.900000000Z#0', '2026-11-22T10:00:00.900000000Z#0'].map((x) => admits(c(x)));
+  t.same(seen, [false, false, false, true, true], 'a later stamp before the line, both pieces of the line, then the pieces of the next line');
+  const rotated = linesAfter(after);
+  const gone = ['2026-11-22T10:00:01.900000000Z#0', '2026-11-22T10:00:02.100000000Z#0', '2026-11-22T10:00:01.200000000Z#0'].map((x) => rotated(c(x)));
+  t.same(gone, [false, true, true], 'the cursor\'s line never comes: a line stamped more than the skew after it ends the skipping');
+  t.equal(linesAfter(after)(c('2026-11-22T10:00:01.000000000Z#1')), true, 'the same stamp with a higher index is a later piece of the cursor\'s line');
+  t.equal(linesAfter(null)(after), true);
 });
 
 t.test('behavior: stdout and stderr lines arrive in order with their streams', async (t) => {

@@ -10,7 +10,7 @@ import { downloadInputs } from './inputs.js';
 import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-state.js';
 import { assignmentLabels, containerName, LABEL_ASSIGNMENT, ownerFilter } from './labels.js';
 import { LogFile } from './log-file.js';
-import { compareCursors, DockerLogParser, formatCursor, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
+import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
 import { prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS, type OutputMount } from './output-mount.js';
 
 /** The values of settled promises, or the first rejection's reason thrown. */
@@ -73,7 +73,7 @@ export class DetachedError extends Error {
 
 /** Options of `start` and `resume`. */
 export interface SuperviseOptions {
-  /** Lines at or before this cursor (from the link's spool) are not sent to the sink again. */
+  /** Lines up to this cursor's line in Docker's order (from the link's spool) are not sent to the sink again. */
   sinkAfter?: string | null;
 }
 
@@ -218,7 +218,14 @@ export class DockerRuntime {
     const { spec } = state;
     const dir = this.dirOf(spec.assignmentId);
     const sinkAfter = opts.sinkAfter ? parseCursor(opts.sinkAfter) : fileAfter;
-    const resumeAt = [fileAfter, sinkAfter].reduce<LogCursor | null>((a, b) => (a === null || b === null ? null : compareCursors(a, b) <= 0 ? a : b), fileAfter);
+    // The follower starts after the sink's cursor: the spool holds a prefix of the file's lines
+    // (each goes to the file first), so in Docker's order it is never after the file's; with no
+    // file cursor it starts at the beginning. A target whose cursor is not where the follower
+    // starts skips on to its own (by place in Docker's order, see `linesAfter`).
+    const resumeAt = fileAfter === null ? null : sinkAfter;
+    const skipTo = (after: LogCursor | null) => linesAfter(after && resumeAt && compareCursors(after, resumeAt) === 0 ? null : after);
+    const toFile = skipTo(fileAfter);
+    const toSink = skipTo(sinkAfter);
     const system = (line: string) => {
       const entry: RuntimeLogLine = { stream: 'system', line, ts: this.now(), cursor: null };
       log.append(entry);
@@ -264,8 +271,8 @@ export class DockerRuntime {
     const deliver = (line: RuntimeLogLine) => {
       if (detached) return;
       const cursor = line.cursor ? parseCursor(line.cursor) : null;
-      if (!fileAfter || !cursor || compareCursors(cursor, fileAfter) > 0) log.append(line);
-      if (!sinkAfter || !cursor || compareCursors(cursor, sinkAfter) > 0) sink(line);
+      if (!cursor || toFile(cursor)) log.append(line);
+      if (!cursor || toSink(cursor)) sink(line);
     };
     let logStream: NodeJS.ReadableStream | null = null;
     const logsDone = this.follow(container, resumeAt, (s) => {

@@ -20,10 +20,14 @@ export type LogSink = (line: RuntimeLogLine) => void;
 
 /**
  * The position of a container line in Docker's log: its timestamp as Docker writes it
- * (RFC 3339 with nine fixed decimals, UTC, so text order is time order) and how many lines
- * came before it with the same timestamp. Written `2026-11-22T15:37:22.123456789Z#0`.
- * A follower resumed after a cursor asks Docker for lines `since` that second and drops every
- * line at or before the cursor, so no line is delivered twice and none is skipped.
+ * (RFC 3339 with nine fixed decimals, UTC) and how many lines came right before it with the
+ * same timestamp. Written `2026-11-22T15:37:22.123456789Z#0`.
+ * A cursor names a line; it is not a point in time: Docker stamps stdout and stderr lines in
+ * one goroutine per stream and stores them under one lock, so across the two streams the
+ * stored order (the order every read returns) can differ from the stamps' order. A follower
+ * resumed after a cursor asks Docker for lines `since` a second before it (`sinceSeconds`) and
+ * drops every line up to the cursor's own (`linesAfter`), so no line is delivered twice and
+ * none is skipped.
  */
 export interface LogCursor {
   ts: string;
@@ -45,9 +49,47 @@ export function compareCursors(a: LogCursor, b: LogCursor): number {
   return a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.index - b.index;
 }
 
-/** Seconds since the epoch to pass as Docker's `since` for lines after `cursor` (whole seconds, so at or before it). */
+/**
+ * How much earlier than a line stored after it a line of the other stream can be stamped, at
+ * most (a thread preempted between stamping and storing; milliseconds are seen, a second is
+ * ample): `since` reaches back this far and `linesAfter` relies on it.
+ */
+export const STREAM_SKEW_SECONDS = 1;
+
+/**
+ * Seconds since the epoch to pass as Docker's `since` for lines after `cursor`: whole seconds,
+ * `STREAM_SKEW_SECONDS` before it, so lines stored after it with an earlier stamp come too.
+ */
 export function sinceSeconds(cursor: LogCursor): number {
-  return Math.floor(Date.parse(cursor.ts.replace(/\.\d+Z$/, 'Z')) / 1000);
+  return Math.floor(Date.parse(cursor.ts.replace(/\.\d+Z$/, 'Z')) / 1000) - STREAM_SKEW_SECONDS;
+}
+
+/**
+ * A filter, called with each line's cursor in the order Docker returns lines (every piece of a
+ * split line, each with the line's cursor), that admits the lines after `after`'s line: it
+ * drops everything up to and including that line, whatever the stamps, then admits the rest.
+ * Comparing stamps would not do: across the streams a line stored before the cursor's can be
+ * stamped after it (and would come twice) and one stored after it stamped before (and be lost).
+ * Lines that cannot have been stored before it end the skipping too, should the cursor's line
+ * never come (rotated away, or a last line read before its last pieces were stored): one with
+ * its stamp and a higher index (a later piece of the same line) or stamped more than
+ * `STREAM_SKEW_SECONDS` after it. `null` admits every line.
+ */
+export function linesAfter(after: LogCursor | null): (cursor: LogCursor) => boolean {
+  let state: 'before' | 'at' | 'past' = after ? 'before' : 'past';
+  return (cursor) => {
+    if (state === 'past' || !after) return true;
+    if (compareCursors(cursor, after) === 0) {
+      state = 'at';
+      return false;
+    }
+    const storedAfter = cursor.ts === after.ts ? cursor.index > after.index : timestampMs(cursor.ts) - timestampMs(after.ts) > STREAM_SKEW_SECONDS * 1000;
+    if (state === 'at' || storedAfter) {
+      state = 'past';
+      return true;
+    }
+    return false;
+  };
 }
 
 /** Milliseconds since the epoch of a Docker timestamp. */
@@ -69,7 +111,8 @@ export function splitLong(line: string): string[] {
  * is one log message, `<timestamp> <text>`; a message without a trailing newline is a piece of
  * a line longer than Docker's 16 KiB buffer and is joined with the following pieces.
  *
- * Emits complete lines with their stream and cursor, skipping those at or before `after`.
+ * Emits complete lines with their stream and cursor, skipping those up to `after`'s line (see
+ * `linesAfter`).
  * Call `push` with each chunk and `end` once; text is decoded as UTF-8 per complete line.
  */
 export class DockerLogParser {
@@ -79,11 +122,14 @@ export class DockerLogParser {
     stderr: { pieces: [], cursor: null },
   };
   private last: LogCursor | null = null;
+  private readonly admits: (cursor: LogCursor) => boolean;
 
   constructor(
     private readonly emit: (stream: 'stdout' | 'stderr', text: string, cursor: LogCursor) => void,
-    private readonly after: LogCursor | null = null,
-  ) {}
+    after: LogCursor | null = null,
+  ) {
+    this.admits = linesAfter(after);
+  }
 
   push(chunk: Buffer): void {
     this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
@@ -127,7 +173,7 @@ export class DockerLogParser {
   }
 
   private line(stream: 'stdout' | 'stderr', bytes: Buffer, cursor: LogCursor): void {
-    if (this.after && compareCursors(cursor, this.after) <= 0) return;
+    if (!this.admits(cursor)) return;
     let text = bytes.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
     this.emit(stream, text, cursor);
