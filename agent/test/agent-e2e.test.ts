@@ -22,6 +22,14 @@ t.test('behavior: a busybox job: every line once, in order with its stream; exit
 
   t.equal(final.state, 'finished', final.failure?.message ?? '');
   t.same(peer.statuses(job.assignmentId).map((m) => m.state), ['pulling', 'running', 'exited', 'uploading', 'finished']);
+  // Each status comes after the lines written before it (the server's line for it follows them).
+  let sentSeq = -1;
+  const behind: string[] = [];
+  for (const m of peer.received) {
+    if (m.type === 'logs' && m.assignmentId === job.assignmentId) sentSeq = Math.max(sentSeq, ...m.lines.map((l) => l.seq));
+    if (m.type === 'assignment.status' && m.assignmentId === job.assignmentId && (m.lastLogSeq ?? -1) > sentSeq) behind.push(`${m.state} (line ${m.lastLogSeq} not yet sent, ${sentSeq} was)`);
+  }
+  t.same(behind, [], 'no status overtakes its lines');
   t.equal(final.exitCode, 3, 'the exit code');
   t.equal(final.oomKilled, false);
   t.equal(final.timedOut, false);

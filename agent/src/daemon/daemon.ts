@@ -245,6 +245,9 @@ export class AgentDaemon {
       report: (status: AssignmentReport) => {
         const message: AgentMessage = { type: 'assignment.status', assignmentId, at: this.now().toISOString(), ...status };
         this.lastStatus.set(assignmentId, message);
+        // The lines written so far go first: the server handles a link's messages in order, so
+        // its line for this status (such as "uploading") lands after them in the job's log.
+        this.logs.flush();
         this.sendOrQueue(message);
         if (status.state === 'finished' || status.state === 'failed') {
           // Keep the sink until the server has every line, then forget the assignment.
