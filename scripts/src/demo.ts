@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { createPublicClient, createWalletClient, http, type Hash, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -220,7 +220,8 @@ async function main(argv: string[]): Promise<void> {
   mkdirSync(folder, { recursive: true });
   const file = join(folder, `${done.id}-output.tar`);
   writeFileSync(file, bytes);
-  info(`${bytes.length} bytes saved to ${file}`);
+  const shown = relative(process.cwd(), file);
+  info(`${bytes.length} bytes saved to ${shown.startsWith('..') || isAbsolute(shown) ? file : shown}`);
   info(`SHA-256 of the bytes   ${sha}`);
   const matches = sha === headerSha && sha === result.serverHash;
   info(matches ? 'equals X-Artifact-Sha256 and the job\'s result.serverHash: intact' : `DOES NOT MATCH (header ${headerSha}, result ${result.serverHash})`);
