@@ -200,7 +200,6 @@ async function failAssignment(
       from: job.status,
       to: transition.to,
       assignmentId: asg.id,
-      refundPending: refund,
       set: { assignment_id: null, ...(retry ? {} : { failure_reason: why }) },
     });
     await appendServiceLine(

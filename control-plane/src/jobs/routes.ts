@@ -346,7 +346,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       }
       const transition = transitionFor(row.status, 'cancel');
       const refund = transition.effects.includes('authorize_refund');
-      const moved = await applyTransition(db, { jobId: row.id, from: row.status, to, cancelReason: reason, refundPending: refund });
+      const moved = await applyTransition(db, { jobId: row.id, from: row.status, to, cancelReason: reason });
       if (moved) {
         // A MATCHING job has an assignment on a machine: drop it and tell the agent.
         if (row.status === 'MATCHING') await jobCanceled(db, row.id);

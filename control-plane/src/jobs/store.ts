@@ -1,5 +1,6 @@
 import type { JobStatus, VerificationLevel } from '@gpufarm/shared';
 import type { Queryable, Transaction } from '../db/database.js';
+import { authorizesRefund } from './transitions.js';
 
 export interface JobRow {
   id: string;
@@ -186,8 +187,6 @@ export async function applyTransition(
     cancelReason?: string | null;
     /** The funding transaction (the `fund` event). */
     fundTxHash?: string | null;
-    /** True when the transition's effects include `authorize_refund`: the refund becomes pending. */
-    refundPending?: boolean;
     /** Execution transitions: the job must still be on this assignment. */
     assignmentId?: string;
     set?: ExecutionColumns;
@@ -207,7 +206,8 @@ export async function applyTransition(
       params.to,
       params.cancelReason ?? null,
       params.fundTxHash ?? null,
-      params.refundPending ?? false,
+      // A transition with the `authorize_refund` effect makes the refund pending.
+      authorizesRefund(params.from, params.to),
       params.assignmentId ?? null,
       ...entries.map(([, value]) => value as string | number | boolean | null),
     ],

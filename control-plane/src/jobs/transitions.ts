@@ -79,4 +79,9 @@ export function transitionFor(from: JobStatus, event: JobEvent): Transition {
   return found;
 }
 
+/** Whether moving `from` -> `to` authorizes the escrow refund (the table's `authorize_refund` effect). */
+export function authorizesRefund(from: JobStatus, to: JobStatus): boolean {
+  return TRANSITIONS.some((t) => t.from === from && t.to === to && t.effects.includes('authorize_refund'));
+}
+
 export { isTerminalStatus };

@@ -243,9 +243,9 @@ async function recordFor(
  * and its log and `cancelReason` say what to do.
  */
 async function cancelForUnavailableInput(tx: Queryable, jobId: string, err: JobInputUnavailableError): Promise<void> {
-  const { from, to, effects } = transitionFor('QUEUED', 'cancel');
+  const { from, to } = transitionFor('QUEUED', 'cancel');
   const reason = `${err.message}; upload it again and create a new job`;
-  const moved = await applyTransition(tx, { jobId, from, to, cancelReason: reason, refundPending: effects.includes('authorize_refund') });
+  const moved = await applyTransition(tx, { jobId, from, to, cancelReason: reason });
   if (moved) await appendServiceLine(tx, jobId, `canceled: ${reason}; the escrow refund is authorized`);
 }
 

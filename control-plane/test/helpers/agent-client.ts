@@ -231,7 +231,7 @@ export async function startGatewayApp(t: TestContext, options: { env?: Record<st
 }
 
 /** Where the test farms' earnings go. */
-export const TEST_PAYOUT_ADDRESS = '0x00000000000000000000000000000000000000aa';
+const TEST_PAYOUT_ADDRESS = '0x00000000000000000000000000000000000000aa';
 
 /** An enrollment token for a fresh farm (or `farmSlug`), in `us-east` at 0.45 USD per GPU hour. */
 export async function newEnrollmentToken(db: Database, options: { farmSlug?: string; ttlSeconds?: number; price?: number | null } = {}): Promise<string> {
