@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { lstat, readdir, readlink } from 'node:fs/promises';
+import { readSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
+import { lstat, open, readdir, readlink } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
@@ -33,6 +34,40 @@ export class ArtifactTooLargeError extends Error {
 
 /** Read size for files and uploads. */
 export const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Memory of file chunks read for one artifact stream, which nothing else holds once the chunk
+ * went through: a worker may move it to another thread instead of copying it. Chunks of other
+ * origin (tar-stream's headers, padding and its shared end-of-archive block) are not in it.
+ */
+export const movableChunks = new WeakSet<ArrayBufferLike>();
+
+/**
+ * On a worker thread (`OffThreadPacker`) files are read synchronously: that thread has nothing
+ * else to do meanwhile, and the hop through the thread pool cost more than it saved there.
+ */
+const READ_SYNC = !isMainThread;
+
+/** A file's bytes in chunks of `CHUNK_BYTES`, each read into memory of its own. */
+function fileChunks(path: string): Readable {
+  return Readable.from(
+    (async function* () {
+      const file = await open(path, 'r');
+      try {
+        for (;;) {
+          const chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+          const bytesRead = READ_SYNC ? readSync(file.fd, chunk, 0, CHUNK_BYTES, null) : (await file.read(chunk, 0, CHUNK_BYTES, null)).bytesRead;
+          if (bytesRead === 0) return;
+          movableChunks.add(chunk.buffer);
+          yield bytesRead === CHUNK_BYTES ? chunk : chunk.subarray(0, bytesRead);
+        }
+      } finally {
+        await file.close();
+      }
+    })(),
+    { objectMode: false, highWaterMark: CHUNK_BYTES },
+  );
+}
 
 /**
  * Hashes and counts the bytes going through, in the same pass; never lets more than
@@ -116,7 +151,7 @@ export function packOutputRule(outputDir: string, rule: AssignmentOutputRule): A
       else if (e.kind === 'symlink') await entry(pack, { ...header, type: 'symlink', linkname: await readlink(e.path) });
       else {
         const sink = pack.entry({ ...header, type: 'file', size: e.size });
-        await pipeline(createReadStream(e.path, { highWaterMark: CHUNK_BYTES }), sink);
+        await pipeline(fileChunks(e.path), sink);
       }
     }
     pack.finalize();
@@ -134,6 +169,6 @@ function entry(pack: tar.Pack, header: Partial<tar.Header> & { name: string }): 
 /** A file as an artifact (the log), hashed while streamed, with 1 MiB reads. */
 export function fileSource(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
   const limiter = hashingLimiter(limitBytes, path);
-  pipeline(createReadStream(path, { highWaterMark: CHUNK_BYTES }), limiter.transform).catch(() => undefined);
+  pipeline(fileChunks(path), limiter.transform).catch(() => undefined);
   return { stream: limiter.transform, digest: limiter.digest };
 }

@@ -2,7 +2,8 @@ import type { KeyObject } from 'node:crypto';
 import type { AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
 import type { JobExit } from '../runtime/job-state.js';
 import { argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
-import { ArtifactTooLargeError, fileSource, packOutputRule, ruleContentBytes } from './pack.js';
+import { inThreadSources, type ArtifactSources } from './off-thread.js';
+import { ArtifactTooLargeError, ruleContentBytes } from './pack.js';
 import { uploadArtifact, type UploadOptions } from './upload.js';
 
 /** One output rule's result. `exceeded`: more than maxBytes, nothing uploaded. */
@@ -25,6 +26,8 @@ export interface CollectOptions {
   headers?: Record<string, string>;
   machineKey: KeyObject | string;
   upload?: Pick<UploadOptions, 'attempts' | 'backoffMs' | 'idleTimeoutMs'>;
+  /** Where the artifacts are read, packed and hashed (default: this thread). */
+  sources?: ArtifactSources;
   log?: (line: string) => void;
 }
 
@@ -51,7 +54,7 @@ export async function collectResults(opts: CollectOptions): Promise<CollectedRes
   for (const [index, rule] of opts.spec.outputRules.entries()) {
     outputs.push(await uploadRule(opts, rule, index, say));
   }
-  const logUpload = await uploadArtifact({ ...opts.upload, url: opts.urlFor('log'), headers: opts.headers, contentType: 'application/x-ndjson', open: () => fileSource(opts.logFile) });
+  const logUpload = await uploadArtifact({ ...opts.upload, url: opts.urlFor('log'), headers: opts.headers, contentType: 'application/x-ndjson', open: () => (opts.sources ?? inThreadSources).file(opts.logFile) });
   const log = { sha256: logUpload.sha256, sizeBytes: logUpload.sizeBytes };
   const record: ExecutionRecord = {
     version: 1,
@@ -80,7 +83,7 @@ async function uploadRule(opts: CollectOptions, rule: AssignmentOutputRule, inde
     return exceeded;
   }
   try {
-    const done = await uploadArtifact({ ...opts.upload, url: opts.urlFor(name), headers: opts.headers, contentType: 'application/x-tar', open: () => packOutputRule(opts.outputDir, rule) });
+    const done = await uploadArtifact({ ...opts.upload, url: opts.urlFor(name), headers: opts.headers, contentType: 'application/x-tar', open: () => (opts.sources ?? inThreadSources).rule(opts.outputDir, rule) });
     say(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
     return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false };
   } catch (err) {

@@ -2,6 +2,7 @@ import { createPrivateKey } from 'node:crypto';
 import { mkdirSync, statfsSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import type Docker from 'dockerode';
+import { OffThreadPacker } from '../artifacts/off-thread.js';
 import type { AssignmentRunner } from '../link/assignment-runner.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { DockerAssignmentRunner } from '../runtime/docker-runner.js';
@@ -74,6 +75,9 @@ export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
     // Parsed once: a damaged key stops the daemon at start, not at the first result.
     machineKey: createPrivateKey(setup.machineKeyPem),
     partitionGraceSeconds: setup.partitionGraceSeconds,
+    // Big outputs are read and hashed on a worker while this thread sends them; the worker
+    // lives as long as the daemon.
+    artifacts: new OffThreadPacker(),
     admission: (spec) => admitAssignment(spec, { gpuUuids: setup.offeredGpus(), diskFreeBytes: diskFree(setup.workDir), minFreeDiskBytes: setup.minFreeDiskBytes }),
     log: setup.log,
   });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { KeyObject } from 'node:crypto';
 import { MAX_LOG_LINE_CHARS, type AssignmentSpec, type RunningAssignment } from '@gpufarm/shared';
 import type { AcceptResult, AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
+import type { ArtifactSources } from '../artifacts/off-thread.js';
 import { collectResults, type CollectedResults } from '../artifacts/results.js';
 import { UploadError } from '../artifacts/upload.js';
 import { restoreJobs } from '../restore/restore.js';
@@ -23,6 +24,8 @@ export interface DockerRunnerOptions {
   /** The machine's ed25519 key, which signs execution records. */
   machineKey: KeyObject | string;
   partitionGraceSeconds?: number;
+  /** Where artifacts are read, packed and hashed for upload (default: this thread). */
+  artifacts?: ArtifactSources;
   /** Refuses new work while draining or unhealthy; null accepts. */
   admission?: (spec: AssignmentSpec) => AcceptResult | null;
   log?: (line: string) => void;
@@ -151,6 +154,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
           urlFor: (name) => this.options.uploadUrl(spec.assignmentId, name),
           headers: this.options.uploadHeaders(),
           machineKey: this.options.machineKey,
+          ...(this.options.artifacts ? { sources: this.options.artifacts } : {}),
           log: this.say,
         });
       } catch (err) {

@@ -1,0 +1,139 @@
+import { Readable } from 'node:stream';
+import { Worker } from 'node:worker_threads';
+import type { AssignmentOutputRule } from '@gpufarm/shared';
+import { ArtifactTooLargeError, CHUNK_BYTES, fileSource, packOutputRule, type ArtifactSource, type PackedDigest } from './pack.js';
+import { packerReply, type PackerRequest } from './packer-protocol.js';
+
+/** Where artifact sources come from: packed on this thread or on a worker. */
+export interface ArtifactSources {
+  /** What an output rule covers, as a tar (see `packOutputRule`). */
+  rule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource;
+  /** A file as it is (the log). */
+  file(path: string, limitBytes?: number): ArtifactSource;
+}
+
+/** Sources read, packed and hashed on the calling thread. */
+export const inThreadSources: ArtifactSources = { rule: packOutputRule, file: fileSource };
+
+interface Open {
+  stream: Readable;
+  settle: { resolve: (d: PackedDigest) => void; reject: (e: Error) => void };
+  /** Chunks pushed into `stream` and not yet reported taken to the worker. */
+  owed: number;
+}
+
+/**
+ * Sources read, packed and hashed on a worker thread, with the same functions as
+ * `inThreadSources`. Uploading a big artifact on one thread does two things one after the other
+ * for every chunk: hash it, then write it to the socket. Here the worker reads and hashes while
+ * this thread writes, so an upload runs about as fast as reading and hashing alone. Chunks come
+ * over without a copy. One worker serves every source; it starts on first use and does not keep
+ * the process alive.
+ */
+export class OffThreadPacker implements ArtifactSources {
+  private worker: Worker | null = null;
+  private nextId = 1;
+  private readonly open = new Map<number, Open>();
+
+  rule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource {
+    return this.start({ kind: 'rule', outputDir, rule });
+  }
+
+  file(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
+    return this.start({ kind: 'file', path, limitBytes });
+  }
+
+  /** Stops the worker; open sources fail. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = null;
+    this.failAll(new Error('the artifact packer was closed'));
+    if (worker) await worker.terminate();
+  }
+
+  private start(artifact: Extract<PackerRequest, { type: 'open' }>['artifact']): ArtifactSource {
+    const id = this.nextId++;
+    const stream: Readable = new Readable({
+      highWaterMark: 4 * CHUNK_BYTES,
+      read: () => this.settleTaken(id),
+      destroy: (err, done) => {
+        if (this.open.delete(id)) this.post({ type: 'cancel', id });
+        done(err);
+      },
+    });
+    let settle!: Open['settle'];
+    const digest = new Promise<PackedDigest>((resolve, reject) => (settle = { resolve, reject }));
+    digest.catch(() => undefined);
+    this.open.set(id, { stream, settle, owed: 0 });
+    this.post({ type: 'open', id, artifact });
+    return { stream, digest };
+  }
+
+  private settleTaken(id: number): void {
+    const open = this.open.get(id);
+    if (!open || open.owed === 0) return;
+    this.post({ type: 'taken', id, chunks: open.owed });
+    open.owed = 0;
+  }
+
+  private post(request: PackerRequest): void {
+    this.ensureWorker().postMessage(request);
+  }
+
+  private ensureWorker(): Worker {
+    if (this.worker) return this.worker;
+    const entry = new URL(import.meta.url.endsWith('.ts') ? './pack-worker.ts' : './pack-worker.js', import.meta.url);
+    // A TypeScript entry needs tsx in the worker too: a worker does not inherit hooks
+    // registered at run time (bin/gf-agent.js registers them so).
+    const tsx = entry.pathname.endsWith('.ts') ? import.meta.resolve('tsx/esm/api') : null;
+    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { entry: entry.href, tsx } });
+    worker.unref();
+    worker.on('message', (raw: unknown) => this.onReply(raw));
+    worker.on('error', (err) => this.lost(worker, err));
+    worker.on('exit', (code) => this.lost(worker, new Error(`the artifact packer stopped (exit code ${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+
+  private onReply(raw: unknown): void {
+    const reply = packerReply.parse(raw);
+    const open = this.open.get(reply.id);
+    if (!open) return;
+    if (reply.type === 'chunk') {
+      open.owed++;
+      if (open.stream.push(Buffer.from(reply.bytes))) this.settleTaken(reply.id);
+    } else if (reply.type === 'end') {
+      this.open.delete(reply.id);
+      open.stream.push(null);
+      open.settle.resolve(reply.digest);
+    } else {
+      this.open.delete(reply.id);
+      const err = reply.tooLarge ? new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path) : new Error(reply.message);
+      open.settle.reject(err);
+      open.stream.destroy(err);
+    }
+  }
+
+  private lost(worker: Worker, err: Error): void {
+    if (this.worker !== worker) return;
+    this.worker = null;
+    this.failAll(err);
+  }
+
+  private failAll(err: Error): void {
+    for (const [id, open] of this.open) {
+      this.open.delete(id);
+      open.settle.reject(err);
+      open.stream.destroy(err);
+    }
+  }
+}
+
+/** Loads the worker's module, first registering tsx when it is TypeScript. */
+const BOOTSTRAP = `
+const { workerData } = require('node:worker_threads');
+(async () => {
+  if (workerData.tsx) (await import(workerData.tsx)).register();
+  await import(workerData.entry);
+})();
+`;
