@@ -1,0 +1,109 @@
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { OffThreadPacker } from '@gpufarm/agent/artifacts/off-thread.js';
+import { CHUNK_BYTES } from '@gpufarm/agent/artifacts/pack.js';
+import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
+import { processCpuSeconds } from './cpu.js';
+
+/** Bytes of the artifact and how many times each side is measured. */
+const ARTIFACT_BYTES = Number(process.env.BENCH_ARTIFACT_MIB ?? 256) * 1024 * 1024;
+const ARTIFACT_RUNS = 5;
+
+const SINK_SCRIPT = `
+  const server = require('node:http').createServer((req, res) => {
+    req.on('data', () => {});
+    req.on('end', () => res.writeHead(201).end());
+  });
+  server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+`;
+
+const figuresSchema = z.object({
+  artifactMiB: z.number(),
+  /** MiB/s of each run: reading and hashing the file, and the agent's tar+hash+PUT of it. */
+  readHash: z.array(z.number()),
+  upload: z.array(z.number()),
+  /** CPU seconds per GiB of each run: the measuring process (all its threads), and the sink. */
+  cpu: z.object({ readHash: z.array(z.number()), agent: z.array(z.number()), sink: z.array(z.number()) }),
+});
+export type ArtifactUploadFigures = z.infer<typeof figuresSchema>;
+
+/**
+ * Measures the artifact upload of the "agent runtime" section in a process of its own, so both
+ * sides start from the same small heap: in the bench's process, whose heap the earlier sections
+ * grew, each garbage collection costs more, and reading with fresh 1 MiB buffers collects often
+ * (the read+hash baseline ran at half speed there).
+ */
+export async function measureArtifactUpload(): Promise<ArtifactUploadFigures> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let stdout = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', resolve);
+  });
+  if (code !== 0) throw new Error(`the artifact upload measurement exited with ${String(code)} (its error is above)`);
+  return figuresSchema.parse(JSON.parse(stdout));
+}
+
+/**
+ * The agent's upload of a 256 MiB output (tar packed and hashed in one pass on the daemon's
+ * packer worker, PUT to a sink process) against reading and hashing the same file with 1 MiB
+ * reads, alternating, after one warm-up upload (the daemon's packer worker starts once).
+ */
+async function measure(): Promise<ArtifactUploadFigures> {
+  const outDir = await mkdtemp(join(tmpdir(), 'gf-bench-out-'));
+  const chunk = randomBytes(CHUNK_BYTES);
+  await writeFile(join(outDir, 'data.bin'), Buffer.concat(Array.from({ length: ARTIFACT_BYTES / CHUNK_BYTES }, () => chunk)));
+  // The sink is another process, as the control plane would be.
+  const sink = spawn(process.execPath, ['-e', SINK_SCRIPT], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const packer = new OffThreadPacker();
+  const figures: ArtifactUploadFigures = { artifactMiB: ARTIFACT_BYTES / 1024 / 1024, readHash: [], upload: [], cpu: { readHash: [], agent: [], sink: [] } };
+  const gib = ARTIFACT_BYTES / 1024 ** 3;
+  const mibPerSecond = (since: number) => figures.artifactMiB / ((performance.now() - since) / 1000);
+  const cpuPerGib = (since: NodeJS.CpuUsage) => {
+    const used = process.cpuUsage(since);
+    return (used.user + used.system) / 1e6 / gib;
+  };
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      sink.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+      sink.once('exit', (code) => reject(new Error(`the sink exited with ${code}`)));
+    });
+    const url = `http://127.0.0.1:${port}/agent/v1/assignments/a/outputs/output-0`;
+    const uploadOnce = () => uploadArtifact({ url, open: () => packer.rule(outDir, { path: '/output', maxBytes: ARTIFACT_BYTES * 2 }) });
+    await uploadOnce();
+    for (let i = 0; i < ARTIFACT_RUNS; i++) {
+      let cpu0 = process.cpuUsage();
+      let t0 = performance.now();
+      const hash = createHash('sha256');
+      for await (const c of createReadStream(join(outDir, 'data.bin'), { highWaterMark: CHUNK_BYTES })) hash.update(c as Buffer);
+      hash.digest('hex');
+      figures.readHash.push(mibPerSecond(t0));
+      figures.cpu.readHash.push(cpuPerGib(cpu0));
+
+      cpu0 = process.cpuUsage();
+      const sink0 = processCpuSeconds(sink.pid!);
+      t0 = performance.now();
+      const done = await uploadOnce();
+      figures.upload.push(mibPerSecond(t0));
+      figures.cpu.agent.push(cpuPerGib(cpu0));
+      figures.cpu.sink.push((processCpuSeconds(sink.pid!) - sink0) / gib);
+      if (done.sizeBytes < ARTIFACT_BYTES) throw new Error(`only ${done.sizeBytes} bytes were sent`);
+    }
+    return figures;
+  } finally {
+    sink.kill();
+    await packer.close();
+    await rm(outDir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  process.stdout.write(JSON.stringify(await measure()));
+}
