@@ -1,14 +1,17 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { OffThreadPacker } from '../src/artifacts/off-thread.js';
 import { ArtifactTooLargeError, CHUNK_BYTES, packOutputRule } from '../src/artifacts/pack.js';
 import { SHA256_HEADER, uploadArtifact } from '../src/artifacts/upload.js';
 import { uploadSink } from './helpers/docker.js';
 
+const run = promisify(execFile);
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 async function drain(stream: Readable): Promise<Buffer> {
@@ -108,4 +111,18 @@ t.test('error: a closed packer fails its open sources', async (t) => {
   source.stream.on('error', () => undefined);
   await p.close();
   await t.rejects(source.digest, /the artifact packer was closed/);
+});
+
+t.test('behavior: the worker keeps a process alive while a source is open, and not after', async (t) => {
+  const dir = outputFolder(t);
+  const script = `
+    import { OffThreadPacker } from ${JSON.stringify(new URL('../src/artifacts/off-thread.ts', import.meta.url).href)};
+    const source = new OffThreadPacker().file(${JSON.stringify(join(dir, 'big.bin'))});
+    source.stream.resume();
+    console.log((await source.digest).sha256);
+  `;
+  // Nothing else holds the event loop: without the worker's ref the digest never comes (exit 13);
+  // without its unref the process never ends (the timeout).
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 30_000 });
+  t.equal(stdout.trim(), sha256(readFileSync(join(dir, 'big.bin'))));
 });

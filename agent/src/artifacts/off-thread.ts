@@ -27,8 +27,8 @@ interface Open {
  * `inThreadSources`. Uploading a big artifact on one thread does two things one after the other
  * for every chunk: hash it, then write it to the socket. Here the worker reads and hashes while
  * this thread writes, so an upload runs about as fast as reading and hashing alone. Chunks come
- * over without a copy. One worker serves every source; it starts on first use and does not keep
- * the process alive.
+ * over without a copy. One worker serves every source; it starts on first use and keeps the
+ * process alive only while a source is open.
  */
 export class OffThreadPacker implements ArtifactSources {
   private worker: Worker | null = null;
@@ -57,7 +57,7 @@ export class OffThreadPacker implements ArtifactSources {
       highWaterMark: 4 * CHUNK_BYTES,
       read: () => this.settleTaken(id),
       destroy: (err, done) => {
-        if (this.open.delete(id)) this.post({ type: 'cancel', id });
+        if (this.forget(id)) this.post({ type: 'cancel', id });
         done(err);
       },
     });
@@ -66,7 +66,16 @@ export class OffThreadPacker implements ArtifactSources {
     digest.catch(() => undefined);
     this.open.set(id, { stream, settle, owed: 0 });
     this.post({ type: 'open', id, artifact });
+    // While a source is open the worker keeps the process alive, as a file read would.
+    this.worker?.ref();
     return { stream, digest };
+  }
+
+  /** Drops an open source; an idle worker does not keep the process alive. Returns whether it was open. */
+  private forget(id: number): boolean {
+    const was = this.open.delete(id);
+    if (this.open.size === 0) this.worker?.unref();
+    return was;
   }
 
   private settleTaken(id: number): void {
@@ -103,11 +112,11 @@ export class OffThreadPacker implements ArtifactSources {
       open.owed++;
       if (open.stream.push(Buffer.from(reply.bytes))) this.settleTaken(reply.id);
     } else if (reply.type === 'end') {
-      this.open.delete(reply.id);
+      this.forget(reply.id);
       open.stream.push(null);
       open.settle.resolve(reply.digest);
     } else {
-      this.open.delete(reply.id);
+      this.forget(reply.id);
       const err = reply.tooLarge ? new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path) : new Error(reply.message);
       open.settle.reject(err);
       open.stream.destroy(err);
@@ -122,18 +131,20 @@ export class OffThreadPacker implements ArtifactSources {
 
   private failAll(err: Error): void {
     for (const [id, open] of this.open) {
-      this.open.delete(id);
+      this.forget(id);
       open.settle.reject(err);
       open.stream.destroy(err);
     }
   }
 }
 
-/** Loads the worker's module, first registering tsx when it is TypeScript. */
+/**
+ * Loads the worker's module, first registering tsx when it is TypeScript. Only `import()`, so it
+ * runs the same whether the worker reads it as a script or a module (`--input-type`).
+ */
 const BOOTSTRAP = `
-const { workerData } = require('node:worker_threads');
-(async () => {
+import('node:worker_threads').then(async ({ workerData }) => {
   if (workerData.tsx) (await import(workerData.tsx)).register();
   await import(workerData.entry);
-})();
+});
 `;

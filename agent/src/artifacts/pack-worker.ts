@@ -1,8 +1,8 @@
 /**
  * The worker side of `OffThreadPacker` (off-thread.ts): builds artifact sources with the same
  * functions as the main thread (`packOutputRule`, `fileSource`: read, tar and hash in one pass)
- * and hands each chunk to the main thread, which only writes them to the socket. Chunks move
- * without a copy (their memory is transferred); at most `WINDOW_CHUNKS` are on their way.
+ * and hands each chunk to the main thread, which only writes them to the socket. File chunks
+ * move without a copy (their memory is transferred); at most `WINDOW_CHUNKS` are on their way.
  */
 import { parentPort } from 'node:worker_threads';
 import { ArtifactTooLargeError, fileSource, movableChunks, packOutputRule, type ArtifactSource } from './pack.js';
