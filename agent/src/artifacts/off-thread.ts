@@ -26,8 +26,8 @@ interface Open {
  * Sources read, packed and hashed on a worker thread, with the same functions as
  * `inThreadSources`. Uploading a big artifact on one thread does two things one after the other
  * for every chunk: hash it, then write it to the socket. Here the worker reads and hashes while
- * this thread writes, so an upload runs about as fast as reading and hashing alone. Chunks come
- * over without a copy. One worker serves every source; it starts on first use and keeps the
+ * this thread writes, and the two overlap; the hash of a big output no longer holds up the
+ * daemon's link. File chunks come over without a copy. One worker serves every source; it starts on first use and keeps the
  * process alive only while a source is open.
  */
 export class OffThreadPacker implements ArtifactSources {
