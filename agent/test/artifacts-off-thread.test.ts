@@ -83,7 +83,7 @@ t.test('error: passing maxBytes fails with ArtifactTooLargeError, and no byte pa
   await t.rejects(missing.digest, /ENOENT/, 'a read error names its cause');
 });
 
-t.test('behavior: a source destroyed halfway stops; the packer goes on serving', async (t) => {
+t.test('behavior: after a source destroyed halfway the packer goes on serving', async (t) => {
   const dir = outputFolder(t);
   const p = packer(t);
   const first = p.file(join(dir, 'big.bin'));

@@ -27,8 +27,8 @@ interface Open {
  * `inThreadSources`. Uploading a big artifact on one thread does two things one after the other
  * for every chunk: hash it, then write it to the socket. Here the worker reads and hashes while
  * this thread writes, and the two overlap; the hash of a big output no longer holds up the
- * daemon's link. File chunks come over without a copy. One worker serves every source; it starts on first use and keeps the
- * process alive only while a source is open.
+ * daemon's link. File chunks come over without a copy. One worker serves every source; it
+ * starts on first use and keeps the process alive only while a source is open.
  */
 export class OffThreadPacker implements ArtifactSources {
   private worker: Worker | null = null;

@@ -1,12 +1,13 @@
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { z } from 'zod';
-import { OffThreadPacker } from '@gpufarm/agent/artifacts/off-thread.js';
+import { inThreadSources, OffThreadPacker } from '@gpufarm/agent/artifacts/off-thread.js';
 import { CHUNK_BYTES } from '@gpufarm/agent/artifacts/pack.js';
 import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
 import { processCpuSeconds } from './cpu.js';
@@ -14,6 +15,10 @@ import { processCpuSeconds } from './cpu.js';
 /** Bytes of the artifact and how many times each side is measured. */
 const ARTIFACT_BYTES = Number(process.env.BENCH_ARTIFACT_MIB ?? 256) * 1024 * 1024;
 const ARTIFACT_RUNS = 5;
+/** `thread` measures the upload packed on the sending thread, as before the daemon's packer worker. */
+const PACK_ON_THREAD = process.env.BENCH_ARTIFACT_PACKER === 'thread';
+
+const run = promisify(execFile);
 
 const SINK_SCRIPT = `
   const server = require('node:http').createServer((req, res) => {
@@ -40,14 +45,7 @@ export type ArtifactUploadFigures = z.infer<typeof figuresSchema>;
  * (the read+hash baseline ran at half speed there).
  */
 export async function measureArtifactUpload(): Promise<ArtifactUploadFigures> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let stdout = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', resolve);
-  });
-  if (code !== 0) throw new Error(`the artifact upload measurement exited with ${String(code)} (its error is above)`);
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)]);
   return figuresSchema.parse(JSON.parse(stdout));
 }
 
@@ -55,6 +53,7 @@ export async function measureArtifactUpload(): Promise<ArtifactUploadFigures> {
  * The agent's upload of a 256 MiB output (tar packed and hashed in one pass on the daemon's
  * packer worker, PUT to a sink process) against reading and hashing the same file with 1 MiB
  * reads, alternating, after one warm-up upload (the daemon's packer worker starts once).
+ * With BENCH_ARTIFACT_PACKER=thread the upload packs on its own thread instead.
  */
 async function measure(): Promise<ArtifactUploadFigures> {
   const outDir = await mkdtemp(join(tmpdir(), 'gf-bench-out-'));
@@ -76,7 +75,8 @@ async function measure(): Promise<ArtifactUploadFigures> {
       sink.once('exit', (code) => reject(new Error(`the sink exited with ${code}`)));
     });
     const url = `http://127.0.0.1:${port}/agent/v1/assignments/a/outputs/output-0`;
-    const uploadOnce = () => uploadArtifact({ url, open: () => packer.rule(outDir, { path: '/output', maxBytes: ARTIFACT_BYTES * 2 }) });
+    const sources = PACK_ON_THREAD ? inThreadSources : packer;
+    const uploadOnce = () => uploadArtifact({ url, open: () => sources.rule(outDir, { path: '/output', maxBytes: ARTIFACT_BYTES * 2 }) });
     await uploadOnce();
     for (let i = 0; i < ARTIFACT_RUNS; i++) {
       let cpu0 = process.cpuUsage();
