@@ -1,30 +1,37 @@
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { OffThreadPacker } from '../src/artifacts/off-thread.js';
-import { ArtifactTooLargeError, CHUNK_BYTES, packOutputRule } from '../src/artifacts/pack.js';
+import { ArtifactTooLargeError, CHUNK_BYTES, packOutputRule, type ArtifactSource } from '../src/artifacts/pack.js';
 import { SHA256_HEADER, uploadArtifact } from '../src/artifacts/upload.js';
 import { uploadSink } from './helpers/docker.js';
 
 const run = promisify(execFile);
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-async function drain(stream: Readable): Promise<Buffer> {
+/** All of a source's bytes; lent chunks are copied, then released. */
+async function drain(source: ArtifactSource): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(c as Buffer);
+  for await (const c of source.stream) {
+    chunks.push(Buffer.from(c as Buffer));
+    source.release?.(c as Buffer);
+  }
   return Buffer.concat(chunks);
 }
 
-/** An output folder with a file of several chunks and a partial one, a small file, a folder and a symlink. */
+/** Chunks of big.bin: more than a source's lent memory holds, so its slots are used again. */
+const BIG_CHUNKS = 24;
+
+/** An output folder with a file of many chunks and a partial one, a small file, a folder and a symlink. */
 function outputFolder(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'gf-offthread-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(join(dir, 'big.bin'), randomBytes(3 * CHUNK_BYTES + 12345));
+  writeFileSync(join(dir, 'big.bin'), randomBytes(BIG_CHUNKS * CHUNK_BYTES + 12345));
   mkdirSync(join(dir, 'sub'));
   writeFileSync(join(dir, 'sub', 'small.txt'), 'hello\n');
   symlinkSync('small.txt', join(dir, 'sub', 'link'));
@@ -41,11 +48,11 @@ t.test('behavior: a rule packed on the worker gives the bytes of the in-thread p
   const dir = outputFolder(t);
   const p = packer(t);
   const rule = { path: '/output', maxBytes: 64 * CHUNK_BYTES };
-  const expected = await drain(packOutputRule(dir, rule).stream);
+  const expected = await drain(packOutputRule(dir, rule));
   // Twice: a chunk moved to this thread must not be one the packer uses again (tar's end block).
   for (const round of [1, 2]) {
     const source = p.rule(dir, rule);
-    const bytes = await drain(source.stream);
+    const bytes = await drain(source);
     const digest = await source.digest;
     t.ok(bytes.equals(expected), `round ${round}: the same tar bytes (${bytes.length})`);
     t.equal(digest.sha256, sha256(bytes), `round ${round}: the worker's hash is the hash of the bytes received`);
@@ -58,11 +65,11 @@ t.test('behavior: a file source and two sources at once', async (t) => {
   const p = packer(t);
   const file = join(dir, 'big.bin');
   const [a, b] = [p.file(file), p.rule(dir, { path: '/output/sub', maxBytes: 1e6 })];
-  const [bytesA, bytesB] = await Promise.all([drain(a.stream), drain(b.stream)]);
+  const [bytesA, bytesB] = await Promise.all([drain(a), drain(b)]);
   t.equal((await a.digest).sha256, sha256(bytesA));
-  t.equal(bytesA.length, 3 * CHUNK_BYTES + 12345, 'the file as it is');
+  t.equal(bytesA.length, BIG_CHUNKS * CHUNK_BYTES + 12345, 'the file as it is');
   t.equal((await b.digest).sha256, sha256(bytesB));
-  t.ok(bytesB.equals(await drain(packOutputRule(dir, { path: '/output/sub', maxBytes: 1e6 }).stream)), 'the sub-folder tar');
+  t.ok(bytesB.equals(await drain(packOutputRule(dir, { path: '/output/sub', maxBytes: 1e6 }))), 'the sub-folder tar');
 });
 
 t.test('error: passing maxBytes fails with ArtifactTooLargeError, and no byte past the limit comes out', async (t) => {
@@ -90,7 +97,7 @@ t.test('behavior: after a source destroyed halfway the packer goes on serving', 
   await new Promise((resolve) => first.stream.once('data', resolve));
   first.stream.destroy();
   const second = p.file(join(dir, 'sub', 'small.txt'));
-  t.equal((await drain(second.stream)).toString(), 'hello\n');
+  t.equal((await drain(second)).toString(), 'hello\n');
   t.equal((await second.digest).sha256, sha256(Buffer.from('hello\n')));
 });
 
@@ -102,6 +109,85 @@ t.test('behavior: an upload from the worker carries the hash of what the server 
   const got = upload.received[0]!;
   t.equal(sha256(got.body), result.sha256);
   t.equal(got.trailers[SHA256_HEADER.toLowerCase()], result.sha256);
+});
+
+t.test('behavior: a source sends only a few chunks not yet released, and goes on once they are', async (t) => {
+  const dir = outputFolder(t);
+  const p = packer(t);
+  const file = join(dir, 'big.bin');
+  const source = p.file(file);
+  const held: Buffer[] = [];
+  source.stream.on('data', (c: Buffer) => held.push(c));
+  // Once chunks come (the worker starts first), wait until no more come for a while.
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 300));
+  while (held.length === 0) await pause();
+  for (let seen = -1; seen !== held.length; ) {
+    seen = held.length;
+    await pause();
+  }
+  t.ok(held.length < BIG_CHUNKS, `the source stopped after ${held.length} chunks, none released`);
+  const bytes: Buffer[] = [];
+  const keep = (c: Buffer) => {
+    bytes.push(Buffer.from(c));
+    source.release?.(c);
+  };
+  held.splice(0).forEach(keep);
+  source.stream.removeAllListeners('data');
+  source.stream.on('data', keep);
+  await source.digest;
+  t.ok(Buffer.concat(bytes).equals(readFileSync(file)), 'then the rest, and every byte is right');
+});
+
+t.test('behavior: a lent chunk goes back only once the socket took it (a slow server)', async (t) => {
+  const dir = outputFolder(t);
+  const p = packer(t);
+  const rule = { path: '/output', maxBytes: 64 * CHUNK_BYTES };
+  const received: Buffer[] = [];
+  // Pauses every 2 MiB, so the socket fills and writes wait in the client's queue.
+  const server = createServer((req, res) => {
+    let sincePause = 0;
+    req.on('data', (c: Buffer) => {
+      received.push(c);
+      sincePause += c.length;
+      if (sincePause < 2 * CHUNK_BYTES) return;
+      sincePause = 0;
+      req.pause();
+      setTimeout(() => req.resume(), 20);
+    });
+    req.on('end', () => res.writeHead(201).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as { port: number };
+  const result = await uploadArtifact({ url: `http://127.0.0.1:${port}/x`, open: () => p.rule(dir, rule), attempts: 1 });
+  const body = Buffer.concat(received);
+  t.equal(sha256(body), result.sha256, 'the server got the bytes the worker hashed');
+  t.ok(body.equals(await drain(packOutputRule(dir, rule))), 'the bytes of the in-thread packer');
+});
+
+t.test('behavior: a source cut short by an early answer is closed, and the process can end', async (t) => {
+  const dir = outputFolder(t);
+  const file = join(dir, 'big.bin');
+  let requests = 0;
+  // The first attempt is answered 503 as soon as it starts; the retry is answered at its end.
+  const server = createServer((req, res) => {
+    req.resume();
+    if (++requests === 1) res.writeHead(503).end();
+    else req.on('end', () => res.writeHead(201).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as { port: number };
+  const script = `
+    import { OffThreadPacker } from ${JSON.stringify(new URL('../src/artifacts/off-thread.ts', import.meta.url).href)};
+    import { uploadArtifact } from ${JSON.stringify(new URL('../src/artifacts/upload.ts', import.meta.url).href)};
+    const packer = new OffThreadPacker();
+    const done = await uploadArtifact({ url: 'http://127.0.0.1:${port}/x', open: () => packer.file(${JSON.stringify(file)}), backoffMs: 10 });
+    console.log(done.attempts, done.sha256);
+  `;
+  // A first source left open would keep the worker, and so the process, alive (the timeout).
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 30_000 });
+  t.equal(stdout.trim(), `2 ${sha256(readFileSync(file))}`, 'the retry went through, then the process ended');
 });
 
 t.test('error: a closed packer fails its open sources', async (t) => {
@@ -118,7 +204,7 @@ t.test('behavior: the worker keeps a process alive while a source is open, and n
   const script = `
     import { OffThreadPacker } from ${JSON.stringify(new URL('../src/artifacts/off-thread.ts', import.meta.url).href)};
     const source = new OffThreadPacker().file(${JSON.stringify(join(dir, 'big.bin'))});
-    source.stream.resume();
+    source.stream.on('data', (chunk) => source.release(chunk));
     console.log((await source.digest).sha256);
   `;
   // Nothing else holds the event loop: without the worker's ref the digest never comes (exit 13);

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
-import { ArtifactTooLargeError, CHUNK_BYTES, fileSource, packOutputRule, type ArtifactSource, type PackedDigest } from './pack.js';
+import { ArtifactTooLargeError, fileSource, packOutputRule, type ArtifactSource, type PackedDigest } from './pack.js';
 import { packerReply, type PackerRequest } from './packer-protocol.js';
 
 /** Where artifact sources come from: packed on this thread or on a worker. */
@@ -17,9 +17,9 @@ export const inThreadSources: ArtifactSources = { rule: packOutputRule, file: fi
 
 interface Open {
   stream: Readable;
+  /** The worker's memory that file chunks are lent in (see pack-worker.ts). */
+  memory: SharedArrayBuffer | null;
   settle: { resolve: (d: PackedDigest) => void; reject: (e: Error) => void };
-  /** Chunks pushed into `stream` and not yet reported taken to the worker. */
-  owed: number;
 }
 
 /**
@@ -27,8 +27,10 @@ interface Open {
  * `inThreadSources`. Uploading a big artifact on one thread does two things one after the other
  * for every chunk: hash it, then write it to the socket. Here the worker reads and hashes while
  * this thread writes, and the two overlap; the hash of a big output no longer holds up the
- * daemon's link. File chunks come over without a copy. One worker serves every source; it
- * starts on first use and keeps the process alive only while a source is open.
+ * daemon's link. File chunks are lent, not copied: they lie in the worker's shared memory until
+ * the consumer gives them back with `release`, which also lets the worker send more. One worker
+ * serves every source; it starts on first use and keeps the process alive only while a source
+ * is open.
  */
 export class OffThreadPacker implements ArtifactSources {
   private worker: Worker | null = null;
@@ -53,9 +55,9 @@ export class OffThreadPacker implements ArtifactSources {
 
   private start(artifact: Extract<PackerRequest, { type: 'open' }>['artifact']): ArtifactSource {
     const id = this.nextId++;
+    // No reads to start: the worker sends at most its window of chunks not yet released.
     const stream: Readable = new Readable({
-      highWaterMark: 4 * CHUNK_BYTES,
-      read: () => this.settleTaken(id),
+      read: () => undefined,
       destroy: (err, done) => {
         if (this.forget(id)) this.post({ type: 'cancel', id });
         done(err);
@@ -64,11 +66,15 @@ export class OffThreadPacker implements ArtifactSources {
     let settle!: Open['settle'];
     const digest = new Promise<PackedDigest>((resolve, reject) => (settle = { resolve, reject }));
     digest.catch(() => undefined);
-    this.open.set(id, { stream, settle, owed: 0 });
+    const open: Open = { stream, memory: null, settle };
+    this.open.set(id, open);
     this.post({ type: 'open', id, artifact });
     // While a source is open the worker keeps the process alive, as a file read would.
     this.worker?.ref();
-    return { stream, digest };
+    const release = (chunk: Buffer) => {
+      if (this.open.get(id) === open) this.post({ type: 'release', id, offset: chunk.buffer === open.memory ? chunk.byteOffset : null });
+    };
+    return { stream, digest, release };
   }
 
   /** Drops an open source; an idle worker does not keep the process alive. Returns whether it was open. */
@@ -76,13 +82,6 @@ export class OffThreadPacker implements ArtifactSources {
     const was = this.open.delete(id);
     if (this.open.size === 0) this.worker?.unref();
     return was;
-  }
-
-  private settleTaken(id: number): void {
-    const open = this.open.get(id);
-    if (!open || open.owed === 0) return;
-    this.post({ type: 'taken', id, chunks: open.owed });
-    open.owed = 0;
   }
 
   private post(request: PackerRequest): void {
@@ -108,19 +107,25 @@ export class OffThreadPacker implements ArtifactSources {
     const reply = packerReply.parse(raw);
     const open = this.open.get(reply.id);
     if (!open) return;
-    if (reply.type === 'chunk') {
-      open.owed++;
-      if (open.stream.push(Buffer.from(reply.bytes))) this.settleTaken(reply.id);
+    if (reply.type === 'memory') {
+      open.memory = reply.memory;
+    } else if (reply.type === 'chunk' || reply.type === 'lent') {
+      const chunk = reply.type === 'chunk' ? Buffer.from(reply.bytes) : open.memory && Buffer.from(open.memory, reply.offset, reply.length);
+      if (!chunk) return this.fail(reply.id, open, new Error('the artifact packer lent a chunk before its memory'));
+      open.stream.push(chunk);
     } else if (reply.type === 'end') {
       this.forget(reply.id);
       open.stream.push(null);
       open.settle.resolve(reply.digest);
     } else {
-      this.forget(reply.id);
-      const err = reply.tooLarge ? new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path) : new Error(reply.message);
-      open.settle.reject(err);
-      open.stream.destroy(err);
+      this.fail(reply.id, open, reply.tooLarge ? new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path) : new Error(reply.message));
     }
+  }
+
+  private fail(id: number, open: Open, err: Error): void {
+    this.forget(id);
+    open.settle.reject(err);
+    open.stream.destroy(err);
   }
 
   private lost(worker: Worker, err: Error): void {
@@ -130,11 +135,7 @@ export class OffThreadPacker implements ArtifactSources {
   }
 
   private failAll(err: Error): void {
-    for (const [id, open] of this.open) {
-      this.forget(id);
-      open.settle.reject(err);
-      open.stream.destroy(err);
-    }
+    for (const [id, open] of this.open) this.fail(id, open, err);
   }
 }
 

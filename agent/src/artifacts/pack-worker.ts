@@ -1,18 +1,68 @@
 /**
  * The worker side of `OffThreadPacker` (off-thread.ts): builds artifact sources with the same
  * functions as the main thread (`packOutputRule`, `fileSource`: read, tar and hash in one pass)
- * and hands each chunk to the main thread, which only writes them to the socket. File chunks
- * move without a copy (their memory is transferred); at most `WINDOW_CHUNKS` are on their way.
+ * and hands each chunk to the main thread, which only writes them to the socket. Files are read
+ * into a few slots of shared memory per source, lent to the main thread until the socket took
+ * them: no memory is allocated per chunk, so a big upload leaves no garbage to collect. Other
+ * chunks (tar headers) are copied. At most `WINDOW_CHUNKS` are on their way: the consumer
+ * releases each chunk, lent or copied, once done with it.
  */
 import { parentPort } from 'node:worker_threads';
-import { ArtifactTooLargeError, fileSource, movableChunks, packOutputRule, type ArtifactSource } from './pack.js';
+import { ArtifactTooLargeError, CHUNK_BYTES, READ_ALIGN, fileSource, packOutputRule, type ArtifactSource } from './pack.js';
 import { packerRequest, type PackerReply } from './packer-protocol.js';
 
-/** Chunks sent and not yet taken by the main thread's stream, per source. */
+/** Chunks sent and not yet released by the consumer, per source. */
 const WINDOW_CHUNKS = 8;
+/** Slots of file memory per source: the window, and the chunks inside the tar and hash streams. */
+const SLOTS = 12;
+
+/**
+ * A source's shared memory: `SLOTS` chunks, allocated on its first file chunk, starting
+ * `READ_ALIGN` bytes in for fast reads (see pack.ts).
+ */
+class LendingMemory {
+  private memory: SharedArrayBuffer | null = null;
+  private readonly free: number[] = [];
+  private readonly waiting: { resolve: (b: Buffer) => void; reject: (e: Error) => void }[] = [];
+
+  constructor(private readonly id: number) {}
+
+  /** A free slot to read into; when all are lent, the next one the main thread releases. */
+  readonly take = (): Promise<Buffer> => {
+    const memory = this.memory ?? this.allocate();
+    const offset = this.free.pop();
+    if (offset !== undefined) return Promise.resolve(Buffer.from(memory, offset, CHUNK_BYTES));
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  };
+
+  /** Where `chunk` lies in this memory, or null when it is other memory. */
+  offsetOf(chunk: Buffer): number | null {
+    return this.memory !== null && chunk.buffer === this.memory ? chunk.byteOffset : null;
+  }
+
+  release(offset: number): void {
+    const next = this.waiting.shift();
+    if (next && this.memory) next.resolve(Buffer.from(this.memory, offset, CHUNK_BYTES));
+    else this.free.push(offset);
+  }
+
+  /** Fails reads waiting for a slot (the source ended early). */
+  close(): void {
+    for (const w of this.waiting.splice(0)) w.reject(new Error('the artifact source was closed'));
+  }
+
+  private allocate(): SharedArrayBuffer {
+    const memory = new SharedArrayBuffer(READ_ALIGN + SLOTS * CHUNK_BYTES);
+    for (let slot = SLOTS - 1; slot >= 0; slot--) this.free.push(READ_ALIGN + slot * CHUNK_BYTES);
+    send({ type: 'memory', id: this.id, memory });
+    this.memory = memory;
+    return memory;
+  }
+}
 
 interface Running {
   source: ArtifactSource;
+  memory: LendingMemory;
   inFlight: number;
 }
 
@@ -24,41 +74,52 @@ const send = (reply: PackerReply, transfer: ArrayBuffer[] = []) => port.postMess
 port.on('message', (raw: unknown) => {
   const request = packerRequest.parse(raw);
   if (request.type === 'open') {
-    const source = request.artifact.kind === 'rule' ? packOutputRule(request.artifact.outputDir, request.artifact.rule) : fileSource(request.artifact.path, request.artifact.limitBytes);
-    start(request.id, source);
+    const memory = new LendingMemory(request.id);
+    const { artifact } = request;
+    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, memory.take) : fileSource(artifact.path, artifact.limitBytes, memory.take);
+    start(request.id, source, memory);
     return;
   }
   const run = running.get(request.id);
   if (!run) return;
-  if (request.type === 'taken') {
-    run.inFlight -= request.chunks;
-    if (run.inFlight < WINDOW_CHUNKS) run.source.stream.resume();
+  if (request.type === 'release') {
+    if (request.offset !== null) run.memory.release(request.offset);
+    if (--run.inFlight < WINDOW_CHUNKS) run.source.stream.resume();
   } else {
-    running.delete(request.id);
+    stop(request.id);
     run.source.stream.destroy();
   }
 });
 
-function start(id: number, source: ArtifactSource): void {
-  const run: Running = { source, inFlight: 0 };
+function start(id: number, source: ArtifactSource, memory: LendingMemory): void {
+  const run: Running = { source, memory, inFlight: 0 };
   running.set(id, run);
   source.stream.on('data', (chunk: Buffer) => {
-    // File data read for this stream alone moves; anything else (tar headers) is copied.
-    const movable = chunk.buffer instanceof ArrayBuffer && movableChunks.has(chunk.buffer) && chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength;
-    const bytes = movable ? (chunk.buffer as ArrayBuffer) : (new Uint8Array(chunk).buffer as ArrayBuffer);
-    send({ type: 'chunk', id, bytes }, [bytes]);
+    const offset = memory.offsetOf(chunk);
+    if (offset !== null) send({ type: 'lent', id, offset, length: chunk.length });
+    else {
+      const bytes = new Uint8Array(chunk).buffer as ArrayBuffer;
+      send({ type: 'chunk', id, bytes }, [bytes]);
+    }
     if (++run.inFlight >= WINDOW_CHUNKS) source.stream.pause();
   });
   source.stream.once('error', () => undefined);
   // The digest is known at the limiter's flush, maybe before its last chunks left: wait for the end.
   source.stream.once('end', () => {
     void source.digest.then((digest) => {
-      if (running.delete(id)) send({ type: 'end', id, digest });
+      if (stop(id)) send({ type: 'end', id, digest });
     });
   });
   source.digest.catch((err: Error) => {
-    if (!running.delete(id)) return;
+    if (!stop(id)) return;
     const tooLarge = err instanceof ArtifactTooLargeError ? { limitBytes: err.limitBytes, path: err.path } : null;
     send({ type: 'error', id, message: err.message, tooLarge });
   });
+}
+
+/** Forgets a source; returns whether it was running. */
+function stop(id: number): boolean {
+  const run = running.get(id);
+  run?.memory.close();
+  return running.delete(id);
 }

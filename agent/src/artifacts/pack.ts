@@ -19,6 +19,12 @@ export interface ArtifactSource {
   stream: Readable;
   /** Rejects with `ArtifactTooLargeError` when the bytes pass the limit. */
   digest: Promise<PackedDigest>;
+  /**
+   * Set when the stream's chunks are lent (`OffThreadPacker`): a chunk stays valid until it is
+   * passed here, and the source sends only a few chunks not yet released, so a consumer must
+   * release every chunk it takes (and copy what it keeps). Without it the consumer owns them.
+   */
+  release?: (chunk: Buffer) => void;
 }
 
 /** The artifact passed its limit; the stream was cut before the limit was passed. */
@@ -35,12 +41,23 @@ export class ArtifactTooLargeError extends Error {
 /** Read size for files and uploads. */
 export const CHUNK_BYTES = 1024 * 1024;
 
+/** Gives the memory a file chunk is read into: `CHUNK_BYTES` that nothing else uses meanwhile. */
+export type ChunkMemory = () => Promise<Buffer>;
+
 /**
- * Memory of file chunks read for one artifact stream, which nothing else holds once the chunk
- * went through: a worker may move it to another thread instead of copying it. Chunks of other
- * origin (tar-stream's headers, padding and its shared end-of-archive block) are not in it.
+ * Where in an allocation a file chunk starts. Large allocations begin 16 bytes past a page
+ * boundary (the allocator's header), and on AMD EPYC the kernel copies a read into memory that
+ * begins 1 to 31 bytes past a page boundary several times slower (each store falsely waits on
+ * a load 4 KiB away, at the same page offset). See docs/decisions.md.
  */
-export const movableChunks = new WeakSet<ArrayBufferLike>();
+export const READ_ALIGN = 64;
+
+/** `CHUNK_BYTES` of new memory, `READ_ALIGN` bytes into its allocation. */
+export function alignedChunk(): Buffer {
+  return Buffer.allocUnsafeSlow(READ_ALIGN + CHUNK_BYTES).subarray(READ_ALIGN);
+}
+
+const freshMemory: ChunkMemory = () => Promise.resolve(alignedChunk());
 
 /**
  * On a worker thread (`OffThreadPacker`) files are read synchronously: that thread has nothing
@@ -48,17 +65,16 @@ export const movableChunks = new WeakSet<ArrayBufferLike>();
  */
 const READ_SYNC = !isMainThread;
 
-/** A file's bytes in chunks of `CHUNK_BYTES`, each read into memory of its own. */
-function fileChunks(path: string): Readable {
+/** A file's bytes in chunks of `CHUNK_BYTES`, each read into memory from `memory`. */
+function fileChunks(path: string, memory: ChunkMemory): Readable {
   return Readable.from(
     (async function* () {
       const file = await open(path, 'r');
       try {
         for (;;) {
-          const chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+          const chunk = await memory();
           const bytesRead = READ_SYNC ? readSync(file.fd, chunk, 0, CHUNK_BYTES, null) : (await file.read(chunk, 0, CHUNK_BYTES, null)).bytesRead;
           if (bytesRead === 0) return;
-          movableChunks.add(chunk.buffer);
           yield bytesRead === CHUNK_BYTES ? chunk : chunk.subarray(0, bytesRead);
         }
       } finally {
@@ -141,7 +157,7 @@ export function hostPathOf(outputDir: string, rule: AssignmentOutputRule): strin
  * (an upload retry re-packs and checks the hash). A rule whose path does not exist packs to
  * an empty archive.
  */
-export function packOutputRule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource {
+export function packOutputRule(outputDir: string, rule: AssignmentOutputRule, memory = freshMemory): ArtifactSource {
   const pack = tar.pack();
   const limiter = hashingLimiter(rule.maxBytes, rule.path);
   const fill = async () => {
@@ -151,7 +167,7 @@ export function packOutputRule(outputDir: string, rule: AssignmentOutputRule): A
       else if (e.kind === 'symlink') await entry(pack, { ...header, type: 'symlink', linkname: await readlink(e.path) });
       else {
         const sink = pack.entry({ ...header, type: 'file', size: e.size });
-        await pipeline(fileChunks(e.path), sink);
+        await pipeline(fileChunks(e.path, memory), sink);
       }
     }
     pack.finalize();
@@ -167,8 +183,8 @@ function entry(pack: tar.Pack, header: Partial<tar.Header> & { name: string }): 
 }
 
 /** A file as an artifact (the log), hashed while streamed, with 1 MiB reads. */
-export function fileSource(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
+export function fileSource(path: string, limitBytes = Number.MAX_SAFE_INTEGER, memory = freshMemory): ArtifactSource {
   const limiter = hashingLimiter(limitBytes, path);
-  pipeline(fileChunks(path), limiter.transform).catch(() => undefined);
+  pipeline(fileChunks(path, memory), limiter.transform).catch(() => undefined);
   return { stream: limiter.transform, digest: limiter.digest };
 }

@@ -11,14 +11,22 @@ export const packerRequest = z.discriminatedUnion('type', [
       z.object({ kind: z.literal('file'), path: z.string(), limitBytes: z.number().int().positive() }),
     ]),
   }),
-  /** The main thread's stream took this many chunks: the worker may send as many more. */
-  z.object({ type: z.literal('taken'), id: z.number().int(), chunks: z.number().int().positive() }),
+  /**
+   * The consumer is done with a chunk: the worker may send another. `offset` is where a lent
+   * chunk lies in the source's memory, which the worker reads into again; null for a copied one.
+   */
+  z.object({ type: z.literal('release'), id: z.number().int(), offset: z.number().int().nonnegative().nullable() }),
   z.object({ type: z.literal('cancel'), id: z.number().int() }),
 ]);
 export type PackerRequest = z.infer<typeof packerRequest>;
 
 /** What the worker answers: the artifact's bytes in order, then its digest or the error. */
 export const packerReply = z.discriminatedUnion('type', [
+  /** Shared memory that the source's file chunks are read into, sent before the first of them. */
+  z.object({ type: z.literal('memory'), id: z.number().int(), memory: z.instanceof(SharedArrayBuffer) }),
+  /** A file chunk, lent: `length` bytes at `offset` of the source's memory. */
+  z.object({ type: z.literal('lent'), id: z.number().int(), offset: z.number().int().nonnegative(), length: z.number().int().positive() }),
+  /** Any other chunk (tar headers and padding), copied. */
   z.object({ type: z.literal('chunk'), id: z.number().int(), bytes: z.instanceof(ArrayBuffer) }),
   z.object({ type: z.literal('end'), id: z.number().int(), digest: z.object({ sha256: z.string(), sizeBytes: z.number().int() }) }),
   z.object({

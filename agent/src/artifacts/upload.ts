@@ -103,26 +103,37 @@ async function putOnce(opts: UploadOptions, source: ArtifactSource, known: Packe
     (res) => (early = res),
     () => undefined,
   );
+  const { stream, release } = source;
+  // Each chunk is written with backpressure and no per-chunk promise, and a lent chunk goes back
+  // once the socket took it. The request stays open for the trailer.
+  const write = (chunk: Buffer) => {
+    const more = release ? req.write(chunk, () => release(chunk)) : req.write(chunk);
+    if (!more) {
+      stream.pause();
+      req.once('drain', () => stream.resume());
+    }
+  };
   try {
-    // pipe() moves chunks with backpressure and no per-chunk promise; the request stays open
-    // for the trailer.
     await new Promise<void>((resolve, reject) => {
-      source.stream.once('end', resolve);
-      source.stream.once('error', reject);
+      stream.once('end', resolve);
+      stream.once('error', reject);
       req.once('error', reject);
       // A server that answered before the end (an error) needs no more bytes.
       response.then(() => resolve(), reject);
-      source.stream.pipe(req, { end: false });
+      stream.on('data', write);
     });
   } catch (err) {
     req.destroy();
     throw err;
+  } finally {
+    stream.off('data', write);
   }
-  source.stream.unpipe(req);
   if (early) {
     const res: http.IncomingMessage = early;
     res.resume();
     req.destroy();
+    // The rest of the bytes is not needed: close the source (an open one holds its packer).
+    stream.destroy();
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) throw new UploadError(`PUT ${redact(opts.url)} answered ${status} before the body ended`, false, status);
     return { status, digest: known ?? { sha256: '', sizeBytes: 0 } };
