@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
 import { ArtifactTooLargeError, fileSource, packOutputRule, type ArtifactSource, type PackedDigest } from './pack.js';
-import { packerReply, type PackerRequest } from './packer-protocol.js';
+import { lendingMemory, packerReply, type PackerRequest } from './packer-protocol.js';
 
 /** Where artifact sources come from: packed on this thread or on a worker. */
 export interface ArtifactSources {
@@ -17,8 +17,8 @@ export const inThreadSources: ArtifactSources = { rule: packOutputRule, file: fi
 
 interface Open {
   stream: Readable;
-  /** The worker's memory that file chunks are lent in (see pack-worker.ts). */
-  memory: SharedArrayBuffer | null;
+  /** The memory the worker lends file chunks in (see pack-worker.ts). */
+  memory: SharedArrayBuffer;
   settle: { resolve: (d: PackedDigest) => void; reject: (e: Error) => void };
 }
 
@@ -54,6 +54,8 @@ export class OffThreadPacker implements ArtifactSources {
   }
 
   private start(artifact: Extract<PackerRequest, { type: 'open' }>['artifact']): ArtifactSource {
+    // Reserved, not touched: the worker writes only the slots it reads into.
+    const memory = lendingMemory();
     const id = this.nextId++;
     // No reads to start: the worker sends at most its window of chunks not yet released.
     const stream: Readable = new Readable({
@@ -66,9 +68,9 @@ export class OffThreadPacker implements ArtifactSources {
     let settle!: Open['settle'];
     const digest = new Promise<PackedDigest>((resolve, reject) => (settle = { resolve, reject }));
     digest.catch(() => undefined);
-    const open: Open = { stream, memory: null, settle };
+    const open: Open = { stream, memory, settle };
     this.open.set(id, open);
-    this.post({ type: 'open', id, artifact });
+    this.post({ type: 'open', id, memory, artifact });
     // While a source is open the worker keeps the process alive, as a file read would.
     this.worker?.ref();
     const release = (chunk: Buffer) => {
@@ -107,12 +109,8 @@ export class OffThreadPacker implements ArtifactSources {
     const reply = packerReply.parse(raw);
     const open = this.open.get(reply.id);
     if (!open) return;
-    if (reply.type === 'memory') {
-      open.memory = reply.memory;
-    } else if (reply.type === 'chunk' || reply.type === 'lent') {
-      const chunk = reply.type === 'chunk' ? Buffer.from(reply.bytes) : open.memory && Buffer.from(open.memory, reply.offset, reply.length);
-      if (!chunk) return this.fail(reply.id, open, new Error('the artifact packer lent a chunk before its memory'));
-      open.stream.push(chunk);
+    if (reply.type === 'chunk' || reply.type === 'lent') {
+      open.stream.push(reply.type === 'chunk' ? Buffer.from(reply.bytes) : Buffer.from(open.memory, reply.offset, reply.length));
     } else if (reply.type === 'end') {
       this.forget(reply.id);
       open.stream.push(null);

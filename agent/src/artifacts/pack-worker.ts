@@ -9,40 +9,35 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { ArtifactTooLargeError, CHUNK_BYTES, READ_ALIGN, fileSource, packOutputRule, type ArtifactSource } from './pack.js';
-import { packerRequest, type PackerReply } from './packer-protocol.js';
+import { LENDING_SLOTS, packerRequest, type PackerReply } from './packer-protocol.js';
 
 /** Chunks sent and not yet released by the consumer, per source. */
 const WINDOW_CHUNKS = 8;
-/** Slots of file memory per source: the window, and the chunks inside the tar and hash streams. */
-const SLOTS = 12;
 
-/**
- * A source's shared memory: `SLOTS` chunks, allocated on its first file chunk, starting
- * `READ_ALIGN` bytes in for fast reads (see pack.ts).
- */
+/** A source's shared memory (`lendingMemory()`), handed out a slot at a time. */
 class LendingMemory {
-  private memory: SharedArrayBuffer | null = null;
   private readonly free: number[] = [];
   private readonly waiting: { resolve: (b: Buffer) => void; reject: (e: Error) => void }[] = [];
 
-  constructor(private readonly id: number) {}
+  constructor(private readonly memory: SharedArrayBuffer) {
+    for (let slot = LENDING_SLOTS - 1; slot >= 0; slot--) this.free.push(READ_ALIGN + slot * CHUNK_BYTES);
+  }
 
   /** A free slot to read into; when all are lent, the next one the main thread releases. */
   readonly take = (): Promise<Buffer> => {
-    const memory = this.memory ?? this.allocate();
     const offset = this.free.pop();
-    if (offset !== undefined) return Promise.resolve(Buffer.from(memory, offset, CHUNK_BYTES));
+    if (offset !== undefined) return Promise.resolve(this.slot(offset));
     return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   };
 
   /** Where `chunk` lies in this memory, or null when it is other memory. */
   offsetOf(chunk: Buffer): number | null {
-    return this.memory !== null && chunk.buffer === this.memory ? chunk.byteOffset : null;
+    return chunk.buffer === this.memory ? chunk.byteOffset : null;
   }
 
   release(offset: number): void {
     const next = this.waiting.shift();
-    if (next && this.memory) next.resolve(Buffer.from(this.memory, offset, CHUNK_BYTES));
+    if (next) next.resolve(this.slot(offset));
     else this.free.push(offset);
   }
 
@@ -51,12 +46,8 @@ class LendingMemory {
     for (const w of this.waiting.splice(0)) w.reject(new Error('the artifact source was closed'));
   }
 
-  private allocate(): SharedArrayBuffer {
-    const memory = new SharedArrayBuffer(READ_ALIGN + SLOTS * CHUNK_BYTES);
-    for (let slot = SLOTS - 1; slot >= 0; slot--) this.free.push(READ_ALIGN + slot * CHUNK_BYTES);
-    send({ type: 'memory', id: this.id, memory });
-    this.memory = memory;
-    return memory;
+  private slot(offset: number): Buffer {
+    return Buffer.from(this.memory, offset, CHUNK_BYTES);
   }
 }
 
@@ -74,7 +65,7 @@ const send = (reply: PackerReply, transfer: ArrayBuffer[] = []) => port.postMess
 port.on('message', (raw: unknown) => {
   const request = packerRequest.parse(raw);
   if (request.type === 'open') {
-    const memory = new LendingMemory(request.id);
+    const memory = new LendingMemory(request.memory);
     const { artifact } = request;
     const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, memory.take) : fileSource(artifact.path, artifact.limitBytes, memory.take);
     start(request.id, source, memory);

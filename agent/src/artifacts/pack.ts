@@ -42,7 +42,7 @@ export class ArtifactTooLargeError extends Error {
 export const CHUNK_BYTES = 1024 * 1024;
 
 /** Gives the memory a file chunk is read into: `CHUNK_BYTES` that nothing else uses meanwhile. */
-export type ChunkMemory = () => Promise<Buffer>;
+type ChunkMemory = () => Promise<Buffer>;
 
 /**
  * Where in an allocation a file chunk starts. Large allocations begin 16 bytes past a page

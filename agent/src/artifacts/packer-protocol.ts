@@ -1,11 +1,22 @@
 import { z } from 'zod';
 import { assignmentOutputRuleSchema } from '@gpufarm/shared';
+import { CHUNK_BYTES, READ_ALIGN } from './pack.js';
+
+/** Chunks of shared memory per source: the window, and the chunks inside the tar and hash streams. */
+export const LENDING_SLOTS = 12;
+
+/** The shared memory a source's file chunks are lent in (see `LENDING_SLOTS`). */
+export function lendingMemory(): SharedArrayBuffer {
+  return new SharedArrayBuffer(READ_ALIGN + LENDING_SLOTS * CHUNK_BYTES);
+}
 
 /** What `OffThreadPacker` asks its worker (off-thread.ts, pack-worker.ts). */
 export const packerRequest = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('open'),
     id: z.number().int(),
+    /** Where the worker reads the source's file chunks into: `LENDING_SLOTS` chunks from `READ_ALIGN` on. */
+    memory: z.instanceof(SharedArrayBuffer),
     artifact: z.discriminatedUnion('kind', [
       z.object({ kind: z.literal('rule'), outputDir: z.string(), rule: assignmentOutputRuleSchema }),
       z.object({ kind: z.literal('file'), path: z.string(), limitBytes: z.number().int().positive() }),
@@ -22,8 +33,6 @@ export type PackerRequest = z.infer<typeof packerRequest>;
 
 /** What the worker answers: the artifact's bytes in order, then its digest or the error. */
 export const packerReply = z.discriminatedUnion('type', [
-  /** Shared memory that the source's file chunks are read into, sent before the first of them. */
-  z.object({ type: z.literal('memory'), id: z.number().int(), memory: z.instanceof(SharedArrayBuffer) }),
   /** A file chunk, lent: `length` bytes at `offset` of the source's memory. */
   z.object({ type: z.literal('lent'), id: z.number().int(), offset: z.number().int().nonnegative(), length: z.number().int().positive() }),
   /** Any other chunk (tar headers and padding), copied. */

@@ -50,11 +50,12 @@ export function outputName(index: number): string {
  */
 export async function collectResults(opts: CollectOptions): Promise<CollectedResults> {
   const say = opts.log ?? (() => undefined);
+  const sources = opts.sources ?? inThreadSources;
   const outputs: OutputResult[] = [];
   for (const [index, rule] of opts.spec.outputRules.entries()) {
-    outputs.push(await uploadRule(opts, rule, index, say));
+    outputs.push(await uploadRule(opts, sources, rule, index, say));
   }
-  const logUpload = await uploadArtifact({ ...opts.upload, url: opts.urlFor('log'), headers: opts.headers, contentType: 'application/x-ndjson', open: () => (opts.sources ?? inThreadSources).file(opts.logFile) });
+  const logUpload = await uploadArtifact({ ...opts.upload, url: opts.urlFor('log'), headers: opts.headers, contentType: 'application/x-ndjson', open: () => sources.file(opts.logFile) });
   const log = { sha256: logUpload.sha256, sizeBytes: logUpload.sizeBytes };
   const record: ExecutionRecord = {
     version: 1,
@@ -73,7 +74,7 @@ export async function collectResults(opts: CollectOptions): Promise<CollectedRes
   return { outputs, log, record, signed: signRecord(record, opts.machineKey) };
 }
 
-async function uploadRule(opts: CollectOptions, rule: AssignmentOutputRule, index: number, say: (line: string) => void): Promise<OutputResult> {
+async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: AssignmentOutputRule, index: number, say: (line: string) => void): Promise<OutputResult> {
   const name = outputName(index);
   const exceeded = { path: rule.path, name, sha256: null, sizeBytes: null, exceeded: true };
   // The common case of too much output, caught before a byte is sent.
@@ -83,7 +84,7 @@ async function uploadRule(opts: CollectOptions, rule: AssignmentOutputRule, inde
     return exceeded;
   }
   try {
-    const done = await uploadArtifact({ ...opts.upload, url: opts.urlFor(name), headers: opts.headers, contentType: 'application/x-tar', open: () => (opts.sources ?? inThreadSources).rule(opts.outputDir, rule) });
+    const done = await uploadArtifact({ ...opts.upload, url: opts.urlFor(name), headers: opts.headers, contentType: 'application/x-tar', open: () => sources.rule(opts.outputDir, rule) });
     say(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
     return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false };
   } catch (err) {
