@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,59 +7,30 @@ import { Readable } from 'node:stream';
 import { artifactMetadataSchema, artifactSummarySchema, type ArtifactMetadata } from '@gpufarm/shared';
 import { fileSource, packOutputRule } from '@gpufarm/agent/artifacts/pack.js';
 import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
-import t, { type Test } from 'tap';
-import { hashAgentToken, newAgentToken } from '../src/agent-gateway/machine-auth.js';
+import t from 'tap';
+import { newAgentToken } from '../src/agent-gateway/machine-auth.js';
 import type { AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
-import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
-import { artifactRoutes, type ArtifactRoutesOptions } from '../src/artifacts/routes.js';
-import { createUrlSigner, type UrlSigner } from '../src/artifacts/signing.js';
+import type { UrlSigner } from '../src/artifacts/signing.js';
 import { listJobsArtifacts } from '../src/artifacts/store.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
-import { deploymentSecret } from '../src/settings/store.js';
-import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
+import { bearer, createTestKey } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
+import { artifactSetup, MAX_INPUT_BYTES, uploadPath, uploadSetup, type ArtifactSetup, type Upload } from './helpers/uploads.js';
 
 const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
-const MAX_INPUT_BYTES = 1024 * 1024;
-
-interface Setup extends TestApp {
-  dir: string;
-  blobs: ReturnType<typeof createFsBlobStore>;
-  signer: UrlSigner;
-  key: string;
-  accountId: string;
-}
-
-/**
- * The real app on a fresh database and a temp artifact folder, with the artifact routes
- * registered as `server.ts` wires them (unless the app already has them).
- */
-async function setup(t: Test): Promise<Setup> {
-  const dir = mkdtempSync(join(tmpdir(), 'gf-artifacts-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const test = await buildTestApp(t, { env: { GF_ARTIFACT_DIR: dir, GF_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES) } });
-  const blobs = createFsBlobStore(test.config.execution.artifactDir);
-  const signer = createUrlSigner(await deploymentSecret(test.db, 'artifact_url_key'), test.config.publicUrl);
-  const options: ArtifactRoutesOptions = { db: test.db, blobs, signer, config: test.config.execution };
-  if (!test.app.hasRoute({ method: 'GET', url: '/v1/artifacts/:id' })) await test.app.register(artifactRoutes, options);
-  const created = await createTestKey(test.db);
-  return { ...test, dir, blobs, signer, key: created.key, accountId: created.accountId };
-}
-
 /** The path and query of a signed URL, for inject. */
 const pathOf = (url: string) => {
   const u = new URL(url);
   return `${u.pathname}${u.search}`;
 };
 
-async function uploadInput(s: Setup, body: Buffer, query = ''): Promise<ArtifactMetadata> {
+async function uploadInput(s: ArtifactSetup, body: Buffer, query = ''): Promise<ArtifactMetadata> {
   const res = await s.app.inject({ method: 'POST', url: `/v1/artifacts${query}`, headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: body });
   if (res.statusCode !== 201) throw new Error(`upload answered ${res.statusCode}: ${res.body}`);
   return artifactMetadataSchema.parse(res.json());
 }
 
 t.test('default: POST /v1/artifacts stores a streamed input, hashed, and answers its metadata', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const body = randomBytes(300 * 1024); // past the 256 KiB JSON body limit
   const res = await s.app.inject({ method: 'POST', url: '/v1/artifacts?filename=weights.bin', headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: body });
   t.equal(res.statusCode, 201);
@@ -90,7 +61,7 @@ t.test('default: POST /v1/artifacts stores a streamed input, hashed, and answers
 });
 
 t.test('error: payload_too_large for inputs over GF_MAX_INPUT_BYTES, declared or streamed', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const declared = await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: randomBytes(MAX_INPUT_BYTES + 1) });
   assertError(t, declared, 'payload_too_large', 413);
   t.match(declared.json().error.message, String(MAX_INPUT_BYTES));
@@ -105,7 +76,7 @@ t.test('error: payload_too_large for inputs over GF_MAX_INPUT_BYTES, declared or
 });
 
 t.test('error: POST /v1/artifacts without a key, without jobs:create, with a bad filename', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   assertError(t, await s.app.inject({ method: 'POST', url: '/v1/artifacts', payload: 'x' }), 'missing_api_key', 401);
   const reader = await createTestKey(s.db, { scopes: ['jobs:read', 'artifacts:read'] });
   assertError(t, await s.app.inject({ method: 'POST', url: '/v1/artifacts', headers: bearer(reader.key), payload: 'x' }), 'insufficient_scope', 403);
@@ -116,7 +87,7 @@ t.test('error: POST /v1/artifacts without a key, without jobs:create, with a bad
 });
 
 t.test('default: GET /v1/artifacts/:id redirects to a signed URL with the integrity headers', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const body = randomBytes(5000);
   const meta = await uploadInput(s, body, '?filename=data.bin');
   const res = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(s.key) });
@@ -138,7 +109,7 @@ t.test('default: GET /v1/artifacts/:id redirects to a signed URL with the integr
 });
 
 t.test('behavior: format=json or Accept: application/json gives the metadata and the headers', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.from('hello'));
   for (const [label, request] of [
     ['format=json', { url: `/v1/artifacts/${meta.id}?format=json`, headers: bearer(s.key) }],
@@ -158,7 +129,7 @@ t.test('behavior: format=json or Accept: application/json gives the metadata and
 });
 
 t.test('error: GET /v1/artifacts/:id for another account, unknown, malformed, expired, without scope', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.from('secret'));
   const other = await createTestKey(s.db);
   const foreign = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(other.key) });
@@ -183,7 +154,7 @@ t.test('error: GET /v1/artifacts/:id for another account, unknown, malformed, ex
 });
 
 t.test('error: the download bucket allows 120 per 60 s', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.from('x'));
   for (let i = 0; i < 120; i++) {
     const res = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${meta.id}`, headers: bearer(s.key) });
@@ -195,7 +166,7 @@ t.test('error: the download bucket allows 120 per 60 s', async (t) => {
 });
 
 t.test('behavior: signed URLs are not counted as anonymous calls (each was counted when issued)', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.from('x'));
   const path = pathOf(meta.url);
   for (let i = 0; i < 80; i++) {
@@ -206,7 +177,7 @@ t.test('behavior: signed URLs are not counted as anonymous calls (each was count
 });
 
 t.test('behavior: the signed URL serves byte ranges, HEAD, and refuses bad or old signatures', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const body = Buffer.from('0123456789abcdefghij');
   const meta = await uploadInput(s, body);
   const path = pathOf(meta.url);
@@ -259,7 +230,7 @@ t.test('behavior: the signed URL serves byte ranges, HEAD, and refuses bad or ol
 });
 
 t.test('behavior: an empty artifact downloads as zero bytes', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.alloc(0));
   t.equal(meta.sha256, sha256(''));
   const file = await s.app.inject({ method: 'GET', url: pathOf(meta.url) });
@@ -269,7 +240,7 @@ t.test('behavior: an empty artifact downloads as zero bytes', async (t) => {
 });
 
 t.test('behavior: a large download streams through the signed URL over a real socket', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const body = randomBytes(8 * 1024 * 1024 + 123);
   const meta = await uploadInput(s, body.subarray(0, MAX_INPUT_BYTES));
   await s.app.listen({ port: 0, host: '127.0.0.1' });
@@ -281,46 +252,6 @@ t.test('behavior: a large download streams through the signed URL over a real so
 
 // ---- Agent uploads ----
 
-interface Upload {
-  jobId: string;
-  assignmentId: string;
-  machineId: string;
-  token: string;
-  otherToken: string;
-  port: number;
-}
-
-/**
- * A job created through the API, its assignment on a machine with a token, and the upload route
- * listening. The route is served by an app with the control plane's error handling but without
- * its API-key plugin: that plugin refuses every `Bearer gfa_…` machine token as a malformed API
- * key until it skips routes marked `machineAuth` (the change asked of app wiring).
- */
-async function uploadSetup(t: Test, state = 'running', outputRules = [{ path: '/output', maxBytes: 256 * 1024 }]): Promise<Setup & Upload> {
-  const s = await setup(t);
-  const farm = await createFarm(s.db, { slug: 'upload-farm' });
-  const machine = await createMachine(s.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
-  const other = await createMachine(s.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
-  const token = newAgentToken('gfa');
-  const otherToken = newAgentToken('gfa');
-  await s.db.query('UPDATE machines SET token_hash = $2 WHERE id = $1', [machine.id, hashAgentToken(token)]);
-  await s.db.query('UPDATE machines SET token_hash = $2 WHERE id = $1', [other.id, hashAgentToken(otherToken)]);
-  await s.offerIndex.refresh();
-  const created = await s.app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(s.key), payload: { image: 'ghcr.io/acme/job:1', gpu: { count: 1 } } });
-  if (created.statusCode !== 201) throw new Error(`job creation answered ${created.statusCode}: ${created.body}`);
-  const jobId = created.json().job.id as string;
-  const assignmentId = `asg_${randomBytes(8).toString('hex')}`;
-  await s.db.query(
-    `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec)
-     VALUES ($1, $2, $3, 1, $4, '{0}', 'rtx-4090-24gb', 'GeForce RTX 4090', 400000, $5::jsonb)`,
-    [assignmentId, jobId, machine.id, state, JSON.stringify({ assignmentId, jobId, outputRules })],
-  );
-  // The whole app, as server.ts wires it: API-key resolution and rate limits must leave the machine token alone.
-  await s.app.listen({ port: 0, host: '127.0.0.1' });
-  return { ...s, jobId, assignmentId, machineId: machine.id, token, otherToken, port: (s.app.server.address() as { port: number }).port };
-}
-
-/** An upload's answer: the 201 body, or the error envelope. */
 type UploadReply = Partial<AgentUploadAnswer> & { error?: { code: string; message: string; details: { field: string; message: string }[] } };
 
 interface PutOptions {
@@ -370,7 +301,6 @@ function put(u: Upload, path: string, chunks: Buffer[], options: PutOptions = {}
   });
 }
 
-const uploadPath = (u: Upload, name: string) => `/agent/v1/assignments/${u.assignmentId}/outputs/${name}`;
 
 t.test('default: an agent streams an output; the server hashes it, compares the trailer, stores a row', async (t) => {
   const s = await uploadSetup(t);
@@ -492,30 +422,8 @@ t.test('behavior: equal bytes from two jobs are one stored file with two rows', 
   t.ok(signer.sign(input.id, 1).url);
 });
 
-t.test('behavior: an upload cut off mid-body keeps nothing, and the route serves the next one', async (t) => {
-  const s = await uploadSetup(t);
-  await new Promise<void>((resolve) => {
-    const req = http.request({
-      host: '127.0.0.1',
-      port: s.port,
-      path: uploadPath(s, 'output-0'),
-      method: 'PUT',
-      headers: { authorization: `Bearer ${s.token}`, 'transfer-encoding': 'chunked' },
-    });
-    req.on('error', () => resolve());
-    req.write(randomBytes(64 * 1024), () => setTimeout(() => req.destroy(), 200));
-    req.on('close', () => resolve());
-  });
-  const tmp = join(s.dir, 'tmp');
-  for (let i = 0; i < 50 && readdirSync(tmp).length > 0; i++) await new Promise((r) => setTimeout(r, 20));
-  t.same(readdirSync(tmp), [], 'the temp file is removed');
-  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
-  t.equal(row!.n, 0, 'no row');
-  t.equal((await put(s, uploadPath(s, 'output-0'), [Buffer.from('whole')], { trailer: sha256('whole') })).status, 201);
-});
-
 t.test('error: unavailable when the store lost the bytes of a live artifact', async (t) => {
-  const s = await setup(t);
+  const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.from('soon lost'));
   await s.blobs.delete(meta.sha256);
   assertError(t, await s.app.inject({ method: 'GET', url: pathOf(meta.url) }), 'unavailable', 503);

@@ -40,6 +40,9 @@ export function createFsBlobStore(dir: string): BlobStore & { pathOf(sha256: str
 
     async put(source: Readable, { maxBytes }: { maxBytes: number }) {
       await mkdir(tmpDir, { recursive: true });
+      // A source that failed while the folder was made (a client gone) gets no temp file at all.
+      if (source.errored) throw source.errored;
+      if (source.destroyed) throw new Error('the source closed before it was read');
       const tmp = join(tmpDir, randomUUID());
       const hash = createHash('sha256');
       let size = 0;

@@ -20,14 +20,25 @@ export function takeRawBodies(app: FastifyInstance): void {
 /**
  * The request's body as a stream for the blob store. Piped, not `pipeline`d: when the store
  * refuses the body (too large) only this stream is destroyed, the connection stays and the
- * refusal can be answered. A client that goes away mid-body errors the stream.
+ * refusal can be answered. A client that goes away before the body ended (even before this is
+ * called) errors the stream with a 400 `invalid_request`: nobody is left to read the answer,
+ * and it is the client's doing, not the server's.
  */
 export function bodyStream(raw: IncomingMessage): Readable {
   const body = new PassThrough({ highWaterMark: 1024 * 1024 });
-  raw.once('error', (err) => body.destroy(err));
-  raw.once('close', () => {
-    if (!raw.complete) body.destroy(new Error('the client closed the connection before the body ended'));
-  });
+  // The consumer learns of a failure from the errored stream when it attaches (`pipeline`);
+  // until then an abort must not be an uncaught 'error' that ends the process.
+  body.on('error', () => undefined);
+  const abort = (cause?: unknown) => {
+    if (raw.complete) return;
+    body.destroy(new ApiError('invalid_request', 'The client closed the connection before the body ended.', { cause }));
+  };
+  if (raw.destroyed) {
+    abort();
+    return body;
+  }
+  raw.once('error', abort);
+  raw.once('close', () => abort());
   raw.pipe(body);
   return body;
 }

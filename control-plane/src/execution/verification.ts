@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import { argvSha256, verifyRecord, type VerificationLevel } from '@gpufarm/shared';
 import type { ExecutionConfig } from '../config.js';
@@ -41,27 +42,22 @@ export async function canaryExpected(jobId: string, iterations: number): Promise
 export async function readTarEntry(source: Readable, name: string, maxBytes = 4096): Promise<string | null> {
   const extract = tar.extract();
   let found: string | null = null;
-  const done = new Promise<void>((resolve, reject) => {
-    extract.on('entry', (header, stream, next) => {
-      const entryName = header.name.replace(/^\.\//, '');
-      if (found === null && entryName === name && header.type === 'file' && (header.size ?? 0) <= maxBytes) {
-        const chunks: Buffer[] = [];
-        stream.on('data', (c: unknown) => chunks.push(c as Buffer));
-        stream.on('end', () => {
-          found = Buffer.concat(chunks).toString('utf8');
-          next();
-        });
-      } else {
-        stream.on('end', () => next());
-        stream.resume();
-      }
-    });
-    extract.on('finish', resolve);
-    extract.on('error', reject);
-    source.on('error', reject);
+  extract.on('entry', (header, stream, next) => {
+    const entryName = header.name.replace(/^\.\//, '');
+    if (found === null && entryName === name && header.type === 'file' && (header.size ?? 0) <= maxBytes) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: unknown) => chunks.push(c as Buffer));
+      stream.on('end', () => {
+        found = Buffer.concat(chunks).toString('utf8');
+        next();
+      });
+    } else {
+      stream.on('end', () => next());
+      stream.resume();
+    }
   });
-  source.pipe(extract);
-  await done;
+  // pipeline: a failure of either side destroys both, so no file stays open.
+  await pipeline(source, extract);
   return found;
 }
 
