@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { MAX_BODY_BYTES, SERVICE_VERSION } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminRoutes } from './admin/routes.js';
@@ -54,6 +55,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
     },
     genReqId: requestIdFor,
+    childLoggerFactory: (logger, bindings, options, raw) => {
+      const fromClient = clientRequestId(raw as IncomingMessage);
+      return logger.child(fromClient ? { ...bindings, clientRequestId: fromClient } : bindings, options);
+    },
     requestIdHeader: false,
     bodyLimit: MAX_BODY_BYTES,
     trustProxy: config.trustProxy,

@@ -3,7 +3,11 @@ import { withDeploymentFile } from './chain/deployment-file.js';
 import { ConfigError, loadConfig } from './config.js';
 import { closeOnSignals, startControlPlane } from './server.js';
 
-/** The control plane process: configuration from the environment, then serve until a signal. */
+/**
+ * The control plane process: configuration from the environment, then serve until a signal.
+ * A supervisor (systemd, or `npm start` through the IPC channel it opens) learns the URL once
+ * it listens, and restarts the process when it exits.
+ */
 async function main(): Promise<void> {
   let config;
   try {
@@ -15,7 +19,18 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  closeOnSignals(await startControlPlane(config));
+  const controlPlane = await startControlPlane(config);
+  const log = controlPlane.app.log;
+  // A promise nobody awaited failed: the request or loop it belonged to already answered or
+  // goes on, so the process keeps serving.
+  process.on('unhandledRejection', (reason) => log.error({ err: reason }, 'unhandled promise rejection; the control plane keeps running'));
+  // After an uncaught exception the process state is unknown: log it and exit for the supervisor to restart.
+  process.on('uncaughtException', (err) => {
+    log.fatal({ err }, 'uncaught exception; the control plane exits and its supervisor restarts it');
+    process.exit(70);
+  });
+  closeOnSignals(controlPlane);
+  process.send?.({ type: 'listening', url: controlPlane.url, pid: process.pid });
 }
 
 main().catch((err: unknown) => {

@@ -8,3 +8,4 @@ export * from './schemas/index.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';
 export * from './records/index.js';
+export * from './process/line-tail.js';

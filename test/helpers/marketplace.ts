@@ -82,6 +82,8 @@ export class Marketplace {
     readonly publicClient: PublicClient<Transport, Chain>,
     readonly controlPlane: TestProcess,
     readonly images: LocalImages,
+    /** The marketplace's own PostgreSQL database. */
+    readonly databaseUrl: string,
   ) {}
 
   static async start(t: Teardown, options: MarketplaceOptions = {}): Promise<Marketplace> {
@@ -169,7 +171,7 @@ export class Marketplace {
     ).catch((err: unknown) => {
       throw controlPlane.running() ? err : new Error(`the control plane exited:\n${controlPlane.tail()}`);
     });
-    market = new Marketplace(root, url, adminToken, anvil, deployment, chain, publicClient, controlPlane, images);
+    market = new Marketplace(root, url, adminToken, anvil, deployment, chain, publicClient, controlPlane, images, databaseUrl.toString());
     market.processes.push(controlPlane);
     return market;
   }

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { AGENT_WS_PATH, ERROR_CODES } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { runSteps, startPeriodic } from '../background/periodic.js';
 import type { ExecutionDeps } from '../execution/lifecycle.js';
 import { generateRequestId } from '../http/request-id.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
@@ -119,42 +120,28 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
   const { config } = deps;
   const sweep = async () => {
     await markSilentMachinesOffline(deps.db, config);
-    for (const a of await assignmentsPastGrace(deps.db, config)) {
-      await lifecycle
-        .assignmentLost(deps, a.id, `the machine was offline for more than ${config.machineLostGraceSeconds} s`)
-        .catch((err: unknown) => log(`assignment ${a.id}: marking it lost failed`, err));
-    }
-    for (const a of await unansweredOffers(deps.db, config)) {
-      await lifecycle
-        .assignmentRejected(deps, a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`)
-        .catch((err: unknown) => log(`assignment ${a.id}: taking the offer back failed`, err));
-    }
+    const lost = await assignmentsPastGrace(deps.db, config);
+    const unanswered = await unansweredOffers(deps.db, config);
+    await runSteps([
+      ...lost.map((a) => [`marking assignment ${a.id} lost`, () => lifecycle.assignmentLost(deps, a.id, `the machine was offline for more than ${config.machineLostGraceSeconds} s`)] as const),
+      ...unanswered.map(
+        (a) =>
+          [
+            `taking the offer of assignment ${a.id} back`,
+            () => lifecycle.assignmentRejected(deps, a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`),
+          ] as const,
+      ),
+    ]);
   };
-  const intervalMs = options.sweepIntervalMs ?? config.sweepIntervalMs;
-  let sweeping: Promise<void> | null = null;
-  let timer: NodeJS.Timeout | null = null;
-  const schedule = () => {
-    if (closing || intervalMs <= 0) return;
-    timer = setTimeout(() => {
-      sweeping = sweep()
-        .catch((err: unknown) => log('agent gateway: liveness sweep failed', err))
-        .finally(() => {
-          sweeping = null;
-          schedule();
-        });
-    }, intervalMs);
-    timer.unref();
-  };
-  schedule();
+  const sweeper = startPeriodic({ name: 'agent gateway liveness sweep', intervalMs: options.sweepIntervalMs ?? config.sweepIntervalMs, run: sweep, log });
 
   let closed: Promise<void> | null = null;
   const close = () => {
     closed ??= (async () => {
       closing = true;
-      if (timer) clearTimeout(timer);
       app.server.off('upgrade', onUpgrade);
       await unlisten().catch(() => {});
-      await sweeping;
+      await sweeper.close();
       const sockets = [...connections.values()];
       for (const connection of sockets) connection.close(1001, 'server shutting down');
       await Promise.all(sockets.map((c) => c.idle()));

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { LineTail, type ChildExit } from '@gpufarm/shared';
 
 /** anvil's well-known development accounts (mnemonic "test test … junk"): never use them on a real network. */
 export const ANVIL_ACCOUNTS = [
@@ -14,6 +15,10 @@ export const ANVIL_ACCOUNTS = [
 export interface Anvil {
   rpcUrl: string;
   pid: number;
+  /** Resolves when anvil exited, however it ended. */
+  exited: Promise<ChildExit>;
+  /** The last lines it printed. */
+  lastLines(): string[];
   /** Stops this anvil (SIGTERM to its pid) and waits for it to exit. */
   stop(): Promise<void>;
 }
@@ -37,7 +42,10 @@ export async function startAnvil(options: { chainId: number; host?: string; port
     ['--host', host, '--port', String(options.port ?? 0), '--chain-id', String(options.chainId), ...(options.args ?? [])],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const tail = new LineTail();
+  child.stdout?.on('data', (chunk: Buffer) => tail.push(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => tail.push(chunk));
   const rpcUrl = await new Promise<string>((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => fail(new Error(`anvil did not listen within ${options.timeoutMs ?? 10_000} ms:\n${output.slice(-2000)}`)), options.timeoutMs ?? 10_000);
@@ -52,8 +60,6 @@ export async function startAnvil(options: { chainId: number; host?: string; port
       if (match) {
         clearTimeout(timer);
         child.stdout?.off('data', onData);
-        // Keep draining its output so a full pipe never blocks anvil.
-        child.stdout?.resume();
         resolve(`http://${match[1]}:${match[2]}`);
       }
     };
@@ -70,6 +76,8 @@ export async function startAnvil(options: { chainId: number; host?: string; port
   return {
     rpcUrl,
     pid: child.pid!,
+    exited,
+    lastLines: () => tail.lines(),
     stop: async () => {
       process.off('exit', killOnExit);
       killOnExit();

@@ -27,11 +27,11 @@ export function clientRequestId(raw: IncomingMessage): string | undefined {
 }
 
 /**
- * fastify's `genReqId`: the id used in logs and in error bodies. Bodies always carry the
- * `req_<id>` form, so a client value without the prefix gets it prepended there.
+ * fastify's `genReqId`: always the server's own id, used in its logs and in error bodies. A
+ * client's `X-Request-Id` is echoed in the response header and logged beside it
+ * (`clientRequestId`), never taken as the server's id: a client cannot make two requests share
+ * one id in the logs, nor forge another's.
  */
-export function requestIdFor(raw: IncomingMessage): string {
-  const fromClient = clientRequestId(raw);
-  if (!fromClient) return generateRequestId();
-  return fromClient.startsWith('req_') ? fromClient : `req_${fromClient}`;
+export function requestIdFor(): string {
+  return generateRequestId();
 }

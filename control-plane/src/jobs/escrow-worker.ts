@@ -1,5 +1,6 @@
 import type { Hex } from 'viem';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { runSteps, startPeriodic, type Periodic } from '../background/periodic.js';
 import type { Database } from '../db/database.js';
 import { insertBillingEntry } from '../billing/store.js';
 import type { EscrowDeps } from './funding.js';
@@ -146,39 +147,18 @@ export async function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
   return done;
 }
 
-/** One pass of every sweep; each failure is logged and retried on the next pass. */
+/** One pass of every sweep; a failing sweep does not stop the others, and the pass then throws naming it. */
 export async function runEscrowWorkerOnce(deps: EscrowWorkerDeps): Promise<void> {
   if (!deps.escrow.health.current().ok) return;
-  for (const [name, step] of [
-    ['event scan', scanEscrowEvents],
-    ['reorg check', checkReorgs],
-    ['refunds', sweepRefunds],
-    ['releases', sweepReleases],
-  ] as const) {
-    try {
-      await step(deps);
-    } catch (err) {
-      deps.log?.(`escrow worker: ${name} failed; retrying next pass`, err);
-    }
-  }
+  await runSteps([
+    ['event scan', () => scanEscrowEvents(deps)],
+    ['reorg check', () => checkReorgs(deps)],
+    ['refunds', () => sweepRefunds(deps)],
+    ['releases', () => sweepReleases(deps)],
+  ]);
 }
 
-/** Runs the escrow worker every `intervalMs` until closed (one pass at a time). */
-export function startEscrowWorker(deps: EscrowWorkerDeps, options: { intervalMs: number }): { close(): Promise<void> } {
-  let running: Promise<void> | null = null;
-  let closed = false;
-  const timer = setInterval(() => {
-    if (closed || running) return;
-    running = runEscrowWorkerOnce(deps).finally(() => {
-      running = null;
-    });
-  }, options.intervalMs);
-  timer.unref();
-  return {
-    close: async () => {
-      closed = true;
-      clearInterval(timer);
-      await running;
-    },
-  };
+/** Runs the escrow worker every `intervalMs` until closed (one pass at a time, backing off while it fails). */
+export function startEscrowWorker(deps: EscrowWorkerDeps, options: { intervalMs: number }): Periodic {
+  return startPeriodic({ name: 'escrow worker', intervalMs: options.intervalMs, run: () => runEscrowWorkerOnce(deps), log: deps.log ?? (() => undefined) });
 }

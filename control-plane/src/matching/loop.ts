@@ -1,3 +1,4 @@
+import { FailureStreak } from '../background/periodic.js';
 import { FLEET_CHANGED_CHANNEL } from '../capacity/offer-index.js';
 import { JOBS_QUEUED_CHANNEL } from '../jobs/channels.js';
 import { matchQueuedJobs, type MatcherDeps, type MatchOptions, type MatchResult } from './matcher.js';
@@ -29,7 +30,8 @@ export interface MatcherLoop {
  * NOTIFY of `jobs_queued`, shortly after a `fleet_changed` (GPUs freed, a machine online; the
  * fleet triggers of migration 001), right after a pass that left jobs contended, and every
  * `fullPassEvery` ticks regardless; otherwise a tick costs nothing, so a queue of jobs nothing
- * fits does not load the fleet every period. Errors are logged and the next tick tries again.
+ * fits does not load the fleet every period. A failed pass is logged and the next one waits
+ * longer each time it fails again (`FailureStreak`), until one goes through.
  */
 export function startMatcher(deps: MatcherDeps, options: MatcherLoopOptions): MatcherLoop {
   const log = deps.log ?? ((message: string, err?: unknown) => console.warn(`matcher: ${message}${err instanceof Error ? `: ${err.message}` : ''}`));
@@ -43,21 +45,26 @@ export function startMatcher(deps: MatcherDeps, options: MatcherLoopOptions): Ma
   let again = false;
   const unlisten: Array<() => Promise<void>> = [];
 
+  const streak = new FailureStreak('matcher pass', options.intervalMs, log);
+  /** While passes fail, no pass before this time (epoch ms). */
+  let retryAt = 0;
+
   const pass = async (): Promise<void> => {
     try {
       dirty = false;
       const result = await matchQueuedJobs(deps, options);
+      streak.succeeded();
       if (result.contended > 0) dirty = true;
       if (result.considered > 0) options.onPass?.(result);
     } catch (err) {
       dirty = true;
-      log('pass failed', err);
+      retryAt = Date.now() + streak.failed(err);
     }
     await options.queue?.refresh().catch((err: unknown) => log('queue figures not refreshed', err));
   };
 
   const run = (): void => {
-    if (closed) return;
+    if (closed || Date.now() < retryAt) return;
     if (running) {
       again = true;
       return;
