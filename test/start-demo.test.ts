@@ -1,11 +1,10 @@
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import t from 'tap';
-import { freePort, ROOT } from './helpers/marketplace.js';
-import { spawnProcess, type TestProcess } from './helpers/processes.js';
+import { ROOT } from './helpers/marketplace.js';
+import { isAlive, spawnProcess } from './helpers/processes.js';
+import { npmStart } from './helpers/start.js';
 
 /**
  * The README's walk-through as a newcomer runs it: `npm start` (control plane, anvil, the
@@ -15,27 +14,6 @@ import { spawnProcess, type TestProcess } from './helpers/processes.js';
 // Separate processes, real containers and a chain: minutes, not the default two.
 t.setTimeout(300_000);
 
-const run = promisify(execFile);
-
-async function npmStart(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): Promise<TestProcess> {
-  // A port of its own (the links and signed URLs it makes name it), as 8080 may be taken.
-  const start = spawnProcess('npm-start', process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
-    cwd: ROOT,
-    env: { GF_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', GF_LOCAL_AGENT_GPUS: '', GF_RPC_URL: '', GF_CANARY_IMAGE: '', ...env },
-  });
-  t.teardown(async () => {
-    await start.stop(15_000);
-    // The agent removes a job's container once its outputs are up; a stop mid-job leaves it.
-    const machineId = /Local agent: machine (\S+)/.exec(start.output())?.[1];
-    if (machineId) {
-      const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=org.gpufarm.owner=${machineId}`]).catch(() => ({ stdout: '' }));
-      const ids = stdout.split('\n').filter(Boolean);
-      if (ids.length) await run('docker', ['rm', '-fv', ...ids]).catch(() => undefined);
-    }
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  return start;
-}
 
 t.test('behavior: without Docker, npm start says how to install and start it, and runs the control plane without an agent', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-nodocker-'));
@@ -77,13 +55,5 @@ t.test('behavior: npm start runs the marketplace with a local agent; npm run dem
   await start.stop(15_000);
   t.equal(await start.exited, 0, 'npm start stops cleanly on SIGTERM');
   const agentPid = Number(/pid (\d+)\n/.exec(start.output())?.[1]);
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  t.notOk(alive(agentPid), 'the agent stopped with it');
+  t.notOk(isAlive(agentPid), 'the agent stopped with it');
 });

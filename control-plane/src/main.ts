@@ -30,6 +30,8 @@ async function main(): Promise<void> {
     process.exit(70);
   });
   closeOnSignals(controlPlane);
+  // Under `npm start` the IPC channel is the parent: when it is gone, so is the marketplace.
+  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
   process.send?.({ type: 'listening', url: controlPlane.url, pid: process.pid });
 }
 

@@ -3,6 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LineTail, type ChildExit } from '@gpufarm/shared';
+import type { Supervised } from './supervisor.js';
 
 /** The repository's root and the `gf-agent` command inside it. */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -109,23 +111,27 @@ export interface LocalAgentOptions {
   log: (line: string) => void;
 }
 
-export interface LocalAgent {
+export interface LocalAgent extends Supervised {
   machineId: string;
-  pid: number;
   /** True when this start enrolled the machine (false: the enrollment in the state folder was reused). */
   enrolled: boolean;
-  /** SIGTERM to the agent's pid, SIGKILL after 10 s; resolves once it exited. */
-  stop(): Promise<void>;
 }
 
-function agentEnv(options: LocalAgentOptions): NodeJS.ProcessEnv {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
+/**
+ * What the local agent may see of `npm start`'s environment: the system's basics, never the
+ * control plane's secrets (the admin token, the chain operator's key) that `npm start` holds.
+ * The agent reads its own settings from the GF_AGENT_* values set here.
+ */
+export const AGENT_ENV_ALLOWLIST = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR', 'DOCKER_HOST', 'DOCKER_CERT_PATH', 'DOCKER_TLS_VERIFY', 'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR'] as const;
+
+export function agentEnv(options: LocalAgentOptions, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const base = Object.fromEntries(AGENT_ENV_ALLOWLIST.flatMap((name) => (from[name] === undefined ? [] : [[name, from[name]]])));
   return {
     ...base,
     GF_AGENT_STATE_DIR: options.stateDir,
     GF_AGENT_SIMULATE_GPUS: options.simulateGpus ?? '',
     // A development machine rarely has the 20 GiB free a production agent insists on.
-    GF_AGENT_MIN_FREE_DISK_BYTES: process.env.GF_AGENT_MIN_FREE_DISK_BYTES ?? String(1024 ** 3),
+    GF_AGENT_MIN_FREE_DISK_BYTES: from.GF_AGENT_MIN_FREE_DISK_BYTES ?? String(1024 ** 3),
     ...(options.egressProxyImage ? { GF_AGENT_EGRESS_PROXY_IMAGE: options.egressProxyImage } : {}),
   };
 }
@@ -170,36 +176,34 @@ async function enroll(options: LocalAgentOptions): Promise<string> {
   return machine.machineId;
 }
 
-/** Prefixes each line of a stream and hands it to `log`. */
-function pipeLines(stream: NodeJS.ReadableStream, log: (line: string) => void): void {
-  let partial = '';
-  stream.on('data', (chunk: Buffer) => {
-    partial += chunk.toString();
-    const lines = partial.split('\n');
-    partial = lines.pop() ?? '';
-    for (const line of lines) log(line);
-  });
-}
-
-/** `gf-agent run` as a child, and how its link first went: up, refused (unknown machine), exited or still nothing after 30 s. */
-function spawnRun(options: LocalAgentOptions): { child: ChildProcess; link: Promise<'up' | 'refused' | 'exited' | 'silent'> } {
-  const child = spawn(process.execPath, [GF_AGENT, 'run'], { cwd: REPO_ROOT, env: agentEnv(options), stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * `gf-agent run` as a child (in a process group of its own: a Ctrl-C reaches only `npm start`,
+ * which stops it), and how its link first went: up, refused (unknown machine), exited or still
+ * nothing after 30 s.
+ */
+function spawnRun(options: LocalAgentOptions): { child: ChildProcess; tail: LineTail; exited: Promise<ChildExit>; link: Promise<'up' | 'refused' | 'exited' | 'silent'> } {
+  const child = spawn(process.execPath, [GF_AGENT, 'run'], { cwd: REPO_ROOT, env: agentEnv(options), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   let settle: (state: 'up' | 'refused' | 'exited' | 'silent') => void = () => {};
   const link = new Promise<'up' | 'refused' | 'exited' | 'silent'>((resolve) => (settle = resolve));
   const timer = setTimeout(() => settle('silent'), 30_000);
-  const watch = (line: string) => {
-    options.log(line);
-    if (/ link up: /.test(line)) settle('up');
-    else if (/ link refused: /.test(line)) settle('refused');
+  const tail = new LineTail();
+  const onOutput = (chunk: Buffer) => {
+    for (const line of tail.push(chunk)) {
+      options.log(line);
+      if (/ link up: /.test(line)) settle('up');
+      else if (/ link refused: /.test(line)) settle('refused');
+    }
   };
-  pipeLines(child.stdout!, watch);
-  pipeLines(child.stderr!, watch);
-  child.once('exit', () => settle('exited'));
+  child.stdout!.on('data', onOutput);
+  child.stderr!.on('data', onOutput);
+  void exited.then(() => settle('exited'));
   void link.then(() => clearTimeout(timer));
-  return { child, link };
+  return { child, tail, exited, link };
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
+/** SIGTERM to `child`'s pid, SIGKILL after 10 s; resolves once it exited. */
+export async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
@@ -221,21 +225,21 @@ export async function startLocalAgent(options: LocalAgentOptions): Promise<Local
     machine = { machineId: await enroll(options), server: options.server };
     enrolled = true;
   }
-  let { child, link } = spawnRun(options);
-  let state = await link;
+  let run = spawnRun(options);
+  let state = await run.link;
   if (state === 'refused' && !enrolled) {
-    await stopChild(child);
+    await stopChild(run.child);
     options.log('the saved enrollment was refused (a new database?); enrolling this machine again');
     machine = { machineId: await enroll(options), server: options.server };
     enrolled = true;
-    ({ child, link } = spawnRun(options));
-    state = await link;
+    run = spawnRun(options);
+    state = await run.link;
   }
   if (state !== 'up') {
-    await stopChild(child);
+    await stopChild(run.child);
     throw new Error(state === 'exited' ? 'gf-agent run exited before its link came up' : state === 'refused' ? 'the control plane refused the agent' : 'the agent did not connect within 30 s');
   }
-  const current = child;
+  const { child: current, tail, exited } = run;
   const killOnExit = () => {
     if (current.exitCode === null && current.signalCode === null) current.kill('SIGTERM');
   };
@@ -244,6 +248,8 @@ export async function startLocalAgent(options: LocalAgentOptions): Promise<Local
     machineId: machine.machineId,
     pid: current.pid!,
     enrolled,
+    exited,
+    lastLines: () => tail.lines(),
     async stop() {
       process.off('exit', killOnExit);
       await stopChild(current);

@@ -1,13 +1,17 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
-import { ConfigError, loadConfig } from '@gpufarm/control-plane/config.js';
-import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
-import { startControlPlane, type ControlPlane } from '@gpufarm/control-plane/server.js';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
+import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
+import { migrate } from '@gpufarm/control-plane/db/migrate.js';
+import { openDatabase } from '@gpufarm/control-plane/db/open.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
 import { dockerAdvice, dockerAnswers, dockerSocket, ensureImages, LOCAL_FARM, LOCAL_SIMULATED_GPUS, readLocalImages, startLocalAgent, type LocalAgent, type LocalImages } from './local-agent.js';
 import { registryAnswers, registryInstalled, startLocalRegistry, type LocalRegistry } from './local-registry.js';
+import { startControlPlaneChild } from './control-plane-child.js';
+import { Supervisor } from './supervisor.js';
 
 /** The escrow's challenge window on the local chain: short, so a release is seen in minutes. */
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
@@ -67,69 +71,99 @@ async function localOffer(url: string): Promise<string | null> {
   return null;
 }
 
+/** A JSON log line below warning level (pino's 40). */
+function isQuietLogLine(line: string): boolean {
+  if (!line.startsWith('{')) return false;
+  try {
+    const level = (JSON.parse(line) as { level?: unknown }).level;
+    return typeof level === 'number' && level < 40;
+  } catch {
+    return false;
+  }
+}
+
+/** `GF_SEED_FLEET=<n>`: n simulated machines, seeded before the control plane starts, into an empty database only. */
+async function seedIfAsked(config: Config): Promise<void> {
+  const seed = Number(process.env.GF_SEED_FLEET ?? 0);
+  if (!(seed > 0)) return;
+  const db = await openDatabase(config);
+  try {
+    await migrate(db);
+    await syncCatalog(db);
+    const [{ machines }] = (await db.query<{ machines: number }>('SELECT count(*)::int AS machines FROM machines')) as [{ machines: number }];
+    if (machines > 0) return;
+    const seeded = await seedFleet(db, { machines: seed });
+    say(`seeded a simulated fleet: ${seeded.farms} farms, ${seeded.machines} machines, ${seeded.gpus} GPUs`);
+  } finally {
+    await db.close();
+  }
+}
+
 /**
- * `npm start`: the whole marketplace on this machine. The control plane on the embedded
- * database (or DATABASE_URL); without GF_RPC_URL, a local chain (anvil, chain id GF_CHAIN_ID)
- * with the escrow and a test stablecoin, anvil's dev account 0 as the operator, account 1 the
- * funded customer wallet; the local registry with the images; and one local agent enrolled in
- * the farm `local` (simulated GPUs when the machine has none), paid to dev account 2.
- * `GF_SEED_FLEET=<n>` seeds n simulated machines into an empty database.
+ * `npm start`: the whole marketplace on this machine, each part a child process it watches
+ * (`Supervisor`). The control plane on the embedded database (or DATABASE_URL); without
+ * GF_RPC_URL, a local chain (anvil, chain id GF_CHAIN_ID) with the escrow and a test
+ * stablecoin, anvil's dev account 0 as the operator, account 1 the funded customer wallet; the
+ * local registry with the images; and one local agent enrolled in the farm `local` (simulated
+ * GPUs when the machine has none), paid to dev account 2. The control plane and the agent are
+ * restarted when they die; without the chain everything stops.
  */
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   // The admin token lets `npm run admin` and the local agent's enrollment reach this server.
   process.env.GF_ADMIN_TOKEN ||= randomBytes(32).toString('base64url');
   const preliminary = loadConfig();
-  const stops: (() => Promise<void>)[] = [];
-  const stopAll = async () => {
-    for (const stop of stops.splice(0).reverse()) await stop().catch((err: unknown) => console.error(`[start] while stopping: ${(err as Error).message}`));
-  };
+  const supervisor = new Supervisor(say);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => void supervisor.stopAll(`${signal}: stopping the agent, the control plane and the chain`, 0));
+  }
   let agent: LocalAgent | null = null;
   let local: LocalChain | null = null;
   let agentProblem: string | null;
   let offered: string | null = null;
   try {
     const docker = await prepareDocker(preliminary.dataDir);
-    if (docker.registry) stops.push(() => docker.registry!.stop());
+    if (docker.registry) supervisor.onStop('the registry', () => docker.registry!.stop());
     agentProblem = docker.problem;
     if (docker.images && !process.env.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
 
     if (!process.env.GF_RPC_URL) {
       local = await startLocalChain({ dataDir: preliminary.dataDir, chainId: preliminary.chainId, challengeWindowSeconds: LOCAL_CHALLENGE_WINDOW_SECONDS });
-      stops.push(() => local!.anvil.stop());
+      supervisor.watch('the local chain (anvil)', local.anvil);
       Object.assign(process.env, localChainEnv(local));
       process.env.GF_CHAIN_HEALTH_MS ||= '2000';
       process.env.GF_ESCROW_SWEEP_MS ||= '2000';
     }
     const config = loadConfig();
-    const cp: ControlPlane = await startControlPlane(config, { logger: process.env.GF_LOG_LEVEL !== undefined });
-    stops.push(() => cp.close());
+    await seedIfAsked(config);
 
-    const seed = Number(process.env.GF_SEED_FLEET ?? 0);
-    if (seed > 0) {
-      const [{ machines }] = (await cp.db.query<{ machines: number }>('SELECT count(*)::int AS machines FROM machines')) as [{ machines: number }];
-      if (machines === 0) {
-        const seeded = await seedFleet(cp.db, { machines: seed });
-        await cp.offerIndex.refresh();
-        say(`seeded a simulated fleet: ${seeded.farms} farms, ${seeded.machines} machines, ${seeded.gpus} GPUs`);
-      }
-    }
+    // The control plane logs every request, so its last lines say something when it dies; only
+    // its warnings and errors are printed, unless GF_LOG_LEVEL asks for a level.
+    const printAll = process.env.GF_LOG_LEVEL !== undefined;
+    const controlPlaneEnv: NodeJS.ProcessEnv = { ...process.env, GF_LOG_LEVEL: process.env.GF_LOG_LEVEL ?? 'info' };
+    const printed = (line: string) => printAll || !isQuietLogLine(line);
+    const startCp = () => startControlPlaneChild({ env: controlPlaneEnv, log: (line) => printed(line) && console.log(`[control-plane] ${line}`) });
+    const cp = await startCp();
+    // A restart listens where the agent and the banner expect it.
+    controlPlaneEnv.PORT = new URL(cp.url).port;
+    supervisor.watch('the control plane', cp, { restart: startCp });
 
     if (docker.images) {
       const gpus = localGpus();
       if (process.getuid?.() !== 0) say('note: the agent loop-mounts each job\'s /output, which needs root; run npm start as root (sudo -E npm start) for jobs to run');
       say(`starting the local agent (farm ${LOCAL_FARM.slug}, ${gpus ? `simulated GPUs ${gpus}` : 'the GPUs nvidia-smi reports'}, state in ${join(config.dataDir, 'agent')})`);
-      try {
-        agent = await startLocalAgent({
+      const startAgent = () =>
+        startLocalAgent({
           server: cp.url,
           adminToken: config.adminToken!,
           stateDir: resolve(config.dataDir, 'agent'),
           payout: LOCAL_PAYOUT.address,
           simulateGpus: gpus,
-          egressProxyImage: docker.images.images['egress-proxy']?.reference ?? null,
+          egressProxyImage: docker.images!.images['egress-proxy']?.reference ?? null,
           log: (line) => console.log(`[agent] ${line}`),
         });
-        const started = agent;
-        stops.push(() => started.stop());
+      try {
+        agent = await startAgent();
+        supervisor.watch('the local agent', agent, { restart: startAgent });
         offered = await localOffer(cp.url);
       } catch (err) {
         agentProblem = `the local agent did not start: ${(err as Error).message}`;
@@ -139,7 +173,7 @@ async function main(): Promise<void> {
     const url = cp.url;
     const chainLines = local
       ? `
-Local chain (anvil, chain ${config.chainId}; state kept in ${config.dataDir}/anvil-state.json, addresses in ${chainFile(config.dataDir)}):
+Local chain (anvil, chain ${config.chainId}, pid ${local.anvil.pid}; state kept in ${config.dataDir}/anvil-state.json, addresses in ${chainFile(config.dataDir)}):
   RPC URL          ${local.anvil.rpcUrl}
   escrow           ${local.deployment.escrow}${local.deployed ? '' : ' (reused)'}  (challenge window ${local.deployment.challengeWindowSeconds} s)
   stablecoin       ${local.deployment.stablecoin!.address} (${local.deployment.stablecoin!.symbol}, ${local.deployment.stablecoin!.decimals} decimals)
@@ -160,9 +194,9 @@ Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''
 No local agent: ${agentProblem}
 `;
     console.log(`
-gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${cp.db.kind === 'pglite' ? `embedded in ${config.dataDir}/db` : 'PostgreSQL'})
+gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${config.databaseUrl ? 'PostgreSQL' : `embedded in ${config.dataDir}/db`})
 
-  API        ${url}/v1
+  API        ${url}/v1   (control plane pid ${cp.pid})
   capacity   curl -s '${url}/v1/capacity?limit=3'
   pricing    curl -s ${url}/v1/pricing
 ${chainLines}${agentLines}
@@ -172,25 +206,19 @@ Run a canary job as a customer would (in another terminal):
 Create an API key of your own (printed once):
   npm run admin -- create-key --wallet ${local ? LOCAL_CUSTOMER.address : '<your wallet address>'} --scopes jobs:create,jobs:read,artifacts:read,billing:read
 
+The control plane and the agent are restarted if they die; if the chain dies, everything stops.
 Stop with Ctrl-C.`);
   } catch (err) {
-    await stopAll();
-    throw err;
+    await supervisor.stopAll(`npm start failed: ${err instanceof Error ? err.message : String(err)}`, 1);
   }
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    say(`${signal}: stopping the agent, the control plane${local ? ' and the chain' : ''}`);
-    await stopAll();
-    process.exit(0);
-  };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
+  return supervisor.done;
 }
 
-main().catch((err: unknown) => {
-  if (err instanceof ConfigError) console.error(`npm start: ${err.message}`);
-  else console.error(`npm start failed: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
-});
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof ConfigError) console.error(`npm start: ${err.message}`);
+    else console.error(`npm start failed: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);

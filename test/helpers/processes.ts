@@ -135,3 +135,13 @@ export async function exitedWithin(child: ChildProcess, timeoutMs: number): Prom
   const timer = new Promise<false>((r) => setTimeout(() => r(false), timeoutMs).unref());
   return Promise.race([once(child, 'exit').then(() => true as const), timer]);
 }
+
+/** Whether a process with this pid exists (signal 0 probes without sending anything). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

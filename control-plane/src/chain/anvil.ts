@@ -33,14 +33,15 @@ export function anvilBinary(): string {
 /**
  * Starts anvil as a child process on a free port (`--port 0`, read back from its output) with
  * the given chain id, and resolves once it listens. Throws when it exits or does not listen
- * within `timeoutMs`.
+ * within `timeoutMs`. `detached`: in a process group of its own, so a terminal's Ctrl-C reaches
+ * only its parent, which stops it in order.
  */
-export async function startAnvil(options: { chainId: number; host?: string; port?: number; timeoutMs?: number; args?: string[] }): Promise<Anvil> {
+export async function startAnvil(options: { chainId: number; host?: string; port?: number; timeoutMs?: number; args?: string[]; detached?: boolean }): Promise<Anvil> {
   const host = options.host ?? '127.0.0.1';
   const child: ChildProcess = spawn(
     anvilBinary(),
     ['--host', host, '--port', String(options.port ?? 0), '--chain-id', String(options.chainId), ...(options.args ?? [])],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false },
   );
   const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const tail = new LineTail();

@@ -37,9 +37,9 @@ export async function startLocalChain(options: { dataDir: string; chainId: numbe
   const args = ['--state', join(options.dataDir, 'anvil-state.json')];
   let anvil: Anvil;
   try {
-    anvil = await startAnvil({ chainId: options.chainId, port: 8545, args });
+    anvil = await startAnvil({ chainId: options.chainId, port: 8545, args, detached: true });
   } catch {
-    anvil = await startAnvil({ chainId: options.chainId, port: 0, args });
+    anvil = await startAnvil({ chainId: options.chainId, port: 0, args, detached: true });
   }
   try {
     const file = chainFile(options.dataDir);

@@ -1,0 +1,71 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { isAlive } from './helpers/processes.js';
+import { npmStart } from './helpers/start.js';
+import { until } from './helpers/wait.js';
+
+/**
+ * `npm start` watches its children: the control plane and the agent come back when killed, the
+ * chain's death stops everything, and the agent never sees the control plane's secrets.
+ */
+
+t.setTimeout(300_000);
+
+/** `NAME=value` pairs of a running process's environment. */
+function environOf(pid: number): Map<string, string> {
+  return new Map(
+    readFileSync(`/proc/${pid}/environ`, 'utf8')
+      .split('\0')
+      .filter(Boolean)
+      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)] as const),
+  );
+}
+
+t.test('behavior: a killed control plane and agent are restarted, a killed chain stops everything; the agent holds no secret', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-supervise-'));
+  const start = await npmStart(t, dataDir);
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
+  const banner = start.output();
+  const url = /API\s+(http:\/\/\S+)\/v1/.exec(banner)![1]!;
+  const controlPlanePid = Number(/control plane pid (\d+)/.exec(banner)![1]);
+  const anvilPid = Number(/Local chain \(anvil, chain \d+, pid (\d+)/.exec(banner)![1]);
+  const agentPid = Number(/Local agent: machine .* pid (\d+)/.exec(banner)![1]);
+
+  const secrets = environOf(controlPlanePid);
+  const agentEnv = environOf(agentPid);
+  for (const name of ['GF_ADMIN_TOKEN', 'GF_OPERATOR_PRIVATE_KEY']) {
+    const value = secrets.get(name);
+    t.ok(value, `the control plane has ${name}`);
+    t.notOk(agentEnv.has(name), `the agent's environment has no ${name}`);
+    t.notOk([...agentEnv.values()].some((v) => v.includes(value!)), `nor its value under another name`);
+  }
+
+  const linksUp = () => start.output().match(/ link up: /g)?.length ?? 0;
+  const links = linksUp();
+  process.kill(controlPlanePid, 'SIGKILL');
+  await start.waitForOutput(/the control plane \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the control plane named with how it ended');
+  const again = await start.waitForOutput(/the control plane is running again \(pid (\d+)\)/, 'the control plane restarted');
+  t.not(Number(again[1]), controlPlanePid, 'a new control plane process');
+  t.equal((await fetch(`${url}/v1`)).status, 200, 'answering at the same address');
+  await until(() => linksUp() > links, 'the agent to link again', { timeoutMs: 60_000, describe: () => start.tail(10) });
+
+  process.kill(agentPid, 'SIGKILL');
+  await start.waitForOutput(/the local agent \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the agent named with how it ended');
+  const agentAgain = await start.waitForOutput(/the local agent is running again \(pid (\d+)\)/, 'the agent restarted', 90_000);
+  const newAgentPid = Number(agentAgain[1]);
+  t.notOk(environOf(newAgentPid).has('GF_ADMIN_TOKEN'), 'the restarted agent holds no secret either');
+  await until(
+    async () => ((await (await fetch(`${url}/v1/capacity?farm=local`)).json()) as { data: unknown[] }).data.length === 1,
+    'the local farm offered again',
+    { timeoutMs: 60_000 },
+  );
+
+  process.kill(anvilPid, 'SIGKILL');
+  await start.waitForOutput(/the local chain \(anvil\) \(pid \d+\) exited with signal SIGKILL/, 'the chain named');
+  t.match(start.output(), /nothing runs without it: stopping the marketplace/, 'says why everything stops');
+  t.equal(await start.exited, 1, 'npm start exits non-zero');
+  t.notOk(isAlive(Number(again[1])), 'the control plane is stopped');
+  t.notOk(isAlive(newAgentPid), 'the agent is stopped');
+});
