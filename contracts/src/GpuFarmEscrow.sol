@@ -11,7 +11,9 @@ interface IERC20 {
 /// the completion (final payment, fee, provider) which opens a challenge window; the customer may
 /// approve early or dispute inside it; anyone releases after it. A canceled or failed job gets its
 /// refund authorized by the operator and claimed by the customer. Every state change emits an event;
-/// every payout follows checks-effects-interactions under a reentrancy guard.
+/// every payout follows checks-effects-interactions under a reentrancy guard. No party can hold up
+/// another's money: a payout that fails (a wallet that refuses ETH, a token that blocks an address)
+/// is credited to its recipient, who takes it with `withdraw(token)`.
 contract GpuFarmEscrow {
     enum Status { None, Funded, Completed, Disputed, RefundAuthorized, Released, Refunded }
 
@@ -29,11 +31,20 @@ contract GpuFarmEscrow {
         bytes32 resultHash;
     }
 
+    /// Gas a payout may use: enough for a smart-contract wallet's receive or a stablecoin's
+    /// transfer, bounded so a recipient cannot spend the caller's gas.
+    uint256 private constant PAYOUT_GAS = 100_000;
+    /// Gas that must be left before a payout so it gets all of PAYOUT_GAS (a call passes on 63/64 of
+    /// what is left after its own cost, up to 36,600 for a cold, new, ETH-receiving account).
+    uint256 private constant PAYOUT_GAS_NEEDED = PAYOUT_GAS * 64 / 63 + 40_000;
+
     address public immutable operator;
     address public immutable treasury;
     uint64 public immutable challengeWindow;
 
     mapping(bytes32 => Job) private jobs;
+    /// Payouts that could not be sent, by recipient and token (the zero address for ETH).
+    mapping(address account => mapping(address token => uint256)) public withdrawable;
     uint256 private locked = 1;
 
     event JobFunded(bytes32 indexed jobKey, address indexed customer, address token, uint256 amount, bytes32 jobHash);
@@ -44,6 +55,8 @@ contract GpuFarmEscrow {
     event JobReleased(bytes32 indexed jobKey, address indexed provider, uint256 providerAmount, uint256 fee, uint256 customerRefund);
     event RefundAuthorized(bytes32 indexed jobKey);
     event RefundClaimed(bytes32 indexed jobKey, address indexed customer, uint256 amount);
+    event PaymentDeferred(bytes32 indexed jobKey, address indexed to, address token, uint256 amount);
+    event Withdrawn(address indexed account, address token, uint256 amount);
 
     error NotOperator();
     error NotCustomer();
@@ -55,6 +68,8 @@ contract GpuFarmEscrow {
     error ChallengeWindowOpen();
     error ChallengeWindowClosed();
     error TransferFailed();
+    error NothingToWithdraw();
+    error OutOfGas();
     error Reentrancy();
 
     modifier onlyOperator() {
@@ -136,7 +151,7 @@ contract GpuFarmEscrow {
         job.status = Status.Refunded;
         uint256 amount = job.amount;
         emit RefundClaimed(jobKey, job.customer, amount);
-        _send(job.token, job.customer, amount);
+        if (!_transfer(job.token, job.customer, amount, gasleft())) revert TransferFailed();
     }
 
     /// @notice Customer: accepts the result before the window ends; pays out at once.
@@ -177,6 +192,16 @@ contract GpuFarmEscrow {
         _release(jobKey, job);
     }
 
+    /// @notice Takes the caller's payouts in `token` (the zero address for ETH) that could not be
+    /// sent at release (see PaymentDeferred).
+    function withdraw(address token) external nonReentrant {
+        uint256 amount = withdrawable[msg.sender][token];
+        if (amount == 0) revert NothingToWithdraw();
+        withdrawable[msg.sender][token] = 0;
+        emit Withdrawn(msg.sender, token, amount);
+        if (!_transfer(token, msg.sender, amount, gasleft())) revert TransferFailed();
+    }
+
     /// @notice The escrow's record of a job.
     function getJob(bytes32 jobKey) external view returns (Job memory) {
         return jobs[jobKey];
@@ -188,28 +213,51 @@ contract GpuFarmEscrow {
         uint256 providerAmount = job.payout - fee;
         uint256 customerRefund = job.amount - job.payout;
         emit JobReleased(jobKey, job.provider, providerAmount, fee, customerRefund);
-        if (providerAmount > 0) _send(job.token, job.provider, providerAmount);
-        if (fee > 0) _send(job.token, treasury, fee);
-        if (customerRefund > 0) _send(job.token, job.customer, customerRefund);
+        address token = job.token;
+        if (providerAmount > 0) _pay(jobKey, token, job.provider, providerAmount);
+        if (fee > 0) _pay(jobKey, token, treasury, fee);
+        if (customerRefund > 0) _pay(jobKey, token, job.customer, customerRefund);
     }
 
-    function _send(address token, address to, uint256 amount) private {
+    /// Pays one party of a release; a payout that fails is credited to `to` instead, so it never
+    /// stops the others. The credit is written after the failed call, which the reentrancy guard
+    /// of every caller keeps from reentering.
+    function _pay(bytes32 jobKey, address token, address to, uint256 amount) private {
+        // Without this a caller could pick a gas limit that starves the payout into a deferral.
+        if (gasleft() < PAYOUT_GAS_NEEDED) revert OutOfGas();
+        if (_transfer(token, to, amount, PAYOUT_GAS)) return;
+        withdrawable[to][token] += amount;
+        emit PaymentDeferred(jobKey, to, token, amount);
+    }
+
+    /// Sends `amount` of `token` (ETH for the zero address) with at most `gasLimit` gas; true when
+    /// it arrived. ETH return data is never copied, so a large answer costs the caller nothing.
+    function _transfer(address token, address to, uint256 amount, uint256 gasLimit) private returns (bool ok) {
         if (token == address(0)) {
-            (bool ok, ) = to.call{value: amount}("");
-            if (!ok) revert TransferFailed();
-        } else {
-            _checked(token, abi.encodeCall(IERC20.transfer, (to, amount)));
+            assembly ("memory-safe") {
+                ok := call(gasLimit, to, amount, 0, 0, 0, 0)
+            }
+            return ok;
         }
+        return _callToken(token, abi.encodeCall(IERC20.transfer, (to, amount)), gasLimit);
     }
 
     function _pull(address token, address from, uint256 amount) private {
-        _checked(token, abi.encodeCall(IERC20.transferFrom, (from, address(this), amount)));
+        if (!_callToken(token, abi.encodeCall(IERC20.transferFrom, (from, address(this), amount)), gasleft())) revert TransferFailed();
     }
 
-    /// Accepts tokens that return nothing as well as those returning true.
-    function _checked(address token, bytes memory data) private {
-        if (token.code.length == 0) revert TransferFailed();
-        (bool ok, bytes memory ret) = token.call(data);
-        if (!ok || (ret.length != 0 && !abi.decode(ret, (bool)))) revert TransferFailed();
+    /// Calls a token; true when the call succeeded and returned nothing or true (tokens differ).
+    /// At most one word of return data is copied.
+    function _callToken(address token, bytes memory data, uint256 gasLimit) private returns (bool) {
+        if (token.code.length == 0) return false;
+        bool ok;
+        uint256 size;
+        uint256 word;
+        assembly ("memory-safe") {
+            ok := call(gasLimit, token, 0, add(data, 0x20), mload(data), 0, 0x20)
+            size := returndatasize()
+            word := mload(0)
+        }
+        return ok && (size == 0 || (size >= 32 && word == 1));
     }
 }

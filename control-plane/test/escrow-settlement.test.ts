@@ -1,6 +1,6 @@
 import { billingListSchema, jobCreatedSchema, jobSchema } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
-import type { Hex } from 'viem';
+import { encodeFunctionData, zeroAddress, type Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { readEscrowJob } from '../src/chain/escrow.js';
@@ -8,7 +8,8 @@ import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { checkReorgs, scanEscrowEvents, sweepReleases } from '../src/jobs/escrow-worker.js';
 import { microUsdToTokenUnits, recordCompletion } from '../src/jobs/settlement.js';
 import { bearer, createTestKey } from './helpers/app.js';
-import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
+import { buildEscrowTestApp, deployTestWallet, ON_RECEIVE, sendFundingCalls, startTestChain, walletExecute } from './helpers/chain.js';
+import { testWalletAbi } from './helpers/test-contracts.generated.js';
 
 const chainP = startTestChain(t, { challengeWindowSeconds: 120 });
 const PROVIDER = '0x000000000000000000000000000000000000beef' as const;
@@ -80,6 +81,23 @@ t.test('behavior: the customer approving early is recorded from the escrow event
   const after = await get();
   t.equal(after.receipt?.status, 'released');
   t.equal(after.receipt?.transactions.release, hash.toLowerCase());
+});
+
+t.test('behavior: a payout deferred to a provider that refuses ETH, and its later withdrawal, do not stop the event scan', async (t) => {
+  const { c, db, escrow, job, get } = await fundedJob(t, 'eth');
+  const provider = await deployTestWallet(c, 1, ON_RECEIVE.refuse);
+  await recordCompletion({ db, escrow }, { jobId: job.id, runtimeSeconds: 60, pricePerGpuHourMicroUsd: 400_000, resultHash: `0x${'02'.repeat(32)}`, provider });
+  const release = await c.wallet(3).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'approve', args: [job.payment.escrowJobKey as Hex] });
+  await c.publicClient.waitForTransactionReceipt({ hash: release });
+  const owed = await c.publicClient.readContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'withdrawable', args: [provider, zeroAddress] });
+  t.ok(owed > 0n, 'the payout waits in the escrow');
+  await c.publicClient.waitForTransactionReceipt({ hash: await c.wallet(1).writeContract({ address: provider, abi: testWalletAbi, functionName: 'setOnReceive', args: [ON_RECEIVE.accept] }) });
+  await walletExecute(c, 1, provider, { to: c.deployment.escrow, data: encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'withdraw', args: [zeroAddress] }) });
+  t.equal(await c.publicClient.getBalance({ address: provider }), owed, 'withdrawn');
+  await scanEscrowEvents({ db, escrow, startBlock: 0 });
+  const after = await get();
+  t.equal(after.receipt?.status, 'released', 'the release is recorded');
+  t.equal(after.receipt?.transactions.release, release.toLowerCase());
 });
 
 t.test('behavior: a reorg that drops the funding block holds the job', async (t) => {

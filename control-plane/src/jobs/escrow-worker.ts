@@ -54,6 +54,8 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
     const to = from + SCAN_STEP - 1n < head ? from + SCAN_STEP - 1n : head;
     const events = await chain.publicClient.getContractEvents({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, fromBlock: from, toBlock: to, strict: true });
     for (const event of events) {
+      // Withdrawn (a deferred payout taken later) names an account, not a job.
+      if (!('jobKey' in event.args)) continue;
       const job = await findJobByEscrowKey(deps.db, event.args.jobKey as string);
       if (!job) continue;
       const txHash = event.transactionHash.toLowerCase() as Hex;

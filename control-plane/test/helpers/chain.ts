@@ -1,4 +1,4 @@
-import { createPublicClient, createTestClient, createWalletClient, http, type Account, type Address, type Chain, type Hash, type PublicClient, type TestClient, type Transport, type WalletClient } from 'viem';
+import { createPublicClient, createTestClient, createWalletClient, getAddress, http, type Abi, type Account, type Address, type Chain, type Hash, type PublicClient, type TestClient, type Transport, type WalletClient, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { FundingCall } from '@gpufarm/shared';
 import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '../../src/chain/anvil.js';
@@ -13,6 +13,7 @@ import type { Database } from '../../src/db/database.js';
 import { createMemoryRateLimitStore } from '../../src/http/rate-limit-store.js';
 import { ADMIN_TOKEN, testArtifacts, type TestApp } from './app.js';
 import { createPostgresTestDatabase } from './database.js';
+import { blocklistTokenAbi, blocklistTokenBytecode, testWalletAbi, testWalletBytecode } from './test-contracts.generated.js';
 
 export const CHAIN_ID = 4663;
 export const OPERATOR = ANVIL_ACCOUNTS[0];
@@ -117,4 +118,33 @@ export async function sendFundingCalls(testChain: TestChain, wallet: WalletClien
     hashes.push(hash);
   }
   return hashes;
+}
+
+/** What a TestWallet does when it is sent ETH (its `OnReceive` enum). */
+export const ON_RECEIVE = { accept: 0, refuse: 1, burnGas: 2 } as const;
+/** How a BlocklistToken treats a transfer to a blocked address (its `Block` enum). */
+export const BLOCK = { none: 0, revert: 1, returnFalse: 2 } as const;
+
+async function deployFrom(testChain: TestChain, index: 1 | 2 | 3, abi: Abi, bytecode: Hex, args: readonly unknown[]): Promise<Address> {
+  const hash = await testChain.wallet(index).deployContract({ abi, bytecode, args });
+  const receipt = await testChain.publicClient.waitForTransactionReceipt({ hash });
+  if (!receipt.contractAddress || receipt.status !== 'success') throw new Error(`deployment ${hash} failed`);
+  return getAddress(receipt.contractAddress);
+}
+
+/** A smart-contract wallet (contracts/test/TestWallet.sol) owned by dev account `owner`. */
+export function deployTestWallet(testChain: TestChain, owner: 1 | 2 | 3, onReceive: (typeof ON_RECEIVE)[keyof typeof ON_RECEIVE]): Promise<Address> {
+  return deployFrom(testChain, owner, testWalletAbi, testWalletBytecode, [onReceive]);
+}
+
+/** A token with a blocklist (contracts/test/BlocklistToken.sol); anyone may mint or block. */
+export function deployBlocklistToken(testChain: TestChain): Promise<Address> {
+  return deployFrom(testChain, 3, blocklistTokenAbi, blocklistTokenBytecode, []);
+}
+
+/** Has `wallet` (a TestWallet owned by dev account `owner`) call `to` with `data`, sending `value` wei along; waits for the receipt. */
+export async function walletExecute(testChain: TestChain, owner: 1 | 2 | 3, wallet: Address, call: { to: Address; data: Hex; value?: bigint }) {
+  const value = call.value ?? 0n;
+  const hash = await testChain.wallet(owner).writeContract({ address: wallet, abi: testWalletAbi, functionName: 'execute', args: [call.to, value, call.data], value });
+  return testChain.publicClient.waitForTransactionReceipt({ hash });
 }
