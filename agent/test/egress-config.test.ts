@@ -4,7 +4,7 @@ import { egressEnv, egressName, EGRESS_PROXY_URL, JOB_DNS } from '../src/egress/
 import { toContainerConfig, type MachineFacts } from '../src/runtime/container-config.js';
 
 const machine: MachineFacts = { simulated: true, cpuCores: 8, ramBytes: 16 * 1024 ** 3, egress: { image: `127.0.0.1:5000/gpufarm/egress-proxy@sha256:${'b'.repeat(64)}` } };
-const placement = { name: 'gf-m1-asg_1', image: 'img', labels: {}, inputs: [], outputHostPath: '/o' };
+const placement = { name: 'gf-m1-asg_1', image: 'img', labels: {}, inputs: [], outputHostPath: '/o', imageUser: '' };
 const network = { name: egressName('m1', 'asg_1'), env: egressEnv(), dns: JOB_DNS };
 
 function spec(overrides: Partial<AssignmentSpec> = {}): AssignmentSpec {

@@ -7,6 +7,7 @@ import {
   DEFAULT_RAM_BYTES_PER_GPU,
   DEFAULT_RAM_BYTES_WITHOUT_GPU,
   KEPT_CAPABILITIES,
+  checkContainerConfig,
   toContainerConfig,
   type MachineFacts,
 } from '../src/runtime/container-config.js';
@@ -18,6 +19,7 @@ const placement = {
   labels: { 'org.gpufarm.assignment': 'asg_1' },
   inputs: [{ mountName: 'data.bin', hostPath: '/var/lib/gf/asg_1/inputs/data.bin' }],
   outputHostPath: '/var/lib/gf/asg_1/output',
+  imageUser: '',
 };
 function spec(overrides: Partial<AssignmentSpec> = {}): AssignmentSpec {
   return {
@@ -51,9 +53,12 @@ t.test('default', async (t) => {
   t.same(c.Labels, placement.labels);
   t.equal(c.Tty, false);
   t.equal(h.Privileged, false);
+  t.equal(c.User, '65534:65534', 'an image without USER runs as 65534');
   t.same(h.CapDrop, ['ALL']);
+  t.same(h.CapAdd, ['KILL', 'NET_BIND_SERVICE']);
   t.same(h.CapAdd, [...KEPT_CAPABILITIES]);
-  t.notOk(KEPT_CAPABILITIES.some((cap) => ['SYS_ADMIN', 'NET_ADMIN', 'NET_RAW', 'SYS_PTRACE', 'MKNOD', 'SYS_MODULE'].includes(cap)));
+  const never = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'SETPCAP', 'SETFCAP', 'SYS_ADMIN', 'NET_ADMIN', 'NET_RAW', 'SYS_PTRACE', 'MKNOD', 'SYS_MODULE'];
+  t.notOk(h.CapAdd!.some((cap: string) => never.includes(cap)), 'none of the ownership, permission, identity or host capabilities');
   t.same(h.SecurityOpt, ['no-new-privileges']);
   t.equal(h.NetworkMode, 'none');
   t.equal(h.Init, true);
@@ -73,6 +78,15 @@ t.test('default', async (t) => {
   t.not(h.IpcMode, 'host');
   t.notOk(h.Binds, 'no binds besides the mounts');
   t.notOk(h.Devices, 'no devices');
+});
+
+t.test("args: the image's USER is used as it is, root included", async (t) => {
+  t.equal(toContainerConfig(spec(), machine, { ...placement, imageUser: 'worker' }).User, 'worker');
+  t.equal(toContainerConfig(spec(), machine, { ...placement, imageUser: '1000:100' }).User, '1000:100');
+  const root = toContainerConfig(spec(), machine, { ...placement, imageUser: 'root' });
+  t.equal(root.User, 'root');
+  t.same(root.HostConfig!.CapAdd, [...KEPT_CAPABILITIES], 'root keeps no more capabilities than any user');
+  t.equal(toContainerConfig(spec(), machine, { ...placement, imageUser: '  ' }).User, '65534:65534', 'a blank USER names none');
 });
 
 t.test('args: simulated GPUs get no DeviceRequests', async (t) => {
@@ -106,6 +120,7 @@ t.test('args: an empty command keeps the image entrypoint and command', async (t
 
 t.test('error: conflict for more memory or cores than the machine offers', async (t) => {
   t.throws(() => toContainerConfig(spec({ ramBytes: machine.ramBytes + 1 }), machine, placement), { code: 'conflict' });
+  t.throws(() => checkContainerConfig(spec({ ramBytes: machine.ramBytes + 1 }), machine), { code: 'conflict' }, 'the check before placement refuses the same');
   t.throws(() => toContainerConfig(spec({ cpuCores: 65 }), machine, placement), { code: 'conflict' });
 });
 

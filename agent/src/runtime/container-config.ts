@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import type { EgressSettings } from '../egress/network.js';
+import { jobUser } from './job-user.js';
 
 /**
  * The one place container settings come from (STYLE.md rule 10): an assignment and the machine's
@@ -9,12 +10,14 @@ import type { EgressSettings } from '../egress/network.js';
  * on an agent without the egress proxy) is refused with a `ContainerConfigError`, never
  * quietly narrowed.
  *
- * What every container gets: all capabilities dropped but `KEPT_CAPABILITIES`,
- * `no-new-privileges`, a read-only root filesystem with a bounded tmpfs `/tmp`, `Init: true`
- * (so PID 1 reaps and forwards signals, and OOM kills are reported reliably), memory with no
- * swap, CPU and pids limits, `NetworkMode: 'none'` (an allowlist job: its internal network,
- * the proxy variables and no DNS server, see `egress/network.ts`), `/input/<mountName>` read-only, `/output`
- * read-write on the size-limited mount the caller prepared, `GF_JOB_ID`. Never privileged,
+ * What every container gets: the image's `USER`, or `DEFAULT_JOB_USER` (65534) when it names
+ * none (`job-user.ts`); all capabilities dropped but `KEPT_CAPABILITIES`, `no-new-privileges`,
+ * a read-only root filesystem with a bounded tmpfs `/tmp`, `Init: true` (so PID 1 reaps and
+ * forwards signals, and OOM kills are reported reliably), memory with no swap, CPU and pids
+ * limits, `NetworkMode: 'none'` (an allowlist job: its internal network, the proxy variables
+ * and no DNS server, see `egress/network.ts`), `/input/<mountName>` read-only, `/output`
+ * read-write on the size-limited mount the caller prepared (given to the job's user),
+ * `GF_JOB_ID`. Never privileged,
  * never a Docker socket, never the host's network, PID or IPC namespace, no devices but GPUs.
  */
 
@@ -35,11 +38,15 @@ export const SHM_BYTES_WITHOUT_GPU = 64 * 1024 ** 2;
 export const LOG_MAX_SIZE = '64m';
 export const LOG_MAX_FILES = '4';
 /**
- * Capabilities kept after `CapDrop: ['ALL']`: what images that start as root and then fix file
- * ownership or drop to a user need. None of them reaches the host: no SYS_ADMIN, NET_ADMIN,
- * NET_RAW, SYS_PTRACE, MKNOD or SYS_MODULE.
+ * Capabilities kept after `CapDrop: ['ALL']`, for every job: nothing in a job's spec can ask for
+ * more (the workload policy refuses such requests). Both act inside the job's own namespaces:
+ * KILL signals processes of its PID namespace only, NET_BIND_SERVICE binds ports below 1024 in
+ * its network namespace (on engines that do not open them to every user already). A job whose
+ * user is not root holds no capability at all; these matter to an image whose USER is root.
+ * Never kept: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETUID, SETGID (so root in a job cannot give
+ * files away, read past permissions or become another user), nor anything that reaches the host.
  */
-export const KEPT_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'NET_BIND_SERVICE'] as const;
+export const KEPT_CAPABILITIES = ['KILL', 'NET_BIND_SERVICE'] as const;
 
 /** What the runtime knows of the machine it runs on. */
 export interface MachineFacts {
@@ -64,6 +71,8 @@ export interface ContainerPlacement {
   inputs: Array<{ mountName: string; hostPath: string }>;
   /** The host folder mounted at `/output` (the loop-mounted filesystem, or a plain folder with a watchdog). */
   outputHostPath: string;
+  /** The image's `USER` (`''` when it names none), from its config once pulled. */
+  imageUser: string;
   /** An allowlist job's network (see `startEgress`): its name, the proxy env and DNS servers. */
   network?: { name: string; env: string[]; dns: string[] };
 }
@@ -102,6 +111,14 @@ export function resolveLimits(spec: AssignmentSpec, machine: MachineFacts): Reso
   }
   const shmBytes = Math.min(Math.floor(ramBytes / 2), gpus > 0 ? gpus * SHM_BYTES_PER_GPU : SHM_BYTES_WITHOUT_GPU);
   return { ramBytes, cpuCores, pidsLimit: machine.pidsLimit ?? DEFAULT_PIDS_LIMIT, shmBytes };
+}
+
+/**
+ * Refuses, before anything is pulled or placed, an assignment `toContainerConfig` would refuse.
+ * @throws ContainerConfigError as `toContainerConfig`
+ */
+export function checkContainerConfig(spec: AssignmentSpec, machine: MachineFacts): void {
+  toContainerConfig(spec, machine, { name: 'check', image: 'check', labels: {}, inputs: [], outputHostPath: '/', imageUser: '' });
 }
 
 /**
@@ -165,6 +182,7 @@ export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, p
     Image: placement.image,
     // command[0] replaces the image's ENTRYPOINT and the rest its CMD (the spec's `command`); empty keeps both.
     ...(spec.command.length > 0 ? { Entrypoint: [spec.command[0]!], Cmd: spec.command.slice(1) } : {}),
+    User: jobUser(placement.imageUser),
     Env: env,
     Labels: placement.labels,
     Tty: false,

@@ -6,7 +6,7 @@ import type { ArtifactSources } from '../artifacts/off-thread.js';
 import { collectResults, type CollectedResults } from '../artifacts/results.js';
 import { UploadError } from '../artifacts/upload.js';
 import { restoreJobs } from '../restore/restore.js';
-import { ContainerConfigError, toContainerConfig } from './container-config.js';
+import { checkContainerConfig, ContainerConfigError } from './container-config.js';
 import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
 import { RuntimeError } from './errors.js';
 import type { JobExit } from './job-state.js';
@@ -83,7 +83,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const refused = this.options.admission?.(spec);
     if (refused) return refused;
     try {
-      toContainerConfig(spec, this.options.runtime.deps.machine, { name: 'check', image: 'check', labels: {}, inputs: [], outputHostPath: '/' });
+      checkContainerConfig(spec, this.options.runtime.deps.machine);
     } catch (err) {
       if (!(err instanceof ContainerConfigError)) throw err;
       return { accepted: false, reason: err.code === 'unsupported' ? 'unsupported' : err.code === 'duplicate' ? 'duplicate' : 'invalid', message: err.message };

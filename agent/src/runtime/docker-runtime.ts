@@ -3,15 +3,17 @@ import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { followEgressLog, JOB_DNS, LABEL_EGRESS, removeEgress, startEgress } from '../egress/network.js';
-import { ContainerConfigError, toContainerConfig, type MachineFacts } from './container-config.js';
+import { checkContainerConfig, ContainerConfigError, toContainerConfig, type MachineFacts } from './container-config.js';
+import { jobIdsIn } from './container-files.js';
 import { RuntimeError } from './errors.js';
 import { ensureImage } from './image.js';
+import { jobUser } from './job-user.js';
 import { downloadInputs } from './inputs.js';
 import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-state.js';
 import { assignmentLabels, containerName, LABEL_ASSIGNMENT, ownerFilter } from './labels.js';
 import { LogFile } from './log-file.js';
 import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
-import { prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS, type OutputMount } from './output-mount.js';
+import { giveOutputTo, prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS, type OutputMount } from './output-mount.js';
 
 /** The values of settled promises, or the first rejection's reason thrown. */
 function settled<T extends readonly unknown[]>(results: { [K in keyof T]: PromiseSettledResult<T[K]> }): T {
@@ -109,7 +111,7 @@ export class DockerRuntime {
     }
     const name = containerName(this.deps.owner, spec.assignmentId);
     // Refuse a request the machine cannot honour before pulling anything.
-    toContainerConfig(spec, this.deps.machine, { name, image: 'x', labels: {}, inputs: [], outputHostPath: '/' });
+    checkContainerConfig(spec, this.deps.machine);
 
     await mkdir(join(dir, 'inputs'), { recursive: true, mode: 0o700 });
     const { file: log } = await LogFile.open(join(dir, 'log.jsonl'));
@@ -140,6 +142,7 @@ export class DockerRuntime {
         labels: assignmentLabels(this.deps.owner, spec.assignmentId, spec.jobId, spec.maxRuntimeSeconds),
         inputs,
         outputHostPath: join(dir, 'output'),
+        imageUser: image.user,
         ...(network ? { network: { name: network.network, env: network.env, dns: JOB_DNS } } : {}),
       });
       let container: Docker.Container;
@@ -153,10 +156,18 @@ export class DockerRuntime {
       // for the end of the logs, should the wait miss a very short run).
       const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
       exited.catch(() => undefined);
-      const output = await outputReady;
+      // The ids of the image's USER, for /output: Docker resolves the same name at start.
+      const user = jobUser(image.user);
+      const [output, ids] = settled(await Promise.allSettled([outputReady, jobIdsIn(container, user)]));
       system(output.kind === 'loop'
         ? `/output is a ${output.limitBytes}-byte filesystem (loop-mounted ext4): writes past it fail`
         : `/output limited to ${output.limitBytes} bytes by a watchdog (${output.reason}): the job is stopped past it`);
+      const given = await giveOutputTo(output.dir, ids).catch((err: unknown) => {
+        throw new RuntimeError('create_failed', `giving /output to ${ids.uid}:${ids.gid} failed: ${(err as Error).message}`, { cause: err });
+      });
+      system(`runs as ${ids.uid}:${ids.gid} (${image.user.trim() === '' ? 'the image names no USER' : `the image's USER ${user}`})${given
+        ? ', the owner of /output'
+        : '; /output is open to every user (the agent is not root, so it cannot give it away)'}`);
       const state: JobState = {
         spec,
         containerId: container.id,

@@ -37,6 +37,8 @@ export interface ResolvedImage {
   digest: string;
   /** The local image id (config digest). */
   imageId: string;
+  /** The image's `USER` (`''` when it names none). */
+  user: string;
   pulled: boolean;
 }
 
@@ -62,14 +64,14 @@ export async function ensureImage(docker: Docker, image: string, pinnedDigest: s
     const local = await localImage(docker, pinned);
     if (local && local.RepoDigests?.includes(pinned)) {
       progress(`image ${pinned} present locally`);
-      return { reference: pinned, digest, imageId: local.Id, pulled: false };
+      return { reference: pinned, digest, imageId: local.Id, user: local.Config?.User ?? '', pulled: false };
     }
     await pull(docker, pinned, progress);
     const after = await localImage(docker, pinned);
     if (!after || !after.RepoDigests?.includes(pinned)) {
       throw new RuntimeError('digest_mismatch', `after pulling ${pinned} no local image carries that digest`);
     }
-    return { reference: pinned, digest, imageId: after.Id, pulled: true };
+    return { reference: pinned, digest, imageId: after.Id, user: after.Config?.User ?? '', pulled: true };
   }
   const tagged = `${ref.repository}:${ref.tag ?? 'latest'}`;
   await pull(docker, tagged, progress);
@@ -77,7 +79,7 @@ export async function ensureImage(docker: Docker, image: string, pinnedDigest: s
   const repoDigest = after?.RepoDigests?.find((d) => d.startsWith(`${ref.repository}@`));
   if (!after || !repoDigest) throw new RuntimeError('pull_failed', `pulled ${tagged} but Docker reports no registry digest for it`);
   const found = repoDigest.slice(repoDigest.indexOf('@') + 1);
-  return { reference: repoDigest, digest: found, imageId: after.Id, pulled: true };
+  return { reference: repoDigest, digest: found, imageId: after.Id, user: after.Config?.User ?? '', pulled: true };
 }
 
 async function localImage(docker: Docker, ref: string): Promise<Docker.ImageInspectInfo | null> {

@@ -1,8 +1,9 @@
 import { execFile } from 'node:child_process';
-import { chmod, mkdir, readdir, rm, stat, statfs, lstat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rm, stat, statfs, lstat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
+import type { JobIds } from './job-user.js';
 
 const run = promisify(execFile);
 
@@ -61,7 +62,7 @@ export async function prepareOutputMount(workdir: string, rules: AssignmentOutpu
       await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', image]);
       await run('mount', ['-o', 'loop,nosuid,nodev,noexec', image, dir]);
       await rm(join(dir, 'lost+found'), { recursive: true, force: true });
-      // The job may run as any user of its image.
+      // Open until `giveOutputTo` knows the job's user.
       await chmod(dir, 0o777);
       return { kind: 'loop', dir, limitBytes, reason: null };
     } catch (err) {
@@ -71,6 +72,19 @@ export async function prepareOutputMount(workdir: string, rules: AssignmentOutpu
   }
   await chmod(dir, 0o777);
   return { kind: 'watchdog', dir, limitBytes, reason };
+}
+
+/**
+ * Makes `/output` the job user's: owned by its uid:gid with mode 0755, so the job writes there
+ * without DAC_OVERRIDE or FOWNER. Only root may give a folder away; an agent that is not root
+ * leaves it 0777 (writable by any user of the job, as by any user of the host who can reach
+ * the state folder). Returns whether the folder was given.
+ */
+export async function giveOutputTo(dir: string, ids: JobIds): Promise<boolean> {
+  if (process.getuid?.() !== 0) return false;
+  await chown(dir, ids.uid, ids.gid);
+  await chmod(dir, 0o755);
+  return true;
 }
 
 /** Unmounts (when loop-mounted) and deletes the image file; the folder's files stay until the workdir goes. */

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import type { Test } from 'tap';
+import tar from 'tar-stream';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { DockerRuntime, type RuntimeDeps } from '../../src/runtime/docker-runtime.js';
 import { LABEL_OWNER } from '../../src/runtime/labels.js';
@@ -96,6 +97,43 @@ export function busyboxSpec(overrides: Partial<AssignmentSpec> = {}): Assignment
     outputRules: [{ path: '/output', maxBytes: 1024 * 1024 }],
     ...overrides,
   };
+}
+
+/**
+ * Pushes a variant of the busybox image to the local registry: `USER user` set, and `files`
+ * (path under / to text, or to a symbolic link's target) put in. Made offline from the pinned
+ * busybox image (a created container, its files put in, committed with the USER change); the
+ * local copy goes at teardown, the registry keeps the manifest.
+ */
+export async function busyboxWithUser(t: Test, opts: { user: string; files?: Record<string, string | { linkTo: string }> }): Promise<LocalImage> {
+  const { registry, busybox } = localImages();
+  const repository = `${registry}/gpufarm/busybox-user`;
+  const tag = uniqueName('t');
+  const base = await docker.createContainer({ Image: busybox.reference, Cmd: ['true'], Labels: { 'org.gpufarm.test': 'image-with-user' } });
+  try {
+    const pack = tar.pack();
+    for (const [path, content] of Object.entries(opts.files ?? {})) {
+      if (typeof content === 'string') pack.entry({ name: path.replace(/^\//, ''), mode: 0o644 }, content);
+      else pack.entry({ name: path.replace(/^\//, ''), type: 'symlink', linkname: content.linkTo });
+    }
+    pack.finalize();
+    await base.putArchive(pack as unknown as NodeJS.ReadableStream, { path: '/' });
+    await base.commit({ repo: repository, tag, changes: `USER ${opts.user}` });
+  } finally {
+    await base.remove({ force: true });
+  }
+  const image = docker.getImage(`${repository}:${tag}`);
+  t.teardown(() => image.remove().catch(() => undefined));
+  // Docker wants an X-Registry-Auth header even for a registry without authentication.
+  const stream = (await image.push({ authconfig: { serveraddress: registry } })) as NodeJS.ReadableStream;
+  const events = await new Promise<Array<{ aux?: { Digest?: string }; error?: string }>>((resolve, reject) =>
+    docker.modem.followProgress(stream, (err: Error | null, out: Array<{ aux?: { Digest?: string }; error?: string }>) => (err ? reject(err) : resolve(out))),
+  );
+  const failed = events.find((e) => e.error);
+  if (failed) throw new Error(`pushing ${repository}:${tag} failed: ${failed.error}`);
+  const digest = events.find((e) => e.aux?.Digest)?.aux?.Digest;
+  if (!digest) throw new Error(`pushing ${repository}:${tag} reported no digest`);
+  return { repository, tag, digest, reference: `${repository}@${digest}` };
 }
 
 /** A sink that keeps every line. */

@@ -75,7 +75,7 @@ export const agentRuntimeSection: StandaloneSection = {
       const rawStart = async () => {
         // Raw Engine API: create + start of the same image with the very settings the agent
         // uses (limits, no network, mounts on a plain folder), so the difference is the agent's own work.
-        const config = toContainerConfig(spec(0), machine, { name: `${owner}-raw-${rawRuns++}`, image: `${image.repository}@${image.digest}`, labels: { [LABEL_OWNER]: owner }, inputs: [], outputHostPath: rawOutputDir });
+        const config = toContainerConfig(spec(0), machine, { name: `${owner}-raw-${rawRuns++}`, image: `${image.repository}@${image.digest}`, labels: { [LABEL_OWNER]: owner }, inputs: [], outputHostPath: rawOutputDir, imageUser: '' });
         const t0 = performance.now();
         const c = await docker.createContainer(config);
         await c.start();
