@@ -121,6 +121,9 @@ t.test('loadConfig', async (t) => {
     t.match(message, /agent\.toml: heartbeat_interval_seconds: must be at least 1/);
     t.match(message, /environment GF_AGENT_SERVER: must be an http\(s\) URL/);
   }
+  t.equal(loadConfig({ env: { GF_AGENT_CONFIG: json } }).jobLogKeepBytes, 32 * 1024 * 1024, 'the log artifact keeps 32 MiB at each end by default');
+  t.equal(loadConfig({ path: json, env: { GF_AGENT_JOB_LOG_KEEP_BYTES: '262144' } }).jobLogKeepBytes, 262_144);
+  t.throws(() => loadConfig({ path: json, env: { GF_AGENT_JOB_LOG_KEEP_BYTES: String(512 * 1024 * 1024) } }), /GF_AGENT_JOB_LOG_KEEP_BYTES: must be at most \d+/, 'both ends stay under the server\'s 1 GiB log limit');
   writeFileSync(toml, 'this is = not toml =\n');
   t.throws(() => loadConfig({ path: toml, env: {} }), /not valid TOML/);
   t.throws(() => loadConfig({ path: join(dir, 'missing.toml'), env: {} }), /cannot be read \(ENOENT\)/);

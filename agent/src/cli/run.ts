@@ -35,6 +35,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     workDir: workDirOf(config),
     simulated: simulateSpec(config) !== null,
     partitionGraceSeconds: config.partitionGraceSeconds,
+    jobLogKeepBytes: config.jobLogKeepBytes,
     minFreeDiskBytes: config.minFreeDiskBytes,
     egressProxyImage: config.egressProxyImage,
     offeredGpus: () => {

@@ -2,7 +2,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
+import { LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../inventory/simulated.js';
+import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.js';
 
 /**
  * The agent's settings: a TOML (or `.json`) file, then `GF_AGENT_*` environment variables over
@@ -45,6 +47,11 @@ export const agentConfigSchema = z.strictObject({
   logMemoryBytes: int(64 * 1024, 1024 ** 3).default(8 * 1024 * 1024),
   reconnectInitialMs: int(10, 60_000).default(500),
   reconnectMaxMs: int(100, 600_000).default(30_000),
+  /**
+   * Bytes of a job's log kept at each end of its log artifact (the middle of a longer log is
+   * dropped, and a line says so); both ends together stay under the server's limit.
+   */
+  jobLogKeepBytes: int(64 * 1024, Math.floor((LOG_ARTIFACT_MAX_BYTES - LOG_ARTIFACT_MARGIN_BYTES) / 2)).default(LOG_KEEP_BYTES),
   /** Running jobs go on this long without the control plane, then stop (outputs kept). */
   partitionGraceSeconds: seconds(0, 86_400).default(900),
   /** Free bytes below which doctor warns and the agent refuses new work. */

@@ -40,6 +40,8 @@ export interface DockerRunnerSetup {
   /** Simulated GPUs: containers get no `DeviceRequests`. */
   simulated: boolean;
   partitionGraceSeconds: number;
+  /** Bytes of a job's log kept at each end of its log artifact. */
+  jobLogKeepBytes?: number;
   minFreeDiskBytes: number;
   /** The egress proxy image (pinned) for allowlist jobs; null refuses them (`unsupported`). */
   egressProxyImage?: string | null;
@@ -67,6 +69,7 @@ export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
     },
     owner: setup.machineId,
     stateDir: setup.workDir,
+    ...(setup.jobLogKeepBytes ? { logKeepBytes: setup.jobLogKeepBytes } : {}),
   });
   return new DockerAssignmentRunner({
     runtime,

@@ -10,6 +10,7 @@ import { checkContainerConfig, ContainerConfigError } from './container-config.j
 import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
 import { RuntimeError } from './errors.js';
 import type { JobExit } from './job-state.js';
+import { replayFiles } from './log-file.js';
 import type { LogSink } from './log-lines.js';
 
 /** How long jobs run on while the control plane cannot be reached (ARCHITECTURE.md section 8). */
@@ -65,6 +66,7 @@ interface Held {
  * was given, so after a restart the sink is opened at seq 0 and the file is replayed into it
  * (the same seqs with the same text; the server stores each (assignment, seq) once and the
  * shipper sends only what the server lacks), then live lines continue after the file's last one.
+ * A log cut in the middle (`LogFile`) is replayed from its first kept tail line, at that line's seq.
  */
 export class DockerAssignmentRunner implements AssignmentRunner {
   private readonly held = new Map<string, Held>();
@@ -150,7 +152,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
           spec,
           exit,
           outputDir,
-          logFile,
+          logFile: await this.options.runtime.logArtifact(logFile),
           urlFor: (name) => this.options.uploadUrl(spec.assignmentId, name),
           headers: this.options.uploadHeaders(),
           machineKey: this.options.machineKey,
@@ -198,8 +200,9 @@ export class DockerAssignmentRunner implements AssignmentRunner {
   async restore(open: (assignmentId: string, firstSeq: number) => AssignmentContext): Promise<void> {
     const contexts = new Map<string, AssignmentContext>();
     const openReplayed = (spec: AssignmentSpec, logFile: string) => {
-      const ctx = open(spec.assignmentId, 0);
-      replay(logFile, ctx.logs);
+      const files = replayFiles(logFile);
+      const ctx = open(spec.assignmentId, files[0]!.firstSeq);
+      for (const file of files) replay(file.path, ctx.logs);
       contexts.set(spec.assignmentId, ctx);
       return ctx;
     };
@@ -264,7 +267,7 @@ function lastSeq(ctx: AssignmentContext): number | null {
   return ctx.logs.nextSeq > 0 ? ctx.logs.nextSeq - 1 : null;
 }
 
-/** Writes the lines of a runtime log file to a sink opened at seq 0: line k gets seq k again. */
+/** Writes the lines of a runtime log file to a sink opened at its first line's seq: each line gets its seq again. */
 function replay(logFile: string, logs: AssignmentContext['logs']): void {
   let text: string;
   try {

@@ -11,7 +11,7 @@ import { jobUser } from './job-user.js';
 import { downloadInputs } from './inputs.js';
 import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-state.js';
 import { assignmentLabels, containerName, LABEL_ASSIGNMENT, ownerFilter } from './labels.js';
-import { LogFile } from './log-file.js';
+import { LogFile, LOG_KEEP_BYTES, writeLogArtifact } from './log-file.js';
 import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
 import { giveOutputTo, prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS, type OutputMount } from './output-mount.js';
 
@@ -37,6 +37,8 @@ export interface RuntimeDeps {
   stopGraceSeconds?: number;
   /** false forces the watchdog instead of a loop-mounted /output (tests, hosts without loop devices). */
   allowLoopMounts?: boolean;
+  /** Bytes of a job's log kept at each end of its log artifact (default `LOG_KEEP_BYTES`). */
+  logKeepBytes?: number;
   clock?: () => number;
 }
 
@@ -89,10 +91,12 @@ export interface SuperviseOptions {
 export class DockerRuntime {
   private readonly now: () => number;
   private readonly grace: number;
+  private readonly logKeepBytes: number;
 
   constructor(readonly deps: RuntimeDeps) {
     this.now = deps.clock ?? Date.now;
     this.grace = deps.stopGraceSeconds ?? STOP_GRACE_SECONDS;
+    this.logKeepBytes = deps.logKeepBytes ?? LOG_KEEP_BYTES;
   }
 
   dirOf(assignmentId: string): string {
@@ -114,7 +118,7 @@ export class DockerRuntime {
     checkContainerConfig(spec, this.deps.machine);
 
     await mkdir(join(dir, 'inputs'), { recursive: true, mode: 0o700 });
-    const { file: log } = await LogFile.open(join(dir, 'log.jsonl'));
+    const { file: log } = await LogFile.open(join(dir, 'log.jsonl'), this.logKeepBytes);
     const system = (line: string) => {
       const entry: RuntimeLogLine = { stream: 'system', line, ts: this.now(), cursor: null };
       log.append(entry);
@@ -206,7 +210,7 @@ export class DockerRuntime {
    */
   async resume(state: JobState, sink: LogSink, opts: SuperviseOptions = {}): Promise<JobHandle> {
     const dir = this.dirOf(state.spec.assignmentId);
-    const { file: log, last } = await LogFile.open(join(dir, 'log.jsonl'));
+    const { file: log, last } = await LogFile.open(join(dir, 'log.jsonl'), this.logKeepBytes);
     const container = this.deps.docker.getContainer(state.containerId);
     const info = await container.inspect();
     const exited = info.State.Running
@@ -434,6 +438,14 @@ export class DockerRuntime {
       // Every piece of a long line carries the line's cursor: a resume drops all of them or none.
       for (const line of splitLong(text)) emit({ stream, line, ts, cursor: formatCursor(cursor) }, cursor);
     }, after);
+  }
+
+  /**
+   * The file to upload as the log artifact of an exited job (`logFile` of its handle): the log
+   * itself, or its first and last `logKeepBytes` with a `system` line saying what was dropped.
+   */
+  async logArtifact(logFile: string): Promise<string> {
+    return writeLogArtifact(logFile, this.logKeepBytes);
   }
 
   /** Stops and removes the container, unmounts /output and deletes the assignment's folder. */

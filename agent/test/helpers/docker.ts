@@ -153,9 +153,10 @@ export interface ReceivedUpload {
 
 /**
  * A local HTTP server that stores PUT bodies (the control plane's upload endpoint stands in).
- * `failFirst` answers that many requests with 503 before accepting.
+ * `failFirst` answers that many requests with 503 before accepting; a body over `maxBytes` is
+ * answered 413, as the control plane answers an artifact over its limit.
  */
-export async function uploadSink(t: Test, opts: { failFirst?: number } = {}): Promise<{ url: string; received: ReceivedUpload[]; server: Server }> {
+export async function uploadSink(t: Test, opts: { failFirst?: number; maxBytes?: number } = {}): Promise<{ url: string; received: ReceivedUpload[]; server: Server }> {
   const received: ReceivedUpload[] = [];
   let failures = opts.failFirst ?? 0;
   const server = createServer((req, res) => {
@@ -170,6 +171,10 @@ export async function uploadSink(t: Test, opts: { failFirst?: number } = {}): Pr
       if (failures > 0) {
         failures--;
         res.writeHead(503).end();
+        return;
+      }
+      if (opts.maxBytes !== undefined && entry.body.length > opts.maxBytes) {
+        res.writeHead(413).end();
         return;
       }
       res.writeHead(201, { 'content-type': 'application/json' }).end('{}');

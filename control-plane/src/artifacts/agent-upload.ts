@@ -1,4 +1,4 @@
-import { ApiError, assignmentSpecSchema } from '@gpufarm/shared';
+import { ApiError, assignmentSpecSchema, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { authenticateMachine } from '../agent-gateway/machine-auth.js';
@@ -21,8 +21,6 @@ export interface AgentUploadRoutesOptions {
 export const AGENT_UPLOAD_PATH = '/agent/v1/assignments/:id/outputs/:name';
 /** The header, or trailer, with the agent's SHA-256 of the body. */
 export const UPLOAD_SHA256_HEADER = 'x-content-sha256';
-/** Largest log artifact: the whole job log, beyond the per-job cap of stored lines. */
-export const LOG_ARTIFACT_MAX_BYTES = 1024 * 1024 * 1024;
 /** How long after its assignment finished (or failed) an agent may still upload, for a retry. */
 export const LATE_UPLOAD_MS = 15 * 60 * 1000;
 

@@ -18,7 +18,7 @@ export interface LogLineRow {
 
 /** The per-job cap's own system line (written once, when the cap is first reached). */
 export const LOG_CAP_LINE = (capBytes: number) =>
-  `log limit reached: this job's logs passed ${capBytes} bytes; later lines are not stored (the log artifact still holds them all)`;
+  `log limit reached: this job's logs passed ${capBytes} bytes; later lines are not stored (the log artifact keeps the first and the last part of the log)`;
 
 /**
  * Stores a batch of the agent's lines for `assignmentId` of `jobId`; lines already stored are

@@ -297,6 +297,11 @@ export const assignmentStatusMessageSchema = z.strictObject({
 
 /** Largest text of one log line; the agent splits longer lines. */
 export const MAX_LOG_LINE_CHARS = 16 * 1024;
+/**
+ * Largest log artifact (`log`) the control plane stores. The agent keeps the first and the last
+ * part of a longer job log, each at most half of this less a margin (its `job_log_keep_bytes`).
+ */
+export const LOG_ARTIFACT_MAX_BYTES = 1024 * 1024 * 1024;
 /** Most lines in one `logs` message. */
 export const MAX_LOG_BATCH_LINES = 10_000;
 
