@@ -1,10 +1,13 @@
 import t from 'tap';
+import type { Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { enrollAgent } from './helpers/agent.js';
+import type { Job } from '@gpufarm/shared';
 import { Customer, linesOf } from './helpers/customer.js';
-import { escrowJob } from './helpers/escrow.js';
+import { balanceAt, escrowEvents, escrowJob } from './helpers/escrow.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
+import { until } from './helpers/wait.js';
 
 /**
  * End to end, separate processes: how jobs end besides a verified canary. One agent with two
@@ -17,8 +20,14 @@ t.setTimeout(300_000);
 const FARM = 'e2e-outcomes';
 const PAYOUT = privateKeyToAddress(generatePrivateKey());
 
-const market = await Marketplace.start(t);
-const agent = await enrollAgent(market, { name: 'agent', farm: FARM, payout: PAYOUT, priceUsd: '0.60', gpus: '2x rtx-4090-24gb' });
+// The log limits, scaled down so a job passes them many times over in seconds: the service
+// stores 1 MiB of a job's lines (100 MiB in production), the agent keeps 256 KiB at each end of
+// the log artifact (32 MiB), the server refusing a log artifact over 1 GiB either way.
+const LOG_CAP_BYTES = 1024 * 1024;
+const LOG_KEEP_BYTES = 256 * 1024;
+
+const market = await Marketplace.start(t, { env: { GF_LOG_CAP_BYTES: String(LOG_CAP_BYTES) } });
+const agent = await enrollAgent(market, { name: 'agent', farm: FARM, payout: PAYOUT, priceUsd: '0.60', gpus: '2x rtx-4090-24gb', env: { GF_AGENT_JOB_LOG_KEEP_BYTES: String(LOG_KEEP_BYTES) } });
 agent.start();
 await market.waitForCapacity(FARM, 2);
 const customer = await Customer.create(market, 1);
@@ -64,6 +73,73 @@ t.test('behavior: a job whose image is missing ends FAILED after its retries, wi
   t.ok(job.cost === null || job.cost.totalMicroUsd === 0, `no charge: ${JSON.stringify(job.cost)}`);
   t.equal(job.receipt?.status, 'refund_authorized', 'the refund is authorized');
   t.equal((await escrowJob(market, job.payment.escrowJobKey as `0x${string}`)).statusName, 'RefundAuthorized', 'on chain too');
+});
+
+/** Waits for the escrow worker's release after the challenge window and checks that the farm's payout address got the payout less the fee. */
+async function expectPaidOnRelease(t: Test, job: Job): Promise<void> {
+  const released = await until(
+    async () => {
+      const j = await customer.getJob(job.id);
+      return j.receipt?.status === 'released' && j.receipt.transactions.release ? j : undefined;
+    },
+    `the release of ${job.id}`,
+    { timeoutMs: 60_000 },
+  );
+  const { receipt: mined } = await escrowEvents(market, released.receipt!.transactions.release as `0x${string}`);
+  const onChain = await escrowJob(market, job.payment.escrowJobKey as `0x${string}`);
+  t.equal(onChain.statusName, 'Released');
+  const token = job.payment.token as `0x${string}`;
+  const paid = (await balanceAt(market, token, PAYOUT, mined.blockNumber)) - (await balanceAt(market, token, PAYOUT, mined.blockNumber - 1n));
+  t.equal(paid, BigInt(job.cost!.finalPayment) - onChain.fee, 'the provider is paid the payout less the fee on release');
+  t.ok(paid > 0n);
+}
+
+t.test('behavior: a job that writes far more log than is kept completes, billed: the log artifact keeps its first and last part with a system line at the cut, and the provider is paid on release', async (t) => {
+  const count = 40_000;
+  const pad = 'x'.repeat(180);
+  // About 8 MiB of log: eight times what the service stores, sixteen times what the artifact keeps.
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, `seq 0 ${count - 1} | sed 's/^/line-/; s/$/ ${pad}/'; echo done >&2`, { title: 'writes a lot of log' }));
+  const { lines, jobStatus } = await customer.tailLogs(created.job.id, { timeoutMs: 240_000 });
+  t.equal(jobStatus, 'COMPLETED');
+  const system = linesOf(lines, 'system').map((l) => l.line);
+  t.ok(system.some((l) => l.startsWith('log limit reached:') && l.includes('keeps the first and the last part')), `the service says it stopped storing lines: ${JSON.stringify(system)}`);
+  const job = await customer.getJob(created.job.id);
+  t.equal(job.assignment?.exitCode, 0);
+  t.ok(job.cost && job.cost.totalMicroUsd > 0, 'billed');
+  t.equal(job.receipt?.status, 'completed', 'the completion is on chain');
+
+  const log = await customer.download(job.result!.logArtifactId!);
+  t.equal(log.sha256, log.sha256Header);
+  t.ok(log.bytes.length <= 2 * LOG_KEEP_BYTES + 1024, `the log artifact keeps at most ${LOG_KEEP_BYTES} bytes at each end (${log.bytes.length} bytes)`);
+  const entries = log.bytes.toString('utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as { stream: string; line: string });
+  const cut = entries.findIndex((e) => e.stream === 'system' && e.line.startsWith('log cut:'));
+  t.ok(cut > 0, 'a system line marks the cut');
+  const numbers = entries.filter((e) => e.stream === 'stdout').map((e) => Number(/^line-(\d+) /.exec(e.line)?.[1]));
+  const head = entries.slice(0, cut).filter((e) => e.stream === 'stdout').length;
+  t.same(numbers.slice(0, head), Array.from({ length: head }, (_, i) => i), 'the first part from the first line');
+  const tail = numbers.slice(head);
+  t.same(tail, Array.from({ length: tail.length }, (_, i) => count - tail.length + i), 'the last part up to the last line');
+  const dropped = Number(/^log cut: (\d+) lines/.exec(entries[cut]?.line ?? '')?.[1]);
+  t.equal(dropped, count - numbers.length, `the line says how many lines were dropped: ${entries[cut]?.line}`);
+  t.ok(entries.some((e) => e.stream === 'stderr' && e.line === 'done'), 'the last lines are there');
+  await expectPaidOnRelease(t, job);
+});
+
+t.test('behavior: a job that writes past its output rule completes, billed, with a system line saying the output was over its limit and not stored; the provider is paid on release', async (t) => {
+  const maxBytes = 1024 * 1024;
+  const { created } = await customer.createFundedJob(
+    busyboxSpec(market.images, 'echo writing; dd if=/dev/zero of=/output/big.bin bs=65536 count=48; echo wrote', { title: 'writes past its output rule', outputRules: [{ path: '/output', maxBytes }] }),
+  );
+  const { lines, jobStatus } = await customer.tailLogs(created.job.id);
+  t.equal(jobStatus, 'COMPLETED');
+  const system = linesOf(lines, 'system').map((l) => l.line);
+  t.ok(system.some((l) => l === `output /output passed its ${maxBytes}-byte limit (outputRules): not stored; the job is billed for the time it ran`), `a system line says why there is no output: ${JSON.stringify(system)}`);
+  const job = await customer.getJob(created.job.id);
+  t.equal(job.result?.outputArtifactId, null, 'no output artifact');
+  t.ok(job.result?.logArtifactId, 'the log artifact is stored');
+  t.ok(job.cost && job.cost.totalMicroUsd > 0, 'billed for the time it ran');
+  t.equal(job.receipt?.status, 'completed', 'the completion is on chain');
+  await expectPaidOnRelease(t, job);
 });
 
 t.test('behavior: a job past maxRuntimeSeconds is stopped, TIMED_OUT and billed for its runtime', async (t) => {

@@ -3,7 +3,9 @@ import type { ASSIGNMENT_FAILURES } from '@gpufarm/shared';
 /**
  * Why an assignment ended without a result, and what that means for its job: whether another
  * machine may try again (at most `MAX_ATTEMPTS` runs in all), whether this machine is kept away
- * from the job, and the words the customer reads in the job's log.
+ * from the job, and the words the customer reads in the job's log. Every code is a failure of
+ * the machine or the service, so a job that ends FAILED is refunded; a job that broke its own
+ * limits (an output over its rule, a long log) is not a failure: it completes and is billed.
  */
 export type FailureCode = (typeof ASSIGNMENT_FAILURES)[number] | 'machine_lost';
 

@@ -35,6 +35,8 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     serverSha256: stored.get(o.name ?? `output-${i}`)?.sha256 ?? null,
   }));
   const primary = stored.get(reported[0]?.name ?? 'output-0') ?? null;
+  // The agent leaves out an output over its rule's maxBytes: the job's own doing, billed all the same.
+  const overLimit = (asg.spec.outputRules ?? []).filter((_, i) => !reported.some((o, j) => (o.name ?? `output-${j}`) === `output-${i}`));
   const logArtifact = stored.get('log') ?? null;
   const spec = job.spec as { image: string; imageDigest?: string | null; command?: string[] };
   const pinnedDigest = spec.imageDigest ?? (spec.image.includes('@') ? spec.image.slice(spec.image.indexOf('@') + 1) : null);
@@ -103,6 +105,9 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     });
     if (!moved) return;
     if (mismatched) await appendServiceLine(tx, job.id, 'hash mismatch: an output the machine reported differs from what the server stored; recorded against the machine');
+    for (const rule of overLimit) {
+      await appendServiceLine(tx, job.id, `output ${rule.path} passed its ${rule.maxBytes}-byte limit (outputRules): not stored; the job is billed for the time it ran`);
+    }
     const why =
       level === 'RESULT_VERIFIED'
         ? 'the server recomputed the canary result and it matches'

@@ -12,7 +12,7 @@ export interface AssignmentRow {
   class_id: string;
   gpu_model: string;
   price_per_gpu_hour_micro_usd: number;
-  spec: { command: string[]; image: string; imageDigest: string | null };
+  spec: { command: string[]; image: string; imageDigest: string | null; outputRules?: Array<{ path: string; maxBytes: number }> };
   started_at: Date | null;
   finished_at: Date | null;
   exit_code: number | null;
