@@ -4,8 +4,10 @@ import type { AssignmentSpec } from '@gpufarm/shared';
 
 /**
  * What the runtime keeps on disk per assignment, in `<stateDir>/assignments/<assignmentId>/`:
- * `state.json` (below), `exit.json` once the container exited (`JobExit`), `log.jsonl` (the log
- * artifact: one JSON object per line), `inputs/`, `output/` (the mount) and `output.img`.
+ * `state.json` (below), `exit.json` once the container exited (`JobExit`), `log.jsonl` and its
+ * tail segments `log.jsonl.<seq>.<offset>` (the job's log, one JSON object per line; see
+ * `LogFile`), `log-artifact.jsonl` (what is uploaded when the log was cut), `inputs/`, `output/`
+ * (the mount) and `output.img`.
  * A restarted agent rebuilds its jobs from these files and the containers' labels.
  */
 export interface JobState {
