@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { AGENT_PROTOCOL_VERSION } from '@gpufarm/shared';
 import t from 'tap';
 import { fakeNvidiaSmi } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
@@ -16,7 +17,7 @@ t.test('behavior: GPU count, model and driver changes reach the control plane in
   await peer.waitFor(() => peer.messages('hello').length === 1, 'hello');
 
   const hello = peer.messages('hello')[0]!;
-  t.equal(hello.protocolVersion, 1);
+  t.equal(hello.protocolVersion, AGENT_PROTOCOL_VERSION);
   t.equal(hello.inventory.detectedGpuCount, 1);
   t.equal(hello.inventory.driverVersion, '535.129.03');
   t.equal(hello.inventory.health.status, 'unhealthy', 'no container has seen the GPU: not offered');

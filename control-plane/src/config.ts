@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_CHAIN_ID, ENVIRONMENTS } from '@gpufarm/shared';
+import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS } from '@gpufarm/shared';
 import { parseBannedImagePattern } from './policy/images.js';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -38,8 +38,9 @@ const envSchema = z.object({
   GF_ESCROW_START_BLOCK: z.coerce.number().int().min(0).default(0),
   GF_OFFER_INDEX_REFRESH_MS: z.coerce.number().int().min(100).default(30_000),
   GF_HEARTBEAT_SECONDS: z.coerce.number().int().min(1).max(300).default(10),
-  GF_MACHINE_OFFLINE_SECONDS: z.coerce.number().int().min(1).default(50),
-  GF_MACHINE_LOST_GRACE_SECONDS: z.coerce.number().int().min(0).default(300),
+  // These two add up to the requeue time agents get in `welcome` (`lostAfterSeconds`, at most ten days).
+  GF_MACHINE_OFFLINE_SECONDS: z.coerce.number().int().min(1).max(86_400).default(DEFAULT_MACHINE_OFFLINE_SECONDS),
+  GF_MACHINE_LOST_GRACE_SECONDS: z.coerce.number().int().min(0).max(7 * 86_400).default(DEFAULT_MACHINE_LOST_GRACE_SECONDS),
   GF_ASSIGN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(60),
   GF_MATCH_INTERVAL_MS: z.coerce.number().int().min(10).default(1_000),
   GF_EXECUTION_SWEEP_MS: z.coerce.number().int().min(10).default(5_000),
@@ -122,7 +123,10 @@ export interface ExecutionConfig {
   heartbeatSeconds: number;
   /** A machine not heard from this long is offline and offers nothing. */
   machineOfflineSeconds: number;
-  /** An offline machine's jobs are requeued after this long unless it comes back. */
+  /**
+   * An offline machine's jobs are requeued after this long unless it comes back. With
+   * `machineOfflineSeconds` it makes the time agents are told in `welcome` (`lostAfterSeconds`).
+   */
   machineLostGraceSeconds: number;
   /** An offered assignment not accepted within this is taken back and the machine excluded. */
   assignTimeoutSeconds: number;

@@ -146,7 +146,8 @@ t.test('GET /agent/v1/ws', async (t) => {
     const benchmark = { status: 'completed' as const, reason: null, tier: 'A' as const, host: { diskWriteMBps: 900, sha256MBps: 1500 }, gpus: [], ranAt: new Date().toISOString() };
     agent.send(hello(testInventory(), [], { benchmark }));
     const welcome = await agent.next('welcome');
-    t.match(welcome, { protocolVersion: 1, machineId, heartbeatIntervalSeconds: 5, acked: [] });
+    t.match(welcome, { protocolVersion: 2, machineId, heartbeatIntervalSeconds: 5, acked: [] });
+    t.equal(welcome.lostAfterSeconds, 50 + 300, 'protocol 2: the requeue time of a silent machine, GF_MACHINE_OFFLINE_SECONDS + GF_MACHINE_LOST_GRACE_SECONDS');
     const [machine] = await db.query<{ status: string; offline_since: Date | null; connected_at: Date | null; benchmark_tier: string; benchmark: unknown; inventory: unknown }>(
       'SELECT status, offline_since, connected_at, benchmark_tier, benchmark, inventory FROM machines WHERE id = $1',
       [machineId],
@@ -333,6 +334,53 @@ t.test('GET /agent/v1/ws', async (t) => {
     t.match(await agent.next('cancel'), { assignmentId: ended, reason: /lost/ });
     await agent.barrier();
     t.same(calls.filter((c) => c.fn === 'assignmentLost').map((c) => [c.assignmentId, c.args[0]]), [[forgotten, 'the agent restarted without it']]);
+  });
+
+  t.test('behavior: an agent speaking protocol 1 gets a welcome of protocol 1, without lostAfterSeconds', async (t) => {
+    const { machineToken } = await enrollMachine(app, db);
+    const agent = await AgentSocket.connect(url, machineToken);
+    t.teardown(() => agent.close());
+    agent.send(hello(testInventory(), [], { protocolVersion: 1, supportedVersions: [1] }));
+    const welcome = await agent.next('welcome');
+    t.equal(welcome.protocolVersion, 1);
+    t.notOk('lostAfterSeconds' in welcome, 'a protocol 1 agent would refuse the unknown field');
+  });
+
+  t.test('behavior: the GPUs of an assignment the agent still holds after it was requeued stay reserved until the agent lets go of it', async (t) => {
+    const { machineId, machineToken } = await enrollMachine(app, db);
+    const jobId = await insertJob(db, 'QUEUED');
+    const superseded = await insertAssignment(db, { jobId, machineId, state: 'lost' });
+    const gpusOf = () => db.query<{ gpu_index: number; busy: boolean; assignment_id: string | null }>('SELECT gpu_index, busy, assignment_id FROM machine_gpus WHERE machine_id = $1 ORDER BY gpu_index', [machineId]);
+    const agent = await AgentSocket.connect(url, machineToken);
+    t.teardown(() => agent.close());
+    agent.send(hello(testInventory(), [{ assignmentId: superseded, jobId, state: 'exited', nextLogSeq: 0 }]));
+    await agent.next('welcome');
+    t.match(await agent.next('cancel'), { assignmentId: superseded });
+    t.same(await gpusOf(), [
+      { gpu_index: 0, busy: true, assignment_id: superseded },
+      { gpu_index: 1, busy: false, assignment_id: null },
+    ], 'its GPU is not free while the agent holds the old assignment');
+    agent.send(heartbeat({ runningAssignmentIds: [superseded] }));
+    await agent.barrier();
+    t.equal((await gpusOf())[0]?.assignment_id, superseded, 'still held while heartbeats list it');
+    agent.send(heartbeat({ runningAssignmentIds: [] }));
+    await agent.barrier();
+    t.same((await gpusOf())[0], { gpu_index: 0, busy: false, assignment_id: null }, 'free once the agent no longer lists it');
+
+    const again = await AgentSocket.connect(url, machineToken);
+    t.teardown(() => again.close());
+    again.send(hello(testInventory(), [{ assignmentId: superseded, jobId, state: 'exited', nextLogSeq: 0 }]));
+    await again.next('welcome');
+    t.equal((await gpusOf())[0]?.assignment_id, superseded, 'held again by a new connection that lists it');
+    again.send({ type: 'assignment.status', assignmentId: superseded, state: 'failed', at: new Date().toISOString(), imageDigest: null, startedAt: null, finishedAt: null, exitCode: null, oomKilled: null, timedOut: null, failure: { code: 'upload_failed', message: 'refused' }, outputs: null, record: null, lastLogSeq: null });
+    await again.barrier();
+    t.same((await gpusOf())[0], { gpu_index: 0, busy: false, assignment_id: null }, 'free once the agent reports it ended');
+    const third = await AgentSocket.connect(url, machineToken);
+    t.teardown(() => third.close());
+    await db.query('UPDATE machine_gpus SET busy = true, assignment_id = $2 WHERE machine_id = $1 AND gpu_index = 0', [machineId, superseded]);
+    third.send(hello(testInventory(), []));
+    await third.next('welcome');
+    t.same((await gpusOf())[0], { gpu_index: 0, busy: false, assignment_id: null }, 'a hello without it frees a reservation left by an earlier connection');
   });
 
   t.test('behavior: GPUs reserved by a live assignment survive an inventory without them', async (t) => {

@@ -14,7 +14,8 @@ import type { ExecutionDeps } from '../execution/lifecycle.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import type { DispatchNotice } from './dispatch.js';
 import type { LifecyclePort } from './lifecycle-port.js';
-import { applyHello, findAssignments, liveAssignments, recordHeartbeat, type AssignmentRow } from './machine-store.js';
+import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
+import { lostAfterSeconds } from './sweeper.js';
 
 /**
  * One agent's WebSocket (ARCHITECTURE.md section 8), after its machine token was checked.
@@ -57,6 +58,11 @@ export class AgentConnection {
   private readonly sent = new Set<string>();
   /** Job of each assignment known to be this machine's. */
   private readonly jobs = new Map<string, string>();
+  /**
+   * Assignments the agent said it holds although the control plane ended them (requeued while
+   * the machine was cut off): their GPUs stay reserved until the agent lets go of them.
+   */
+  private readonly superseded = new Set<string>();
   private lastHeardMs = Date.now();
   private readonly watchdog: NodeJS.Timeout;
 
@@ -148,6 +154,11 @@ export class AgentConnection {
       case 'heartbeat':
         if (!(await recordHeartbeat(deps.db, this.machineId, message, { maxGapSeconds: 2 * deps.config.heartbeatSeconds }))) {
           this.close(AGENT_CLOSE_CODES.unauthorized, 'the machine was disabled or removed by an operator');
+          return;
+        }
+        if (this.superseded.size > 0) {
+          const listed = new Set(message.runningAssignmentIds);
+          await this.letGo([...this.superseded].filter((id) => !listed.has(id)));
         }
         return;
       case 'logs':
@@ -160,6 +171,7 @@ export class AgentConnection {
         return;
       case 'assignment.status':
         if (await this.owns(message.assignmentId)) await lifecycle.assignmentStatus(deps, this.machineId, message);
+        if (this.superseded.has(message.assignmentId) && (message.state === 'finished' || message.state === 'failed')) await this.letGo([message.assignmentId]);
         return;
     }
   }
@@ -189,21 +201,27 @@ export class AgentConnection {
       this.close(AGENT_CLOSE_CODES.unsupportedVersion, `no protocol version in common: the server speaks ${supported.join(', ')}`);
       return;
     }
-    await applyHello(deps.db, this.machineId, hello);
-    const live = await liveAssignments(deps.db, this.machineId);
     const heldIds = hello.running.map((r) => r.assignmentId);
     const held = new Map((await findAssignments(deps.db, heldIds)).map((a) => [a.id, a]));
     const mine = heldIds.filter((id) => held.get(id)?.machine_id === this.machineId);
+    // Before the machine is online again, so no matcher can offer a GPU its agent still holds.
+    const superseded = mine.filter((id) => !LIVE_STATES.has(held.get(id)!.state));
+    await holdSupersededGpus(deps.db, this.machineId, superseded);
+    for (const id of superseded) this.superseded.add(id);
+    await applyHello(deps.db, this.machineId, hello);
+    const live = await liveAssignments(deps.db, this.machineId);
     const acked = await lastStoredSeqs(deps.db, mine);
     for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);
+    const version = Math.max(...common);
     this.send({
       type: 'welcome',
-      protocolVersion: Math.max(...common),
+      protocolVersion: version,
       supportedVersions: [...AGENT_PROTOCOL_VERSIONS],
       machineId: this.machineId,
       heartbeatIntervalSeconds: deps.config.heartbeatSeconds,
       serverTime: new Date().toISOString(),
       acked: hello.running.map((r) => ({ assignmentId: r.assignmentId, seq: acked.get(r.assignmentId) ?? null })),
+      ...(version >= 2 ? { lostAfterSeconds: lostAfterSeconds(deps.config) } : {}),
     });
     this.welcomed = true;
 
@@ -222,6 +240,13 @@ export class AgentConnection {
     const pending = this.pending;
     this.pending = [];
     for (const notice of pending) await this.handleNotice(notice);
+  }
+
+  /** The agent let go of superseded assignments: their GPUs can be offered again. */
+  private async letGo(assignmentIds: string[]): Promise<void> {
+    if (assignmentIds.length === 0) return;
+    await releaseSupersededGpus(this.ctx.deps.db, this.machineId, assignmentIds);
+    for (const id of assignmentIds) this.superseded.delete(id);
   }
 
   private sendAssign(a: AssignmentRow): void {

@@ -200,3 +200,35 @@ export function findAssignments(db: Queryable, ids: readonly string[]): Promise<
   if (ids.length === 0) return Promise.resolve([]);
   return db.query<AssignmentRow>('SELECT id, job_id, machine_id, state, spec FROM assignments WHERE id = ANY($1::text[])', [ids]);
 }
+
+/**
+ * Reserves the GPUs of assignments the agent still holds although the control plane ended them
+ * (it requeued them while the machine was cut off), so they are not offered while the old
+ * container may still use them; GPUs such a reservation kept from an earlier connection whose
+ * assignment the agent no longer holds are freed. Only free GPUs are taken.
+ */
+export async function holdSupersededGpus(db: Database, machineId: string, assignmentIds: readonly string[]): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `UPDATE machine_gpus g SET busy = false, assignment_id = NULL FROM assignments a
+        WHERE g.machine_id = $1 AND a.id = g.assignment_id AND a.state NOT IN ('offered', 'accepted', 'running') AND NOT (a.id = ANY($2::text[]))`,
+      [machineId, assignmentIds],
+    );
+    if (assignmentIds.length === 0) return;
+    await tx.query(
+      `UPDATE machine_gpus g SET busy = true, assignment_id = a.id FROM assignments a
+        WHERE a.id = ANY($2::text[]) AND a.machine_id = $1 AND a.state NOT IN ('offered', 'accepted', 'running')
+          AND g.machine_id = $1 AND g.gpu_index = ANY(a.gpu_indices) AND NOT g.busy AND g.assignment_id IS NULL`,
+      [machineId, assignmentIds],
+    );
+  });
+}
+
+/** Frees the GPUs `holdSupersededGpus` reserved for these assignments (the agent let go of them). */
+export async function releaseSupersededGpus(db: Queryable, machineId: string, assignmentIds: readonly string[]): Promise<void> {
+  await db.query(
+    `UPDATE machine_gpus g SET busy = false, assignment_id = NULL FROM assignments a
+      WHERE g.machine_id = $1 AND g.assignment_id = ANY($2::text[]) AND a.id = g.assignment_id AND a.state NOT IN ('offered', 'accepted', 'running')`,
+    [machineId, assignmentIds],
+  );
+}

@@ -15,6 +15,16 @@ import type { ExecutionConfig } from '../config.js';
  *    rejected with reason `timeout`.
  */
 
+/**
+ * The soonest a machine's accepted and running assignments can be requeued, counted from its
+ * last heartbeat: offline after `machineOfflineSeconds`, lost `machineLostGraceSeconds` after
+ * that (a later sweep only adds to it). Agents get it in `welcome` (`lostAfterSeconds`) and stop
+ * their containers before it while they cannot reach the control plane.
+ */
+export function lostAfterSeconds(config: Pick<ExecutionConfig, 'machineOfflineSeconds' | 'machineLostGraceSeconds'>): number {
+  return config.machineOfflineSeconds + config.machineLostGraceSeconds;
+}
+
 /** Marks silent machines offline; returns their ids. Seeded machines (no token) never connect and are left alone. */
 export async function markSilentMachinesOffline(db: Queryable, config: Pick<ExecutionConfig, 'machineOfflineSeconds'>): Promise<string[]> {
   const rows = await db.query<{ id: string }>(

@@ -33,10 +33,22 @@ import { assignmentSpecSchema } from './assignment.js';
  * The agent sends nothing before `welcome` except `hello`.
  */
 
-/** The protocol version this build speaks; `hello` carries it and `welcome` echoes the one chosen. */
-export const AGENT_PROTOCOL_VERSION = 1;
+/**
+ * The protocol version this build speaks; `hello` carries it and `welcome` echoes the one chosen.
+ * 2 adds `welcome.lostAfterSeconds`; everything else is as in 1.
+ */
+export const AGENT_PROTOCOL_VERSION = 2;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2] as const;
+
+/**
+ * The control plane's defaults for a silent machine: offline after this long without a
+ * heartbeat (`GF_MACHINE_OFFLINE_SECONDS`), its running assignments requeued this long after
+ * that (`GF_MACHINE_LOST_GRACE_SECONDS`). An agent that has not yet had a `welcome` telling it
+ * the deployment's own figure assumes their sum.
+ */
+export const DEFAULT_MACHINE_OFFLINE_SECONDS = 50;
+export const DEFAULT_MACHINE_LOST_GRACE_SECONDS = 300;
 
 /** HTTP paths of the agent API on the control plane. */
 export const AGENT_ENROLL_PATH = '/agent/v1/enroll';
@@ -361,6 +373,13 @@ export const welcomeMessageSchema = z.strictObject({
   heartbeatIntervalSeconds: z.int().min(1).max(300),
   serverTime: isoTimeSchema,
   acked: z.array(z.strictObject({ assignmentId: assignmentIdSchema, seq: nonNegativeIntSchema.nullable() })).max(256),
+  /**
+   * Protocol 2 (absent in 1): the control plane may take back and requeue this machine's
+   * accepted and running assignments once it has had no heartbeat from it for this long
+   * (never sooner). The agent stops its containers before that while it cannot reach the
+   * control plane, so a job never runs on two machines at once.
+   */
+  lostAfterSeconds: z.int().min(1).max(10 * 86_400).optional(),
 });
 
 export const assignMessageSchema = z.strictObject({
