@@ -94,7 +94,7 @@ t.test('behavior: partition: the control plane stays unreachable past partition_
   t.ok(peer.storedUploads(job.assignmentId).has('log'), 'the log artifact too');
   const lines = checkNumbering(t, agent, job.assignmentId);
   t.same(of(lines, 'stdout'), ['started']);
-  t.ok(of(lines, 'system').some((l) => l.startsWith('the control plane was unreachable for 3 s (partition_grace_seconds): stopping')), 'the job log says why it stopped');
+  t.ok(of(lines, 'system').some((l) => l.startsWith('the control plane was unreachable for 3 s (the partition grace): stopping before it can give the job to another machine')), 'the job log says why it stopped');
 });
 
 t.test('behavior: the control plane goes away during the upload: the outputs wait for the link and go up once it is back', async (t) => {

@@ -21,6 +21,7 @@ function scriptedRunner() {
     running: async () => [...held.values()].map(({ spec, ctx }) => ({ assignmentId: spec.assignmentId, jobId: spec.jobId, state: 'running' as const, nextLogSeq: ctx.logs.nextSeq })),
     restore: async () => undefined,
     setPartitioned: () => undefined,
+    contactLost: () => undefined,
     close: async () => undefined,
   };
   return { runner, held };

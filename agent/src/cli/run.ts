@@ -5,6 +5,7 @@ import { workDirOf, type AgentConfig } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
 import { AgentDaemon } from '../daemon/daemon.js';
 import { dockerRunner } from '../daemon/runner-setup.js';
+import { STOP_GRACE_SECONDS } from '../runtime/docker-runtime.js';
 import { AGENT_VERSION, dockerClient, inventoryMonitor, simulateSpec } from './context.js';
 
 /** The last stored benchmark, if it still parses. */
@@ -34,7 +35,6 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     machineKeyPem: readFileSync(files.privateKey, 'utf8'),
     workDir: workDirOf(config),
     simulated: simulateSpec(config) !== null,
-    partitionGraceSeconds: config.partitionGraceSeconds,
     jobLogKeepBytes: config.jobLogKeepBytes,
     minFreeDiskBytes: config.minFreeDiskBytes,
     egressProxyImage: config.egressProxyImage,
@@ -67,6 +67,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
       heartbeatIntervalSeconds: config.heartbeatIntervalSeconds,
       inventoryIntervalSeconds: config.inventoryIntervalSeconds,
       reconnect: { initialMs: config.reconnectInitialMs, maxMs: config.reconnectMaxMs },
+      partition: { capSeconds: config.partitionGraceSeconds, stopSeconds: STOP_GRACE_SECONDS },
     },
   );
   log(`gf-agent ${AGENT_VERSION}: machine ${machine.machineId}, control plane ${server}${config.simulateGpus ? `, simulated GPUs ${config.simulateGpus}` : ''}`);

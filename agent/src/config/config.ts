@@ -52,8 +52,12 @@ export const agentConfigSchema = z.strictObject({
    * dropped, and a line says so); both ends together stay under the server's limit.
    */
   jobLogKeepBytes: int(64 * 1024, Math.floor((LOG_ARTIFACT_MAX_BYTES - LOG_ARTIFACT_MARGIN_BYTES) / 2)).default(LOG_KEEP_BYTES),
-  /** Running jobs go on this long without the control plane, then stop (outputs kept). */
-  partitionGraceSeconds: seconds(0, 86_400).default(900),
+  /**
+   * At most this long without the control plane before running jobs stop (outputs kept).
+   * Unset: as long as the control plane's `welcome` allows (its requeue time less the stop and
+   * a margin; `link/contact-deadline.ts`), which a set value can only shorten.
+   */
+  partitionGraceSeconds: seconds(0, 86_400).nullable().default(null),
   /** Free bytes below which doctor warns and the agent refuses new work. */
   minFreeDiskBytes: int(0, Number.MAX_SAFE_INTEGER).default(20 * 1024 ** 3),
   /** The egress proxy image, pinned (`repo@sha256:…`): allowlist jobs need it; unset, they are refused. */

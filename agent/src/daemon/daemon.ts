@@ -11,6 +11,7 @@ import {
 } from '@gpufarm/shared';
 import { AgentLink, type LinkState } from '../link/agent-link.js';
 import type { AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
+import { ContactDeadline, DEFAULT_LOST_AFTER_SECONDS, partitionGraceSeconds } from '../link/contact-deadline.js';
 import { LogShipper } from '../logs/shipper.js';
 import type { InventoryMonitor } from '../inventory/monitor.js';
 import { inventoryKey, toWireInventory } from '../inventory/snapshot.js';
@@ -35,6 +36,12 @@ export interface DaemonOptions {
   heartbeatIntervalSeconds: number;
   inventoryIntervalSeconds: number;
   reconnect: { initialMs: number; maxMs: number };
+  /**
+   * The partition grace's inputs besides the control plane's `welcome`: the operator's cap
+   * (`partition_grace_seconds`, null: none) and the seconds a container's stop may take.
+   * Default: no cap, and stops that take no time (a runner without containers).
+   */
+  partition?: { capSeconds: number | null; stopSeconds: number };
   flushIntervalMs?: number;
   flushBytes?: number;
 }
@@ -75,6 +82,10 @@ export class AgentDaemon {
   private readonly lastStatus = new Map<string, AgentMessage>();
   private refreshing = false;
   private draining = false;
+  /** Stops running jobs once the control plane may have requeued them (made at `start`). */
+  private deadline: ContactDeadline | null = null;
+  /** When the last `hello` was sent (`performance.now()`): its `welcome` proves the server recorded it. */
+  private helloSentAt = 0;
   private readonly now: () => Date;
   private statusValue: DaemonStatus;
 
@@ -88,6 +99,7 @@ export class AgentDaemon {
       hello: () => this.hello(),
       onWelcome: (w) => this.onWelcome(w),
       onMessage: (m) => this.onMessage(m),
+      onDelivered: (sentAt) => this.deadline?.heard(sentAt),
       onDown: (reason) => {
         deps.log(`link down: ${reason}; reconnecting`);
         deps.runner.setPartitioned(true);
@@ -96,7 +108,7 @@ export class AgentDaemon {
       onRefused: (reason) => {
         deps.log(`link refused: ${reason}`);
         // The control plane will not take this machine back: as for a partition, running jobs
-        // go on for the grace period, then stop with their outputs kept.
+        // go on until the grace runs out, then stop with their outputs kept.
         deps.runner.setPartitioned(true);
         this.setStatus({ lastDownReason: reason });
       },
@@ -116,12 +128,22 @@ export class AgentDaemon {
   async start(): Promise<void> {
     await this.refreshInventory();
     await this.deps.runner.restore((assignmentId, firstSeq) => this.context(assignmentId, firstSeq));
+    // Until a welcome says otherwise, the control plane's defaults; restored jobs count from now.
+    this.deadline = new ContactDeadline({
+      graceSeconds: this.graceFor(DEFAULT_LOST_AFTER_SECONDS, this.heartbeatMs / 1000),
+      onExpired: (seconds) => {
+        this.deps.log(`no heartbeat confirmed by the control plane for ${seconds} s (the partition grace): stopping running jobs before it can requeue them`);
+        this.deps.runner.contactLost({ seconds });
+      },
+      onContact: () => this.deps.runner.contactLost(null),
+    });
     this.link.start();
     this.inventoryTimer = setInterval(() => void this.refreshInventory(), this.options.inventoryIntervalSeconds * 1000);
     this.armHeartbeat();
   }
 
   async stop(): Promise<void> {
+    this.deadline?.stop();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.inventoryTimer) clearInterval(this.inventoryTimer);
     this.logs.flush();
@@ -163,6 +185,7 @@ export class AgentDaemon {
       const jobId = this.jobIds.get(held.assignmentId);
       if (!listed.has(held.assignmentId) && jobId !== undefined && held.unacked > 0) running.push({ assignmentId: held.assignmentId, jobId, state: 'exited', nextLogSeq: held.nextSeq });
     }
+    this.helloSentAt = performance.now();
     return {
       type: 'hello',
       protocolVersion: AGENT_PROTOCOL_VERSION,
@@ -175,12 +198,24 @@ export class AgentDaemon {
     };
   }
 
+  /** The partition grace for the control plane's requeue time (`link/contact-deadline.ts`). */
+  private graceFor(lostAfterSeconds: number, heartbeatIntervalSeconds: number): number {
+    return partitionGraceSeconds({ lostAfterSeconds, heartbeatIntervalSeconds, ...(this.options.partition ?? { capSeconds: null, stopSeconds: 0 }) });
+  }
+
   private onWelcome(welcome: WelcomeMessage): void {
-    this.deps.log(`link up: machine ${welcome.machineId}, protocol ${welcome.protocolVersion}, heartbeat ${welcome.heartbeatIntervalSeconds} s`);
+    const lostAfter = welcome.lostAfterSeconds ?? DEFAULT_LOST_AFTER_SECONDS;
+    const grace = this.graceFor(lostAfter, welcome.heartbeatIntervalSeconds);
+    this.deps.log(
+      `link up: machine ${welcome.machineId}, protocol ${welcome.protocolVersion}, heartbeat ${welcome.heartbeatIntervalSeconds} s; ` +
+        `running jobs stop after ${grace} s without the control plane, which may requeue them after ${lostAfter} s${welcome.lostAfterSeconds ? '' : ' (its default; it did not say)'}`,
+    );
     if (welcome.heartbeatIntervalSeconds * 1000 !== this.heartbeatMs) {
       this.heartbeatMs = welcome.heartbeatIntervalSeconds * 1000;
       this.armHeartbeat();
     }
+    this.deadline?.setGraceSeconds(grace);
+    this.deadline?.heard(this.helloSentAt);
     this.deps.runner.setPartitioned(false);
     this.setStatus({ machineId: welcome.machineId, lastWelcomeAt: this.now().toISOString() });
     this.logs.onReconnected(welcome.acked);
@@ -293,6 +328,8 @@ export class AgentDaemon {
       draining: this.draining,
     };
     if (this.link.send(message)) {
+      // Its pong says the heartbeat arrived: the partition grace counts from it.
+      this.link.ping();
       if (changed) this.sentInventoryKey = key;
       this.setStatus({ lastHeartbeatAt: message.sentAt });
     }

@@ -39,7 +39,6 @@ export interface DockerRunnerSetup {
   workDir: string;
   /** Simulated GPUs: containers get no `DeviceRequests`. */
   simulated: boolean;
-  partitionGraceSeconds: number;
   /** Bytes of a job's log kept at each end of its log artifact. */
   jobLogKeepBytes?: number;
   minFreeDiskBytes: number;
@@ -54,7 +53,7 @@ export interface DockerRunnerSetup {
  * The daemon's `AssignmentRunner` on the real Docker Engine: the runtime (containers under
  * limits, labelled with the machine id, folders under `work_dir`), the machine checks of
  * `admitAssignment` before the runner's own, uploads to the control plane with the machine
- * token, records signed with the machine key, and the partition grace from the config.
+ * token and records signed with the machine key.
  * Wired once, in `gf-agent run` (STYLE.md rule 2).
  */
 export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
@@ -77,7 +76,6 @@ export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
     uploadHeaders: () => ({ authorization: `Bearer ${setup.machineToken}` }),
     // Parsed once: a damaged key stops the daemon at start, not at the first result.
     machineKey: createPrivateKey(setup.machineKeyPem),
-    partitionGraceSeconds: setup.partitionGraceSeconds,
     // Big outputs are read and hashed on a worker while this thread sends them; the worker
     // lives as long as the daemon.
     artifacts: new OffThreadPacker(),

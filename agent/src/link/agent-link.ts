@@ -29,6 +29,11 @@ export interface AgentLinkOptions {
   /** A message that failed its schema; it is dropped. */
   onInvalid?: (problem: string) => void;
   reconnect: { initialMs: number; maxMs: number };
+  /**
+   * The pong of a `ping()` arrived: everything sent on the socket before `sentAtMs` (that
+   * ping's `performance.now()`) reached the control plane.
+   */
+  onDelivered?: (sentAtMs: number) => void;
   /** Ping period; a link silent for three of them is dropped and reconnected. */
   pingIntervalMs?: number;
   random?: () => number;
@@ -56,6 +61,8 @@ export class AgentLink {
   private retryTimer: NodeJS.Timeout | null = null;
   private pingTimer: NodeJS.Timeout | null = null;
   private lastHeard = 0;
+  /** Send times of the current socket's unanswered `ping()`s, oldest first (pongs come in order); NaN for the keepalive's. */
+  private pingsSentAt: number[] = [];
   private readonly random: () => number;
   private readonly pingIntervalMs: number;
   /** Connections that reached `welcome`. */
@@ -91,6 +98,14 @@ export class AgentLink {
     return true;
   }
 
+  /**
+   * Pings the welcomed socket now; its pong reports, through `onDelivered`, that what was sent
+   * before it (a heartbeat) reached the control plane.
+   */
+  ping(): void {
+    if (this.ready && this.ws) this.sendPing(this.ws, true);
+  }
+
   /** Drops the current socket as if the network failed (tests, and a stuck link). */
   drop(): void {
     this.ws?.terminate();
@@ -123,6 +138,7 @@ export class AgentLink {
       maxPayload: 16 * 1024 * 1024,
     });
     this.ws = ws;
+    this.pingsSentAt = [];
     let downReason = 'connection closed';
 
     ws.on('unexpected-response', (_req, res) => {
@@ -186,6 +202,8 @@ export class AgentLink {
     });
     ws.on('pong', () => {
       this.lastHeard = Date.now();
+      const sentAt = this.ws === ws ? this.pingsSentAt.shift() : undefined;
+      if (sentAt !== undefined && !Number.isNaN(sentAt)) this.options.onDelivered?.(sentAt);
     });
     ws.on('close', (code, reasonBuffer) => {
       const reason = reasonBuffer.toString();
@@ -227,8 +245,15 @@ export class AgentLink {
         ws.terminate();
         return;
       }
-      if (ws.readyState === WebSocket.OPEN) ws.ping();
+      this.sendPing(ws, false);
     }, this.pingIntervalMs);
+  }
+
+  /** `reported`: the pong goes to `onDelivered` (it follows a message the caller wants proof of). */
+  private sendPing(ws: WebSocket, reported: boolean): void {
+    if (ws.readyState !== WebSocket.OPEN) return;
+    ws.ping();
+    this.pingsSentAt.push(reported ? performance.now() : Number.NaN);
   }
 
   private clearPing(): void {

@@ -31,8 +31,15 @@ export interface AssignmentRunner {
    * at `nextLogSeq`) and hands them over. Called once, before the first `hello`.
    */
   restore(open: (assignmentId: string, firstSeq: number) => AssignmentContext): Promise<void>;
-  /** The link is down (`true`) or back (`false`): the runner applies its partition grace period. */
+  /** The link is down (`true`) or back (`false`): uploads wait while it is down. */
   setPartitioned(partitioned: boolean): void;
+  /**
+   * The control plane has confirmed no heartbeat for `seconds`, the partition grace: it may
+   * soon give this machine's assignments to other machines. Running containers are stopped now,
+   * and any that starts while this holds (their outputs are kept for upload); null: the control
+   * plane is heard from again.
+   */
+  contactLost(lost: { seconds: number } | null): void;
   /** Stops supervising (agent shutdown); containers keep running for the next start to find. */
   close(): Promise<void>;
 }
@@ -64,6 +71,7 @@ export function rejectingRunner(message = 'this daemon has no container runtime 
     running: async () => [],
     restore: async () => undefined,
     setPartitioned: () => undefined,
+    contactLost: () => undefined,
     close: async () => undefined,
   };
 }

@@ -13,9 +13,6 @@ import type { JobExit } from './job-state.js';
 import { replayFiles } from './log-file.js';
 import type { LogSink } from './log-lines.js';
 
-/** How long jobs run on while the control plane cannot be reached (ARCHITECTURE.md section 8). */
-export const PARTITION_GRACE_SECONDS = 15 * 60;
-
 export interface DockerRunnerOptions {
   runtime: DockerRuntime;
   /** The upload URL of an artifact (`<server>/agent/v1/assignments/:id/outputs/:name`). */
@@ -24,7 +21,6 @@ export interface DockerRunnerOptions {
   uploadHeaders: () => Record<string, string>;
   /** The machine's ed25519 key, which signs execution records. */
   machineKey: KeyObject | string;
-  partitionGraceSeconds?: number;
   /** Where artifacts are read, packed and hashed for upload (default: this thread). */
   artifacts?: ArtifactSources;
   /** Refuses new work while draining or unhealthy; null accepts. */
@@ -51,7 +47,8 @@ interface Held {
   ctx: AssignmentContext;
   state: RunningAssignment['state'];
   handle: JobHandle | null;
-  partitionTimer: NodeJS.Timeout | null;
+  /** Stopped because the control plane could not be reached (once). */
+  stoppedForContact: boolean;
   /** A cancel arrived (possibly before the container started: it is stopped as soon as it runs). */
   canceled: boolean;
 }
@@ -71,6 +68,7 @@ interface Held {
 export class DockerAssignmentRunner implements AssignmentRunner {
   private readonly held = new Map<string, Held>();
   private partitioned = false;
+  private lost: { seconds: number } | null = null;
   private linkBack: Array<() => void> = [];
   private readonly say: (line: string) => void;
 
@@ -94,7 +92,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const taken = spec.gpus.filter((g) => busy.has(g.uuid));
     if (taken.length > 0) return { accepted: false, reason: 'gpus_unavailable', message: `GPUs ${taken.map((g) => g.index).join(', ')} run another assignment` };
 
-    const held: Held = { spec, ctx, state: 'running', handle: null, partitionTimer: null, canceled: false };
+    const held: Held = { spec, ctx, state: 'running', handle: null, stoppedForContact: false, canceled: false };
     this.held.set(spec.assignmentId, held);
     void this.run(held);
     return { accepted: true };
@@ -113,7 +111,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     }
     ctx.report({ ...NULL_REPORT, state: 'running', imageDigest: held.handle.imageDigest, startedAt: held.handle.startedAt });
     if (held.canceled) void held.handle.cancel();
-    if (this.partitioned) this.armPartition(held);
+    if (this.lost) this.stopForContact(held);
     await this.finish(held, held.handle);
   }
 
@@ -134,7 +132,6 @@ export class DockerAssignmentRunner implements AssignmentRunner {
 
   private async complete(held: Held, exit: JobExit, outputDir: string, logFile: string): Promise<void> {
     const { spec, ctx } = held;
-    if (held.partitionTimer) clearTimeout(held.partitionTimer);
     const exitFacts = { imageDigest: exit.imageDigest, startedAt: exit.startedAt, finishedAt: exit.finishedAt, exitCode: exit.exitCode, oomKilled: exit.oomKilled, timedOut: exit.timedOut };
     held.state = 'exited';
     ctx.report({ ...NULL_REPORT, ...exitFacts, state: 'exited', lastLogSeq: lastSeq(ctx) });
@@ -211,13 +208,13 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     });
     for (const id of found.removed) this.say(`removed container ${id.slice(0, 12)}: no assignment owns it`);
     for (const handle of found.jobs) {
-      const held: Held = { spec: handle.spec, ctx: contexts.get(handle.assignmentId)!, state: 'running', handle, partitionTimer: null, canceled: false };
+      const held: Held = { spec: handle.spec, ctx: contexts.get(handle.assignmentId)!, state: 'running', handle, stoppedForContact: false, canceled: false };
       this.held.set(handle.assignmentId, held);
       void this.finish(held, handle);
     }
     for (const job of found.finished) {
       const ctx = openReplayed(job.spec, job.logFile);
-      const held: Held = { spec: job.spec, ctx, state: 'exited', handle: null, partitionTimer: null, canceled: false };
+      const held: Held = { spec: job.spec, ctx, state: 'exited', handle: null, stoppedForContact: false, canceled: false };
       this.held.set(job.spec.assignmentId, held);
       void this.complete(held, job.exit, job.outputDir, job.logFile);
     }
@@ -230,30 +227,27 @@ export class DockerAssignmentRunner implements AssignmentRunner {
 
   setPartitioned(partitioned: boolean): void {
     this.partitioned = partitioned;
-    for (const held of this.held.values()) {
-      if (partitioned && held.state === 'running') this.armPartition(held);
-      if (!partitioned && held.partitionTimer) {
-        clearTimeout(held.partitionTimer);
-        held.partitionTimer = null;
-      }
-    }
     if (!partitioned) for (const resolve of this.linkBack.splice(0)) resolve();
   }
 
-  private armPartition(held: Held): void {
-    if (held.partitionTimer) return;
-    const grace = this.options.partitionGraceSeconds ?? PARTITION_GRACE_SECONDS;
-    held.partitionTimer = setTimeout(() => {
-      this.say(`assignment ${held.spec.assignmentId}: control plane unreachable for ${grace} s, stopping it (outputs kept for upload)`);
-      void held.handle?.cancel(`the control plane was unreachable for ${grace} s (partition_grace_seconds): stopping (SIGTERM, then SIGKILL after the grace period); the outputs are kept for upload`);
-    }, grace * 1000);
+  contactLost(lost: { seconds: number } | null): void {
+    this.lost = lost;
+    if (lost) for (const held of this.held.values()) if (held.state === 'running') this.stopForContact(held);
+  }
+
+  /** Stops a running job the control plane may give to another machine; a job still pulling is stopped once it runs. */
+  private stopForContact(held: Held): void {
+    if (held.stoppedForContact || !held.handle || !this.lost) return;
+    held.stoppedForContact = true;
+    const { seconds } = this.lost;
+    this.say(`assignment ${held.spec.assignmentId}: control plane unreachable for ${seconds} s, stopping it (outputs kept for upload)`);
+    void held.handle.cancel(
+      `the control plane was unreachable for ${seconds} s (the partition grace): stopping before it can give the job to another machine (SIGTERM, then SIGKILL after the grace period); the outputs are kept for upload`,
+    );
   }
 
   async close(): Promise<void> {
-    for (const held of this.held.values()) {
-      if (held.partitionTimer) clearTimeout(held.partitionTimer);
-      await held.handle?.detach();
-    }
+    for (const held of this.held.values()) await held.handle?.detach();
     this.held.clear();
   }
 }

@@ -21,7 +21,7 @@ export interface TestDaemonOptions {
 }
 
 /** A daemon wired as `gf-agent run` wires it (real Docker probe, real host reads), in a temp state dir. */
-export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; stateDir: string; logs: string[]; cleanup: () => Promise<void> } {
+export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; inventory: InventoryMonitor; stateDir: string; logs: string[]; cleanup: () => Promise<void> } {
   const stateDir = mkdtempSync(join(tmpdir(), 'gf-agent-state-'));
   const logs: string[] = [];
   const inventory = new InventoryMonitor(
@@ -50,6 +50,7 @@ export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; stateDi
   );
   return {
     daemon,
+    inventory,
     stateDir,
     logs,
     cleanup: async () => {

@@ -47,6 +47,8 @@ export interface PeerOptions {
   /** Enrollment tokens it accepts (each once). */
   enrollmentTokens?: string[];
   heartbeatIntervalSeconds?: number;
+  /** `welcome.lostAfterSeconds` (protocol 2); absent by default, as from a server on protocol 1. */
+  lostAfterSeconds?: number;
   /** Ack each logs batch (default true). */
   ackLogs?: boolean;
 }
@@ -276,6 +278,7 @@ export class TestPeer {
           heartbeatIntervalSeconds: this.options.heartbeatIntervalSeconds ?? 10,
           serverTime: new Date().toISOString(),
           acked: msg.running.map((r) => ({ assignmentId: r.assignmentId, seq: this.reportAcked ? this.lastSeq(r.assignmentId) : null })),
+          ...(this.options.lostAfterSeconds ? { lostAfterSeconds: this.options.lostAfterSeconds } : {}),
         })));
       } else if (msg.type === 'logs') {
         const stored = this.lines.get(msg.assignmentId) ?? [];
