@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { MAX_BODY_BYTES, SERVICE_VERSION } from '@gpufarm/shared';
+import { MAX_BODY_BYTES } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminRoutes } from './admin/routes.js';
 import { enforceAuth, resolveCredentials } from './auth/plugin.js';
@@ -12,8 +12,10 @@ import { capacityRoutes } from './capacity/routes.js';
 import type { OfferIndex } from './capacity/offer-index.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import { answerClientError, answerFrameworkError, MAX_PARAM_LENGTH, stampResponse } from './http/client-errors.js';
 import { installCors } from './http/cors.js';
 import { installErrorHandling } from './http/error-handler.js';
+import { installJsonBodies } from './http/json-body.js';
 import { rateLimit } from './http/rate-limit.js';
 import type { RateLimitStore } from './http/rate-limit-store.js';
 import { clientRequestId, requestIdFor } from './http/request-id.js';
@@ -54,6 +56,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         res: (res) => ({ statusCode: res.statusCode }),
       },
     },
+    // A head must arrive within headersTimeoutMs (checked every 5 s); bodies keep the rate floor
+    // (`http/body-rate.ts`): a whole upload may take as long as it keeps moving.
+    http: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: 5_000 },
+    requestTimeout: 0,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: answerFrameworkError,
+    clientErrorHandler: answerClientError,
     genReqId: requestIdFor,
     childLoggerFactory: (logger, bindings, options, raw) => {
       const fromClient = clientRequestId(raw as IncomingMessage);
@@ -66,10 +75,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const routes = recordRoutes(app);
 
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header('X-Request-Id', clientRequestId(request.raw) ?? request.id);
-    reply.header('Service-Version', SERVICE_VERSION);
-  });
+  app.server.maxConnections = config.maxConnections;
+
+  app.addHook('onRequest', async (request, reply) => stampResponse(request, reply));
+  installJsonBodies(app);
   installErrorHandling(app, routes);
   await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken });
   await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt, ...(deps.now ? { now: deps.now } : {}) });

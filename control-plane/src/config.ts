@@ -48,6 +48,9 @@ const envSchema = z.object({
   GF_ARTIFACT_DIR: z.string().min(1).optional(),
   GF_ARTIFACT_TTL_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   GF_MAX_INPUT_BYTES: z.coerce.number().int().min(1).default(1024 * 1024 * 1024),
+  GF_INPUT_QUOTA_BYTES: z.coerce.number().int().min(1).default(10 * 1024 ** 3),
+  GF_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),
+  GF_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(20_000),
   GF_CANARY_IMAGE: z
     .string()
     .regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, 'must be the canary image pinned by digest: <repository>@sha256:<64 hex>')
@@ -104,6 +107,10 @@ export interface Config {
   platformFeeBps: number;
   rateLimitStore: 'memory' | 'postgres';
   trustProxy: boolean;
+  /** Open connections the server takes at once (agent links included); more are closed at once. */
+  maxConnections: number;
+  /** A request head (line and headers) must arrive within this; else 408 `request_timeout`. */
+  headersTimeoutMs: number;
   adminToken: string | undefined;
   stableToken: { address: string; symbol: string; decimals: number } | null;
   /** The fixed ETH price source: wei per USD, frozen into each ETH job at creation. */
@@ -139,6 +146,8 @@ export interface ExecutionConfig {
   artifactTtlDays: number;
   /** Largest input upload (`POST /v1/artifacts`). */
   maxInputBytes: number;
+  /** Bytes of unexpired inputs one account may keep stored. */
+  inputQuotaBytes: number;
   /** The service's canary image pinned by digest; null: no job reaches RESULT_VERIFIED. */
   canaryImage: { repository: string; digest: string } | null;
 }
@@ -172,6 +181,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     platformFeeBps: e.GF_PLATFORM_FEE_BPS,
     rateLimitStore: e.GF_RATE_LIMIT_STORE,
     trustProxy: e.GF_TRUST_PROXY,
+    maxConnections: e.GF_MAX_CONNECTIONS,
+    headersTimeoutMs: e.GF_HEADERS_TIMEOUT_MS,
     adminToken: e.GF_ADMIN_TOKEN,
     stableToken: e.GF_STABLE_TOKEN_ADDRESS
       ? { address: e.GF_STABLE_TOKEN_ADDRESS.toLowerCase(), symbol: e.GF_STABLE_TOKEN_SYMBOL, decimals: e.GF_STABLE_TOKEN_DECIMALS }
@@ -202,6 +213,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       artifactDir: e.GF_ARTIFACT_DIR ?? `${e.GF_DATA_DIR}/artifacts`,
       artifactTtlDays: e.GF_ARTIFACT_TTL_DAYS,
       maxInputBytes: e.GF_MAX_INPUT_BYTES,
+      inputQuotaBytes: e.GF_INPUT_QUOTA_BYTES,
       canaryImage: e.GF_CANARY_IMAGE
         ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
         : null,

@@ -3,6 +3,7 @@ import { readdirSync, statSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
+import { createTestKey } from './helpers/app.js';
 import { uploadPath, uploadSetup, type ArtifactSetup, type Upload } from './helpers/uploads.js';
 
 /**
@@ -21,7 +22,7 @@ interface Target {
   name: string;
   method: 'POST' | 'PUT';
   path: string;
-  authorization: string;
+  authorization: () => Promise<string>;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -52,7 +53,7 @@ async function abortAt(s: ArtifactSetup & Upload, target: Target, moment: Moment
   socket.on('error', () => undefined);
   await new Promise<void>((resolve) => socket.once('connect', resolve));
   const head = Buffer.from(
-    `${target.method} ${target.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${target.authorization}\r\n` +
+    `${target.method} ${target.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${await target.authorization()}\r\n` +
       'Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nTrailer: X-Content-Sha256\r\n\r\n',
   );
   const write = (bytes: Buffer) => new Promise<void>((resolve) => socket.write(bytes, () => resolve()));
@@ -79,9 +80,10 @@ async function abortAt(s: ArtifactSetup & Upload, target: Target, moment: Moment
 t.test('behavior: uploads reset at any moment leave the server up, no temp file and no artifact row', async (t) => {
   const s = await uploadSetup(t, 'running', [{ path: '/output', maxBytes: 1024 * 1024 }]);
   const targets: Target[] = [
-    { name: 'POST /v1/artifacts', method: 'POST', path: '/v1/artifacts', authorization: `Bearer ${s.key}` },
-    { name: 'agent output PUT', method: 'PUT', path: uploadPath(s, 'output-0'), authorization: `Bearer ${s.token}` },
-    { name: 'agent log PUT', method: 'PUT', path: uploadPath(s, 'log'), authorization: `Bearer ${s.token}` },
+    // A key per upload: input uploads have a bucket of 30 a minute per key.
+    { name: 'POST /v1/artifacts', method: 'POST', path: '/v1/artifacts', authorization: async () => `Bearer ${(await createTestKey(s.db)).key}` },
+    { name: 'agent output PUT', method: 'PUT', path: uploadPath(s, 'output-0'), authorization: async () => `Bearer ${s.token}` },
+    { name: 'agent log PUT', method: 'PUT', path: uploadPath(s, 'log'), authorization: async () => `Bearer ${s.token}` },
   ];
   for (const target of targets) {
     for (const moment of MOMENTS) {

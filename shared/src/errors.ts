@@ -26,12 +26,14 @@ export const ERROR_CODES = {
   unavailable: { status: 503, message: 'A backing service (database, storage, chain RPC or contracts) is unavailable. Retry later.' },
   // Not in the spec's table (it leaves the code for mismatched funding open): see EXTENSION_CODES.
   funding_mismatch: { status: 422, message: 'The transaction does not fund this job as its terms require.' },
+  // Not in the spec's table: a request whose body stalls, or whose head does not arrive in time.
+  request_timeout: { status: 408, message: 'The request did not arrive in time; send it again.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
 /** Codes we added where the spec says "not shown" (docs/decisions.md); every other code is the spec's. */
-export const EXTENSION_CODES: readonly ErrorCode[] = ['funding_mismatch'];
+export const EXTENSION_CODES: readonly ErrorCode[] = ['funding_mismatch', 'request_timeout'];
 export const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
 export const errorCodeSchema = z.enum(errorCodes);
 

@@ -95,7 +95,7 @@ export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = a
       maxBytes = rule.maxBytes;
     }
     const what = name === 'log' ? 'log upload' : `upload of ${name}`;
-    checkDeclaredLength(request, maxBytes, what);
+    checkDeclaredLength(request, maxBytes, () => tooLarge(maxBytes, what));
     const headerHash = declaredSha256(request.headers[UPLOAD_SHA256_HEADER], 'header');
 
     let stored: { sha256: string; sizeBytes: number };

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import { ApiError } from '@gpufarm/shared';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { slowBodyError, watchBodyRate } from '../http/body-rate.js';
 
 /**
  * Streamed uploads. The API's 256 KiB body limit belongs to JSON bodies; an artifact upload
@@ -22,7 +23,8 @@ export function takeRawBodies(app: FastifyInstance): void {
  * refuses the body (too large) only this stream is destroyed, the connection stays and the
  * refusal can be answered. A client that goes away before the body ended (even before this is
  * called) errors the stream with a 400 `invalid_request`: nobody is left to read the answer,
- * and it is the client's doing, not the server's.
+ * and it is the client's doing, not the server's. A body that stalls under the rate floor
+ * (`http/body-rate.ts`) errors it with a 408 `request_timeout`.
  */
 export function bodyStream(raw: IncomingMessage): Readable {
   const body = new PassThrough({ highWaterMark: 1024 * 1024 });
@@ -39,6 +41,12 @@ export function bodyStream(raw: IncomingMessage): Readable {
   }
   raw.once('error', abort);
   raw.once('close', () => abort());
+  // A stalling client is cut (408); a store that holds the body back (backpressure) is not the client's doing.
+  watchBodyRate(raw, () => {
+    raw.unpipe(body);
+    raw.pause();
+    body.destroy(slowBodyError());
+  }, { readerIsBehind: () => body.writableNeedDrain || raw.isPaused() });
   raw.pipe(body);
   return body;
 }
@@ -51,12 +59,10 @@ export function tooLarge(maxBytes: number, what: string): ApiError {
   });
 }
 
-/** Refuses at once a body whose declared Content-Length passes `maxBytes`. */
-export function checkDeclaredLength(request: FastifyRequest, maxBytes: number, what: string): void {
+/** Refuses at once (with `refusal()`) a body whose declared Content-Length passes `maxBytes`. */
+export function checkDeclaredLength(request: FastifyRequest, maxBytes: number, refusal: () => ApiError): void {
   const header = request.headers['content-length'];
-  if (header !== undefined && /^\d+$/.test(header) && Number(header) > maxBytes) {
-    throw tooLarge(maxBytes, what);
-  }
+  if (header !== undefined && /^\d+$/.test(header) && Number(header) > maxBytes) throw refusal();
 }
 
 /** A declared SHA-256 (`X-Content-Sha256`), lower-cased; null when absent; 400 when malformed. */

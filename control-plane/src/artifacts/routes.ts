@@ -7,16 +7,17 @@ import { parseParams, parseQuery } from '../http/parse.js';
 import { BlobTooLargeError, type BlobStore } from './blob-store.js';
 import { ARTIFACT_ID, isExpired, newArtifactId, toArtifactMetadata } from './metadata.js';
 import { parseRange } from './range.js';
+import { deleteIfUnreferenced } from './expiry.js';
 import { bodyStream, checkDeclaredLength, takeRawBodies, tooLarge } from './raw-body.js';
 import type { UrlSigner } from './signing.js';
-import { findArtifact, findArtifactById, insertArtifact, type ArtifactRow } from './store.js';
+import { findArtifact, findArtifactById, insertInputWithinQuota, storedInputBytes, type ArtifactRow } from './store.js';
 
 export interface ArtifactRoutesOptions {
   db: Database;
   blobs: BlobStore;
   /** Signs and checks `/files/<id>` URLs (key from `deploymentSecret(db, 'artifact_url_key')`). */
   signer: UrlSigner;
-  config: Pick<ExecutionConfig, 'artifactTtlDays' | 'maxInputBytes'>;
+  config: Pick<ExecutionConfig, 'artifactTtlDays' | 'maxInputBytes' | 'inputQuotaBytes'>;
 }
 
 /** Names an uploaded input may have: shell- and header-safe, like a mount name. */
@@ -69,29 +70,47 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
     return reply.redirect(metadata.url, 302);
   });
 
-  app.post('/v1/artifacts', { config: { auth: 'jobs:create' } }, async (request, reply) => {
+  app.post('/v1/artifacts', { config: { auth: 'jobs:create', rateBucket: 'input_upload' } }, async (request, reply) => {
     const query = parseQuery(uploadQuery, request.query, 'POST /v1/artifacts');
-    checkDeclaredLength(request, config.maxInputBytes, 'input upload');
+    const accountId = request.principal!.accountId;
+    const left = config.inputQuotaBytes - (await storedInputBytes(db, accountId));
+    const overQuota = () =>
+      new ApiError('payload_too_large', `This upload would pass the account's input quota of ${config.inputQuotaBytes} bytes (${Math.max(0, left)} bytes left). Inputs count until they expire; upload less or wait.`, {
+        details: [{ field: 'body', message: `body: the account's stored inputs may total at most ${config.inputQuotaBytes} bytes` }],
+        headers: { Connection: 'close' },
+      });
+    if (left <= 0) throw overQuota();
+    const maxBytes = Math.min(config.maxInputBytes, left);
+    const limitedBy = maxBytes < config.maxInputBytes ? overQuota : () => tooLarge(config.maxInputBytes, 'input upload');
+    checkDeclaredLength(request, maxBytes, limitedBy);
     let stored: { sha256: string; sizeBytes: number };
     try {
-      stored = await blobs.put(bodyStream(request.raw), { maxBytes: config.maxInputBytes });
+      stored = await blobs.put(bodyStream(request.raw), { maxBytes });
     } catch (err) {
-      if (err instanceof BlobTooLargeError) throw tooLarge(err.maxBytes, 'input upload');
+      if (err instanceof BlobTooLargeError) throw limitedBy();
       throw err;
     }
-    const row = await insertArtifact(db, {
-      id: newArtifactId(),
-      accountId: request.principal!.accountId,
-      jobId: null,
-      assignmentId: null,
-      kind: 'input',
-      name: null,
-      filename: query.filename ?? DEFAULT_INPUT_FILENAME,
-      sizeBytes: stored.sizeBytes,
-      sha256: stored.sha256,
-      declaredSha256: null,
-      ttlDays: config.artifactTtlDays,
-    });
+    const row = await insertInputWithinQuota(
+      db,
+      {
+        id: newArtifactId(),
+        accountId,
+        jobId: null,
+        assignmentId: null,
+        kind: 'input',
+        name: null,
+        filename: query.filename ?? DEFAULT_INPUT_FILENAME,
+        sizeBytes: stored.sizeBytes,
+        sha256: stored.sha256,
+        declaredSha256: null,
+        ttlDays: config.artifactTtlDays,
+      },
+      config.inputQuotaBytes,
+    );
+    if (!row) {
+      await deleteIfUnreferenced({ db, blobs }, stored.sha256);
+      throw overQuota();
+    }
     integrityHeaders(reply, row);
     return reply.code(201).send(toArtifactMetadata(row, signer));
   });

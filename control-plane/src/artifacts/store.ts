@@ -1,5 +1,5 @@
 import type { ArtifactKind, ArtifactSummary } from '@gpufarm/shared';
-import type { Queryable } from '../db/database.js';
+import type { Database, Queryable } from '../db/database.js';
 
 /**
  * Artifact rows: one per use of stored bytes (the bytes themselves live once per SHA-256 in
@@ -50,6 +50,28 @@ export async function insertArtifact(db: Queryable, artifact: NewArtifact): Prom
     params(artifact),
   );
   return row!;
+}
+
+/** Bytes of unexpired input uploads the account keeps stored (its quota counts these). */
+export async function storedInputBytes(db: Queryable, accountId: string): Promise<number> {
+  const [row] = await db.query<{ bytes: string | number | bigint }>(
+    "SELECT coalesce(sum(size_bytes), 0) AS bytes FROM artifacts WHERE account_id = $1 AND kind = 'input' AND expires_at > now()",
+    [accountId],
+  );
+  return Number(row!.bytes);
+}
+
+/**
+ * Inserts an input row when the account's stored inputs stay within `quotaBytes` with it; null
+ * when they would not. Uploads of one account are counted one at a time (an advisory lock on
+ * the account), so two at once cannot both slip under the quota.
+ */
+export async function insertInputWithinQuota(db: Database, artifact: NewArtifact, quotaBytes: number): Promise<ArtifactRow | null> {
+  return db.transaction(async (tx) => {
+    await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('input_quota:' || $1, 0))", [artifact.accountId]);
+    if ((await storedInputBytes(tx, artifact.accountId)) + artifact.sizeBytes > quotaBytes) return null;
+    return insertArtifact(tx, artifact);
+  });
 }
 
 /**

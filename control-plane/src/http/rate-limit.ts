@@ -46,7 +46,7 @@ export const rateLimit = fp<RateLimitOptions>(
       reply.header('X-RateLimit-Reset', String(resetSeconds));
       if (exceeded) {
         const retryAfter = Math.max(1, Math.ceil((exceeded.resetAt - at) / 1000));
-        throw new ApiError('rate_limited', `Too many requests: the limit is ${exceeded.limit.max} per ${exceeded.limit.windowMs / 1000} s. Retry after ${retryAfter} s.`, {
+        throw new ApiError('rate_limited', `Too many requests: the ${exceeded.limit.name} limit is ${exceeded.limit.max} per ${exceeded.limit.windowMs / 1000} s. Retry after ${retryAfter} s.`, {
           headers: { 'Retry-After': String(retryAfter) },
         });
       }

@@ -9,7 +9,7 @@ export interface Principal {
 }
 
 /** Buckets with their own limit besides the per-key one (the spec's Limits table). */
-export type RouteRateBucket = 'jobs_create' | 'fund_confirm' | 'artifact_download';
+export type RouteRateBucket = 'jobs_create' | 'fund_confirm' | 'artifact_download' | 'input_upload';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
