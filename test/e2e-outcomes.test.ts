@@ -26,7 +26,8 @@ const PAYOUT = privateKeyToAddress(generatePrivateKey());
 const LOG_CAP_BYTES = 1024 * 1024;
 const LOG_KEEP_BYTES = 256 * 1024;
 
-const market = await Marketplace.start(t, { env: { GF_LOG_CAP_BYTES: String(LOG_CAP_BYTES) } });
+// Requests are logged (info) so the test can read what the control plane writes of signed URLs.
+const market = await Marketplace.start(t, { env: { GF_LOG_CAP_BYTES: String(LOG_CAP_BYTES), GF_LOG_LEVEL: 'info' } });
 const agent = await enrollAgent(market, { name: 'agent', farm: FARM, payout: PAYOUT, priceUsd: '0.60', gpus: '2x rtx-4090-24gb', env: { GF_AGENT_JOB_LOG_KEEP_BYTES: String(LOG_KEEP_BYTES) } });
 agent.start();
 await market.waitForCapacity(FARM, 2);
@@ -58,6 +59,30 @@ t.test('behavior: a non-canary job pinned by digest whose hashes match and whose
   t.equal(download.sha256, download.sha256Header);
   t.equal(download.sha256, job.result!.serverHash);
   t.equal(job.receipt?.status, 'completed', 'charged: the completion is on chain');
+});
+
+t.test('behavior: an input is fetched when the agent needs it: the assignment names a route, the machine token gets a signed URL valid 120 s', async (t) => {
+  const bytes = Buffer.from('weights for the job\n'.repeat(1000));
+  const uploaded = await fetch(`${market.url}/v1/artifacts?filename=weights.bin`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${customer.apiKey}`, 'content-type': 'application/octet-stream' },
+    body: bytes,
+  });
+  t.equal(uploaded.status, 201);
+  const input = (await uploaded.json()) as { id: string; sha256: string };
+  const { created } = await customer.createFundedJob(
+    busyboxSpec(market.images, 'sha256sum /input/weights.bin; touch /input/weights.bin 2>/dev/null || echo read-only', { inputs: [{ artifactId: input.id, mountName: 'weights.bin' }] }),
+  );
+  const { lines, jobStatus } = await customer.tailLogs(created.job.id);
+  t.equal(jobStatus, 'COMPLETED');
+  const stdout = linesOf(lines, 'stdout').map((l) => l.line);
+  t.same(stdout, [`${input.sha256}  /input/weights.bin`, 'read-only'], 'the container read the uploaded bytes from a read-only mount');
+  t.ok(linesOf(lines, 'system').some((l) => l.line.startsWith(`input weights.bin: ${bytes.length} bytes, sha256 ${input.sha256} verified`)), 'the agent checked the hash');
+  const [assignment] = (await market.query<{ id: string; spec: { inputs: Array<{ url: string }> } }>('SELECT id, spec FROM assignments WHERE job_id = $1', [created.job.id]));
+  t.equal(new URL(assignment!.spec.inputs[0]!.url).pathname, `/agent/v1/assignments/${assignment!.id}/inputs/weights.bin`, 'the assignment carries no signed URL');
+  const logged = market.controlPlane.output();
+  t.match(logged, new RegExp(`/files/${input.id}\\?expires=\\d+&sig=redacted`), "the signed download is logged without its signature");
+  t.notMatch(logged, /sig=(?!redacted)[A-Za-z0-9_-]/, "no signature reaches the control plane's log");
 });
 
 t.test('behavior: a job whose image is missing ends FAILED after its retries, with a system line saying why, no charge and the refund authorized', async (t) => {

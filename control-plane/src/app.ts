@@ -3,13 +3,14 @@ import { MAX_BODY_BYTES } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminRoutes } from './admin/routes.js';
 import { enforceAuth, resolveCredentials } from './auth/plugin.js';
-import { agentUploadRoutes } from './artifacts/agent-upload.js';
+import { agentArtifactRoutes } from './artifacts/agent-upload.js';
 import type { BlobStore } from './artifacts/blob-store.js';
 import { artifactRoutes } from './artifacts/routes.js';
 import type { UrlSigner } from './artifacts/signing.js';
 import { billingRoutes } from './billing/routes.js';
 import { capacityRoutes } from './capacity/routes.js';
 import type { OfferIndex } from './capacity/offer-index.js';
+import { withoutSignature } from './artifacts/signing.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { answerClientError, answerFrameworkError, MAX_PARAM_LENGTH, stampResponse } from './http/client-errors.js';
@@ -52,7 +53,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       level: config.logLevel,
       // Addresses, hostnames and keys never reach the logs.
       serializers: {
-        req: (req) => ({ method: req.method, url: req.url }),
+        req: (req) => ({ method: req.method, url: withoutSignature(req.url) }),
         res: (res) => ({ statusCode: res.statusCode }),
       },
     },
@@ -92,7 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null });
   await app.register(logRoutes, { db: deps.db });
   await app.register(artifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
-  await app.register(agentUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
+  await app.register(agentArtifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
   await app.register(billingRoutes, { db: deps.db });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

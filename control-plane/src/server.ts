@@ -17,15 +17,13 @@ import { deploymentSecret } from './settings/store.js';
 import { createAgentGateway } from './agent-gateway/gateway.js';
 import { sweepExpiredArtifacts } from './artifacts/expiry.js';
 import { createFsBlobStore } from './artifacts/fs-blob-store.js';
+import { agentInputUrl } from './artifacts/agent-upload.js';
 import { resolveJobInputs } from './artifacts/inputs.js';
 import { createUrlSigner } from './artifacts/signing.js';
 import type { ExecutionDeps } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
 import { startMatcher } from './matching/loop.js';
 import { createQueueFigures } from './matching/queue-figures.js';
-
-/** How long an assignment's input URLs stay valid: the agent may pull a large image first. */
-const INPUT_URL_TTL_SECONDS = 24 * 3600;
 
 export interface ControlPlane {
   app: FastifyInstance;
@@ -70,7 +68,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gateway = await createAgentGateway({ app, deps: execution });
     const matcher = startMatcher(
-      { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, signer, job.accountId, inputs, INPUT_URL_TTL_SECONDS) },
+      { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(config.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
       { intervalMs: config.execution.matchIntervalMs, queue },
     );
     const executionWorker = startExecutionWorker(execution, {

@@ -11,7 +11,6 @@ import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
 import { checkJobInputs, JobInputUnavailableError, resolveJobInputs } from '../src/artifacts/inputs.js';
 import { newArtifactId } from '../src/artifacts/metadata.js';
 import { parseRange } from '../src/artifacts/range.js';
-import { createUrlSigner } from '../src/artifacts/signing.js';
 import { insertArtifact, type NewArtifact } from '../src/artifacts/store.js';
 import type { Database } from '../src/db/database.js';
 import { createTestKey } from './helpers/app.js';
@@ -188,15 +187,13 @@ for (const [backend, createDatabase] of BACKENDS) {
     t.match(details[0]!.message, /no artifact .* on this account/);
     t.match(details[1]!.message, /expired/);
 
-    const signer = createUrlSigner('key', 'http://cp.test');
-    const [resolved] = await resolveJobInputs(db, signer, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }], 3600);
+    const urlFor = (mountName: string) => `http://cp.test/agent/v1/assignments/asg_1/inputs/${mountName}`;
+    const [resolved] = await resolveJobInputs(db, urlFor, alice.accountId, [{ artifactId: mine.id, mountName: 'data' }]);
     t.equal(resolved!.mountName, 'data');
     t.equal(resolved!.sha256, sha256('mine'));
     t.equal(resolved!.sizeBytes, 4);
-    const url = new URL(resolved!.url);
-    t.equal(url.pathname, `/files/${mine.id}`);
-    t.equal(signer.verify(mine.id, url.searchParams.get('expires') ?? undefined, url.searchParams.get('sig') ?? undefined), 'ok');
-    await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: bobs.id, mountName: 'b' }], 60), JobInputUnavailableError);
-    await t.rejects(resolveJobInputs(db, signer, alice.accountId, [{ artifactId: expired.id, mountName: 'c' }], 60), new JobInputUnavailableError(expired.id, 'expired'));
+    t.equal(resolved!.url, 'http://cp.test/agent/v1/assignments/asg_1/inputs/data', 'the route the agent asks for a signed URL when it downloads');
+    await t.rejects(resolveJobInputs(db, urlFor, alice.accountId, [{ artifactId: bobs.id, mountName: 'b' }]), JobInputUnavailableError);
+    await t.rejects(resolveJobInputs(db, urlFor, alice.accountId, [{ artifactId: expired.id, mountName: 'c' }]), new JobInputUnavailableError(expired.id, 'expired'));
   });
 }

@@ -394,8 +394,8 @@ t.test('behavior: inputs are resolved through the port; without it a job with in
       return inputs.map((i) => ({ mountName: i.mountName, artifactId: i.artifactId, url: `https://cp.example/a/${i.artifactId}?sig=x`, sha256: 'a'.repeat(64), sizeBytes: 5 }));
     },
   });
-  t.same(calls, [{ job: { id: withInputs, accountId: owner.accountId }, inputs: [{ artifactId: 'art_1', mountName: 'data' }] }]);
   const a = (await assignmentOf(db, withInputs!))!;
+  t.same(calls, [{ job: { id: withInputs, accountId: owner.accountId, assignmentId: a.id }, inputs: [{ artifactId: 'art_1', mountName: 'data' }] }], 'the resolver is told the assignment the inputs are for');
   t.same(assignmentSpecSchema.parse(a.spec).inputs, [{ mountName: 'data', artifactId: 'art_1', url: 'https://cp.example/a/art_1?sig=x', sha256: 'a'.repeat(64), sizeBytes: 5 }]);
 
   // A resolver that fails leaves the job QUEUED and the batch's other jobs matched.

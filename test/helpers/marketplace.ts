@@ -176,6 +176,16 @@ export class Marketplace {
     return market;
   }
 
+  /** Reads the marketplace's own database, on a connection of its own. */
+  async query<T>(sql: string, params: unknown[] = []): Promise<T[]> {
+    const db = openPostgres(this.databaseUrl, { max: 1 });
+    try {
+      return await db.query<T>(sql, params as never[]);
+    } finally {
+      await db.close();
+    }
+  }
+
   /** A wallet of anvil's dev account `index` (1-3 hold tUSDC). */
   wallet(index: 1 | 2 | 3): WalletClient<Transport, Chain, Account> {
     return createWalletClient({ chain: this.chain, transport: http(this.anvil.rpcUrl, { retryCount: 0 }), account: privateKeyToAccount(ANVIL_ACCOUNTS[index].privateKey) });

@@ -58,6 +58,8 @@ export interface DockerRunnerSetup {
  */
 export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
   mkdirSync(setup.workDir, { recursive: true, mode: 0o700 });
+  const machineHeaders = () => ({ authorization: `Bearer ${setup.machineToken}` });
+  const controlPlane = new URL(setup.server).origin;
   const runtime = new DockerRuntime({
     docker: setup.docker,
     machine: {
@@ -69,11 +71,13 @@ export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
     owner: setup.machineId,
     stateDir: setup.workDir,
     ...(setup.jobLogKeepBytes ? { logKeepBytes: setup.jobLogKeepBytes } : {}),
+    // The machine token goes to the control plane only, never to where an input redirects.
+    inputHeaders: (url) => (new URL(url).origin === controlPlane ? machineHeaders() : {}),
   });
   return new DockerAssignmentRunner({
     runtime,
     uploadUrl: (assignmentId, name) => outputUploadUrl(setup.server, assignmentId, name),
-    uploadHeaders: () => ({ authorization: `Bearer ${setup.machineToken}` }),
+    uploadHeaders: machineHeaders,
     // Parsed once: a damaged key stops the daemon at start, not at the first result.
     machineKey: createPrivateKey(setup.machineKeyPem),
     // Big outputs are read and hashed on a worker while this thread sends them; the worker

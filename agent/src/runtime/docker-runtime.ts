@@ -39,6 +39,8 @@ export interface RuntimeDeps {
   allowLoopMounts?: boolean;
   /** Bytes of a job's log kept at each end of its log artifact (default `LOG_KEEP_BYTES`). */
   logKeepBytes?: number;
+  /** Headers of an input download from `url` (the machine token when it is the control plane's). */
+  inputHeaders?: (url: string) => Record<string, string>;
   clock?: () => number;
 }
 
@@ -133,7 +135,7 @@ export class DockerRuntime {
       outputReady = prepareOutputMount(dir, spec.outputRules, { allowLoop: this.deps.allowLoopMounts });
       outputReady.catch(() => undefined);
       const [image, inputs] = settled(
-        await Promise.allSettled([ensureImage(this.deps.docker, spec.image, spec.imageDigest, system), downloadInputs(spec.inputs, join(dir, 'inputs'), system)]),
+        await Promise.allSettled([ensureImage(this.deps.docker, spec.image, spec.imageDigest, system), downloadInputs(spec.inputs, join(dir, 'inputs'), system, this.deps.inputHeaders)]),
       );
       // An allowlist job runs on its own internal network, behind its proxy (egress/network.ts).
       const { egress } = this.deps.machine;

@@ -12,11 +12,18 @@ import { RuntimeError } from './errors.js';
  * Downloads each input over HTTP into `dir/<mountName>`, hashing in the same pass, and keeps it
  * only when its SHA-256 and size equal the assignment's; the file is then made read-only (and
  * mounted read-only at `/input/<mountName>`). A body longer than `sizeBytes` is cut off as soon
- * as it passes the size, so a wrong server cannot fill the disk.
+ * as it passes the size, so a wrong server cannot fill the disk. The input's URL is the control
+ * plane's route that redirects to a short-lived signed URL when asked, so each download asks
+ * then, with the headers `headersFor(url)` gives (the machine token, for the control plane only).
  *
  * @throws RuntimeError `input_failed` naming the input and what differed.
  */
-export async function downloadInputs(inputs: AssignmentInput[], dir: string, log: (line: string) => void): Promise<Array<{ mountName: string; hostPath: string }>> {
+export async function downloadInputs(
+  inputs: AssignmentInput[],
+  dir: string,
+  log: (line: string) => void,
+  headersFor: (url: string) => Record<string, string> = () => ({}),
+): Promise<Array<{ mountName: string; hostPath: string }>> {
   const placed: Array<{ mountName: string; hostPath: string }> = [];
   for (const input of inputs) {
     const target = join(dir, input.mountName);
@@ -24,7 +31,7 @@ export async function downloadInputs(inputs: AssignmentInput[], dir: string, log
     const started = Date.now();
     let response: Response;
     try {
-      response = await fetch(input.url, { signal: AbortSignal.timeout(30 * 60_000) });
+      response = await fetch(input.url, { headers: headersFor(input.url), signal: AbortSignal.timeout(30 * 60_000) });
     } catch (err) {
       throw new RuntimeError('input_failed', `input ${input.mountName}: download failed: ${(err as Error).message}`, { cause: err });
     }

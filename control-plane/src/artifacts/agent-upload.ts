@@ -1,4 +1,4 @@
-import { ApiError, assignmentSpecSchema, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
+import { ApiError, assignmentInputSchema, assignmentSpecSchema, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { authenticateMachine } from '../agent-gateway/machine-auth.js';
@@ -7,13 +7,16 @@ import type { Database } from '../db/database.js';
 import { parseParams } from '../http/parse.js';
 import { BlobTooLargeError, type BlobStore } from './blob-store.js';
 import { deleteIfUnreferenced } from './expiry.js';
-import { newArtifactId } from './metadata.js';
+import { isExpired, newArtifactId } from './metadata.js';
 import { bodyStream, checkDeclaredLength, declaredSha256, takeRawBodies, tooLarge } from './raw-body.js';
-import { findAssignmentArtifact, upsertAssignmentArtifact } from './store.js';
+import type { UrlSigner } from './signing.js';
+import { findArtifactById, findAssignmentArtifact, upsertAssignmentArtifact } from './store.js';
 
-export interface AgentUploadRoutesOptions {
+export interface AgentArtifactRoutesOptions {
   db: Database;
   blobs: BlobStore;
+  /** Signs the URL an input download is redirected to. */
+  signer: UrlSigner;
   config: Pick<ExecutionConfig, 'artifactTtlDays'>;
 }
 
@@ -21,13 +24,25 @@ export interface AgentUploadRoutesOptions {
 export const AGENT_UPLOAD_PATH = '/agent/v1/assignments/:id/outputs/:name';
 /** The header, or trailer, with the agent's SHA-256 of the body. */
 export const UPLOAD_SHA256_HEADER = 'x-content-sha256';
+/** Where an agent fetches an input of its assignment: a 302 to a signed URL of the bytes, valid 120 s. */
+export const AGENT_INPUT_PATH = '/agent/v1/assignments/:id/inputs/:mountName';
+/** How long the signed URL an input download is redirected to lives (the spec's 120 s). */
+export const INPUT_URL_TTL_SECONDS = 120;
+
+/** The absolute URL of `AGENT_INPUT_PATH` for one input, as it goes into the assignment. */
+export function agentInputUrl(publicUrl: string, assignmentId: string, mountName: string): string {
+  return `${publicUrl}/agent/v1/assignments/${encodeURIComponent(assignmentId)}/inputs/${encodeURIComponent(mountName)}`;
+}
+
 /** How long after its assignment finished (or failed) an agent may still upload, for a retry. */
 export const LATE_UPLOAD_MS = 15 * 60 * 1000;
 
+const assignmentId = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'is not an assignment id');
 const uploadParams = z.object({
-  id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'is not an assignment id'),
+  id: assignmentId,
   name: z.string().regex(/^(output-(0|[1-9][0-9]?)|log)$/, 'must be output-<rule index> or log'),
 });
+const inputParams = z.object({ id: assignmentId, mountName: assignmentInputSchema.shape.mountName });
 
 interface UploadTarget {
   id: string;
@@ -50,6 +65,26 @@ export interface AgentUploadAnswer {
 }
 
 /**
+ * The calling machine (its token) and the assignment `id` if it is that machine's; the spec's
+ * 401s for a missing or unknown token, `not_found` for another machine's assignment.
+ */
+async function machineAssignment(db: Database, authorization: string | undefined, id: string): Promise<UploadTarget> {
+  const machine = await authenticateMachine(db, authorization);
+  if (!machine) {
+    throw authorization === undefined
+      ? new ApiError('missing_api_key', 'No machine token was sent. Send it as "Authorization: Bearer gfa_…".')
+      : new ApiError('invalid_api_key', 'The machine token is malformed, unknown, or its machine is disabled.');
+  }
+  const [target] = await db.query<UploadTarget>(
+    `SELECT a.id, a.job_id, a.machine_id, a.state, a.spec, a.finished_at, a.updated_at, j.account_id
+       FROM assignments a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1`,
+    [id],
+  );
+  if (!target || target.machine_id !== machine.machineId) throw new ApiError('not_found', `No assignment ${id} on this machine.`);
+  return target;
+}
+
+/**
  * `PUT /agent/v1/assignments/:id/outputs/:name` (ARCHITECTURE.md section 8): an agent streams
  * an output (`output-<rule index>`, a tar of at most the rule's maxBytes) or the job's log
  * (`log`, at most LOG_ARTIFACT_MAX_BYTES). Machine token auth; the assignment must be this
@@ -58,25 +93,17 @@ export interface AgentUploadAnswer {
  * is recorded beside it and a mismatch is stored all the same (the server's hash is the
  * truth; the result then says `hashesMatch: false`). The same name again replaces the row
  * (an agent's retry) while the assignment runs; once it finished, only the same bytes again.
+ *
+ * `GET /agent/v1/assignments/:id/inputs/:mountName`: an input of the machine's offered,
+ * accepted or running assignment, as a 302 to a signed URL valid 120 s, asked for when the agent
+ * downloads it (the assignment carries this route, not a signed URL).
  */
-export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = async (app, { db, blobs, config }) => {
+export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions> = async (app, { db, blobs, signer, config }) => {
   takeRawBodies(app);
 
   app.put(AGENT_UPLOAD_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
-    const authorization = request.headers.authorization;
-    const machine = await authenticateMachine(db, authorization);
-    if (!machine) {
-      throw authorization === undefined
-        ? new ApiError('missing_api_key', 'No machine token was sent. Send it as "Authorization: Bearer gfa_…".')
-        : new ApiError('invalid_api_key', 'The machine token is malformed, unknown, or its machine is disabled.');
-    }
     const { id, name } = parseParams(uploadParams, request.params);
-    const [target] = await db.query<UploadTarget>(
-      `SELECT a.id, a.job_id, a.machine_id, a.state, a.spec, a.finished_at, a.updated_at, j.account_id
-         FROM assignments a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1`,
-      [id],
-    );
-    if (!target || target.machine_id !== machine.machineId) throw new ApiError('not_found', `No assignment ${id} on this machine.`);
+    const target = await machineAssignment(db, request.headers.authorization, id);
     const endedAt = target.finished_at ?? target.updated_at;
     const open =
       target.state === 'accepted' ||
@@ -144,5 +171,21 @@ export const agentUploadRoutes: FastifyPluginAsync<AgentUploadRoutesOptions> = a
       hashesMatch: declared === null ? null : declared === row.sha256,
     };
     return reply.code(201).send(answer);
+  });
+
+  app.get(AGENT_INPUT_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
+    const { id, mountName } = parseParams(inputParams, request.params);
+    const target = await machineAssignment(db, request.headers.authorization, id);
+    if (target.state !== 'offered' && target.state !== 'accepted' && target.state !== 'running') {
+      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; its inputs are no longer handed out.`, { details: [{ field: 'state', message: `state is ${target.state}` }] });
+    }
+    const inputs = assignmentSpecSchema.shape.inputs.safeParse((target.spec as { inputs?: unknown } | null)?.inputs);
+    const input = inputs.success ? inputs.data.find((i) => i.mountName === mountName) : undefined;
+    if (!input) throw new ApiError('not_found', `The assignment ${id} has no input ${mountName}.`);
+    const row = await findArtifactById(db, input.artifactId);
+    if (!row || row.account_id !== target.account_id) throw new ApiError('not_found', `No input artifact ${input.artifactId}.`);
+    if (isExpired(row)) throw new ApiError('gone', `The input artifact ${row.id} expired at ${row.expires_at.toISOString()}.`);
+    reply.header('Cache-Control', 'no-store');
+    return reply.redirect(signer.sign(row.id, INPUT_URL_TTL_SECONDS).url, 302);
   });
 };

@@ -1,7 +1,6 @@
 import type { AssignmentInput, ErrorDetail } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 import { isExpired } from './metadata.js';
-import type { UrlSigner } from './signing.js';
 import { findArtifacts } from './store.js';
 
 /** A job's `inputs` item as the customer gave it. */
@@ -40,17 +39,18 @@ export async function checkJobInputs(db: Queryable, accountId: string, inputs: r
 }
 
 /**
- * The assignment's `inputs`: each of the job's inputs with a signed download URL valid for
- * `ttlSeconds` (long enough for the agent to pull the image first), its SHA-256 and size.
+ * The assignment's `inputs`: each of the job's inputs with its SHA-256, size and the URL the
+ * agent fetches it from, `urlFor(mountName)`: the machine-authenticated route that hands out a
+ * signed URL valid 120 s at the moment the agent downloads (`agent-inputs.ts`), so no URL sent
+ * in an assignment outlives its use.
  *
  * @throws JobInputUnavailableError when an input is gone from the account or expired
  */
 export async function resolveJobInputs(
   db: Queryable,
-  signer: UrlSigner,
+  urlFor: (mountName: string) => string,
   accountId: string,
   inputs: readonly JobInputRef[],
-  ttlSeconds: number,
   now = Date.now(),
 ): Promise<AssignmentInput[]> {
   const rows = new Map((await findArtifacts(db, accountId, inputs.map((i) => i.artifactId))).map((r) => [r.id, r]));
@@ -58,6 +58,6 @@ export async function resolveJobInputs(
     const row = rows.get(input.artifactId);
     if (!row) throw new JobInputUnavailableError(input.artifactId, 'not_found');
     if (isExpired(row, now)) throw new JobInputUnavailableError(input.artifactId, 'expired');
-    return { mountName: input.mountName, artifactId: row.id, url: signer.sign(row.id, ttlSeconds, now).url, sha256: row.sha256, sizeBytes: Number(row.size_bytes) };
+    return { mountName: input.mountName, artifactId: row.id, url: urlFor(input.mountName), sha256: row.sha256, sizeBytes: Number(row.size_bytes) };
   });
 }

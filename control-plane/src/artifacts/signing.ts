@@ -34,3 +34,8 @@ export function createUrlSigner(key: string, publicUrl: string): UrlSigner {
     },
   };
 }
+
+/** `url` with the value of its `sig` parameter replaced: a signed URL is a credential until it expires, and logs outlive that. */
+export function withoutSignature(url: string): string {
+  return url.replace(/([?&]sig=)[^&#]*/g, '$1redacted');
+}

@@ -26,7 +26,7 @@ import {
  */
 export type ResolveInputs = (
   db: Queryable,
-  job: { id: string; accountId: string },
+  job: { id: string; accountId: string; assignmentId: string },
   inputs: ReadonlyArray<{ artifactId: string; mountName: string }>,
 ) => Promise<ResolvedInput[]>;
 
@@ -214,7 +214,7 @@ async function recordFor(
   const unit: CandidateUnit = match.unit;
   const assignmentId = newId('asg');
   try {
-    const inputs = spec.inputs && spec.inputs.length > 0 ? await deps.resolveInputs!(tx, { id: job.id, accountId: job.accountId }, spec.inputs) : [];
+    const inputs = spec.inputs && spec.inputs.length > 0 ? await deps.resolveInputs!(tx, { id: job.id, accountId: job.accountId, assignmentId }, spec.inputs) : [];
     const assignmentSpec = buildAssignmentSpec({ assignmentId, jobId: job.id, spec, maxRuntimeSeconds: job.maxRuntimeSeconds, gpus: match.gpus, inputs });
     return {
       assignmentId,
