@@ -1,5 +1,5 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -75,10 +75,23 @@ t.test('npm start: the control plane on the embedded database with a seeded flee
   await new Promise((resolve) => child.once('exit', resolve));
   t.notOk(existsSync(join(dataDir, 'control-plane.json')), 'the state file is removed on a clean stop');
 
-  // Restarted on the same data, nothing is seeded twice and the key still works.
+  // Restarted on the same data, nothing is seeded twice, the key still works and the chain's escrow is reused.
   const again = await startMarketplace(t, dataDir, env);
   t.notMatch(again.output(), /seeded a simulated fleet/);
   t.equal((await fetch(`${again.url}/v1/billing`, { headers: { authorization: `Bearer ${key}` } })).status, 200);
+  const escrowLine = /escrow\s+(0x[0-9a-f]{40})(.*)/;
+  const reused = escrowLine.exec(again.output());
+  t.match(reused?.[2], /\(reused\)/, 'the saved escrow is reused');
   again.child.kill('SIGTERM');
   await new Promise((resolve) => again.child.once('exit', resolve));
+
+  // A chain saved with another escrow code (an older checkout) gets the current escrow deployed.
+  const chainJson = join(dataDir, 'chain.json');
+  writeFileSync(chainJson, JSON.stringify({ ...JSON.parse(readFileSync(chainJson, 'utf8')), escrowCodeHash: `0x${'0'.repeat(64)}` }));
+  const upgraded = await startMarketplace(t, dataDir, env);
+  const fresh = escrowLine.exec(upgraded.output());
+  t.notMatch(fresh?.[2], /\(reused\)/, 'a new escrow is deployed');
+  t.not(fresh?.[1], reused?.[1], 'at another address');
+  upgraded.child.kill('SIGTERM');
+  await new Promise((resolve) => upgraded.child.once('exit', resolve));
 });

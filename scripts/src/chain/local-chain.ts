@@ -1,5 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gpuFarmEscrowBytecode } from '@gpufarm/shared';
+import { keccak256 } from 'viem';
 import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/chain/anvil.js';
 import { contractHasCode, deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
 import { deploymentEnv } from '@gpufarm/control-plane/chain/deployment-file.js';
@@ -30,7 +32,8 @@ export function localChainEnv({ anvil, deployment }: LocalChain): Record<string,
  * The local chain of `npm start`: anvil with `--chain-id`, its state kept in
  * `<dataDir>/anvil-state.json` across restarts, on port 8545 (any free port when taken). The
  * escrow and the test stablecoin are deployed once (operator: dev account 0, treasury: account 4,
- * tUSDC minted to the customer dev wallet, account 1) and recorded in `<dataDir>/chain.json`.
+ * tUSDC minted to the customer dev wallet, account 1) and recorded in `<dataDir>/chain.json`
+ * with the hash of the escrow's code, deployed again when that code changed.
  */
 export async function startLocalChain(options: { dataDir: string; chainId: number; challengeWindowSeconds: number }): Promise<LocalChain> {
   mkdirSync(options.dataDir, { recursive: true });
@@ -43,9 +46,12 @@ export async function startLocalChain(options: { dataDir: string; chainId: numbe
   }
   try {
     const file = chainFile(options.dataDir);
+    // The escrow's code changes with the repository: a chain saved by an older checkout gets
+    // the current escrow deployed afresh instead of keeping one without today's rules.
+    const escrowCodeHash = keccak256(gpuFarmEscrowBytecode);
     if (existsSync(file)) {
-      const saved = JSON.parse(readFileSync(file, 'utf8')) as Deployment & { rpcUrl: string };
-      if (saved.chainId === options.chainId && (await contractHasCode(anvil.rpcUrl, options.chainId, saved.escrow))) {
+      const saved = JSON.parse(readFileSync(file, 'utf8')) as Deployment & { rpcUrl: string; escrowCodeHash?: string };
+      if (saved.chainId === options.chainId && saved.escrowCodeHash === escrowCodeHash && (await contractHasCode(anvil.rpcUrl, options.chainId, saved.escrow))) {
         const deployment = { ...saved, rpcUrl: anvil.rpcUrl };
         writeFileSync(file, `${JSON.stringify(deployment, null, 2)}\n`);
         return { anvil, deployment, deployed: false };
@@ -61,7 +67,7 @@ export async function startLocalChain(options: { dataDir: string; chainId: numbe
       withStablecoin: true,
       mint: [{ to: LOCAL_CUSTOMER.address, amount: LOCAL_CUSTOMER_TUSDC }],
     });
-    writeFileSync(file, `${JSON.stringify({ ...deployment, rpcUrl: anvil.rpcUrl }, null, 2)}\n`);
+    writeFileSync(file, `${JSON.stringify({ ...deployment, rpcUrl: anvil.rpcUrl, escrowCodeHash }, null, 2)}\n`);
     return { anvil, deployment, deployed: true };
   } catch (err) {
     await anvil.stop();
