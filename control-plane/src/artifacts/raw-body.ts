@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import { ApiError } from '@gpufarm/shared';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { slowBodyError, watchBodyRate } from '../http/body-rate.js';
+import { clientGoneError, slowBodyError, watchBodyRate } from '../http/body-rate.js';
 
 /**
  * Streamed uploads. The API's 256 KiB body limit belongs to JSON bodies; an artifact upload
@@ -33,7 +33,7 @@ export function bodyStream(raw: IncomingMessage): Readable {
   body.on('error', () => undefined);
   const abort = (cause?: unknown) => {
     if (raw.complete) return;
-    body.destroy(new ApiError('invalid_request', 'The client closed the connection before the body ended.', { cause }));
+    body.destroy(clientGoneError(cause));
   };
   if (raw.destroyed) {
     abort();

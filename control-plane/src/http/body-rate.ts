@@ -59,3 +59,8 @@ export function watchBodyRate(body: Readable, onSlow: () => void, options: BodyR
   body.once('error', stop);
   return stop;
 }
+
+/** 400 `invalid_request` for a body whose client went away before it ended: nobody reads it, and it is not the server's fault. */
+export function clientGoneError(cause?: unknown): ApiError {
+  return new ApiError('invalid_request', 'The client closed the connection before the body ended.', { cause });
+}

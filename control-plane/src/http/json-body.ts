@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError, MAX_BODY_BYTES } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
-import { watchBodyRate, slowBodyError } from './body-rate.js';
+import { clientGoneError, slowBodyError, watchBodyRate } from './body-rate.js';
 
 /**
  * The path of the first key of `value` that could reach an object's prototype when code merges
@@ -54,7 +54,10 @@ function readBody(request: { headers: IncomingMessage['headers'] }, payload: Inc
     };
     const stopWatching = watchBodyRate(payload, () => fail(slowBodyError()));
     payload.on('data', onData);
-    payload.once('error', fail);
+    payload.once('error', (err) => fail(clientGoneError(err)));
+    payload.once('close', () => {
+      if (!payload.complete) fail(clientGoneError());
+    });
     payload.once('end', () => {
       stopWatching();
       if (declared !== undefined && Number(declared) !== size) return reject(new ApiError('invalid_request', 'Content-Length does not match the body.'));
