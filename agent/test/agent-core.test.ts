@@ -7,6 +7,7 @@ import { backoffDelay } from '../src/link/backoff.js';
 import { loadConfig, ConfigError } from '../src/config/config.js';
 import { parseNvidiaSmiXml, NvidiaSmiParseError } from '../src/inventory/nvidia-smi-xml.js';
 import { decideHealth } from '../src/inventory/snapshot.js';
+import { parseNvidiaSmiList } from '../src/inventory/gpu-probe.js';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../src/inventory/simulated.js';
 import { tierFor, tierForRatio } from '../src/benchmark/tiers.js';
 import { LogOutbox } from '../src/logs/outbox.js';
@@ -64,7 +65,24 @@ t.test('decideHealth', async (t) => {
   t.match(decideHealth({ simulated: false, reading: { ok: true, report: { ...report, gpus: [] } }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus' });
   t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'not_run' });
   t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'done', result: { ok: false, reason: 'no runtime' } }, now }), { status: 'unhealthy', gpuProbe: 'failed', reason: /no runtime/ });
-  t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'done', result: { ok: true } }, now }), { status: 'healthy', gpuProbe: 'passed', reason: null });
+  const listed = [{ name: 'NVIDIA L4', uuid: 'GPU-1' }];
+  t.match(decideHealth({ simulated: false, reading: { ok: true, report }, probe: { kind: 'done', result: { ok: true, listed } }, now }), { status: 'healthy', gpuProbe: 'passed', reason: null, probeListing: listed });
+  t.equal(decideHealth({ simulated: true, reading: null, probe: { kind: 'not_run' }, now }).probeListing, undefined, 'no listing without a probe');
+});
+
+t.test('parseNvidiaSmiList', async (t) => {
+  const text = [
+    'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0)',
+    '  MIG 1g.10gb     Device  0: (UUID: MIG-0b9c7f0e-1111-2222-3333-444444444444)',
+    'GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-7f3a0000-0000-0000-0000-000000000001)',
+    'No devices were found',
+    '',
+  ].join('\n');
+  t.same(parseNvidiaSmiList(text), [
+    { name: 'NVIDIA H100 80GB HBM3', uuid: 'GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0' },
+    { name: 'NVIDIA GeForce RTX 4090', uuid: 'GPU-7f3a0000-0000-0000-0000-000000000001' },
+  ]);
+  t.same(parseNvidiaSmiList('No devices were found\n'), []);
 });
 
 t.test('parseSimulatedGpus', async (t) => {

@@ -1,8 +1,27 @@
 import type Docker from 'dockerode';
 import { demuxDockerOutput } from './docker-output.js';
 
-/** Whether a container can see the machine's GPUs. */
-export type GpuProbeResult = { ok: true } | { ok: false; reason: string };
+/** One GPU as `nvidia-smi -L` lists it. */
+export interface ProbeListedGpu {
+  name: string;
+  uuid: string;
+}
+
+/** Whether a container can see the machine's GPUs; `listed` is what its `nvidia-smi -L` printed. */
+export type GpuProbeResult = { ok: true; listed: ProbeListedGpu[] } | { ok: false; reason: string };
+
+/**
+ * The GPUs of `nvidia-smi -L` output (`GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)`); MIG
+ * device lines and anything else are skipped.
+ */
+export function parseNvidiaSmiList(text: string): ProbeListedGpu[] {
+  const listed: ProbeListedGpu[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^GPU \d+: (.+) \(UUID: ([^)\s]+)\)\s*$/.exec(line.trim());
+    if (m) listed.push({ name: m[1]!.trim(), uuid: m[2]! });
+  }
+  return listed;
+}
 
 /**
  * The GPU-probe port: proves that a container started the way jobs are started (NVIDIA
@@ -57,7 +76,7 @@ export function dockerGpuProbe(docker: Docker, options: DockerGpuProbeOptions): 
         if (outcome.StatusCode !== 0) return { ok: false, reason: `nvidia-smi -L in a container exited with ${outcome.StatusCode}: ${logs.replace(/[^\x20-\x7e\n]/g, '').trim().slice(0, 300)}` };
         const missing = uuids.filter((u) => !logs.includes(u));
         if (missing.length > 0) return { ok: false, reason: `a container sees ${uuids.length - missing.length} of ${uuids.length} GPUs; missing ${missing.join(', ')}` };
-        return { ok: true };
+        return { ok: true, listed: parseNvidiaSmiList(output.stdout) };
       } catch (err) {
         const message = (err as Error).message;
         const hint = /could not select device driver|unknown or invalid runtime|nvidia/i.test(message)

@@ -57,7 +57,7 @@ export function decideHealth(input: { simulated: boolean; reading: GpuReading | 
   if (reading.report.gpus.length === 0) return { status: 'unhealthy', reason: 'nvidia-smi lists no GPU', gpuProbe: 'no_gpus', checkedAt };
   if (input.probe.kind === 'not_run') return { status: 'unhealthy', reason: 'the GPU container probe has not run yet: GPUs are offered once a container has seen them', gpuProbe: 'not_run', checkedAt };
   if (!input.probe.result.ok) return { status: 'unhealthy', reason: `GPU container probe failed: ${input.probe.result.reason}`, gpuProbe: 'failed', checkedAt };
-  return { status: 'healthy', reason: null, gpuProbe: 'passed', checkedAt };
+  return { status: 'healthy', reason: null, gpuProbe: 'passed', probeListing: input.probe.result.listed.slice(0, 64), checkedAt };
 }
 
 /** What leaves the machine: GPUs only when healthy. */
@@ -87,6 +87,6 @@ export function inventoryKey(inv: MachineInventory): string {
     detected: inv.detectedGpuCount,
     driver: inv.driverVersion,
     cuda: inv.cudaVersion,
-    health: [inv.health.status, inv.health.reason, inv.health.gpuProbe],
+    health: [inv.health.status, inv.health.reason, inv.health.gpuProbe, inv.health.probeListing ?? null],
   });
 }

@@ -133,6 +133,13 @@ export const machineHealthSchema = z.strictObject({
   /** Why it is unhealthy, with what the operator can do; null when healthy. */
   reason: z.string().max(2000).nullable(),
   gpuProbe: z.enum(GPU_PROBE_STATES),
+  /**
+   * The GPUs the probe container's `nvidia-smi -L` listed (product name and UUID, in its order)
+   * when the probe passed; null otherwise. The control plane compares it with the inventory's
+   * GPUs: a machine whose container sees other GPUs than it claims is unhealthy. Older agents
+   * omit it, and their machines cannot be verified.
+   */
+  probeListing: z.array(z.strictObject({ name: z.string().min(1).max(128), uuid: z.string().min(1).max(128) })).max(64).nullable().optional(),
   checkedAt: isoTimeSchema,
 });
 export type MachineHealth = z.infer<typeof machineHealthSchema>;
