@@ -13,7 +13,9 @@ import {
   insertAssignment,
   insertJob,
   newEnrollmentToken,
+  runCanary,
   startGatewayApp,
+  TEST_CANARY_IMAGE,
   testInventory,
 } from './helpers/agent-client.js';
 
@@ -126,7 +128,7 @@ t.test('POST /admin/v1/enrollment-tokens', async (t) => {
 });
 
 t.test('GET /agent/v1/ws', async (t) => {
-  const { app, db, url, gateway, offerIndex, calls } = await startGatewayApp(t);
+  const { app, db, url, offerIndex, calls } = await startGatewayApp(t);
 
   t.test('error: the upgrade is refused with 401 without a known machine token', async (t) => {
     for (const token of [null, `gfa_${'y'.repeat(43)}`, 'gf_test_notamachinetoken']) {
@@ -140,6 +142,8 @@ t.test('GET /agent/v1/ws', async (t) => {
   });
 
   t.test('default: hello gets welcome; the machine is online and listed in /v1/capacity', async (t) => {
+    // An app that verifies machines (a canary image configured): offered once verified.
+    const { app, db, url, gateway, offerIndex } = await startGatewayApp(t, { env: { GF_CANARY_IMAGE: TEST_CANARY_IMAGE } });
     const { machineId, machineToken } = await enrollMachine(app, db);
     const agent = await AgentSocket.connect(url, machineToken);
     t.teardown(() => agent.close());
@@ -148,6 +152,8 @@ t.test('GET /agent/v1/ws', async (t) => {
     const welcome = await agent.next('welcome');
     t.match(welcome, { protocolVersion: 2, machineId, heartbeatIntervalSeconds: 5, acked: [] });
     t.equal(welcome.lostAfterSeconds, 50 + 300, 'protocol 2: the requeue time of a silent machine, GF_MACHINE_OFFLINE_SECONDS + GF_MACHINE_LOST_GRACE_SECONDS');
+    // Offered once the control plane verified it (machine-verification.test.ts).
+    await runCanary(agent, { url, machineToken });
     const [machine] = await db.query<{ status: string; offline_since: Date | null; connected_at: Date | null; benchmark_tier: string; benchmark: unknown; inventory: unknown }>(
       'SELECT status, offline_since, connected_at, benchmark_tier, benchmark, inventory FROM machines WHERE id = $1',
       [machineId],
@@ -184,6 +190,8 @@ t.test('GET /agent/v1/ws', async (t) => {
     t.teardown(() => agent.close());
     agent.send(hello());
     await agent.next('welcome');
+    // The hello's own writes (its verification among them) are done before counting.
+    await agent.barrier();
     const uptime = async () => (await db.query<{ s: number }>('SELECT coalesce(sum(seconds_up), 0)::int AS s FROM machine_uptime_days WHERE machine_id = $1', [machineId]))[0]!.s;
 
     await db.query(`UPDATE machines SET last_heartbeat_at = now() - interval '7 seconds' WHERE id = $1`, [machineId]);

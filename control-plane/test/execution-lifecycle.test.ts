@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import tar from 'tar-stream';
 import t, { type Test } from 'tap';
 import { argvSha256, canaryResult, jobSchema, signRecord, type AssignmentStatusMessage, type ExecutionRecord } from '@gpufarm/shared';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
@@ -12,6 +11,7 @@ import { MAX_ATTEMPTS } from '../src/execution/failures.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { newId } from '../src/ids.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
+import { tarOf } from './helpers/uploads.js';
 
 /**
  * The execution lifecycle on a real PostgreSQL database: agent reports in, job states, log lines,
@@ -95,15 +95,6 @@ async function setup(t: Test, options: { image?: string; command?: string[]; max
   const freeGpus = async () => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM machine_gpus WHERE machine_id = $1 AND NOT busy AND assignment_id IS NULL', [machine.id]))[0]!.n;
   const sign = (record: ExecutionRecord) => signRecord(record, keys.privateKey);
   return { ...test, deps, jobId, machine, image, command, offer, status, upload, job, lines, freeGpus, sign, key };
-}
-
-async function tarOf(files: Record<string, string>): Promise<Buffer> {
-  const pack = tar.pack();
-  for (const [name, text] of Object.entries(files)) pack.entry({ name }, text);
-  pack.finalize();
-  const chunks: Buffer[] = [];
-  for await (const chunk of pack) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
 }
 
 const STARTED = '2026-11-22T10:00:00.000Z';

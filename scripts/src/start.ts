@@ -60,9 +60,12 @@ function localGpus(): string | null {
   return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;
 }
 
-/** What `/v1/capacity` lists for the local farm once the agent's inventory is in (waits up to 15 s). */
+/**
+ * What `/v1/capacity` lists for the local farm once the agent's inventory is in and its
+ * verification canary passed (waits up to 60 s: the canary is pulled and run first).
+ */
 async function localOffer(url: string): Promise<string | null> {
-  for (let i = 0; i < 60; i++) {
+  for (let i = 0; i < 240; i++) {
     const list = (await fetch(`${url}/v1/capacity?farm=${LOCAL_FARM.slug}`).then((r) => r.json()).catch(() => null)) as { data?: { count: number; gpu: { label: string }; simulated: boolean }[] } | null;
     const offer = list?.data?.[0];
     if (offer) return `${offer.count}x ${offer.gpu.label}${offer.simulated ? ' (simulated)' : ''} in /v1/capacity`;
@@ -186,7 +189,7 @@ Chain: ${config.chain?.rpcUrl ?? 'none'} (escrow ${config.chain?.escrowAddress ?
     const agentLines = agent
       ? `
 Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''}, farm ${LOCAL_FARM.slug} (${LOCAL_FARM.region}, ${LOCAL_FARM.priceUsd} USD per GPU-hour), pid ${agent.pid}
-  offers           ${offered ?? 'nothing yet (see the [agent] lines: an unhealthy machine offers no GPU)'}
+  offers           ${offered ?? 'nothing yet (see the [agent] lines: an unhealthy machine offers no GPU, and a machine is offered once its verification canary passed)'}
   payout wallet    ${LOCAL_PAYOUT.address}  (anvil dev account 2)
   canary image     ${process.env.GF_CANARY_IMAGE}
 `

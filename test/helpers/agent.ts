@@ -31,8 +31,8 @@ export interface TestAgent {
   stateDir: string;
   /** The running `gf-agent run`, if started. */
   current: TestProcess | null;
-  /** Starts `gf-agent run` (again). */
-  start(): TestProcess;
+  /** Starts `gf-agent run` (again), with more `GF_AGENT_*` settings when given (another GPU set, say). */
+  start(env?: Record<string, string>): TestProcess;
 }
 
 /**
@@ -82,8 +82,8 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
     machineId,
     stateDir,
     current: null,
-    start() {
-      const p = spawnProcess(options.name, process.execPath, [BIN, 'run'], { env: childEnv });
+    start(env) {
+      const p = spawnProcess(options.name, process.execPath, [BIN, 'run'], { env: { ...childEnv, ...env } });
       processes.push(p);
       market.processes.push(p);
       agent.current = p;

@@ -203,6 +203,14 @@ export class Marketplace {
     return JSON.parse(text) as T;
   }
 
+  /** A GET of the admin API (`/admin/v1`); throws on an error status. */
+  async adminGet<T>(path: string): Promise<T> {
+    const res = await fetch(`${this.url}/admin/v1${path}`, { headers: { authorization: `Bearer ${this.adminToken}` } });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`GET /admin/v1${path} answered ${res.status}: ${text}`);
+    return JSON.parse(text) as T;
+  }
+
   /** A new API key with every customer scope for `wallet` (its account is made when new). */
   async createApiKey(wallet: Address): Promise<string> {
     const created = await this.admin<{ key: string }>('/api-keys', { walletAddress: wallet, scopes: ['jobs:create', 'jobs:read', 'artifacts:read', 'billing:read'] });

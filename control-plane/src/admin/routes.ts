@@ -6,6 +6,7 @@ import { keyEnvironmentFor } from '../auth/api-keys.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '../auth/store.js';
 import type { Database } from '../db/database.js';
 import { parseBody, parseParams } from '../http/parse.js';
+import { findMachineVerification } from '../machine-verification/store.js';
 
 export const createKeyBodySchema = z
   .object({
@@ -31,6 +32,7 @@ export const createEnrollmentTokenBodySchema = z.strictObject({
 
 const keyParams = z.object({ id: z.string().regex(/^key_[0-9a-z]{26}$/, 'is not an API key id') });
 const accountParams = z.object({ id: z.string().regex(/^acct_[0-9a-z]{26}$/, 'is not an account id') });
+const machineParams = z.object({ id: z.string().regex(/^mach_[0-9a-z]{26}$/, 'is not a machine id') });
 
 /**
  * The operator's API (`Authorization: Bearer <GF_ADMIN_TOKEN>`), registered only when an admin
@@ -95,4 +97,26 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       return { object: 'account', id, status };
     });
   }
+
+  // What the machine claims and what the control plane verified of it (docs/decisions.md, "Machine verification").
+  app.get('/admin/v1/machines/:id', admin, async (request) => {
+    const { id } = parseParams(machineParams, request.params);
+    const machine = await findMachineVerification(db, id);
+    if (!machine) throw new ApiError('not_found', `No machine ${id}.`);
+    return {
+      object: 'machine',
+      id: machine.machineId,
+      status: machine.status,
+      healthReason: machine.healthReason,
+      simulated: machine.simulated,
+      claimedTier: machine.claimedTier,
+      verification: {
+        status: machine.verification,
+        reason: machine.verificationReason,
+        canaryJobId: machine.verificationJobId,
+        verifiedAt: machine.verifiedAt?.toISOString() ?? null,
+        claims: machine.claims,
+      },
+    };
+  });
 };

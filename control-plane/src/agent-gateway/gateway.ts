@@ -4,6 +4,7 @@ import { AGENT_WS_PATH, ERROR_CODES } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
+import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { ExecutionDeps } from '../execution/lifecycle.js';
 import { generateRequestId } from '../http/request-id.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
@@ -131,6 +132,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
             () => lifecycle.assignmentRejected(deps, a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`),
           ] as const,
       ),
+      ['starting verification canaries', () => scheduleCanaries({ db: deps.db, config, log })] as const,
     ]);
   };
   const sweeper = startPeriodic({ name: 'agent gateway liveness sweep', intervalMs: options.sweepIntervalMs ?? config.sweepIntervalMs, run: sweep, log });

@@ -12,6 +12,7 @@ import {
 import type { WebSocket } from 'ws';
 import type { ExecutionDeps } from '../execution/lifecycle.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
+import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { DispatchNotice } from './dispatch.js';
 import type { LifecyclePort } from './lifecycle-port.js';
 import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
@@ -240,6 +241,10 @@ export class AgentConnection {
     const pending = this.pending;
     this.pending = [];
     for (const notice of pending) await this.handleNotice(notice);
+    // First enrollment, or a driver or GPU change (`applyHello`): the machine is offered once its canary passes.
+    await scheduleCanaries({ db: deps.db, config: deps.config, log: this.ctx.log }, { machineId: this.machineId }).catch((err: unknown) =>
+      this.ctx.log(`machine ${this.machineId}: starting its verification canary failed; the sweep tries again`, err),
+    );
   }
 
   /** The agent let go of superseded assignments: their GPUs can be offered again. */

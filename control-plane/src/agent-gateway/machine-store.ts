@@ -1,5 +1,7 @@
-import { findGpuClass, type HeartbeatMessage, type HelloMessage, type MachineInventory } from '@gpufarm/shared';
+import { findGpuClass, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
+import { probeMismatch } from '../machine-verification/claims.js';
+import { noteClaims } from '../machine-verification/store.js';
 
 /**
  * What an agent's link writes about its machine: inventory and benchmark at `hello`, health,
@@ -52,6 +54,17 @@ export function linkStatus(health: { status: 'healthy' | 'unhealthy' }, draining
 }
 
 /**
+ * The status and reason a machine's report gives it: its own health and draining, and
+ * unhealthy when the GPU probe's `nvidia-smi -L` contradicts the GPUs it claims.
+ */
+export function reportedStatus(inventory: Pick<MachineInventory, 'gpus' | 'simulated'>, health: MachineHealth, draining: boolean): { status: LinkStatus; reason: string | null } {
+  const mismatch = probeMismatch(inventory.gpus, health, inventory.simulated);
+  if (mismatch !== null) return { status: 'unhealthy', reason: mismatch };
+  const status = linkStatus(health, draining);
+  return { status, reason: status === 'unhealthy' ? health.reason ?? 'the agent reports the machine unhealthy' : null };
+}
+
+/**
  * Makes the machine's `machine_gpus` match `wanted` without touching reservations: changed or
  * new GPUs are upserted (keeping `busy` and `assignment_id`), GPUs no longer listed are removed
  * unless a live assignment holds them. Writes nothing when nothing changed. Returns whether it wrote.
@@ -89,7 +102,7 @@ export async function reconcileGpus(db: Queryable, machineId: string, wanted: re
  */
 export async function applyHello(db: Database, machineId: string, hello: HelloMessage): Promise<void> {
   const columns = inventoryColumns(hello.inventory);
-  const status = linkStatus(hello.inventory.health, hello.draining);
+  const { status, reason } = reportedStatus(hello.inventory, hello.inventory.health, hello.draining);
   await db.transaction(async (tx) => {
     await tx.query(
       `UPDATE machines SET
@@ -101,18 +114,20 @@ export async function applyHello(db: Database, machineId: string, hello: HelloMe
          draining = $14, connected_at = now(), last_heartbeat_at = now(), offline_since = NULL, updated_at = now()
        WHERE id = $1`,
       [
-        machineId, status, status === 'unhealthy' ? hello.inventory.health.reason ?? 'the agent reports the machine unhealthy' : null,
+        machineId, status, reason,
         hello.agentVersion, JSON.stringify(hello.inventory), hello.benchmark === null ? null : JSON.stringify(hello.benchmark),
         hello.benchmark?.tier ?? null, columns.cudaVersion, columns.driverVersion, columns.cpuCores, columns.ramBytes,
         columns.diskFreeBytes, columns.simulated, hello.draining,
       ],
     );
     await reconcileGpus(tx, machineId, gpuRowsFor(hello.inventory));
+    await noteClaims(tx, machineId, hello.inventory);
   });
 }
 
 interface HeartbeatRow {
   status: string;
+  inventory: MachineInventory | null;
   health_reason: string | null;
   cuda_version: string | null;
   driver_version: string | null;
@@ -136,7 +151,7 @@ export async function recordHeartbeat(db: Database, machineId: string, heartbeat
          inventory = coalesce($4::jsonb, inventory), agent_version = coalesce($5, agent_version),
          cpu_cores = coalesce($6, cpu_cores), ram_bytes = coalesce($7, ram_bytes), disk_free_bytes = coalesce($8, disk_free_bytes)
        FROM prev WHERE machines.id = prev.id
-       RETURNING machines.status, machines.health_reason, machines.cuda_version, machines.driver_version, machines.simulated, prev.prev_at
+       RETURNING machines.status, machines.inventory, machines.health_reason, machines.cuda_version, machines.driver_version, machines.simulated, prev.prev_at
      ),
      up AS (
        INSERT INTO machine_uptime_days (machine_id, day, seconds_up)
@@ -144,7 +159,7 @@ export async function recordHeartbeat(db: Database, machineId: string, heartbeat
          FROM m WHERE m.prev_at IS NOT NULL AND m.prev_at < now()
        ON CONFLICT (machine_id, day) DO UPDATE SET seconds_up = least(86400, machine_uptime_days.seconds_up + excluded.seconds_up)
      )
-     SELECT status, health_reason, cuda_version, driver_version, simulated FROM m`,
+     SELECT status, inventory, health_reason, cuda_version, driver_version, simulated FROM m`,
     [
       machineId, JSON.stringify(heartbeat.gpus), heartbeat.draining, inventory ? JSON.stringify(inventory) : null,
       inventory?.agentVersion ?? null, columns?.cpuCores ?? null, columns?.ramBytes ?? null, columns?.diskFreeBytes ?? null,
@@ -158,8 +173,8 @@ export async function recordHeartbeat(db: Database, machineId: string, heartbeat
     params.push(value);
     sets.push(`${column} = $${params.length}`);
   };
-  const status = linkStatus(heartbeat.health, heartbeat.draining);
-  const reason = status === 'unhealthy' ? heartbeat.health.reason ?? 'the agent reports the machine unhealthy' : null;
+  const claimed = inventory ?? row.inventory ?? { gpus: [], simulated: row.simulated };
+  const { status, reason } = reportedStatus(claimed, heartbeat.health, heartbeat.draining);
   if (row.status !== status) {
     set('status', status);
     sets.push('offline_since = NULL');
@@ -173,7 +188,10 @@ export async function recordHeartbeat(db: Database, machineId: string, heartbeat
   if (sets.length === 0 && !inventory) return true;
   await db.transaction(async (tx) => {
     if (sets.length > 0) await tx.query(`UPDATE machines SET ${sets.join(', ')}, updated_at = now() WHERE id = $1`, params);
-    if (inventory) await reconcileGpus(tx, machineId, gpuRowsFor(inventory));
+    if (inventory) {
+      await reconcileGpus(tx, machineId, gpuRowsFor(inventory));
+      await noteClaims(tx, machineId, inventory);
+    }
   });
   return true;
 }

@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/database.js';
 
 /**
- * One row per (machine, GPU class) of every machine that is online on an active farm, priced
+ * One row per (machine, GPU class) of every machine that is online and verified (machine-verification) on an active farm, priced
  * or not: the offer index's raw material.
  */
 export interface FleetRow {
@@ -69,7 +69,7 @@ export async function loadFleetRows(db: Queryable): Promise<FleetRow[]> {
       `SELECT id, farm_id AS "farmId", region_key AS "regionKey", price_per_gpu_hour_micro_usd AS price,
          min_billing_seconds AS "minBillingSeconds", benchmark_tier AS "benchmarkTier", cuda_version AS "cudaVersion",
          driver_version AS "driverVersion", workloads, simulated, (extract(epoch FROM created_at) * 1000)::float8 AS "createdAtMs"
-       FROM machines WHERE status = 'online'`,
+       FROM machines WHERE status = 'online' AND verification = 'verified'`,
     ),
     db.query<GpuGroupRecord>(
       `SELECT machine_id AS "machineId", class_id AS "classId", count(*)::int AS gpus, (count(*) FILTER (WHERE busy))::int AS busy

@@ -5,6 +5,8 @@ import { recordCompletion } from '../jobs/settlement.js';
 import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
+import { canaryVerdict } from '../machine-verification/canary.js';
+import { recordCanaryOutcome } from '../machine-verification/store.js';
 import type { ExecutionDeps } from './lifecycle.js';
 import { findAssignment, findMachineFacts, moveAssignment, releaseGpus } from './store.js';
 import { allHashesMatch, canaryExpected, canaryIterations, readTarEntry, verificationLevel, type ExecutionEvidence } from './verification.js';
@@ -122,5 +124,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
       job.id,
       `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatUsdCents(price)}/GPU-hour, total $${formatUsdCents(cost.totalMicroUsd)} (fee included)`,
     );
+    // Only the machine's current canary job changes its verification; any other job, nothing.
+    await recordCanaryOutcome(tx, { machineId: asg.machine_id, jobId: job.id }, canaryVerdict({ level, timedOut, exitCode: asg.exit_code }));
   });
 }

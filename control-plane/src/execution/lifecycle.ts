@@ -9,6 +9,7 @@ import { authorizePendingRefund } from '../jobs/settlement.js';
 import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
+import { recordCanaryOutcome } from '../machine-verification/store.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
 import { excludeMachine, findAssignment, LIVE_STATES, moveAssignment, releaseGpus } from './store.js';
@@ -60,9 +61,16 @@ export async function assignmentRejected(
     if (!asg) return;
     await releaseGpus(tx, asg.id);
     await excludeMachine(tx, asg.job_id, machineId, reason);
+    const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
+    // A canary is for this machine only: refused, it fails its verification instead of queueing.
+    const [job] = await tx.query<{ kind: string }>('SELECT kind FROM jobs WHERE id = $1', [asg.job_id]);
+    if (job?.kind === 'verification') {
+      const failed = await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'fail').to, assignmentId: asg.id, set: { assignment_id: null, failure_reason: why } });
+      if (failed) await recordCanaryOutcome(tx, { machineId, jobId: asg.job_id }, { passed: false, reason: `the canary was not run: ${why}: ${message}` });
+      return;
+    }
     const moved = await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'unmatch').to, assignmentId: asg.id, set: { assignment_id: null } });
     if (moved) {
-      const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
       await appendServiceLine(tx, asg.job_id, `not started: ${why}; queued again for another machine`);
       await notifyJobQueued(tx, asg.job_id);
     }
@@ -184,14 +192,16 @@ async function failAssignment(
     if (!asg) return null;
     await releaseGpus(tx, asg.id);
     if (rule.excludeMachine) await excludeMachine(tx, asg.job_id, asg.machine_id, code);
-    const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING' }>(
-      `SELECT status FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
+    const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING'; kind: string }>(
+      `SELECT status, kind FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
       [asg.job_id, asg.id],
     );
     if (!job) return null;
     // Runs that ended without a result, this one included (a machine's refusal is not a run).
     const [{ attempts }] = (await tx.query<{ attempts: number }>(`SELECT count(*)::int AS attempts FROM assignments WHERE job_id = $1 AND state IN ('failed', 'lost')`, [asg.job_id])) as [{ attempts: number }];
-    const retry = rule.retried && attempts < MAX_ATTEMPTS;
+    // A canary is never run again elsewhere: it verifies this machine.
+    const canary = job.kind === 'verification';
+    const retry = rule.retried && attempts < MAX_ATTEMPTS && !canary;
     const transition = transitionFor(job.status, retry ? 'retry' : 'fail');
     const refund = transition.effects.includes('authorize_refund');
     const why = `${rule.summary}: ${message}`.slice(0, 1900);
@@ -210,7 +220,8 @@ async function failAssignment(
         : `failed: ${why}${rule.retried ? ` (after ${attempts} attempts)` : ''}; nothing is charged and the escrow refund is authorized`,
     );
     if (retry) await notifyJobQueued(tx, asg.job_id);
-    return refund ? asg.job_id : null;
+    if (canary) await recordCanaryOutcome(tx, { machineId: asg.machine_id, jobId: asg.job_id }, { passed: false, reason: `the canary failed: ${why}` });
+    return refund && !canary ? asg.job_id : null;
   });
   if (failedJob && deps.escrow) {
     const job = await findJobById(deps.db, failedJob);

@@ -51,6 +51,8 @@ export interface MachineInput {
   /** GPU class id from the catalog. */
   classId: string;
   gpuCount: number;
+  /** Default `verified` (a machine of the catalog's fleet; enrolled machines start `unverified`). */
+  verification?: 'unverified' | 'verifying' | 'verified' | 'failed';
   /** How many of the GPUs are busy (the first ones). Default 0. */
   busyGpus?: number;
   /** null: online but not offered. */
@@ -101,8 +103,8 @@ export async function createMachine(db: Database, input: MachineInput): Promise<
   await db.transaction(async (tx) => {
     await tx.query(
       `INSERT INTO machines (id, farm_id, region_key, status, price_per_gpu_hour_micro_usd, min_billing_seconds, benchmark_tier,
-         cuda_version, driver_version, workloads, simulated, last_heartbeat_at, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)`,
+         cuda_version, driver_version, workloads, simulated, last_heartbeat_at, created_at, updated_at, verification, verified_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $13)`,
       [
         id,
         input.farmId,
@@ -117,6 +119,7 @@ export async function createMachine(db: Database, input: MachineInput): Promise<
         input.simulated ?? false,
         status === 'online' ? now : null,
         createdAt,
+        input.verification ?? 'verified',
       ],
     );
     await tx.query(

@@ -294,8 +294,10 @@ export async function seedFleet(db: Database, options: SeedOptions): Promise<See
     );
     await tx.query(
       `INSERT INTO machines (id, farm_id, region_key, status, price_per_gpu_hour_micro_usd, min_billing_seconds, benchmark_tier,
-         cuda_version, driver_version, workloads, cpu_cores, ram_bytes, disk_free_bytes, simulated, last_heartbeat_at, created_at, updated_at)
-       SELECT id, farm_id, region_key, status, price, min_billing, tier, cuda, driver, workloads::text[], cpu, ram, disk, true, heartbeat, created, $16
+         cuda_version, driver_version, workloads, cpu_cores, ram_bytes, disk_free_bytes, simulated, last_heartbeat_at, created_at, updated_at,
+         verification, verified_at)
+       SELECT id, farm_id, region_key, status, price, min_billing, tier, cuda, driver, workloads::text[], cpu, ram, disk, true, heartbeat, created, $16,
+         'verified', created
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[],
                    $11::int[], $12::bigint[], $13::bigint[], $14::timestamptz[], $15::timestamptz[])
          AS m(id, farm_id, region_key, status, price, min_billing, tier, cuda, driver, workloads, cpu, ram, disk, heartbeat, created)`,

@@ -1,5 +1,6 @@
-import { randomBytes, generateKeyPairSync } from 'node:crypto';
+import { createHash, randomBytes, generateKeyPairSync } from 'node:crypto';
 import {
+  canaryResult,
   AGENT_PROTOCOL_VERSION,
   AGENT_PROTOCOL_VERSIONS,
   AGENT_WS_PATH,
@@ -19,6 +20,7 @@ import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/g
 import { executionLifecycle, type LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
 import type { Database } from '../../src/db/database.js';
 import { buildTestApp, createTestKey, type TestApp } from './app.js';
+import { tarOf } from './uploads.js';
 
 /**
  * A test agent: inventories, hello and heartbeat messages, and a real `ws` client that parses
@@ -295,4 +297,35 @@ export async function insertAssignment(db: Database, params: { jobId: string; ma
     [id, params.jobId, params.machineId, params.state ?? 'offered', JSON.stringify(assignmentSpec(id, params.jobId)), params.offeredSecondsAgo ?? 0],
   );
   return id;
+}
+
+/** A canary image reference for gateway apps that verify machines (`GF_CANARY_IMAGE`); nothing pulls it here. */
+export const TEST_CANARY_IMAGE = `registry.local/gpufarm/canary@sha256:${'c'.repeat(64)}`;
+
+/**
+ * Plays the machine's part of its verification canary, as the agent does: takes the `assign`
+ * of the canary, reports it running, uploads `/output` as a tar with `result.txt` (the true
+ * chain, or `result` when given) and reports it finished. Returns the canary's ids.
+ */
+export async function runCanary(agent: AgentSocket, params: { url: string; machineToken: string; result?: (jobId: string, iterations: number) => string; exitCode?: number }): Promise<{ jobId: string; assignmentId: string }> {
+  const { assignment } = await agent.next('assign', (m) => m.assignment.command[0] === 'sha256-chain');
+  const iterations = Number(assignment.command[1]);
+  const text = (params.result ?? canaryResult)(assignment.jobId, iterations);
+  const at = new Date().toISOString();
+  const base = { type: 'assignment.status' as const, assignmentId: assignment.assignmentId, imageDigest: assignment.imageDigest, startedAt: at, finishedAt: null, exitCode: null, oomKilled: null, timedOut: null, failure: null, outputs: null, record: null, lastLogSeq: null };
+  agent.send({ type: 'assignment.accepted', assignmentId: assignment.assignmentId });
+  agent.send({ ...base, state: 'running', at });
+  await agent.barrier();
+  const body = await tarOf({ 'result.txt': text });
+  const sha256 = createHash('sha256').update(body).digest('hex');
+  const res = await fetch(`${params.url}/agent/v1/assignments/${assignment.assignmentId}/outputs/output-0`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${params.machineToken}`, 'content-type': 'application/octet-stream', 'x-content-sha256': sha256 },
+    body,
+  });
+  if (res.status !== 201) throw new Error(`the canary's upload answered ${res.status}: ${await res.text()}`);
+  const finishedAt = new Date().toISOString();
+  agent.send({ ...base, state: 'finished', at: finishedAt, finishedAt, exitCode: params.exitCode ?? 0, oomKilled: false, timedOut: false, outputs: [{ path: '/output', name: 'output-0', sha256, sizeBytes: body.length }] });
+  await agent.barrier();
+  return { jobId: assignment.jobId, assignmentId: assignment.assignmentId };
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import tar from 'tar-stream';
 import { hashAgentToken, newAgentToken } from '../../src/agent-gateway/machine-auth.js';
 import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../../src/artifacts/routes.js';
@@ -86,3 +87,13 @@ export async function uploadSetup(
 
 /** The agent's upload path for one of the assignment's artifacts (`output-<i>` or `log`). */
 export const uploadPath = (u: Upload, name: string) => `/agent/v1/assignments/${u.assignmentId}/outputs/${name}`;
+
+/** A tar of `files` (name -> text), as the agent packs `/output`. */
+export async function tarOf(files: Record<string, string>): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const [name, text] of Object.entries(files)) pack.entry({ name }, text);
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
