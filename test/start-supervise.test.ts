@@ -23,7 +23,7 @@ function environOf(pid: number): Map<string, string> {
   );
 }
 
-t.test('behavior: a killed control plane and agent are restarted, a killed chain stops everything; the agent holds no secret', async (t) => {
+t.test('behavior: a killed control plane and agent are restarted, a killed chain stops everything; the agent and the chain hold no secret', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-supervise-'));
   const start = await npmStart(t, dataDir);
   await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
@@ -34,12 +34,14 @@ t.test('behavior: a killed control plane and agent are restarted, a killed chain
   const agentPid = Number(/Local agent: machine .* pid (\d+)/.exec(banner)![1]);
 
   const secrets = environOf(controlPlanePid);
-  const agentEnv = environOf(agentPid);
-  for (const name of ['GF_ADMIN_TOKEN', 'GF_OPERATOR_PRIVATE_KEY']) {
-    const value = secrets.get(name);
-    t.ok(value, `the control plane has ${name}`);
-    t.notOk(agentEnv.has(name), `the agent's environment has no ${name}`);
-    t.notOk([...agentEnv.values()].some((v) => v.includes(value!)), `nor its value under another name`);
+  for (const [child, pid] of [['agent', agentPid], ['chain', anvilPid]] as const) {
+    const env = environOf(pid);
+    for (const name of ['GF_ADMIN_TOKEN', 'GF_OPERATOR_PRIVATE_KEY']) {
+      const value = secrets.get(name);
+      t.ok(value, `the control plane has ${name}`);
+      t.notOk(env.has(name), `the ${child}'s environment has no ${name}`);
+      t.notOk([...env.values()].some((v) => v.includes(value!)), `nor its value under another name`);
+    }
   }
 
   const linksUp = () => start.output().match(/ link up: /g)?.length ?? 0;

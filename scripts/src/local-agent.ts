@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LineTail, type ChildExit } from '@gpufarm/shared';
+import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
 import type { Supervised } from './supervisor.js';
 
 /** The repository's root and the `gf-agent` command inside it. */
@@ -78,7 +78,8 @@ export function readLocalImages(): LocalImages | null {
  */
 export function ensureImages(log: (line: string) => void): Promise<LocalImages> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [join(REPO_ROOT, 'scripts/build-images.sh')], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const env = { ...systemEnvironment(), ...(process.env.GF_LOCAL_REGISTRY ? { GF_LOCAL_REGISTRY: process.env.GF_LOCAL_REGISTRY } : {}) };
+    const child = spawn('bash', [join(REPO_ROOT, 'scripts/build-images.sh')], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
@@ -118,16 +119,13 @@ export interface LocalAgent extends Supervised {
 }
 
 /**
- * What the local agent may see of `npm start`'s environment: the system's basics, never the
- * control plane's secrets (the admin token, the chain operator's key) that `npm start` holds.
- * The agent reads its own settings from the GF_AGENT_* values set here.
+ * The local agent's environment: the system's basics (`systemEnvironment`), never the control
+ * plane's secrets (the admin token, the chain operator's key) that `npm start` holds, and the
+ * GF_AGENT_* settings it reads.
  */
-export const AGENT_ENV_ALLOWLIST = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR', 'DOCKER_HOST', 'DOCKER_CERT_PATH', 'DOCKER_TLS_VERIFY', 'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR'] as const;
-
 export function agentEnv(options: LocalAgentOptions, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  const base = Object.fromEntries(AGENT_ENV_ALLOWLIST.flatMap((name) => (from[name] === undefined ? [] : [[name, from[name]]])));
   return {
-    ...base,
+    ...systemEnvironment(from),
     GF_AGENT_STATE_DIR: options.stateDir,
     GF_AGENT_SIMULATE_GPUS: options.simulateGpus ?? '',
     // A development machine rarely has the 20 GiB free a production agent insists on.

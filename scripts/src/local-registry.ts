@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { systemEnvironment } from '@gpufarm/shared';
 
 export interface LocalRegistry {
   pid: number;
@@ -35,7 +36,7 @@ export async function startLocalRegistry(address: string, dir: string): Promise<
     `version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: ${join(home, 'data')}\n  delete:\n    enabled: true\nhttp:\n  addr: ${address}\n`,
   );
   const log = openSync(join(home, 'registry.log'), 'a');
-  const child = spawn('docker-registry', ['serve', join(home, 'config.yml')], { stdio: ['ignore', log, log] });
+  const child = spawn('docker-registry', ['serve', join(home, 'config.yml')], { env: systemEnvironment(), stdio: ['ignore', log, log] });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const killOnExit = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');

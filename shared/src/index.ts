@@ -9,3 +9,4 @@ export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';
 export * from './records/index.js';
 export * from './process/line-tail.js';
+export * from './process/environment.js';

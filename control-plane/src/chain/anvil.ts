@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { LineTail, type ChildExit } from '@gpufarm/shared';
+import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
 
 /** anvil's well-known development accounts (mnemonic "test test … junk"): never use them on a real network. */
 export const ANVIL_ACCOUNTS = [
@@ -41,7 +41,8 @@ export async function startAnvil(options: { chainId: number; host?: string; port
   const child: ChildProcess = spawn(
     anvilBinary(),
     ['--host', host, '--port', String(options.port ?? 0), '--chain-id', String(options.chainId), ...(options.args ?? [])],
-    { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false },
+    // anvil needs none of its parent's settings, and some parents hold secrets.
+    { env: systemEnvironment(), stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false },
   );
   const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const tail = new LineTail();
