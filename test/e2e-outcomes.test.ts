@@ -1,13 +1,10 @@
 import t from 'tap';
-import type { Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { enrollAgent } from './helpers/agent.js';
-import type { Job } from '@gpufarm/shared';
 import { Customer, linesOf } from './helpers/customer.js';
-import { balanceAt, escrowEvents, escrowJob } from './helpers/escrow.js';
+import { escrowJob, expectPaidOnRelease } from './helpers/escrow.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
-import { until } from './helpers/wait.js';
 
 /**
  * End to end, separate processes: how jobs end besides a verified canary. One agent with two
@@ -100,25 +97,6 @@ t.test('behavior: a job whose image is missing ends FAILED after its retries, wi
   t.equal((await escrowJob(market, job.payment.escrowJobKey as `0x${string}`)).statusName, 'RefundAuthorized', 'on chain too');
 });
 
-/** Waits for the escrow worker's release after the challenge window and checks that the farm's payout address got the payout less the fee. */
-async function expectPaidOnRelease(t: Test, job: Job): Promise<void> {
-  const released = await until(
-    async () => {
-      const j = await customer.getJob(job.id);
-      return j.receipt?.status === 'released' && j.receipt.transactions.release ? j : undefined;
-    },
-    `the release of ${job.id}`,
-    { timeoutMs: 60_000 },
-  );
-  const { receipt: mined } = await escrowEvents(market, released.receipt!.transactions.release as `0x${string}`);
-  const onChain = await escrowJob(market, job.payment.escrowJobKey as `0x${string}`);
-  t.equal(onChain.statusName, 'Released');
-  const token = job.payment.token as `0x${string}`;
-  const paid = (await balanceAt(market, token, PAYOUT, mined.blockNumber)) - (await balanceAt(market, token, PAYOUT, mined.blockNumber - 1n));
-  t.equal(paid, BigInt(job.cost!.finalPayment) - onChain.fee, 'the provider is paid the payout less the fee on release');
-  t.ok(paid > 0n);
-}
-
 t.test('behavior: a job that writes far more log than is kept completes, billed: the log artifact keeps its first and last part with a system line at the cut, and the provider is paid on release', async (t) => {
   const count = 40_000;
   const pad = 'x'.repeat(180);
@@ -149,7 +127,7 @@ t.test('behavior: a job that writes far more log than is kept completes, billed:
   const dropped = Number(/^log cut: (\d+) lines/.exec(entries[cut]?.line ?? '')?.[1]);
   t.equal(dropped, count + 1 - kept, `the line says how many lines were dropped: ${entries[cut]?.line}`);
   t.match(entries.at(-1)?.line, /^exited with code 0/, "the agent's last line ends the artifact");
-  await expectPaidOnRelease(t, job);
+  await expectPaidOnRelease(t, market, customer, job, PAYOUT);
 });
 
 t.test('behavior: a job that writes past its output rule completes, billed, with a system line saying the output was over its limit and not stored; the provider is paid on release', async (t) => {
@@ -166,7 +144,7 @@ t.test('behavior: a job that writes past its output rule completes, billed, with
   t.ok(job.result?.logArtifactId, 'the log artifact is stored');
   t.ok(job.cost && job.cost.totalMicroUsd > 0, 'billed for the time it ran');
   t.equal(job.receipt?.status, 'completed', 'the completion is on chain');
-  await expectPaidOnRelease(t, job);
+  await expectPaidOnRelease(t, market, customer, job, PAYOUT);
 });
 
 t.test('behavior: a job past maxRuntimeSeconds is stopped, TIMED_OUT and billed for its runtime', async (t) => {

@@ -1,6 +1,10 @@
 import { parseEventLogs, type Address, type Hash, type Hex } from 'viem';
 import { gpuFarmEscrowAbi, testStablecoinAbi } from '@gpufarm/shared';
+import type { Job } from '@gpufarm/shared';
+import type { Test } from 'tap';
+import type { Customer } from './customer.js';
 import type { Marketplace } from './marketplace.js';
+import { until } from './wait.js';
 
 /** The escrow's job states, in the contract's order. */
 export const ESCROW_STATUS = ['None', 'Funded', 'Completed', 'Disputed', 'RefundAuthorized', 'Released', 'Refunded'] as const;
@@ -22,4 +26,26 @@ export async function escrowEvents(market: Marketplace, hash: Hash) {
   const receipt = await market.publicClient.getTransactionReceipt({ hash });
   const logs = parseEventLogs({ abi: gpuFarmEscrowAbi, logs: receipt.logs.filter((l) => l.address.toLowerCase() === market.deployment.escrow.toLowerCase()) });
   return { receipt, logs };
+}
+
+/**
+ * Waits for the escrow worker's release of `job` after the challenge window and checks that
+ * `payout` (the farm's payout address) got exactly the job's final payment less the fee.
+ */
+export async function expectPaidOnRelease(t: Test, market: Marketplace, customer: Customer, job: Job, payout: Address): Promise<void> {
+  const released = await until(
+    async () => {
+      const j = await customer.getJob(job.id);
+      return j.receipt?.status === 'released' && j.receipt.transactions.release ? j : undefined;
+    },
+    `the release of ${job.id}`,
+    { timeoutMs: 60_000 },
+  );
+  const { receipt: mined } = await escrowEvents(market, released.receipt!.transactions.release as Hash);
+  const onChain = await escrowJob(market, job.payment.escrowJobKey as Hex);
+  t.equal(onChain.statusName, 'Released');
+  const token = job.payment.token as Address;
+  const paid = (await balanceAt(market, token, payout, mined.blockNumber)) - (await balanceAt(market, token, payout, mined.blockNumber - 1n));
+  t.equal(paid, BigInt(job.cost!.finalPayment) - onChain.fee, 'the provider is paid the payout less the fee on release');
+  t.ok(paid > 0n);
 }
