@@ -10,6 +10,7 @@ import {
   type ServerMessage,
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
+import { isDatabaseUnavailable } from '../db/errors.js';
 import type { ExecutionDeps } from '../execution/lifecycle.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
@@ -114,7 +115,13 @@ export class AgentConnection {
   }
 
   private enqueue(task: () => Promise<void>): void {
-    this.chain = this.chain.then(task).catch((err: unknown) => this.ctx.log(`agent link of ${this.machineId}: handling failed`, err));
+    this.chain = this.chain.then(task).catch((err: unknown) => {
+      this.ctx.log(`agent link of ${this.machineId}: handling failed`, err);
+      // The message is lost unless the agent sends it again, and a later batch's cumulative
+      // logs.ack would cover lines never stored: end the link so nothing after it is handled;
+      // the reconnect's welcome says which lines to resend.
+      if (isDatabaseUnavailable(err)) this.close(AGENT_CLOSE_CODES.unavailable, 'the control plane cannot reach its database; reconnect and send again');
+    });
   }
 
   private onRaw(text: string | null): void {

@@ -69,6 +69,11 @@ export const AGENT_CLOSE_CODES = {
   replaced: 4409,
   /** No heartbeat or message within three heartbeat intervals. */
   timeout: 4408,
+  /**
+   * The control plane could not reach its database while handling a message: the agent
+   * reconnects, and its hello and the welcome's `acked` bring back what was not stored.
+   */
+  unavailable: 4503,
 } as const;
 
 /** One-time enrollment token an operator gets from the control plane: `gfe_` + 43 base64url chars (32 bytes). */
