@@ -23,20 +23,31 @@ export function openPostgres(connectionString: string, options: { max?: number }
     const result = await client.query(sql, params as unknown[] | undefined);
     return result.rows as Row[];
   };
+  // A checked-out client has no listener of the pool's: a server that ends the connection while
+  // no statement runs on it (a transaction waiting on other work) must not crash the process;
+  // the client's next statement fails and reports it.
+  const ignoreError = () => {};
   // A failure to get a connection at all means the database is unavailable (503), whatever its code.
-  const connect = () =>
-    pool.connect().catch((err: unknown) => {
+  const connect = async (): Promise<pg.PoolClient> => {
+    const client = await pool.connect().catch((err: unknown) => {
       throw new DatabaseUnavailableError(err);
     });
+    client.on('error', ignoreError);
+    return client;
+  };
+  // A connection that broke is destroyed, not returned to the pool.
+  const release = (client: pg.PoolClient, err?: unknown) => {
+    client.off('error', ignoreError);
+    client.release(err !== undefined && isDatabaseUnavailable(err) ? (err as Error) : undefined);
+  };
   const withClient = async <T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
     const client = await connect();
     try {
       const result = await fn(client);
-      client.release();
+      release(client);
       return result;
     } catch (err) {
-      // A connection that broke mid-query is destroyed, not returned to the pool.
-      client.release(isDatabaseUnavailable(err) ? (err as Error) : undefined);
+      release(client, err);
       throw err;
     }
   };
@@ -109,12 +120,12 @@ export function openPostgres(connectionString: string, options: { max?: number }
         };
         const result = await fn(tx);
         await client.query('COMMIT');
+        release(client);
         return result;
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {});
+        release(client, err);
         throw err;
-      } finally {
-        client.release();
       }
     },
     async listen(channel, onNotify) {
