@@ -33,9 +33,10 @@ export function busyboxSpec(images: LocalImages, script: string, extra: Record<s
   };
 }
 
-/** A shell loop printing `out-<i>` on stdout and `err-<i>` on stderr, `count` times, `pauseUs` µs apart. */
-export function numberedLines(count: number, pauseUs: number): string {
-  return `i=0; while [ $i -lt ${count} ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); usleep ${pauseUs}; done`;
+/** A shell loop printing `out-<i>` on stdout and (unless `stderr` is false) `err-<i>` on stderr, `count` times, `pauseUs` µs apart. */
+export function numberedLines(count: number, pauseUs: number, options: { stderr?: boolean } = {}): string {
+  const err = options.stderr === false ? '' : ' echo err-$i >&2;';
+  return `i=0; while [ $i -lt ${count} ]; do echo out-$i;${err} i=$((i+1)); usleep ${pauseUs}; done`;
 }
 
 export const expected = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${i}`);

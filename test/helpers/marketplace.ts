@@ -53,6 +53,10 @@ export interface MarketplaceOptions {
   env?: Record<string, string>;
   /** The escrow's challenge window; short, so releases happen inside the test. */
   challengeWindowSeconds?: number;
+  /** The PostgreSQL server the marketplace's database is made in (default: `TEST_DATABASE_URL`'s). */
+  postgresUrl?: string;
+  /** More anvil arguments, such as `--state <file>` for a chain that survives `restartAnvil`. */
+  anvilArgs?: string[];
 }
 
 export interface EnrollmentTokenParams {
@@ -76,7 +80,8 @@ export class Marketplace {
     readonly root: string,
     readonly url: string,
     readonly adminToken: string,
-    readonly anvil: Anvil,
+    public anvil: Anvil,
+    private readonly anvilArgs: string[],
     readonly deployment: Deployment,
     readonly chain: Chain,
     readonly publicClient: PublicClient<Transport, Chain>,
@@ -99,27 +104,29 @@ export class Marketplace {
 
     // The database: created here, dropped after the control plane stopped.
     const name = `gf_e2e_${randomBytes(6).toString('hex')}`;
-    const admin = openPostgres(TEST_DATABASE_URL, { max: 1 });
+    const serverUrl = options.postgresUrl ?? TEST_DATABASE_URL;
+    const admin = openPostgres(serverUrl, { max: 1 });
     try {
       await admin.query(`CREATE DATABASE ${name}`);
     } finally {
       await admin.close();
     }
     stops.push(async () => {
-      const dropper = openPostgres(TEST_DATABASE_URL, { max: 1 });
+      const dropper = openPostgres(serverUrl, { max: 1 });
       try {
         await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       } finally {
         await dropper.close();
       }
     });
-    const databaseUrl = new URL(TEST_DATABASE_URL);
+    const databaseUrl = new URL(serverUrl);
     databaseUrl.pathname = `/${name}`;
 
-    const anvil = await startAnvil({ chainId: CHAIN_ID });
-    const forgetAnvil = onEmergencyExit(() => process.kill(anvil.pid, 'SIGKILL'));
+    const anvilArgs = options.anvilArgs ?? [];
+    const anvil = await startAnvil({ chainId: CHAIN_ID, args: anvilArgs });
+    const forgetAnvil = onEmergencyExit(() => process.kill((market?.anvil ?? anvil).pid, 'SIGKILL'));
     stops.push(async () => {
-      await anvil.stop();
+      await (market?.anvil ?? anvil).stop();
       forgetAnvil();
     });
     const deployment = await deployContracts({
@@ -171,9 +178,19 @@ export class Marketplace {
     ).catch((err: unknown) => {
       throw controlPlane.running() ? err : new Error(`the control plane exited:\n${controlPlane.tail()}`);
     });
-    market = new Marketplace(root, url, adminToken, anvil, deployment, chain, publicClient, controlPlane, images, databaseUrl.toString());
+    market = new Marketplace(root, url, adminToken, anvil, anvilArgs, deployment, chain, publicClient, controlPlane, images, databaseUrl.toString());
     market.processes.push(controlPlane);
     return market;
+  }
+
+  /**
+   * Stops anvil (SIGTERM) and starts it again on the same port with the same chain id and
+   * arguments: with `--state <file>` among them, the chain goes on where it was.
+   */
+  async restartAnvil(): Promise<void> {
+    const port = Number(new URL(this.anvil.rpcUrl).port);
+    await this.anvil.stop();
+    this.anvil = await startAnvil({ chainId: CHAIN_ID, port, args: this.anvilArgs });
   }
 
   /** Reads the marketplace's own database, on a connection of its own. */

@@ -73,6 +73,25 @@ export class TcpProxy {
     for (const connect of this.waiting.splice(0)) connect();
   }
 
+  /** Open connections (each an agent's socket and its upstream). */
+  get connections(): number {
+    return this.pairs.size;
+  }
+
+  /**
+   * A link drop: resets every open connection at the TCP level (RST both ways, unsent bytes
+   * discarded), as a router that lost its state does. Returns how many connections were reset.
+   */
+  drop(): number {
+    const pairs = [...this.pairs];
+    for (const pair of pairs) {
+      this.pairs.delete(pair);
+      pair.client.resetAndDestroy();
+      pair.upstream?.resetAndDestroy();
+    }
+    return pairs.length;
+  }
+
   async close(): Promise<void> {
     for (const { client, upstream } of this.pairs) {
       client.destroy();
