@@ -99,6 +99,7 @@ t.test('behavior: 100 link drops, 5 agent kills, a database and a chain restart 
   for (let i = 1; i <= DROPS; i++) {
     // Lines flow for a moment on each new link before it is dropped.
     await sleep(100 + Math.floor(Math.random() * 200));
+    await until(() => proxy.connections > 0, `the agent's link before drop ${i}`, { intervalMs: 20 });
     if (proxy.drop() > 0) drops += 1;
     await progress(`link drop ${i}`);
     if (i % (DROPS / AGENT_KILLS) === 0) {
