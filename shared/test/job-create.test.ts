@@ -357,7 +357,7 @@ t.test('env', async (t) => {
   });
   const secretNames = [
     'API_KEY', 'apiKey', 'OPENAI_API_KEY', 'MY_APIKEY', 'KEY', 'S3_KEY', 'KEY2', 'TOKEN', 'HF_TOKEN', 'GITHUB_TOKEN', 'authToken',
-    'SEED', 'WALLET_SEED', 'DB_PASSWORD', 'PGPASSWORD', 'MYSQL_PWD', 'PASSWD', 'CLIENT_SECRET', 'SECRETS_FILE', 'PRIVATE_KEY_PEM',
+    'WALLET_SEED', 'SEED_PHRASE', 'walletSeed', 'DB_PASSWORD', 'PGPASSWORD', 'MYSQL_PWD', 'PASSWD', 'CLIENT_SECRET', 'SECRETS_FILE', 'PRIVATE_KEY_PEM',
     'GOOGLE_APPLICATION_CREDENTIALS', 'AWS_CREDENTIALS_FILE', 'WALLET_MNEMONIC', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY',
     'AWS_SESSION_TOKEN', 'AZURE_CLIENT_SECRET', 'HUGGING_FACE_HUB_TOKEN', 'DATABASE_URL', 'GITHUB_PAT', 'aws_secret',
   ];
@@ -367,7 +367,7 @@ t.test('env', async (t) => {
       rejectsOnly(t, body({ env: { [name]: 'x' } }), `env.${name}`, /looks like a secret/);
     });
   }
-  const harmless = ['MONKEY_COUNT', 'KEYBOARD_LAYOUT', 'TOKENIZER_PATH', 'MAX_TOKENS', 'TURKEY', 'BATCH_SIZE', 'PATH', 'PWD', 'RENDER_PASS', 'SEEDLING_RATE'];
+  const harmless = ['MONKEY_COUNT', 'KEYBOARD_LAYOUT', 'TOKENIZER_PATH', 'MAX_TOKENS', 'TURKEY', 'BATCH_SIZE', 'PATH', 'PWD', 'RENDER_PASS', 'SEEDLING_RATE', 'SEED', 'RANDOM_SEED', 'PYTHONHASHSEED', 'TORCH_SEED'];
   for (const name of harmless) {
     t.test(`default: ${name} is not a secret name`, async (t) => {
       t.notOk(looksLikeSecretEnvName(name));

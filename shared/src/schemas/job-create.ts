@@ -122,12 +122,15 @@ const POSIX_ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * and camelCase boundaries.
  */
 const SECRET_SEGMENTS: ReadonlySet<string> = new Set([
-  'KEY', 'KEYS', 'TOKEN', 'SEED',
+  'KEY', 'KEYS', 'TOKEN',
   // Compound words people write without a separator, and GitHub's "personal access token".
   'AUTHKEY', 'PRIVKEY', 'SIGNINGKEY', 'APITOKEN', 'AUTHTOKEN', 'ACCESSTOKEN', 'BEARERTOKEN', 'PAT',
 ]);
-/** Long secret words match anywhere in the name, case-insensitively. */
-const SECRET_SUBSTRINGS = ['PASSWORD', 'PASSWD', 'PASSPHRASE', 'SECRET', 'PRIVATE', 'CREDENTIAL', 'MNEMONIC', 'APIKEY', 'ACCESSKEY'];
+/**
+ * Long secret words match anywhere in the name, case-insensitively. A bare seed is an ordinary
+ * ML setting (`SEED`, `RANDOM_SEED`, `PYTHONHASHSEED`); a wallet's seed is a secret.
+ */
+const SECRET_SUBSTRINGS = ['PASSWORD', 'PASSWD', 'PASSPHRASE', 'SECRET', 'PRIVATE', 'CREDENTIAL', 'MNEMONIC', 'APIKEY', 'ACCESSKEY', 'SEEDPHRASE', 'SEED_PHRASE', 'WALLETSEED', 'WALLET_SEED'];
 /** Well-known credential variables, refused by exact (case-insensitive) name. */
 export const KNOWN_SECRET_ENV_NAMES = [
   'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'GOOGLE_APPLICATION_CREDENTIALS',
@@ -140,8 +143,8 @@ const knownSecretNames: ReadonlySet<string> = new Set(KNOWN_SECRET_ENV_NAMES);
 /**
  * True when an env name looks like it carries a secret (hosts can read a job's environment).
  * See SECRET_SEGMENTS / SECRET_SUBSTRINGS for the rule: whole-segment match for short words
- * (KEY, TOKEN, SEED), substring match for long ones (PASSWORD, SECRET, PRIVATE, CREDENTIAL,
- * MNEMONIC), plus a list of well-known credential variables.
+ * (KEY, TOKEN), substring match for long ones (PASSWORD, SECRET, PRIVATE, CREDENTIAL,
+ * MNEMONIC, a wallet's seed), plus a list of well-known credential variables.
  */
 export function looksLikeSecretEnvName(name: string): boolean {
   const upper = name.toUpperCase();
