@@ -124,8 +124,8 @@ export function checkContainerConfig(spec: AssignmentSpec, machine: MachineFacts
 /**
  * Docker create options for one assignment.
  *
- * `command` replaces the image's CMD and keeps its ENTRYPOINT (as `docker run IMAGE ARGS…`);
- * an empty command keeps both.
+ * `command` is the whole argv: `command[0]` replaces the image's ENTRYPOINT and the rest its CMD
+ * (as `docker run --entrypoint CMD0 IMAGE ARGS…`); an empty command keeps both.
  *
  * @throws ContainerConfigError `unsupported` for an allowlist network policy on a machine
  *   without `egress`, `invalid` for an env name the platform reserves (`GF_*`, and the proxy
