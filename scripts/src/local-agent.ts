@@ -123,7 +123,7 @@ export interface LocalAgent extends Supervised {
  * plane's secrets (the admin token, the chain operator's key) that `npm start` holds, and the
  * GF_AGENT_* settings it reads.
  */
-export function agentEnv(options: LocalAgentOptions, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+function agentEnv(options: LocalAgentOptions, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   return {
     ...systemEnvironment(from),
     GF_AGENT_STATE_DIR: options.stateDir,
@@ -242,15 +242,14 @@ export async function startLocalAgent(options: LocalAgentOptions): Promise<Local
     if (current.exitCode === null && current.signalCode === null) current.kill('SIGTERM');
   };
   process.once('exit', killOnExit);
+  // An agent that died and is started again registers its own: forget this one once it exited.
+  void exited.then(() => process.off('exit', killOnExit));
   return {
     machineId: machine.machineId,
     pid: current.pid!,
     enrolled,
     exited,
     lastLines: () => tail.lines(),
-    async stop() {
-      process.off('exit', killOnExit);
-      await stopChild(current);
-    },
+    stop: () => stopChild(current),
   };
 }
