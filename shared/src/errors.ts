@@ -54,27 +54,58 @@ export const errorEnvelopeSchema = z.object({
 });
 export type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
 
+/** Options every gpufarm error takes; `cause` is kept for logs and never sent to a client. */
+export interface GpufarmErrorOptions {
+  cause?: unknown;
+  details?: ErrorDetail[];
+  retryable?: boolean;
+}
+
 /**
- * The one error type the services throw for a spec error: a code from the table, a message
- * for the customer, field details and the cause kept for logs (never sent).
+ * The base of every error gpufarm code throws on purpose, in every package: a `code` a
+ * program can branch on, a message that says what to do next, the offending fields in
+ * `details`, whether trying the same thing again can help (`retryable`), and the `cause`.
+ * Subclasses name the failure; only an edge (HTTP, the agent link, a CLI) turns one into
+ * its own wire form.
  */
-export class ApiError extends Error {
-  readonly code: ErrorCode;
-  readonly status: number;
+export class GpufarmError<Code extends string = string> extends Error {
+  readonly code: Code;
   readonly details: ErrorDetail[];
+  readonly retryable: boolean;
+
+  constructor(code: Code, message: string, options: GpufarmErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.details = options.details ?? [];
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** One `details` entry for a field, its message starting with the field's name. */
+export function fieldDetail(field: string, problem: string): ErrorDetail {
+  return { field, message: `${field}: ${problem}` };
+}
+
+export const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(ERROR_CODES, code);
+
+/**
+ * A spec error ready for the wire: a code from the table with its HTTP status, a message for
+ * the customer, field details and extra response headers. Thrown by HTTP handlers; core code
+ * throws its own `GpufarmError`s, which the HTTP edge maps to this.
+ */
+export class ApiError extends GpufarmError<ErrorCode> {
+  readonly status: number;
   /** Extra response headers, for example `Retry-After`. */
   readonly headers: Record<string, string>;
 
   constructor(
     code: ErrorCode,
     message?: string,
-    options: { details?: ErrorDetail[]; cause?: unknown; headers?: Record<string, string> } = {},
+    options: GpufarmErrorOptions & { headers?: Record<string, string> } = {},
   ) {
-    super(message ?? ERROR_CODES[code].message, { cause: options.cause });
-    this.name = 'ApiError';
-    this.code = code;
+    super(code, message ?? ERROR_CODES[code].message, { retryable: ERROR_CODES[code].status === 429 || ERROR_CODES[code].status >= 500, ...options });
     this.status = ERROR_CODES[code].status;
-    this.details = options.details ?? [];
     this.headers = options.headers ?? {};
   }
 }
