@@ -1,12 +1,16 @@
-import { ApiError } from '@gpufarm/shared';
+import { ApiError, GpufarmError, isErrorCode } from '@gpufarm/shared';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isDatabaseUnavailable } from '../db/errors.js';
 import { sendApiError } from './envelope.js';
 import type { RouteTable } from './route-table.js';
 
-/** Maps an error thrown anywhere in a request to a spec error; nothing else reaches the client. */
+/**
+ * Maps an error thrown anywhere in a request to a spec error; nothing else reaches the client.
+ * A core error whose code is a spec code keeps its message and details; any other is internal.
+ */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (err instanceof GpufarmError && isErrorCode(err.code)) return new ApiError(err.code, err.message, { details: err.details, cause: err });
   if (isDatabaseUnavailable(err)) return new ApiError('unavailable', 'The database is unavailable. Retry later.', { cause: err });
   const code = (err as FastifyError | undefined)?.code;
   switch (code) {
