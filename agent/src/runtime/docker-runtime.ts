@@ -2,9 +2,10 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
-import { followEgressLog, JOB_DNS, LABEL_EGRESS, removeEgress, startEgress } from '../egress/network.js';
+import { JOB_DNS, LABEL_EGRESS, removeEgress, startEgress } from '../egress/network.js';
 import { checkContainerConfig, ContainerConfigError, toContainerConfig, type MachineFacts } from './container-config.js';
 import { jobIdsIn } from './container-files.js';
+import { ContainerSupervisor, systemWriter, type ContainerSupervisorOptions, type JobHandle, type WaitResult } from './container-supervisor.js';
 import { RuntimeError } from './errors.js';
 import { ensureImage } from './image.js';
 import { jobUser } from './job-user.js';
@@ -12,8 +13,11 @@ import { downloadInputs } from './inputs.js';
 import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-state.js';
 import { assignmentLabels, containerName, LABEL_ASSIGNMENT, ownerFilter } from './labels.js';
 import { LogFile, LOG_KEEP_BYTES, writeLogArtifact } from './log-file.js';
-import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
-import { giveOutputTo, prepareOutputMount, releaseOutputMount, treeBytes, WATCHDOG_INTERVAL_MS, type OutputMount } from './output-mount.js';
+import type { LogSink } from './log-lines.js';
+import { giveOutputTo, prepareOutputMount, releaseOutputMount, type OutputMount } from './output-mount.js';
+
+export { DetachedError } from './errors.js';
+export type { JobHandle } from './container-supervisor.js';
 
 /** The values of settled promises, or the first rejection's reason thrown. */
 function settled<T extends readonly unknown[]>(results: { [K in keyof T]: PromiseSettledResult<T[K]> }): T {
@@ -25,7 +29,7 @@ function settled<T extends readonly unknown[]>(results: { [K in keyof T]: Promis
 /** Seconds between SIGTERM and SIGKILL when a job is stopped (timeout, cancel). */
 export const STOP_GRACE_SECONDS = 10;
 
-/** What the runtime needs; wired once in the agent's main.ts (STYLE.md rule 2). */
+/** What the runtime needs; wired once in the agent's main.ts. */
 export interface RuntimeDeps {
   docker: Docker;
   machine: MachineFacts;
@@ -42,39 +46,6 @@ export interface RuntimeDeps {
   /** Headers of an input download from `url` (the machine token when it is the control plane's). */
   inputHeaders?: (url: string) => Record<string, string>;
   clock?: () => number;
-}
-
-/** A job the runtime supervises: started now, or found again after a restart. */
-export interface JobHandle {
-  assignmentId: string;
-  spec: AssignmentSpec;
-  containerId: string;
-  imageDigest: string;
-  startedAt: string;
-  /** Host folder of /output, read by the packer once the job exited. */
-  outputDir: string;
-  /** The log artifact (`log.jsonl`); complete once `done` resolved. */
-  logFile: string;
-  /** Settles when the container exited and every line reached the sink and the log file. */
-  done: Promise<JobExit>;
-  /**
-   * Stops the job (SIGTERM, grace, SIGKILL); `done` reports `canceled`. `note` is the `system`
-   * line saying why (default: canceled).
-   */
-  cancel(note?: string): Promise<void>;
-  /**
-   * Stops supervising without touching the container (the agent shuts down and leaves the job
-   * running for the next agent to restore): `done` rejects with `DetachedError`.
-   */
-  detach(): Promise<void>;
-}
-
-/** `done` of a job the agent stopped supervising (see `JobHandle.detach`). */
-export class DetachedError extends Error {
-  constructor(assignmentId: string) {
-    super(`stopped supervising ${assignmentId}`);
-    this.name = 'DetachedError';
-  }
 }
 
 /** Options of `start` and `resume`. */
@@ -121,11 +92,7 @@ export class DockerRuntime {
 
     await mkdir(join(dir, 'inputs'), { recursive: true, mode: 0o700 });
     const { file: log } = await LogFile.open(join(dir, 'log.jsonl'), this.logKeepBytes);
-    const system = (line: string) => {
-      const entry: RuntimeLogLine = { stream: 'system', line, ts: this.now(), cursor: null };
-      log.append(entry);
-      sink(entry);
-    };
+    const system = systemWriter(log, sink, this.now);
     let started = false;
     let outputReady: Promise<OutputMount> | null = null;
     try {
@@ -160,7 +127,7 @@ export class DockerRuntime {
       // dockerode: wait() before start() returns at once; 'next-exit' waits for this run's exit.
       // Sent as early as possible so dockerd has it before the start (supervise also watches
       // for the end of the logs, should the wait miss a very short run).
-      const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
+      const exited = container.wait({ condition: 'next-exit' }) as Promise<WaitResult>;
       exited.catch(() => undefined);
       // The ids of the image's USER, for /output: Docker resolves the same name at start.
       const user = jobUser(image.user);
@@ -191,7 +158,7 @@ export class DockerRuntime {
       }
       started = true;
       system(`container ${container.id.slice(0, 12)} started from ${image.reference}`);
-      return this.supervise(state, container, log, null, sink, opts, exited);
+      return this.supervise({ state, container, log, fileAfter: null, sink, sinkAfter: opts.sinkAfter ?? null, exited });
     } finally {
       if (!started) {
         await log.close().catch(() => undefined);
@@ -216,230 +183,23 @@ export class DockerRuntime {
     const container = this.deps.docker.getContainer(state.containerId);
     const info = await container.inspect();
     const exited = info.State.Running
-      ? (container.wait() as Promise<{ StatusCode: number }>)
-      : Promise.resolve({ StatusCode: info.State.ExitCode });
+      ? (container.wait() as Promise<WaitResult>)
+      : Promise.resolve<WaitResult>({ StatusCode: info.State.ExitCode });
     exited.catch(() => undefined);
     const startedAt = info.State.StartedAt && !info.State.StartedAt.startsWith('0001') ? info.State.StartedAt : state.startedAt;
-    return this.supervise({ ...state, startedAt }, container, log, last, sink, opts, exited);
+    return this.supervise({ state: { ...state, startedAt }, container, log, fileAfter: last, sink, sinkAfter: opts.sinkAfter ?? null, exited });
   }
 
-  private supervise(
-    state: JobState,
-    container: Docker.Container,
-    log: LogFile,
-    fileAfter: LogCursor | null,
-    sink: LogSink,
-    opts: SuperviseOptions,
-    exited: Promise<{ StatusCode: number }>,
-  ): JobHandle {
-    const { spec } = state;
-    const dir = this.dirOf(spec.assignmentId);
-    const sinkAfter = opts.sinkAfter ? parseCursor(opts.sinkAfter) : fileAfter;
-    // The follower starts after the sink's cursor: the spool holds a prefix of the file's lines
-    // (each goes to the file first), so in Docker's order it is never after the file's; with no
-    // file cursor it starts at the beginning. A target whose cursor is not where the follower
-    // starts skips on to its own (by place in Docker's order, see `linesAfter`).
-    const resumeAt = fileAfter === null ? null : sinkAfter;
-    const skipTo = (after: LogCursor | null) => linesAfter(after && resumeAt && compareCursors(after, resumeAt) === 0 ? null : after);
-    const toFile = skipTo(fileAfter);
-    const toSink = skipTo(sinkAfter);
-    const system = (line: string) => {
-      const entry: RuntimeLogLine = { stream: 'system', line, ts: this.now(), cursor: null };
-      log.append(entry);
-      sink(entry);
-    };
-    // The proxy's decisions become the job's system lines; proxy and network go when it ends.
-    const egress = spec.networkPolicy.mode === 'allowlist' ? followEgressLog(this.deps.docker, { owner: this.deps.owner, assignmentId: spec.assignmentId, dir }, system) : null;
-    let stopCause: 'timeout' | 'cancel' | 'watchdog' | null = null;
-    const stop = async (cause: 'timeout' | 'cancel' | 'watchdog', graceSeconds: number) => {
-      if (stopCause) return;
-      stopCause = cause;
-      try {
-        await container.stop({ t: graceSeconds });
-      } catch (err) {
-        const code = (err as { statusCode?: number }).statusCode;
-        if (code !== 304 && code !== 404) system(`stopping the container failed: ${(err as Error).message}`);
-      }
-    };
-
-    const elapsed = this.now() - Date.parse(state.startedAt);
-    const remaining = Math.max(0, spec.maxRuntimeSeconds * 1000 - elapsed);
-    const timer = setTimeout(() => {
-      system(`maxRuntimeSeconds (${spec.maxRuntimeSeconds}) reached: stopping (SIGTERM, then SIGKILL after ${this.grace} s)`);
-      void stop('timeout', this.grace);
-    }, remaining);
-    let watchdog: NodeJS.Timeout | null = null;
-    if (state.outputMount === 'watchdog') {
-      let measuring = false;
-      watchdog = setInterval(() => {
-        if (measuring) return;
-        measuring = true;
-        void treeBytes(join(dir, 'output')).then((bytes) => {
-          measuring = false;
-          if (bytes > state.outputLimitBytes && !stopCause) {
-            system(`/output holds ${bytes} bytes, more than the ${state.outputLimitBytes} allowed: stopping the job`);
-            void stop('watchdog', 0);
-          }
-        });
-      }, WATCHDOG_INTERVAL_MS);
-    }
-
-    let detached = false;
-    const deliver = (line: RuntimeLogLine) => {
-      if (detached) return;
-      const cursor = line.cursor ? parseCursor(line.cursor) : null;
-      if (!cursor || toFile(cursor)) log.append(line);
-      if (!cursor || toSink(cursor)) sink(line);
-    };
-    let logStream: NodeJS.ReadableStream | null = null;
-    const logsDone = this.follow(container, resumeAt, (s) => {
-      logStream = s;
-      if (detached) (s as unknown as { destroy: () => void }).destroy();
-    }, (line) => deliver(line));
-
-    let detachNow!: () => void;
-    const detachSignal = new Promise<never>((_, reject) => (detachNow = () => reject(new DetachedError(spec.assignmentId))));
-    detachSignal.catch(() => undefined);
-    // The follower ends when the container stops: then Docker's state has the exit code even
-    // if the wait request missed the exit.
-    const stoppedAfterLogs = async (): Promise<{ StatusCode: number }> => {
-      await logsDone.catch(() => undefined);
-      for (;;) {
-        if (detached) return new Promise<never>(() => undefined);
-        const info = await container.inspect().catch(() => null);
-        if (info && !info.State.Running) return { StatusCode: info.State.ExitCode };
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    };
-    const done = (async (): Promise<JobExit> => {
-      let exitCode: number | null = null;
-      try {
-        exitCode = (await Promise.race([exited, stoppedAfterLogs(), detachSignal])).StatusCode;
-      } catch (err) {
-        if (err instanceof DetachedError) {
-          clearTimeout(timer);
-          if (watchdog) clearInterval(watchdog);
-          await egress?.detach();
-          throw err;
-        }
-        system(`waiting for the container failed: ${(err as Error).message}`);
-      }
-      clearTimeout(timer);
-      if (watchdog) clearInterval(watchdog);
-      if (detached) throw new DetachedError(spec.assignmentId);
-      const lastLine = await logsDone.catch((err: unknown) => {
-        system(`reading the container's logs failed: ${(err as Error).message}`);
-        return resumeAt;
-      });
-      await this.catchUp(container, lastLine, deliver).catch(() => undefined);
-      let info: Docker.ContainerInspectInfo | null = null;
-      try {
-        info = await container.inspect();
-      } catch {
-        // Removed behind our back: the wait's status is all there is.
-      }
-      if (detached) throw new DetachedError(spec.assignmentId);
-      if (egress) await egress.finish().catch((err: unknown) => system(`removing the egress proxy failed: ${(err as Error).message}`));
-      if (info) exitCode = info.State.ExitCode;
-      const oomKilled = Boolean(info?.State.OOMKilled) || (exitCode === 137 && stopCause === null);
-      const finishedAt = info?.State.FinishedAt && !info.State.FinishedAt.startsWith('0001') ? info.State.FinishedAt : new Date(this.now()).toISOString();
-      const exit: JobExit = {
-        assignmentId: spec.assignmentId,
-        exitCode,
-        oomKilled,
-        timedOut: stopCause === 'timeout',
-        canceled: stopCause === 'cancel',
-        outputLimitExceeded: stopCause === 'watchdog',
-        startedAt: state.startedAt,
-        finishedAt,
-        imageDigest: state.imageDigest,
-      };
-      system(`exited with code ${exitCode}${oomKilled ? ' (out of memory)' : ''}${exit.timedOut ? ' (stopped at maxRuntimeSeconds)' : ''}${exit.canceled ? ' (canceled)' : ''}${exit.outputLimitExceeded ? ' (output limit exceeded)' : ''}`);
-      await log.close();
-      await writeJson(join(dir, 'exit.json'), exit);
-      return exit;
-    })();
-
-    // A detached job's `done` rejects whether or not anyone awaits it.
-    done.catch(() => undefined);
-    return {
-      assignmentId: spec.assignmentId,
-      spec,
-      containerId: state.containerId,
-      imageDigest: state.imageDigest,
-      startedAt: state.startedAt,
-      outputDir: join(dir, 'output'),
-      logFile: join(dir, 'log.jsonl'),
-      done,
-      cancel: async (note?: string) => {
-        system(note ?? 'canceled: stopping (SIGTERM, then SIGKILL after the grace period)');
-        await stop('cancel', this.grace);
-      },
-      detach: async () => {
-        if (detached) return;
-        detached = true;
-        detachNow();
-        (logStream as unknown as { destroy?: () => void } | null)?.destroy?.();
-        await egress?.detach();
-        await logsDone.catch(() => undefined);
-        await log.close().catch(() => undefined);
-      },
-    };
-  }
-
-  /**
-   * Follows the container's log (after `after`) until it exits; resolves with the cursor of the
-   * last line emitted once the stream ended.
-   */
-  private async follow(
-    container: Docker.Container,
-    after: LogCursor | null,
-    opened: (stream: NodeJS.ReadableStream) => void,
-    emit: (line: RuntimeLogLine) => void,
-  ): Promise<LogCursor | null> {
-    const stream = (await container.logs({
-      follow: true,
-      stdout: true,
-      stderr: true,
-      timestamps: true,
-      ...(after ? { since: sinceSeconds(after) } : {}),
-    })) as unknown as NodeJS.ReadableStream;
-    opened(stream);
-    let last = after;
-    const parser = this.parser(after, (line, cursor) => {
-      last = cursor;
-      emit(line);
-    });
-    await new Promise<void>((resolve, reject) => {
-      stream.on('data', (chunk: Buffer) => parser.push(chunk));
-      stream.on('end', () => {
-        parser.end();
-        resolve();
-      });
-      stream.on('error', reject);
-      // A destroyed stream (detach) closes without 'end'.
-      stream.on('close', () => resolve());
-    });
-    return last;
-  }
-
-  /**
-   * Reads, once, the lines after `after` of a stopped container: a follower can end a moment
-   * before Docker stored the last lines (a final line without newline especially).
-   */
-  private async catchUp(container: Docker.Container, after: LogCursor | null, emit: (line: RuntimeLogLine) => void): Promise<void> {
-    const bytes = (await container.logs({ follow: false, stdout: true, stderr: true, timestamps: true, ...(after ? { since: sinceSeconds(after) } : {}) })) as unknown as Buffer;
-    const parser = this.parser(after, (line) => emit(line));
-    parser.push(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes));
-    parser.end();
-  }
-
-  private parser(after: LogCursor | null, emit: (line: RuntimeLogLine, cursor: LogCursor) => void): DockerLogParser {
-    return new DockerLogParser((stream, text, cursor) => {
-      const ts = timestampMs(cursor.ts);
-      // Every piece of a long line carries the line's cursor: a resume drops all of them or none.
-      for (const line of splitLong(text)) emit({ stream, line, ts, cursor: formatCursor(cursor) }, cursor);
-    }, after);
+  /** Supervises a started container with this runtime's Docker, owner, folder, grace and clock. */
+  private supervise(job: Omit<ContainerSupervisorOptions, 'docker' | 'owner' | 'dir' | 'graceSeconds' | 'now'>): JobHandle {
+    return new ContainerSupervisor({
+      ...job,
+      docker: this.deps.docker,
+      owner: this.deps.owner,
+      dir: this.dirOf(job.state.spec.assignmentId),
+      graceSeconds: this.grace,
+      now: this.now,
+    }).run();
   }
 
   /**
