@@ -6,7 +6,7 @@ import { join, relative } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
-import type { AssignmentOutputRule } from '@gpufarm/shared';
+import { GpufarmError, type AssignmentOutputRule } from '@gpufarm/shared';
 
 /** What a packed artifact came to: its SHA-256 (hex) and size, both of the bytes streamed. */
 export interface PackedDigest {
@@ -28,13 +28,12 @@ export interface ArtifactSource {
 }
 
 /** The artifact passed its limit; the stream was cut before the limit was passed. */
-export class ArtifactTooLargeError extends Error {
+export class ArtifactTooLargeError extends GpufarmError<'artifact_too_large'> {
   constructor(
     readonly limitBytes: number,
     readonly path: string,
   ) {
-    super(`${path} is more than its ${limitBytes}-byte limit`);
-    this.name = 'ArtifactTooLargeError';
+    super('artifact_too_large', `${path} is more than its ${limitBytes}-byte limit`);
   }
 }
 

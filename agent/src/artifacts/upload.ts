@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
+import { GpufarmError } from '@gpufarm/shared';
 import type { ArtifactSource, PackedDigest } from './pack.js';
 import { ArtifactTooLargeError } from './pack.js';
 
@@ -27,16 +28,18 @@ export interface UploadResult extends PackedDigest {
   status: number;
 }
 
-/** The upload failed for good; `retryable` tells whether a later try might succeed. */
-export class UploadError extends Error {
+/**
+ * The upload failed for good; `retryable` tells whether a later try might succeed (the network
+ * failed, or the server answered 408, 429 or 5xx), `status` is the server's answer if one came.
+ */
+export class UploadError extends GpufarmError<'upload_failed'> {
   constructor(
     message: string,
-    readonly retryable: boolean,
+    retryable: boolean,
     readonly status: number | null,
-    options?: { cause?: unknown },
+    options: { cause?: unknown } = {},
   ) {
-    super(message, options);
-    this.name = 'UploadError';
+    super('upload_failed', message, { ...options, retryable });
   }
 }
 

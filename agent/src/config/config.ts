@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
+import { GpufarmError, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.js';
 
@@ -74,8 +74,10 @@ export const envName = (k: string) => `GF_AGENT_${snake(k).toUpperCase()}`;
 export const DEFAULT_CONFIG_PATH = '/etc/gf-agent/agent.toml';
 
 /** A configuration problem; `message` lists every bad setting, one per line. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
+export class ConfigError extends GpufarmError<'invalid_config'> {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('invalid_config', message, options);
+  }
 }
 
 export interface LoadConfigOptions {

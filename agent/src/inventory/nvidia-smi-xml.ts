@@ -1,4 +1,5 @@
 import { XMLParser } from 'fast-xml-parser';
+import { GpufarmError } from '@gpufarm/shared';
 
 /**
  * Parses `nvidia-smi -q -x` output (the `nvsmi_device_v*.dtd` XML, driver 470 to 550 and later)
@@ -74,8 +75,10 @@ function firstNumber(...values: Array<number | null>): number | null {
 }
 
 /** Thrown when the text is not an `nvidia-smi -q -x` report the agent can use. */
-export class NvidiaSmiParseError extends Error {
-  override name = 'NvidiaSmiParseError';
+export class NvidiaSmiParseError extends GpufarmError<'nvidia_smi_unreadable'> {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('nvidia_smi_unreadable', message, options);
+  }
 }
 
 export function parseNvidiaSmiXml(xml: string): NvidiaSmiReport {
@@ -83,7 +86,7 @@ export function parseNvidiaSmiXml(xml: string): NvidiaSmiReport {
   try {
     doc = parser.parse(xml) as Node;
   } catch (err) {
-    throw new NvidiaSmiParseError(`nvidia-smi printed XML that does not parse: ${(err as Error).message}`);
+    throw new NvidiaSmiParseError(`nvidia-smi printed XML that does not parse: ${(err as Error).message}`, { cause: err });
   }
   const log = doc.nvidia_smi_log;
   if (log === undefined || log === null || typeof log !== 'object') throw new NvidiaSmiParseError('nvidia-smi output has no <nvidia_smi_log> element');

@@ -1,4 +1,4 @@
-import { findGpuClass, gpuClassIds, type GpuInventory } from '@gpufarm/shared';
+import { findGpuClass, GpufarmError, gpuClassIds, type GpuInventory } from '@gpufarm/shared';
 
 /**
  * Simulated GPUs for a machine without any (development, CI, demos): `"2x h100-80gb-sxm"` or
@@ -11,8 +11,10 @@ export interface SimulatedGpuSpec {
 }
 
 /** Thrown with a message naming the bad part of the spec. */
-export class SimulatedGpuSpecError extends Error {
-  override name = 'SimulatedGpuSpecError';
+export class SimulatedGpuSpecError extends GpufarmError<'invalid_simulated_gpus'> {
+  constructor(message: string) {
+    super('invalid_simulated_gpus', message);
+  }
 }
 
 export function parseSimulatedGpus(spec: string): SimulatedGpuSpec[] {

@@ -1,5 +1,5 @@
 import type Docker from 'dockerode';
-import type { AssignmentSpec } from '@gpufarm/shared';
+import { GpufarmError, type AssignmentSpec } from '@gpufarm/shared';
 import type { EgressSettings } from '../egress/network.js';
 import { jobUser } from './job-user.js';
 
@@ -79,14 +79,13 @@ export interface ContainerPlacement {
 
 export type ContainerConfigErrorCode = 'invalid' | 'unsupported' | 'conflict' | 'duplicate';
 
-/** A request the machine refuses; `code` maps to an `assignment.rejected` reason. */
-export class ContainerConfigError extends Error {
-  constructor(
-    readonly code: ContainerConfigErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'ContainerConfigError';
+/**
+ * A request the machine refuses; `code` maps to an `assignment.rejected` reason. Not retryable:
+ * this machine refuses the same request again.
+ */
+export class ContainerConfigError extends GpufarmError<ContainerConfigErrorCode> {
+  constructor(code: ContainerConfigErrorCode, message: string) {
+    super(code, message);
   }
 }
 
