@@ -26,7 +26,7 @@ interface Open {
  * Sources read, packed and hashed on a worker thread, with the same functions as
  * `inThreadSources`. Uploading a big artifact on one thread does two things one after the other
  * for every chunk: hash it, then write it to the socket. Here the worker reads and hashes while
- * this thread writes, and the two overlap; the hash of a big output no longer holds up the
+ * this thread writes, and the two overlap, so the hash of a big output does not hold up the
  * daemon's link. File chunks are lent, not copied: they lie in the worker's shared memory until
  * the consumer gives them back with `release`, which also lets the worker send more. One worker
  * serves every source; it starts on first use and keeps the process alive only while a source

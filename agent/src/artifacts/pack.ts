@@ -47,7 +47,7 @@ type ChunkMemory = () => Promise<Buffer>;
  * Where in an allocation a file chunk starts. Large allocations begin 16 bytes past a page
  * boundary (the allocator's header), and on AMD EPYC the kernel copies a read into memory that
  * begins 1 to 31 bytes past a page boundary several times slower (each store falsely waits on
- * a load 4 KiB away, at the same page offset). See docs/decisions.md.
+ * a load 4 KiB away, at the same page offset).
  */
 export const READ_ALIGN = 64;
 

@@ -8,7 +8,7 @@ import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { DockerAssignmentRunner } from '../runtime/docker-runner.js';
 import { admitAssignment } from './admission.js';
 
-/** The control plane's upload route of one artifact (ARCHITECTURE.md section 8). */
+/** The control plane's upload route of one artifact: outputs go over HTTP, streamed, not over the agent's socket. */
 export const AGENT_OUTPUT_UPLOAD_PATH = '/agent/v1/assignments/:assignmentId/outputs/:name';
 
 /**
@@ -54,7 +54,7 @@ export interface DockerRunnerSetup {
  * limits, labelled with the machine id, folders under `work_dir`), the machine checks of
  * `admitAssignment` before the runner's own, uploads to the control plane with the machine
  * token and records signed with the machine key.
- * Wired once, in `gf-agent run` (STYLE.md rule 2).
+ * Wired once, in `gf-agent run`.
  */
 export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
   mkdirSync(setup.workDir, { recursive: true, mode: 0o700 });

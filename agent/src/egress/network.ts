@@ -9,12 +9,11 @@ import { EGRESS_CONFIG_ENV, EGRESS_PROXY_PORT, EGRESS_TEST_MODE_ENV, type Egress
 import { formatEgressEvent, parseEgressLine } from './events.js';
 
 /**
- * The Docker side of an allowlist job (PLATFORM-NOTES "Network isolation and the egress
- * allowlist"): per job, a bridge network that is `Internal` and has no host address
- * (`com.docker.network.bridge.inhibit_ipv4`), so the job reaches neither the host, nor other
- * bridges, nor the internet; and the job's egress proxy container, attached to that network
- * (as `EGRESS_PROXY_ALIAS`) and to Docker's default bridge, which it reaches the internet
- * through. The job runs on the internal network with `HTTPS_PROXY`/`HTTP_PROXY` pointing at
+ * The Docker side of an allowlist job: per job, a bridge network that is `Internal` and has no
+ * host address (`com.docker.network.bridge.inhibit_ipv4`), so the job reaches neither the
+ * host, nor other bridges, nor the internet; and the job's egress proxy container, attached to
+ * that network (as `EGRESS_PROXY_ALIAS`) and to Docker's default bridge, which it reaches the
+ * internet through. The job runs on the internal network with `HTTPS_PROXY`/`HTTP_PROXY` pointing at
  * the proxy and its DNS pointed at nothing (`JOB_DNS`): the only name it can resolve is the
  * proxy's.
  *

@@ -22,7 +22,7 @@ export interface EgressProxyOptions {
   idleTimeoutMs?: number;
 }
 
-/** The proxy's ports (STYLE.md rule 2): DNS and where decisions go. */
+/** The proxy's ports: DNS and where decisions go. */
 export interface EgressProxyDeps {
   /** Every address of a name (`dns.lookup` with `all: true` in the container). */
   lookup: (name: string) => Promise<string[]>;

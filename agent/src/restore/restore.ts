@@ -35,10 +35,10 @@ export interface RestoreResult {
 }
 
 /**
- * Rebuilds the runtime's jobs after an agent restart (STYLE.md rule 8): finds this owner's
- * containers by label, resumes supervision of those an assignment owns (lines continue after
- * the last one delivered, without duplicates; the runtime limit counts from the container's
- * start), reports the ones that exited meanwhile with their exit codes, and removes labelled
+ * Rebuilds the runtime's jobs after an agent restart: finds this owner's containers by label,
+ * resumes supervision of those an assignment owns (lines continue after the last one
+ * delivered, without duplicates; the runtime limit counts from the container's start),
+ * reports the ones that exited meanwhile with their exit codes, and removes labelled
  * containers nobody owns together with their mounts and folders. It never re-runs a job.
  * An allowlist job's proxy and network stay for the jobs resumed (removed when they end) and
  * are removed for every other assignment.

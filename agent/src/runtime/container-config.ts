@@ -4,11 +4,11 @@ import type { EgressSettings } from '../egress/network.js';
 import { jobUser } from './job-user.js';
 
 /**
- * The one place container settings come from (STYLE.md rule 10): an assignment and the machine's
- * facts in, Docker's create options out. Pure: no I/O, tested on plain objects. A request the
- * machine cannot honour (more cores or memory than it has, a reserved env name, an allowlist
- * on an agent without the egress proxy) is refused with a `ContainerConfigError`, never
- * quietly narrowed.
+ * The one place container settings come from: an assignment and the machine's facts in,
+ * Docker's create options out. Pure: no I/O, tested on plain objects. A request the machine
+ * cannot honour (more cores or memory than it has, a reserved env name, an allowlist on an
+ * agent without the egress proxy) is refused with a `ContainerConfigError`, never quietly
+ * narrowed.
  *
  * What every container gets: the image's `USER`, or `DEFAULT_JOB_USER` (65534) when it names
  * none (`job-user.ts`); all capabilities dropped but `KEPT_CAPABILITIES`, `no-new-privileges`,

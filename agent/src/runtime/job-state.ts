@@ -25,7 +25,7 @@ export interface JobState {
 export interface JobExit {
   assignmentId: string;
   exitCode: number | null;
-  /** Out of memory: Docker's OOMKilled, or exit 137 the agent did not cause (PLATFORM-NOTES). */
+  /** Out of memory: Docker's OOMKilled, or exit 137 the agent did not cause (OOMKilled can stay false when the OOM killer ends the container's first process). */
   oomKilled: boolean;
   /** Stopped at maxRuntimeSeconds. */
   timedOut: boolean;

@@ -1,7 +1,7 @@
 /**
  * Labels the runtime puts on every container it creates, so a restarted agent finds its
- * containers again (STYLE.md rule 8). `owner` names the agent instance (the machine id): an
- * agent only ever lists, restores or removes containers carrying its own owner label.
+ * containers again. `owner` names the agent instance (the machine id): an agent only ever
+ * lists, restores or removes containers carrying its own owner label.
  */
 export const LABEL_MANAGED = 'org.gpufarm.managed';
 export const LABEL_OWNER = 'org.gpufarm.owner';

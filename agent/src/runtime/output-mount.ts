@@ -12,7 +12,6 @@ const run = promisify(execFile);
  * and loop-mounted (`loop`): writing past it gives ENOSPC inside the container. Where the host
  * refuses (no root, no loop devices), a plain folder (`watchdog`): the runtime measures it
  * every `WATCHDOG_INTERVAL_MS` and stops the job once it holds more than the limit.
- * PLATFORM-NOTES "Hard output limits".
  */
 export interface OutputMount {
   kind: 'loop' | 'watchdog';
