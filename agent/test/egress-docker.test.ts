@@ -13,7 +13,7 @@ import { execInContainer } from '../src/runtime/docker-exec.js';
 import { DetachedError } from '../src/runtime/docker-runtime.js';
 import { LABEL_OWNER } from '../src/runtime/labels.js';
 import { restoreJobs } from '../src/restore/restore.js';
-import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName } from './helpers/docker.js';
+import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName, waitFor } from './helpers/docker.js';
 
 /**
  * Allowlist jobs on the real Docker Engine. Every target lives on this machine: allowlisted test
@@ -90,14 +90,6 @@ async function fixture(t: Test): Promise<Fixture> {
 
 function allowlistSpec(command: string, allow = ['allowed.example.com', 'private.example.com', 'metadata.example.com', 'loopback.example.com', 'v6local.example.com']): AssignmentSpec {
   return busyboxSpec({ command: ['sh', '-c', command], networkPolicy: { mode: 'allowlist', allow }, maxRuntimeSeconds: 120 });
-}
-
-async function waitFor(check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 t.test('behavior: an allowlist job reaches its names through the proxy and nothing else; proxy and network go when it ends', async (t) => {

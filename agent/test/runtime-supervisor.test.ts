@@ -12,7 +12,7 @@ import type { JobExit, JobState } from '../src/runtime/job-state.js';
 import { LogFile } from '../src/runtime/log-file.js';
 import { DockerLogParser, formatCursor, type LogCursor } from '../src/runtime/log-lines.js';
 import { LABEL_MANAGED, LABEL_OWNER } from '../src/runtime/labels.js';
-import { busyboxSpec, collectLines, docker, localImages, uniqueName } from './helpers/docker.js';
+import { busyboxSpec, collectLines, docker, localImages, uniqueName, waitFor } from './helpers/docker.js';
 
 const at = (ts: string, index = 0): LogCursor => ({ ts, index });
 
@@ -149,21 +149,13 @@ async function running(box: Docker.Container): Promise<boolean> {
   return (await box.inspect()).State.Running;
 }
 
-async function until(check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 t.test('behavior: armDeadline stops a job found past maxRuntimeSeconds at once', async (t) => {
   const owner = uniqueName('t');
   const box = await container(t, owner, 'sleep 60');
   const spec = busyboxSpec({ maxRuntimeSeconds: 60 });
   const { supervisor, lines } = await supervise(t, box, { spec, state: stateOf(spec, { containerId: box.id, startedAt: new Date(Date.now() - 61_000).toISOString() }) });
   supervisor.armDeadline();
-  await until(async () => !(await running(box)));
+  await waitFor(async () => !(await running(box)));
   t.equal(supervisor.stopCause, 'timeout', 'behavior: a job found past its limit is stopped at once');
   t.same(lines.of('system'), ['maxRuntimeSeconds (60) reached: stopping (SIGTERM, then SIGKILL after 1 s)']);
 });
@@ -193,7 +185,7 @@ t.test('error: followEgress says when an allowlist job\'s proxy is missing', asy
   const spec = busyboxSpec({ networkPolicy: { mode: 'allowlist', allow: ['example.org'] } });
   const { supervisor, lines } = await supervise(t, box, { spec, state: stateOf(spec, { containerId: box.id }) });
   supervisor.followEgress();
-  await until(() => lines.of('system').length > 0);
+  await waitFor(() => lines.of('system').length > 0);
   t.same(lines.of('system'), ['egress: the proxy container is gone; the job reaches nothing'], 'error: an allowlist job whose proxy is missing says so');
   await supervisor.detach();
 });
@@ -228,7 +220,7 @@ t.test('behavior: detach leaves the container running and rejects done with Deta
   const box = await container(t, owner, 'while true; do echo tick; sleep 0.1; done');
   const { supervisor, options, lines } = await supervise(t, box);
   const handle = supervisor.run();
-  await until(() => lines.of('stdout').length >= 2);
+  await waitFor(() => lines.of('stdout').length >= 2);
   await handle.detach();
   const err = await handle.done.then(() => null, (e: unknown) => e);
   t.ok(err instanceof DetachedError, 'behavior: done rejects with DetachedError');

@@ -125,7 +125,7 @@ export class DockerRuntime {
         throw new RuntimeError('create_failed', `creating the container failed: ${(err as Error).message}`, { cause: err });
       }
       // dockerode: wait() before start() returns at once; 'next-exit' waits for this run's exit.
-      // Sent as early as possible so dockerd has it before the start (supervise also watches
+      // Sent as early as possible so dockerd has it before the start (the supervisor also watches
       // for the end of the logs, should the wait miss a very short run).
       const exited = container.wait({ condition: 'next-exit' }) as Promise<WaitResult>;
       exited.catch(() => undefined);

@@ -136,6 +136,15 @@ export async function busyboxWithUser(t: Test, opts: { user: string; files?: Rec
   return { repository, tag, digest, reference: `${repository}@${digest}` };
 }
 
+/** Resolves once `check` holds, asking every 100 ms; rejects after `ms`. */
+export async function waitFor(check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** A sink that keeps every line. */
 export function collectLines(): { lines: RuntimeLogLine[]; sink: (line: RuntimeLogLine) => void; of: (stream: string) => string[] } {
   const lines: RuntimeLogLine[] = [];
