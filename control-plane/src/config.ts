@@ -51,6 +51,7 @@ const envSchema = z.object({
   GF_INPUT_QUOTA_BYTES: z.coerce.number().int().min(1).default(10 * 1024 ** 3),
   GF_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),
   GF_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(20_000),
+  GF_UNFUNDED_JOB_TTL_SECONDS: z.coerce.number().int().min(1).max(30 * 86_400).default(86_400),
   GF_CANARY_IMAGE: z
     .string()
     .regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, 'must be the canary image pinned by digest: <repository>@sha256:<64 hex>')
@@ -118,6 +119,8 @@ export interface Config {
   /** Image repositories refused besides the built-in miners and crackers (`*` suffix wildcard). */
   bannedImages: string[];
   offerIndexRefreshMs: number;
+  /** A job still CREATED (not funded) this long after its creation expires. */
+  unfundedJobTtlSeconds: number;
   /** null: funding is unavailable (`fundingUnavailable.code` `escrow_not_deployed`). */
   chain: ChainConfig | null;
   execution: ExecutionConfig;
@@ -190,6 +193,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     weiPerUsd: BigInt(e.GF_WEI_PER_USD),
     bannedImages: e.GF_BANNED_IMAGES,
     offerIndexRefreshMs: e.GF_OFFER_INDEX_REFRESH_MS,
+    unfundedJobTtlSeconds: e.GF_UNFUNDED_JOB_TTL_SECONDS,
     chain:
       e.GF_RPC_URL && e.GF_ESCROW_ADDRESS
         ? {

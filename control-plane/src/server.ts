@@ -11,6 +11,7 @@ import { syncCatalog } from './fleet/catalog.js';
 import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.js';
 import { createMemoryRateLimitStore } from './http/rate-limit-store.js';
 import { startEscrowWorker } from './jobs/escrow-worker.js';
+import { expireUnfunded } from './jobs/expiry.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { removeLocalState, writeLocalState } from './local-state.js';
 import { deploymentSecret } from './settings/store.js';
@@ -73,7 +74,10 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     );
     const executionWorker = startExecutionWorker(execution, {
       intervalMs: config.execution.sweepIntervalMs,
-      sweeps: [{ name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) }],
+      sweeps: [
+        { name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) },
+        { name: 'unfunded job expiry', run: () => expireUnfunded({ db }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
+      ],
     });
     const worker = escrow
       ? startEscrowWorker(

@@ -215,6 +215,26 @@ export async function applyTransition(
   return row ?? null;
 }
 
+/**
+ * Moves up to `limit` jobs that are still `from` (CREATED) `ageSeconds` after their creation to
+ * `to` (EXPIRED), oldest first, in one guarded write: a job funded or canceled meanwhile is left
+ * alone, and rows another replica is expiring are skipped. Returns the ids moved.
+ */
+export async function expireUnfundedJobs(
+  db: Queryable,
+  params: { from: JobStatus; to: JobStatus; ageSeconds: number; limit: number },
+): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `UPDATE jobs SET status = $2, updated_at = now()
+      WHERE id IN (SELECT id FROM jobs WHERE status = $1 AND created_at <= now() - make_interval(secs => $3)
+                    ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+        AND status = $1
+      RETURNING id`,
+    [params.from, params.to, params.ageSeconds, params.limit],
+  );
+  return rows.map((row) => row.id);
+}
+
 /** A job by id whatever its account (background work: escrow events, refunds). */
 export async function findJobById(db: Queryable, jobId: string): Promise<JobRow | null> {
   const [row] = await db.query<JobRow>(`SELECT ${COLUMNS} FROM jobs WHERE id = $1`, [jobId]);
