@@ -118,6 +118,12 @@ t.test('args: an empty command keeps the image entrypoint and command', async (t
   t.notOk('Entrypoint' in c);
 });
 
+t.test('args: a deterministic job gets GF_DETERMINISTIC=1; other jobs get no such variable', async (t) => {
+  t.same(toContainerConfig(spec({ deterministic: true }), machine, placement).Env, ['EPOCHS=3', 'GF_JOB_ID=job_1', 'GF_DETERMINISTIC=1']);
+  t.same(toContainerConfig(spec({ deterministic: false }), machine, placement).Env, ['EPOCHS=3', 'GF_JOB_ID=job_1']);
+  t.throws(() => toContainerConfig(spec({ env: { GF_DETERMINISTIC: '1' } }), machine, placement), { code: 'invalid' }, 'the job cannot set it itself');
+});
+
 t.test('error: conflict for more memory or cores than the machine offers', async (t) => {
   t.throws(() => toContainerConfig(spec({ ramBytes: machine.ramBytes + 1 }), machine, placement), { code: 'conflict' });
   t.throws(() => checkContainerConfig(spec({ ramBytes: machine.ramBytes + 1 }), machine), { code: 'conflict' }, 'the check before placement refuses the same');

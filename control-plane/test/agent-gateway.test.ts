@@ -148,7 +148,8 @@ t.test('GET /agent/v1/ws', async (t) => {
     const agent = await AgentSocket.connect(url, machineToken);
     t.teardown(() => agent.close());
     const benchmark = { status: 'completed' as const, reason: null, tier: 'A' as const, host: { diskWriteMBps: 900, sha256MBps: 1500 }, gpus: [], ranAt: new Date().toISOString() };
-    agent.send(hello(testInventory(), [], { benchmark }));
+    // An agent whose newest protocol is 2 (protocol 3 only adds assign.assignment.deterministic).
+    agent.send(hello(testInventory(), [], { benchmark, protocolVersion: 2, supportedVersions: [1, 2] }));
     const welcome = await agent.next('welcome');
     t.match(welcome, { protocolVersion: 2, machineId, heartbeatIntervalSeconds: 5, acked: [] });
     t.equal(welcome.lostAfterSeconds, 50 + 300, 'protocol 2: the requeue time of a silent machine, GF_MACHINE_OFFLINE_SECONDS + GF_MACHINE_LOST_GRACE_SECONDS');
@@ -352,6 +353,22 @@ t.test('GET /agent/v1/ws', async (t) => {
     const welcome = await agent.next('welcome');
     t.equal(welcome.protocolVersion, 1);
     t.notOk('lostAfterSeconds' in welcome, 'a protocol 1 agent would refuse the unknown field');
+  });
+
+  t.test('behavior: a deterministic job\'s assignment says so on protocol 3 and leaves the field out for an agent on protocol 2', async (t) => {
+    for (const versions of [[1, 2, 3], [1, 2]]) {
+      const { machineId, machineToken } = await enrollMachine(app, db);
+      const assignmentId = await insertAssignment(db, { jobId: await insertJob(db), machineId });
+      await db.query(`UPDATE assignments SET spec = spec || '{"deterministic": true}'::jsonb WHERE id = $1`, [assignmentId]);
+      const agent = await AgentSocket.connect(url, machineToken);
+      t.teardown(() => agent.close());
+      agent.send(hello(testInventory(), [], { protocolVersion: Math.max(...versions), supportedVersions: versions }));
+      t.equal((await agent.next('welcome')).protocolVersion, Math.max(...versions));
+      const { assignment } = await agent.next('assign');
+      t.equal(assignment.assignmentId, assignmentId, `protocol ${Math.max(...versions)}: the offer is sent`);
+      if (versions.includes(3)) t.equal(assignment.deterministic, true, 'protocol 3: deterministic');
+      else t.notOk('deterministic' in assignment, 'protocol 2: left out, as its strict schema would refuse it');
+    }
   });
 
   t.test('behavior: the GPUs of an assignment the agent still holds after it was requeued stay reserved until the agent lets go of it', async (t) => {

@@ -23,7 +23,7 @@ const CANARY_DIGEST = `sha256:${'c'.repeat(64)}`;
 const BUSYBOX_DIGEST = `sha256:${'b'.repeat(64)}`;
 const PRICE = 400_000;
 
-async function setup(t: Test, options: { image?: string; command?: string[]; maxRuntimeSeconds?: number } = {}) {
+async function setup(t: Test, options: { image?: string; command?: string[]; maxRuntimeSeconds?: number; deterministic?: boolean } = {}) {
   const test = await buildTestApp(t, { env: { GF_CANARY_IMAGE: `127.0.0.1:5000/gpufarm/canary@${CANARY_DIGEST}` } });
   const { db, app, config } = test;
   const dir = mkdtempSync(join(tmpdir(), 'gf-exec-'));
@@ -42,7 +42,7 @@ async function setup(t: Test, options: { image?: string; command?: string[]; max
     method: 'POST',
     url: '/v1/jobs',
     headers: bearer(key.key),
-    payload: { image, command, gpu: { count: 1 }, maxRuntimeSeconds: options.maxRuntimeSeconds ?? 600, workloadType: 'batch' },
+    payload: { image, command, gpu: { count: 1 }, maxRuntimeSeconds: options.maxRuntimeSeconds ?? 600, workloadType: 'batch', ...(options.deterministic === undefined ? {} : { deterministic: options.deterministic }) },
   });
   if (res.statusCode !== 201) t.fail(res.body);
   const jobId = (res.json() as { job: { id: string } }).job.id;
@@ -165,7 +165,7 @@ t.test('a signature by another key, or an unpinned image, stays HOST_REPORTED', 
 
 t.test('the canary: the server recomputes sha256^n(jobId) -> RESULT_VERIFIED; a wrong result is HOST_REPORTED', async (t) => {
   for (const right of [true, false]) {
-    const s = await setup(t, { image: `127.0.0.1:5000/gpufarm/canary@${CANARY_DIGEST}`, command: ['sha256-chain', '1000'] });
+    const s = await setup(t, { image: `127.0.0.1:5000/gpufarm/canary@${CANARY_DIGEST}`, command: ['sha256-chain', '1000'], deterministic: true });
     const id = await s.offer();
     const exit = { imageDigest: CANARY_DIGEST, startedAt: STARTED, finishedAt: FINISHED, exitCode: 0, oomKilled: false, timedOut: false };
     await assignmentStatus(s.deps, s.machine.id, s.status(id, 'running', exit));
@@ -173,6 +173,22 @@ t.test('the canary: the server recomputes sha256^n(jobId) -> RESULT_VERIFIED; a 
     const output = await s.upload(id, 'output-0', await tarOf({ 'result.txt': text }));
     await assignmentStatus(s.deps, s.machine.id, s.status(id, 'finished', { ...exit, outputs: [{ path: '/output', name: 'output-0', sha256: output.sha256, sizeBytes: output.sizeBytes }] }));
     t.equal((await s.job()).verificationLevel, right ? 'RESULT_VERIFIED' : 'HOST_REPORTED', right ? 'recomputed and equal' : 'recomputed and different');
+  }
+});
+
+t.test('behavior: the canary result is recomputed only for a job created with deterministic: true; the job records the declaration', async (t) => {
+  for (const deterministic of [true, false]) {
+    const s = await setup(t, { image: `127.0.0.1:5000/gpufarm/canary@${CANARY_DIGEST}`, command: ['sha256-chain', '1000'], deterministic });
+    const [row] = await s.db.query<{ deterministic: boolean }>('SELECT deterministic FROM jobs WHERE id = $1', [s.jobId]);
+    t.equal(row?.deterministic, deterministic, `deterministic: ${deterministic} is recorded on the job`);
+    const id = await s.offer();
+    const exit = { imageDigest: CANARY_DIGEST, startedAt: STARTED, finishedAt: FINISHED, exitCode: 0, oomKilled: false, timedOut: false };
+    await assignmentStatus(s.deps, s.machine.id, s.status(id, 'running', exit));
+    const output = await s.upload(id, 'output-0', await tarOf({ 'result.txt': canaryResult(s.jobId, 1000) }));
+    await assignmentStatus(s.deps, s.machine.id, s.status(id, 'finished', { ...exit, outputs: [{ path: '/output', name: 'output-0', sha256: output.sha256, sizeBytes: output.sizeBytes }] }));
+    t.equal((await s.job()).verificationLevel, deterministic ? 'RESULT_VERIFIED' : 'HOST_REPORTED', deterministic ? 'recomputed' : 'not recomputed: as the machine reports it');
+    const verified = (await s.lines()).find((l) => l.startsWith('verified:'));
+    t.equal(verified?.includes('the canary result is recomputed only for a job created with deterministic: true'), !deterministic, 'the line says why when it was not recomputed');
   }
 });
 

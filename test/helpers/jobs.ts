@@ -3,7 +3,7 @@ import type { LocalImages } from './marketplace.js';
 /** Highest price the test jobs accept; the test farms ask less. */
 export const MAX_PRICE_USD = '2.00';
 
-/** The service's canary job: `sha256-chain <iterations>` in the canary image, pinned by digest. */
+/** The service's canary job: `sha256-chain <iterations>` in the canary image, pinned by digest, declared deterministic. */
 export function canarySpec(images: LocalImages, paymentToken: 'eth' | 'stable', iterations = 100_000, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     title: `canary ${paymentToken}`,
@@ -14,6 +14,7 @@ export function canarySpec(images: LocalImages, paymentToken: 'eth' | 'stable', 
     maxRuntimeSeconds: 600,
     maxPricePerGpuHour: MAX_PRICE_USD,
     paymentToken,
+    deterministic: true,
     ...extra,
   };
 }

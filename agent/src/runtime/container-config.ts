@@ -17,7 +17,7 @@ import { jobUser } from './job-user.js';
  * limits, `NetworkMode: 'none'` (an allowlist job: its internal network, the proxy variables
  * and no DNS server, see `egress/network.ts`), `/input/<mountName>` read-only, `/output`
  * read-write on the size-limited mount the caller prepared (given to the job's user),
- * `GF_JOB_ID`. Never privileged,
+ * `GF_JOB_ID`, and `GF_DETERMINISTIC=1` for a job declared deterministic. Never privileged,
  * never a Docker socket, never the host's network, PID or IPC namespace, no devices but GPUs.
  */
 
@@ -143,7 +143,13 @@ export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, p
   }
   const limits = resolveLimits(spec, machine);
   const network = allowlist ? placement.network : undefined;
-  const env = [...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`), ...(network?.env ?? []), `GF_JOB_ID=${spec.jobId}`];
+  const env = [
+    ...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+    ...(network?.env ?? []),
+    `GF_JOB_ID=${spec.jobId}`,
+    // The job declared its outputs reproducible: its code may turn on deterministic algorithms.
+    ...(spec.deterministic ? ['GF_DETERMINISTIC=1'] : []),
+  ];
 
   const mounts: Docker.MountSettings[] = [
     ...placement.inputs.map((input) => ({ Type: 'bind' as const, Source: input.hostPath, Target: `/input/${input.mountName}`, ReadOnly: true })),

@@ -51,6 +51,13 @@ function describeInvalid(raw: unknown, issues: ReadonlyArray<{ path: readonly Pr
   return `${type}: ${field}: ${issue.message}`;
 }
 
+/** The assignment as an agent on `version` reads it: `deterministic` exists from protocol 3. */
+function assignmentForVersion(spec: unknown, version: number): unknown {
+  if (version >= 3 || typeof spec !== 'object' || spec === null) return spec;
+  const { deterministic: _deterministic, ...older } = spec as Record<string, unknown>;
+  return older;
+}
+
 export class AgentConnection {
   private welcomed = false;
   private closed = false;
@@ -67,6 +74,8 @@ export class AgentConnection {
   private readonly superseded = new Set<string>();
   private lastHeardMs = Date.now();
   private readonly watchdog: NodeJS.Timeout;
+  /** The protocol version chosen in `welcome`. */
+  private protocolVersion = 1;
 
   constructor(
     readonly ws: WebSocket,
@@ -221,6 +230,7 @@ export class AgentConnection {
     const acked = await lastStoredSeqs(deps.db, mine);
     for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);
     const version = Math.max(...common);
+    this.protocolVersion = version;
     this.send({
       type: 'welcome',
       protocolVersion: version,
@@ -263,7 +273,7 @@ export class AgentConnection {
 
   private sendAssign(a: AssignmentRow): void {
     if (this.sent.has(a.id)) return;
-    const message = assignMessageSchema.safeParse({ type: 'assign', assignment: a.spec });
+    const message = assignMessageSchema.safeParse({ type: 'assign', assignment: assignmentForVersion(a.spec, this.protocolVersion) });
     if (!message.success) {
       this.ctx.log(`assignment ${a.id}: its spec fails the assign schema (${describeInvalid({ type: 'assign' }, message.error.issues)}); not sent`);
       return;

@@ -54,7 +54,9 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     publicKeyPem: machine.public_key_pem,
   };
 
-  const iterations = canaryIterations(deps.config.canaryImage, { image: spec.image, imageDigest: pinnedDigest, command: spec.command ?? [] });
+  // The canary's chain is a verifier for a job that declared its result reproducible (`deterministic`).
+  const canaryRun = canaryIterations(deps.config.canaryImage, { image: spec.image, imageDigest: pinnedDigest, command: spec.command ?? [] });
+  const iterations = job.deterministic ? canaryRun : null;
   let canaryMatched: boolean | null = null;
   if (iterations !== null) {
     canaryMatched = false;
@@ -118,7 +120,8 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
           : allHashesMatch(outputs)
             ? 'hashes match; the run itself is as the machine reports it'
             : 'as the machine reports it';
-    await appendServiceLine(tx, job.id, `verified: ${level} (${why})${primary ? `; output sha256 ${primary.sha256}` : '; no output stored'}`);
+    const undeclared = canaryRun !== null && iterations === null ? '; the canary result is recomputed only for a job created with deterministic: true' : '';
+    await appendServiceLine(tx, job.id, `verified: ${level} (${why}${undeclared})${primary ? `; output sha256 ${primary.sha256}` : '; no output stored'}`);
     await appendServiceLine(
       tx,
       job.id,

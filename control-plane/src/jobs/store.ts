@@ -58,6 +58,8 @@ export interface JobRow {
   fee_micro_usd: number | null;
   total_micro_usd: number | null;
   failure_reason: string | null;
+  /** The spec's `deterministic` (absent: false), a column the database derives from the spec. */
+  deterministic: boolean;
   created_at: Date;
   updated_at: Date;
 }
@@ -69,7 +71,7 @@ const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count,
   settlement_amount::text AS settlement_amount, compute_seconds, result_hash, challenge_ends_at, completion_tx_hash, release_tx_hash,
   refund_status, refund_authorize_tx_hash, refund_tx_hash, attempts, assignment_id, verification_level, host_hash, server_hash,
   hashes_match, output_artifact_id, log_artifact_id, billable_gpu_seconds, compute_micro_usd, fee_micro_usd, total_micro_usd,
-  failure_reason, created_at, updated_at`;
+  failure_reason, deterministic, created_at, updated_at`;
 
 /** Columns a new job starts without (the escrow's later records). */
 const ESCROW_DEFAULTS = {
@@ -100,7 +102,7 @@ const ESCROW_DEFAULTS = {
   failure_reason: null,
 } as const satisfies Partial<JobRow>;
 
-export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string };
+export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'deterministic' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string };
 
 /**
  * Inserts new jobs (status CREATED) in one statement and returns their rows in the order given.
@@ -108,7 +110,7 @@ export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'created_
  * batch travels as one JSON parameter, so the statement text is the same for any batch size.
  */
 export async function insertJobs(db: Queryable, jobs: readonly NewJob[]): Promise<JobRow[]> {
-  const rows = await db.query<Pick<JobRow, 'id' | 'seq' | 'created_at' | 'updated_at'>>(
+  const rows = await db.query<Pick<JobRow, 'id' | 'seq' | 'deterministic' | 'created_at' | 'updated_at'>>(
     `INSERT INTO jobs (id, account_id, api_key_id, status, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
        max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
        max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, wei_per_usd, escrow_job_key,
@@ -122,7 +124,7 @@ export async function insertJobs(db: Queryable, jobs: readonly NewJob[]): Promis
          estimate_low_micro_usd bigint, estimate_high_micro_usd bigint, max_cost_micro_usd bigint, matched_classes text[], payment_kind text,
          payment_token text, payment_symbol text, payment_decimals integer, max_payment numeric, wei_per_usd numeric, escrow_job_key text,
          escrow_address text, job_hash text)
-     RETURNING id, seq, created_at, updated_at`,
+     RETURNING id, seq, deterministic, created_at, updated_at`,
     [JSON.stringify(jobs)],
   );
   // Only what the database decides comes back; the rest is what was sent.
@@ -131,7 +133,7 @@ export async function insertJobs(db: Queryable, jobs: readonly NewJob[]): Promis
     const row = decided.get(job.id);
     if (!row) throw new Error(`INSERT … RETURNING gave no row for ${job.id}`);
     const { api_key_id: _apiKeyId, ...stored } = job;
-    return { ...stored, ...ESCROW_DEFAULTS, seq: row.seq, created_at: row.created_at, updated_at: row.updated_at, status: 'CREATED', cancel_reason: null };
+    return { ...stored, ...ESCROW_DEFAULTS, seq: row.seq, deterministic: row.deterministic, created_at: row.created_at, updated_at: row.updated_at, status: 'CREATED', cancel_reason: null };
   });
 }
 

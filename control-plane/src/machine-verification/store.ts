@@ -132,6 +132,8 @@ export async function startCanary(db: Database, params: { machineId: string; can
       maxRuntimeSeconds: CANARY_MAX_RUNTIME_SECONDS,
       networkPolicy: JOB_SPEC_DEFAULTS.networkPolicy,
       outputRules: [{ path: '/output', maxBytes: 1024 * 1024 }],
+      // The sha256 chain is reproducible, and verification recomputes only deterministic jobs.
+      deterministic: true,
       title,
     };
     await tx.query(

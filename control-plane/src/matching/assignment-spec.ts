@@ -48,6 +48,8 @@ export function buildAssignmentSpec(params: {
     networkPolicy: spec.networkPolicy ?? JOB_SPEC_DEFAULTS.networkPolicy,
     inputs: [...params.inputs],
     outputRules: spec.outputRules ?? JOB_SPEC_DEFAULTS.outputRules.map((r) => ({ ...r })),
+    // Absent means false, so an assignment of an ordinary job reads as it does on protocol 1 and 2.
+    ...(spec.deterministic === true ? { deterministic: true } : {}),
   };
   return assignmentSpecSchema.parse(draft);
 }

@@ -35,11 +35,13 @@ import { assignmentSpecSchema } from './assignment.js';
 
 /**
  * The protocol version this build speaks; `hello` carries it and `welcome` echoes the one chosen.
- * 2 adds `welcome.lostAfterSeconds`; everything else is as in 1.
+ * 2 adds `welcome.lostAfterSeconds`; 3 adds `assign.assignment.deterministic`, which the server
+ * leaves out for an agent on 1 or 2 (their strict schema refuses an unknown field); everything
+ * else is as in 1.
  */
-export const AGENT_PROTOCOL_VERSION = 2;
+export const AGENT_PROTOCOL_VERSION = 3;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1, 2] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3] as const;
 
 /**
  * The control plane's defaults for a silent machine: offline after this long without a

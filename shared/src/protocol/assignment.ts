@@ -47,6 +47,11 @@ export const assignmentSpecSchema = z.strictObject({
   networkPolicy: assignmentNetworkPolicySchema,
   inputs: z.array(assignmentInputSchema).max(32),
   outputRules: z.array(assignmentOutputRuleSchema).min(1).max(8),
+  /**
+   * The job declared `deterministic: true`: its outputs depend only on its spec, inputs and job
+   * id. The container gets `GF_DETERMINISTIC=1`. Protocol 3; absent (protocols 1 and 2): false.
+   */
+  deterministic: z.boolean().optional(),
 });
 
 export type AssignmentNetworkPolicy = z.infer<typeof assignmentNetworkPolicySchema>;
