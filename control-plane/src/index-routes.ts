@@ -3,6 +3,17 @@ import { SERVICE_VERSION } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Config } from './config.js';
 
+/**
+ * The service's canary as a customer runs it: `command` with `<iterations>` replaced by a count
+ * (1 to 999,999,999) and `deterministic: true` makes a job whose result the server recomputes.
+ * null: the deployment has no canary image (`GF_CANARY_IMAGE`).
+ */
+function canaryOf(config: Config) {
+  const canary = config.execution.canaryImage;
+  if (!canary) return null;
+  return { image: `${canary.repository}@${canary.digest}`, repository: canary.repository, digest: canary.digest, command: ['sha256-chain', '<iterations>'] };
+}
+
 /** `GET /v1`: what this deployment is and where everything lives. */
 export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, { config }) => {
   const base = `${config.publicUrl}/v1`;
@@ -13,6 +24,7 @@ export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, {
     chainId: config.chainId,
     environment: config.environment,
     apiKeyPrefix: config.environment === 'mainnet' ? 'gf_live_' : 'gf_test_',
+    canary: canaryOf(config),
     links: {
       self: base,
       capacity: `${base}/capacity`,

@@ -66,6 +66,12 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     }
     const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
     const log = (message: string, err?: unknown) => app.log.warn({ err }, message);
+    if (!config.execution.canaryImage) {
+      app.log.warn(
+        'GF_CANARY_IMAGE is not set: this control plane cannot verify machines, so no enrolled machine is offered or matched, and no job reaches RESULT_VERIFIED. ' +
+          'Set it to the canary image pinned by digest (repository@sha256:…, built by scripts/build-images.sh); GET /v1 shows canary: null until then.',
+      );
+    }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gateway = await createAgentGateway({ app, deps: execution });
     const matcher = startMatcher(
