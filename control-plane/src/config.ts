@@ -104,7 +104,13 @@ export interface Config {
   dataDir: string;
   environment: (typeof ENVIRONMENTS)[number];
   chainId: number;
+  /** The base of the links in responses (signed artifact URLs, job links, the agent's input routes). */
   publicUrl: string;
+  /**
+   * GF_PUBLIC_URL is unset: `publicUrl` is `http://HOST:PORT`, and with PORT=0 the server puts
+   * the port it bound in once it listens.
+   */
+  publicUrlFollowsPort: boolean;
   platformFeeBps: number;
   rateLimitStore: 'memory' | 'postgres';
   trustProxy: boolean;
@@ -162,6 +168,12 @@ export class ConfigError extends Error {
   }
 }
 
+/** `http://HOST:PORT` as clients reach it: a wildcard address is reached as `localhost`. */
+export function defaultPublicUrl(host: string, port: number): string {
+  const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host;
+  return `http://${publicHost}:${port}`;
+}
+
 /** Reads and validates the configuration; a bad value throws a ConfigError naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   // An empty variable means unset, as in most shells' `VAR= cmd`.
@@ -172,7 +184,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${shown(String(issue.path[0]))})`));
   }
   const e = parsed.data;
-  const publicHost = e.HOST === '0.0.0.0' || e.HOST === '::' ? 'localhost' : e.HOST;
   return {
     port: e.PORT,
     host: e.HOST,
@@ -180,7 +191,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dataDir: e.GF_DATA_DIR,
     environment: e.GF_ENVIRONMENT,
     chainId: e.GF_CHAIN_ID,
-    publicUrl: (e.GF_PUBLIC_URL ?? `http://${publicHost}:${e.PORT}`).replace(/\/$/, ''),
+    publicUrl: (e.GF_PUBLIC_URL ?? defaultPublicUrl(e.HOST, e.PORT)).replace(/\/$/, ''),
+    publicUrlFollowsPort: e.GF_PUBLIC_URL === undefined,
     platformFeeBps: e.GF_PLATFORM_FEE_BPS,
     rateLimitStore: e.GF_RATE_LIMIT_STORE,
     trustProxy: e.GF_TRUST_PROXY,

@@ -16,8 +16,17 @@ function canaryOf(config: Config) {
 
 /** `GET /v1`: what this deployment is and where everything lives. */
 export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, { config }) => {
+  // Serialized once per public URL, which with PORT=0 is known only once the server listens.
+  let built = { publicUrl: '', body: '' };
+  app.get('/v1', { config: { auth: 'public' } }, async (_request, reply) => {
+    if (built.publicUrl !== config.publicUrl) built = { publicUrl: config.publicUrl, body: indexBody(config) };
+    return reply.type('application/json; charset=utf-8').send(built.body);
+  });
+};
+
+function indexBody(config: Config): string {
   const base = `${config.publicUrl}/v1`;
-  const body = JSON.stringify({
+  return JSON.stringify({
     object: 'index',
     service: 'gpufarm',
     serviceVersion: SERVICE_VERSION,
@@ -40,8 +49,7 @@ export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, {
       docs: `${config.publicUrl}/docs`,
     },
   });
-  app.get('/v1', { config: { auth: 'public' } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(body));
-};
+}
 
 const API_DOC = new URL('../../docs/API.md', import.meta.url);
 

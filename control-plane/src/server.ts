@@ -3,7 +3,7 @@ import { buildApp } from './app.js';
 import { connectChain } from './chain/client.js';
 import { startChainHealth } from './chain/health.js';
 import { createOfferIndex, type OfferIndex } from './capacity/offer-index.js';
-import type { Config } from './config.js';
+import { defaultPublicUrl, type Config } from './config.js';
 import type { Database } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
@@ -42,6 +42,9 @@ export interface ControlPlane {
  * index, HTTP app; then listens. Everything opened here is closed by `close()`.
  */
 export async function startControlPlane(config: Config, options: { logger?: boolean } = {}): Promise<ControlPlane> {
+  // What builds links (the app, the URL signer, the matcher's input routes) reads `publicUrl`
+  // from this copy each time: with PORT=0 and no GF_PUBLIC_URL it gets the bound port after listen.
+  const served: Config = { ...config };
   const db = await openDatabase(config);
   try {
     await migrate(db);
@@ -52,7 +55,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass });
     await offerIndex.start();
     const blobs = createFsBlobStore(config.execution.artifactDir);
-    const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), config.publicUrl);
+    const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), () => served.publicUrl);
     let escrow: EscrowDeps | null = null;
     if (config.chain) {
       const chain = connectChain({
@@ -64,7 +67,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       });
       escrow = { chain, health: await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs }) };
     }
-    const app = await buildApp({ config, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
+    const app = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
     const log = (message: string, err?: unknown) => app.log.warn({ err }, message);
     if (!config.execution.canaryImage) {
       app.log.warn(
@@ -75,7 +78,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gateway = await createAgentGateway({ app, deps: execution });
     const matcher = startMatcher(
-      { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(config.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
+      { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
       { intervalMs: config.execution.matchIntervalMs, queue },
     );
     const executionWorker = startExecutionWorker(execution, {
@@ -106,6 +109,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    if (config.publicUrlFollowsPort) served.publicUrl = defaultPublicUrl(config.host, port);
     if (db.kind === 'pglite') writeLocalState(config.dataDir, { pid: process.pid, url, adminToken: config.adminToken ?? null });
     return { app, db, offerIndex, escrow, url, close: () => app.close() };
   } catch (err) {

@@ -15,13 +15,15 @@ export interface UrlSigner {
   verify(artifactId: string, expires: string | undefined, sig: string | undefined, now?: number): 'ok' | 'expired' | 'invalid';
 }
 
-export function createUrlSigner(key: string, publicUrl: string): UrlSigner {
+/** `publicUrl` may be a function, read at each signature: the port may be known only once the server listens. */
+export function createUrlSigner(key: string, publicUrl: string | (() => string)): UrlSigner {
+  const base = typeof publicUrl === 'string' ? () => publicUrl : publicUrl;
   const mac = (artifactId: string, expires: string) => createHmac('sha256', key).update(`${artifactId}.${expires}`).digest('base64url');
   return {
     sign(artifactId, ttlSeconds, now = Date.now()) {
       const expires = String(Math.floor(now / 1000) + ttlSeconds);
       return {
-        url: `${publicUrl}${SIGNED_FILE_PATH_PREFIX}${encodeURIComponent(artifactId)}?expires=${expires}&sig=${mac(artifactId, expires)}`,
+        url: `${base()}${SIGNED_FILE_PATH_PREFIX}${encodeURIComponent(artifactId)}?expires=${expires}&sig=${mac(artifactId, expires)}`,
         expiresAt: new Date(Number(expires) * 1000),
       };
     },
