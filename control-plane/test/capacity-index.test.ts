@@ -264,6 +264,43 @@ t.test('cursor walk over 150 offers gives each offer once, for every sort', asyn
   }
 });
 
+t.test('behavior: the unfiltered page is serialized once per snapshot and queue figures, byte for byte what a fresh serialization gives', async (t) => {
+  const [, createDatabase] = BACKENDS[0];
+  const { db } = await createDatabase(t);
+  const { oH100 } = await buildFleet(db);
+  let queue: ReadonlyMap<string, number> = new Map([['h100-80gb-sxm', 2]]);
+  const index = createOfferIndex(db, { refreshMs: 60_000, queuedByClass: () => queue, onWarning: () => {} });
+  t.teardown(() => index.close());
+  await index.start();
+  const fresh = () => Buffer.from(JSON.stringify(index.listOffers().data));
+
+  const first = index.listOffersJson();
+  const again = index.listOffersJson();
+  t.equal(again.dataJson, first.dataJson, 'the second request gets the serialized page of the first');
+  t.ok(again.dataJson.equals(fresh()), 'the cached page is byte-identical to a fresh serialization');
+  const second = parseCapacityQuery({ limit: '2' });
+  t.equal(index.listOffersJson(second).dataJson, index.listOffersJson(second).dataJson, 'each page of the listing is kept');
+  t.not(index.listOffersJson(second).dataJson, first.dataJson);
+
+  queue = new Map([['h100-80gb-sxm', 2]]);
+  t.equal(index.listOffersJson().dataJson, first.dataJson, 'queue figures recounted to the same counts keep the page');
+
+  queue = new Map([['h100-80gb-sxm', 5]]);
+  const requeued = index.listOffersJson();
+  t.not(requeued.dataJson, first.dataJson, 'new queue figures serialize again');
+  t.ok(requeued.dataJson.equals(fresh()), 'with the new figure');
+  t.equal(index.listOffers().data.find((o) => o.id === oH100)?.queue, 5);
+
+  const version = index.version;
+  await db.query(`UPDATE machines SET price_per_gpu_hour_micro_usd = 2600000 WHERE price_per_gpu_hour_micro_usd = 2500000`);
+  await index.refresh();
+  t.ok(index.version > version);
+  const reloaded = index.listOffersJson();
+  t.notOk(reloaded.dataJson.equals(requeued.dataJson), 'a new snapshot serializes again');
+  t.ok(reloaded.dataJson.equals(fresh()), 'byte-identical to a fresh serialization of the new snapshot');
+  t.match(reloaded.dataJson.toString('utf8'), /"perGpuHourMicroUsd":2600000/);
+});
+
 t.test('error: unavailable before the first load, then served once the database answers', async (t) => {
   const [, createDatabase] = BACKENDS[0];
   const { db } = await createDatabase(t);

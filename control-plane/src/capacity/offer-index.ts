@@ -66,7 +66,8 @@ export interface OfferIndex {
   listOffers(query?: CapacityQuery): OfferListPage;
   /**
    * `listOffers` with the page serialized: what the route sends. Unfiltered pages are
-   * serialized once per snapshot (when no `queuedByClass` makes them vary).
+   * serialized once per snapshot and set of queue figures, and the same bytes served until
+   * either changes.
    */
   listOffersJson(query?: CapacityQuery): OfferListJsonPage;
   /** GPU supply per catalog class and the billing range, for pricing. */
@@ -225,15 +226,25 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     throw new ApiError('unavailable', 'Capacity data is unavailable: the database cannot be reached. Retry later.', { cause: lastError ?? undefined });
   };
 
-  const page = (query: CapacityQuery) => {
-    const s = current();
-    const result = queryOffers(s, query);
-    return { s, result, queue: queued() };
-  };
-
-  /** Serialized unfiltered pages of the current snapshot (only without a queue provider). */
-  let pageCache: { version: number; pages: Map<string, OfferListJsonPage> } = { version: 0, pages: new Map() };
+  /**
+   * Serialized unfiltered pages of one snapshot version and one set of queue figures: every
+   * client asking for the default listing gets the same bytes until either changes.
+   */
+  let pageCache: { version: number; queue: string; pages: Map<string, OfferListJsonPage> } = { version: 0, queue: '', pages: new Map() };
   const PAGE_CACHE_LIMIT = 256;
+  /**
+   * The queue figures as text, recomputed only for a new map: the figures are recounted every
+   * matcher tick into a new map, mostly with the same counts, which must not drop the pages.
+   */
+  let queueSeen: ReadonlyMap<string, number> | null = null;
+  let queueText = '';
+  const queueKey = (queue: ReadonlyMap<string, number>): string => {
+    if (queue !== queueSeen) {
+      queueSeen = queue;
+      queueText = JSON.stringify([...queue].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));
+    }
+    return queueText;
+  };
   let fitCache: { version: number; answers: Map<string, FitSummary> } = { version: 0, answers: new Map() };
   const FIT_CACHE_LIMIT = 4096;
 
@@ -261,19 +272,24 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
       return snapshot?.loadedAt ?? null;
     },
     listOffers(query = DEFAULT_CAPACITY_QUERY) {
-      const { result, queue } = page(query);
+      const result = queryOffers(current(), query);
+      const queue = queued();
       return {
         data: result.offers.map((o) => toCapacityOffer(o, queue.get(o.group.gpuClass.classId) ?? 0)),
         nextCursor: result.nextCursor,
       };
     },
     listOffersJson(query = DEFAULT_CAPACITY_QUERY) {
-      const cacheKey = options.queuedByClass === undefined && isUnfiltered(query) ? `${query.sort}|${query.limit}|${query.after?.key}|${query.after?.id}` : null;
-      const version = current().version;
-      if (pageCache.version !== version) pageCache = { version, pages: new Map() };
-      const cached = cacheKey === null ? undefined : pageCache.pages.get(cacheKey);
-      if (cached) return cached;
-      const { result, queue } = page(query);
+      const s = current();
+      const queue = queued();
+      const cacheKey = isUnfiltered(query) ? `${query.sort}|${query.limit}|${query.after?.key}|${query.after?.id}` : null;
+      if (cacheKey !== null) {
+        const queueNow = queueKey(queue);
+        if (pageCache.version !== s.version || pageCache.queue !== queueNow) pageCache = { version: s.version, queue: queueNow, pages: new Map() };
+        const cached = pageCache.pages.get(cacheKey);
+        if (cached) return cached;
+      }
+      const result = queryOffers(s, query);
       let text = '[';
       for (let i = 0; i < result.offers.length; i++) {
         const o = result.offers[i]!;
