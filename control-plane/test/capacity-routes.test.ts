@@ -1,6 +1,9 @@
 import { capacityListSchema, errorEnvelopeSchema } from '@gpufarm/shared';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import t from 'tap';
+import { createOfferIndex } from '../src/capacity/offer-index.js';
+import { parseCapacityQuery } from '../src/capacity/query.js';
+import { capacityRoutes } from '../src/capacity/routes.js';
 import { offerIdFor } from '../src/capacity/snapshot.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { buildTestApp } from './helpers/app.js';
@@ -102,4 +105,42 @@ t.test('GET /v1/capacity', async (t) => {
     const two = errorEnvelopeSchema.parse((await get(app, '/v1/capacity?limit=0&tier=Z')).json());
     t.same(two.error.details.map((d) => d.field).sort(), ['limit', 'tier'], 'every offending parameter is listed');
   });
+});
+
+t.test('behavior: a body reused within one millisecond is byte for byte a fresh serialization', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const farm = await createFarm(db, { slug: 'west-gpu', name: 'West GPU', provider: 'West GPU "Ltd."' });
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-west', classId: 'rtx-4090-24gb', gpuCount: 4, pricePerGpuHourMicroUsd: 450_000 });
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'a100-40gb', gpuCount: 8, busyGpus: 8, pricePerGpuHourMicroUsd: 1_000_000 });
+  await createMachine(db, { farmId: farm.id, regionKey: 'canada', classId: 'l4-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 300_000 });
+  const offerIndex = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {} });
+  t.teardown(() => offerIndex.close());
+  await offerIndex.start();
+  let clock = new Date('2026-11-25T10:00:00.123Z');
+  const app = Fastify();
+  t.teardown(() => app.close());
+  await app.register(capacityRoutes, { offerIndex, chainId: 4663, now: () => clock });
+  const fresh = (params: Record<string, string> = {}) => {
+    const page = offerIndex.listOffers(parseCapacityQuery(params));
+    return JSON.stringify({ object: 'list', chainId: 4663, generatedAt: clock.toISOString(), data: page.data, nextCursor: page.nextCursor });
+  };
+  const body = async (url: string) => (await app.inject({ url })).body;
+
+  const first = await body('/v1/capacity');
+  t.equal(first, fresh(), 'the first answer');
+  t.equal(await body('/v1/capacity'), first, 'the same millisecond: the same bytes');
+  const paged = await body('/v1/capacity?limit=2');
+  t.equal(paged, fresh({ limit: '2' }), 'another page in the same millisecond is its own');
+  t.equal(await body('/v1/capacity'), first, 'and the first page again');
+  t.equal(await body('/v1/capacity?region=North%20America'), fresh({ region: 'North America' }), 'a filtered page');
+
+  await db.query('UPDATE machines SET price_per_gpu_hour_micro_usd = 350000 WHERE price_per_gpu_hour_micro_usd = 300000');
+  await offerIndex.refresh();
+  const reloaded = await body('/v1/capacity');
+  t.not(reloaded, first, 'a new snapshot in the same millisecond answers anew');
+  t.equal(reloaded, fresh(), 'with the new snapshot');
+
+  clock = new Date(clock.getTime() + 1);
+  t.equal(await body('/v1/capacity'), fresh(), 'the next millisecond: its own generatedAt');
+  t.match(await body('/v1/capacity'), /"generatedAt":"2026-11-25T10:00:00\.124Z"/);
 });

@@ -15,15 +15,24 @@ export interface CapacityRoutesOptions {
  * serializer, which would walk up to 500 offer objects per request.
  */
 export const capacityRoutes: FastifyPluginAsync<CapacityRoutesOptions> = async (app, { offerIndex, chainId, now = () => new Date() }) => {
+  /**
+   * The last body sent: requests for the same serialized page within the same millisecond of
+   * `generatedAt` get the same bytes, without copying the page (up to a few hundred KiB) again.
+   */
+  let last: { dataJson: Buffer; nextCursor: string | null; generatedAt: string; body: Buffer } | null = null;
   app.get('/v1/capacity', { config: { auth: 'public' } }, async (request, reply) => {
     const query = parseCapacityQuery(request.query);
     const page = offerIndex.listOffersJson(query);
-    const nextCursor = page.nextCursor === null ? 'null' : JSON.stringify(page.nextCursor);
-    const body = Buffer.concat([
-      Buffer.from(`{"object":"list","chainId":${chainId},"generatedAt":"${now().toISOString()}","data":`),
-      page.dataJson,
-      Buffer.from(`,"nextCursor":${nextCursor}}`),
-    ]);
-    return reply.type('application/json; charset=utf-8').send(body);
+    const generatedAt = now().toISOString();
+    if (last === null || last.dataJson !== page.dataJson || last.nextCursor !== page.nextCursor || last.generatedAt !== generatedAt) {
+      const nextCursor = page.nextCursor === null ? 'null' : JSON.stringify(page.nextCursor);
+      const body = Buffer.concat([
+        Buffer.from(`{"object":"list","chainId":${chainId},"generatedAt":"${generatedAt}","data":`),
+        page.dataJson,
+        Buffer.from(`,"nextCursor":${nextCursor}}`),
+      ]);
+      last = { dataJson: page.dataJson, nextCursor: page.nextCursor, generatedAt, body };
+    }
+    return reply.type('application/json; charset=utf-8').send(last.body);
   });
 };
