@@ -1,6 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { loadConfig } from '@gpufarm/control-plane/config.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
@@ -10,7 +12,7 @@ import { capacitySection } from './bench/capacity.js';
 import { localChainEnv, startLocalChain } from './chain/local-chain.js';
 import { createBenchDatabase } from './bench/database.js';
 import { jobsSection, type JobsSectionContext } from './bench/jobs.js';
-import { formatTable, verdict, type BenchRow } from './bench/report.js';
+import { formatTable, markdownTable, verdict, type BenchRow } from './bench/report.js';
 import { startControlPlaneProcess } from './bench/server.js';
 import { STANDALONE_SECTIONS } from './bench/standalone.js';
 import { matchingSection } from './bench/matching.js';
@@ -20,12 +22,18 @@ import { artifactDownloadSection } from './bench/artifact-download.js';
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
  * plane as a separate process on it, and measures endpoints with autocannon, rate limiting on.
- * Each section (`bench/*.ts`) returns table rows; later issues add sections.
+ * Each section (`bench/*.ts`) returns table rows; later issues add sections. The endpoint table
+ * is printed twice: aligned for reading, and as the README's markdown rows with the commit,
+ * date and load average of the run, to be pasted as they are.
+ *
+ * `npm run bench -- --only capacity` (words, comma-separated or repeated) measures the baseline
+ * and only the rows and sections whose label or name holds one of the words; BENCH_SECTIONS
+ * gives words the same way.
  *
  * Environment: BENCH_DATABASE_URL (a server where the role may create databases), BENCH_MACHINES
  * (10000), BENCH_DURATION (seconds per endpoint, 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (50),
  * BENCH_JOB_KEYS (API keys for the job creation section; default: enough for 5,000 creations/s),
- * BENCH_SECTIONS (comma-separated words of section names to run besides the baseline's),
+ * BENCH_SECTIONS (comma-separated words of rows or sections to run besides the baseline),
  * BENCH_CPU_PROFILE_DIR (the server writes a V8 CPU profile there).
  */
 const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<BenchRow[]> }> = [
@@ -49,7 +57,30 @@ async function cleanUp(): Promise<void> {
   while (cleanups.length > 0) await cleanups.pop()!().catch((err: unknown) => console.error(`bench: cleanup failed: ${(err as Error).message}`));
 }
 
+/** The commit the bench runs, marked when the work tree differs from it; `unknown` outside git. */
+function commitDescription(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const changed = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
+    return changed ? `${commit} with uncommitted changes` : commit;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** The words of `--only` and BENCH_SECTIONS; undefined when neither names any (run everything). */
+function selectedWords(): string[] | undefined {
+  const { values } = parseArgs({ options: { only: { type: 'string', multiple: true } }, strict: true });
+  const words = [...(values.only ?? []), process.env.BENCH_SECTIONS ?? '']
+    .flatMap((list) => list.split(','))
+    .map((word) => word.trim())
+    .filter(Boolean);
+  return words.length > 0 ? words : undefined;
+}
+
 async function main(): Promise<number> {
+  const only = selectedWords();
+  const loadAtStart = loadavg()[0]!;
   const serverUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
   const machines = envInt('BENCH_MACHINES', 10_000);
   const durationSeconds = envInt('BENCH_DURATION', 10);
@@ -93,17 +124,27 @@ async function main(): Promise<number> {
   log(`${offers} capacity offers listed`);
 
   const rows: BenchRow[] = [];
-  // BENCH_SECTIONS=job runs the baseline and the job creation section only.
-  const only = process.env.BENCH_SECTIONS?.split(',').map((s) => s.trim()).filter(Boolean);
+  // `--only job` runs the baseline and the job creation row only.
   const wanted = (name: string) => !only || only.some((word) => name.includes(word));
   for (const section of SECTIONS) {
-    if (section !== SECTIONS[0] && !wanted(section.name)) continue;
-    log(`\n${section.name}:`);
+    const sectionWanted = wanted(section.name);
+    const rowWanted = (label: string) => sectionWanted || wanted(label);
+    // The heading appears with the section's first line: a section with no row selected prints nothing.
+    let headed = false;
+    const sectionLog = (line: string) => {
+      if (!headed) log(`\n${section.name}:`);
+      headed = true;
+      log(line);
+    };
     const baseline = rows.find((r) => r.baseline)?.result;
-    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, cpu: { serverPid: server.pid, database: database.name }, baselineOnly: !wanted(section.name), log, databaseUrl: database.url, baseline })));
+    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, cpu: { serverPid: server.pid, database: database.name }, wanted: rowWanted, log: sectionLog, databaseUrl: database.url, baseline })));
   }
+  const loadAtEnd = loadavg()[0]!;
 
   log(`\n${formatTable(rows)}\n`);
+  log('README rows (markdown):');
+  log(markdownTable(rows).join('\n'));
+  log(`run of ${commitDescription()} on ${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores, Node ${process.version}, load average ${loadAtStart.toFixed(2)} at the start, ${loadAtEnd.toFixed(2)} at the end of the table's measurements\n`);
   const baseline = rows.find((r) => r.baseline);
   const missed = rows.filter((r) => verdict(r, baseline).pass === false).map((r) => r.label);
   for (const section of STANDALONE_SECTIONS) {

@@ -9,8 +9,8 @@ export interface SectionContext {
   warmupSeconds: number;
   /** Whose CPU time is counted. */
   cpu: CpuSubjects;
-  /** Measure the baseline (`GET /v1`) only: BENCH_SECTIONS named other sections. */
-  baselineOnly: boolean;
+  /** Whether a row of the section is measured (`--only`, BENCH_SECTIONS); the baseline always is. */
+  wanted(label: string): boolean;
   log(line: string): void;
 }
 
@@ -27,15 +27,22 @@ export async function capacitySection(ctx: SectionContext): Promise<BenchRow[]> 
     // Informational: filters on machine attributes (uptime, tier) scan machine rows instead of
     // picking whole offers; no target of its own.
     { label: 'GET /v1/capacity?region=Europe&minUptime=95&tier=A&limit=20' },
-    { label: 'GET /v1/capacity', target: { minRatio: 1 / 20, maxP99Ms: 100 } },
+    { label: 'GET /v1/capacity', note: `${await offersOnPage(ctx.baseUrl, '/v1/capacity')} offers`, target: { minRatio: 1 / 20, maxP99Ms: 100 } },
     { label: 'GET /v1/pricing' },
   ];
   const rows: BenchRow[] = [];
-  for (const endpoint of ctx.baselineOnly ? endpoints.filter((e) => e.baseline) : endpoints) {
+  for (const endpoint of endpoints.filter((e) => e.baseline || ctx.wanted(e.label))) {
     const path = endpoint.label.replace(/^GET /, '');
     ctx.log(`  ${endpoint.label} ...`);
     const result = await measure({ baseUrl: ctx.baseUrl, path, connections: ctx.connections, durationSeconds: ctx.durationSeconds, warmupSeconds: ctx.warmupSeconds, cpu: ctx.cpu });
     rows.push({ ...endpoint, result });
   }
   return rows;
+}
+
+/** How many offers one answer of a capacity path holds. */
+async function offersOnPage(baseUrl: string, path: string): Promise<number> {
+  const response = await fetch(`${baseUrl}${path}`, { headers: { 'x-forwarded-for': '192.0.2.3' } });
+  if (!response.ok) throw new Error(`${path} answered ${response.status}: ${(await response.text()).slice(0, 500)}`);
+  return ((await response.json()) as { data: unknown[] }).data.length;
 }

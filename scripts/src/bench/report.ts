@@ -10,11 +10,16 @@ export interface Target {
 
 /** One measured endpoint: what each bench section returns. */
 export interface BenchRow {
+  /** The request measured, e.g. `GET /v1/capacity`. */
   label: string;
+  /** What the request does or carries, shown after the label in the README's table. */
+  note?: string;
   result: LoadResult;
   /** The row the ratios are computed against (the cheapest endpoint). */
   baseline?: boolean;
   target?: Target;
+  /** The target as the README states it, when it is not a ratio of the baseline (`≥ 1,000/s, p99 < 100 ms`). */
+  targetText?: string;
 }
 
 export interface RowVerdict {
@@ -35,7 +40,7 @@ export function formatTable(rows: readonly BenchRow[]): string {
   const baseline = rows.find((r) => r.baseline);
   const lines = rows.map((row) => {
     const { ratio, pass } = verdict(row, baseline);
-    const target = row.baseline ? 'baseline' : row.target ? `>= 1/${Math.round(1 / row.target.minRatio)} req/s, p99 < ${row.target.maxP99Ms} ms` : '-';
+    const target = row.baseline ? 'baseline' : row.targetText ? row.targetText : row.target ? `>= 1/${Math.round(1 / row.target.minRatio)} req/s, p99 < ${row.target.maxP99Ms} ms` : '-';
     return [
       row.label,
       row.result.requestsPerSecond.toFixed(0),
@@ -54,6 +59,35 @@ export function formatTable(rows: readonly BenchRow[]): string {
   const numeric = new Set([1, 2, 3, 4, 5, 6, 7]);
   const render = (cells: string[]) => cells.map((c, i) => pad(c, widths[i]!, numeric.has(i))).join('  ').trimEnd();
   return [render(header), widths.map((w) => '-'.repeat(w)).join('  '), ...lines.map(render)].join('\n');
+}
+
+const thousands = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+/**
+ * The rows as the README's benchmark table writes them (markdown, header first), so a run's
+ * figures can be pasted as they are.
+ */
+export function markdownTable(rows: readonly BenchRow[]): string[] {
+  const baseline = rows.find((r) => r.baseline);
+  const lines = ['| endpoint | req/s | p50 ms | p99 ms | ratio to `GET /v1` | server µs/req | PostgreSQL µs/req | target |', '|---|---|---|---|---|---|---|---|'];
+  for (const row of rows) {
+    const { ratio, pass } = verdict(row, baseline);
+    const goal = row.targetText ?? (row.target ? `≥ 1/${Math.round(1 / row.target.minRatio)}, p99 < ${row.target.maxP99Ms} ms` : null);
+    const target = row.baseline ? 'baseline' : goal === null ? 'none' : pass === null ? goal : `${goal}: ${pass ? 'met' : 'missed'}`;
+    const { result } = row;
+    const cells = [
+      `\`${row.label}\`${row.note ? ` (${row.note})` : ''}`,
+      thousands.format(result.requestsPerSecond),
+      String(result.p50Ms),
+      String(result.p99Ms),
+      ratio === null ? '-' : ratio.toFixed(3),
+      thousands.format(result.serverCpuUsPerRequest),
+      thousands.format(result.postgresCpuUsPerRequest),
+      target,
+    ];
+    lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines;
 }
 
 /** The median of some figures (the mean of the middle two for an even count). */
