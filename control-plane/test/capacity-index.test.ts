@@ -1,9 +1,11 @@
 import { capacityOfferSchema, type ApiError, type CapacityOffer } from '@gpufarm/shared';
+import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import t from 'tap';
 import { createOfferIndex, type OfferIndex } from '../src/capacity/offer-index.js';
 import { CAPACITY_SORTS, parseCapacityQuery } from '../src/capacity/query.js';
 import { offerIdFor } from '../src/capacity/snapshot.js';
 import type { Database } from '../src/db/database.js';
+import { openPostgres } from '../src/db/postgres.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { BACKENDS } from './helpers/database.js';
 
@@ -301,23 +303,76 @@ t.test('behavior: the unfiltered page is serialized once per snapshot and queue 
   t.match(reloaded.dataJson.toString('utf8'), /"perGpuHourMicroUsd":2600000/);
 });
 
+/**
+ * A TCP port in front of the test's PostgreSQL server that can fail as a stopped server does:
+ * `down()` stops listening and resets every connection made through it, so new connections
+ * are refused; `up()` listens on the same port again.
+ */
+class PostgresGate {
+  private server: Server | null = null;
+  private readonly sockets = new Set<Socket>();
+  private port = 0;
+
+  private constructor(private readonly target: URL) {}
+
+  /** Listens on a free port of 127.0.0.1, forwarding to the server of `databaseUrl`. */
+  static async start(databaseUrl: string): Promise<PostgresGate> {
+    const gate = new PostgresGate(new URL(databaseUrl));
+    await gate.up();
+    return gate;
+  }
+
+  /** `databaseUrl` with the gate's port in place of the server's. */
+  get url(): string {
+    const url = new URL(this.target);
+    url.hostname = '127.0.0.1';
+    url.port = String(this.port);
+    return url.toString();
+  }
+
+  async up(): Promise<void> {
+    const server = createServer((client) => {
+      const upstream = createConnection({ host: this.target.hostname, port: Number(this.target.port || 5432) });
+      for (const socket of [client, upstream]) {
+        this.sockets.add(socket);
+        socket.on('close', () => this.sockets.delete(socket)).on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as AddressInfo).port;
+    this.server = server;
+  }
+
+  async down(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    if (!server) return;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const socket of this.sockets) socket.resetAndDestroy();
+    await closed;
+    // The clients' ends of the reset connections see it on their next read.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 t.test('error: unavailable before the first load, then served once the database answers', async (t) => {
   const [, createDatabase] = BACKENDS[0];
-  const { db } = await createDatabase(t);
+  const { db, url } = await createDatabase(t);
   await buildFleet(db);
-  let down = true;
+  const gate = await PostgresGate.start(url!);
+  await gate.down();
   const warnings: string[] = [];
-  const flaky: Database = {
-    ...db,
-    kind: db.kind,
-    query: (sql, params) => (down ? Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })) : db.query(sql, params)),
-    listen: (channel, onNotify) => (down ? Promise.reject(new Error('connection refused')) : db.listen(channel, onNotify)),
-    transaction: (fn) => db.transaction(fn),
-    exec: (sql) => db.exec(sql),
-    close: async () => {},
-  };
+  const flaky = openPostgres(gate.url);
   const index = createOfferIndex(flaky, { refreshMs: 60_000, onWarning: (m) => warnings.push(m) });
-  t.teardown(() => index.close());
+  t.teardown(async () => {
+    await index.close();
+    await flaky.close();
+    await gate.down();
+  });
   await index.start();
   t.equal(index.version, 0);
   const err = t.throws(() => index.listOffers()) as ApiError;
@@ -326,12 +381,12 @@ t.test('error: unavailable before the first load, then served once the database 
   t.throws(() => index.supply(), { code: 'unavailable' });
   t.equal(warnings.length, 2, 'one warning for the listener, one for the load');
 
-  down = false;
+  await gate.up();
   await index.refresh();
   t.equal(index.listOffers().data.length, 4);
 
-  down = true;
-  await t.rejects(index.refresh(), { code: 'ECONNREFUSED' });
+  await gate.down();
+  await t.rejects(index.refresh(), { cause: { code: 'ECONNREFUSED' } });
   await t.rejects(index.refresh());
   t.equal(index.listOffers().data.length, 4, 'a failed reload keeps the last snapshot');
   const failures = warnings.filter((w) => w.startsWith('reload failed'));
