@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS } from '@gpufarm/shared';
+import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError } from '@gpufarm/shared';
 import { parseBannedImagePattern } from './policy/images.js';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -161,10 +161,10 @@ export interface ExecutionConfig {
   canaryImage: { repository: string; digest: string } | null;
 }
 
-export class ConfigError extends Error {
+/** One or more environment variables are malformed; `problems` names each with its value. */
+export class ConfigError extends GpufarmError<'invalid_config'> {
   constructor(readonly problems: string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
-    this.name = 'ConfigError';
+    super('invalid_config', `invalid configuration; fix these environment variables and start again:\n${problems.map((p) => `  ${p}`).join('\n')}`);
   }
 }
 

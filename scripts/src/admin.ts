@@ -8,6 +8,7 @@ import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openDatabase } from '@gpufarm/control-plane/db/open.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
+import { UsageError } from './usage-error.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]
 
@@ -25,8 +26,6 @@ commands:
 scopes: ${API_KEY_SCOPES.join(', ')}
 It talks to the local control plane started by \`npm start\` when one runs on the embedded
 database, and otherwise to the database itself (DATABASE_URL, or the embedded one).`;
-
-class UsageError extends Error {}
 
 /** What an admin command needs: the same operations over HTTP or straight on the database. */
 interface AdminPort {

@@ -6,7 +6,7 @@ import { parseArgs, promisify } from 'node:util';
 import { createPublicClient, createWalletClient, http, type Hash, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { apiRequest, type HttpAnswer } from '@gpufarm/client';
-import { canaryResult, formatMicroUsd, isTerminalStatus, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
+import { canaryResult, formatMicroUsd, GpufarmError, isTerminalStatus, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
 import { chainFile, LOCAL_CUSTOMER } from './chain/local-chain.js';
@@ -22,7 +22,11 @@ the result, the download checked against its SHA-256, and the escrow receipt.
   --wait-release   wait for the escrow's release after the challenge window and show the split`;
 
 /** A problem the user can act on: printed as is, exit code 1. */
-class DemoError extends Error {}
+class DemoError extends GpufarmError<'demo_failed'> {
+  constructor(message: string) {
+    super('demo_failed', message);
+  }
+}
 
 const isTty = process.stdout.isTTY === true;
 let stepNumber = 0;

@@ -5,6 +5,7 @@ import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openDatabase } from '@gpufarm/control-plane/db/open.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
+import { UsageError } from './usage-error.js';
 
 const USAGE = `usage: npm run seed -- --machines N [--seed S]
 
@@ -14,8 +15,6 @@ database: PostgreSQL when DATABASE_URL is set, otherwise the embedded database i
 
   --machines N   machines to insert, 1 to 1000000
   --seed S       PRNG seed, an integer (default 4663)`;
-
-class UsageError extends Error {}
 
 function integer(name: string, value: string | undefined, min: number, max: number): number | undefined {
   if (value === undefined) return undefined;

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { GpufarmError } from '@gpufarm/shared';
 
 /**
  * Where artifact bytes live, content-addressed by their SHA-256: the filesystem by default
@@ -20,9 +21,9 @@ export interface BlobStore {
   delete(sha256: string): Promise<void>;
 }
 
-export class BlobTooLargeError extends Error {
+/** The stream passed `maxBytes`; nothing was kept. */
+export class BlobTooLargeError extends GpufarmError<'payload_too_large'> {
   constructor(readonly maxBytes: number) {
-    super(`the upload is larger than ${maxBytes} bytes`);
-    this.name = 'BlobTooLargeError';
+    super('payload_too_large', `the upload is larger than ${maxBytes} bytes; send at most ${maxBytes} bytes`);
   }
 }

@@ -1,4 +1,4 @@
-import type { AssignmentInput, ErrorDetail } from '@gpufarm/shared';
+import { GpufarmError, type AssignmentInput, type ErrorDetail } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 import { isExpired } from './metadata.js';
 import { findArtifacts } from './store.js';
@@ -10,13 +10,12 @@ export interface JobInputRef {
 }
 
 /** An input that cannot be handed to an agent: unknown on the account, or expired. */
-export class JobInputUnavailableError extends Error {
+export class JobInputUnavailableError extends GpufarmError<'input_unavailable'> {
   constructor(
     readonly artifactId: string,
     readonly reason: 'not_found' | 'expired',
   ) {
-    super(reason === 'expired' ? `input artifact ${artifactId} expired` : `no input artifact ${artifactId} on the job's account`);
-    this.name = 'JobInputUnavailableError';
+    super('input_unavailable', `${reason === 'expired' ? `input artifact ${artifactId} expired` : `no input artifact ${artifactId} on the job's account`}; upload it again and create a new job`);
   }
 }
 

@@ -4,6 +4,7 @@
  * exponential backoff, so a database or chain that is down is not hammered and its errors do
  * not flood the log, and the process stays up.
  */
+import { GpufarmError } from '@gpufarm/shared';
 
 /** Longest wait between two tries of a failing loop. */
 export const MAX_BACKOFF_MS = 60_000;
@@ -44,13 +45,13 @@ export class FailureStreak {
 }
 
 /** Thrown by `runSteps` when some of its steps failed: names each, keeps their errors. */
-export class StepsFailedError extends AggregateError {
+export class StepsFailedError extends GpufarmError<'steps_failed'> {
   constructor(readonly failed: Array<{ name: string; error: unknown }>) {
     super(
-      failed.map((f) => f.error),
+      'steps_failed',
       failed.map((f) => `${f.name}: ${f.error instanceof Error ? f.error.message : String(f.error)}`).join('; '),
+      { cause: new AggregateError(failed.map((f) => f.error)) },
     );
-    this.name = 'StepsFailedError';
   }
 }
 

@@ -1,8 +1,9 @@
-/** Raised when no connection to the database could be made at all. */
-export class DatabaseUnavailableError extends Error {
+import { GpufarmError } from '@gpufarm/shared';
+
+/** Raised when no connection to the database could be made at all; a later try may succeed. */
+export class DatabaseUnavailableError extends GpufarmError<'database_unavailable'> {
   constructor(cause: unknown) {
-    super('the database cannot be reached', { cause });
-    this.name = 'DatabaseUnavailableError';
+    super('database_unavailable', 'the database cannot be reached; check that it runs and DATABASE_URL points at it, then retry', { cause, retryable: true });
   }
 }
 
@@ -19,5 +20,6 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     // SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now), 53300 (too many connections).
     if (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
   }
+  // pg, pg-pool and PGlite raise these as plain Errors with no code to check: their text is all there is.
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|PGlite is closed/i.test(err.message);
 }

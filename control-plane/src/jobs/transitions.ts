@@ -18,7 +18,7 @@
  *                                         └──retries spent──> FAILED
  *   RUNNING: cancel is refused (409 conflict).
  */
-import { isTerminalStatus, type JobStatus } from '@gpufarm/shared';
+import { GpufarmError, isTerminalStatus, type JobStatus } from '@gpufarm/shared';
 
 export type JobEvent =
   | 'fund'
@@ -62,13 +62,13 @@ export const TRANSITIONS: readonly Transition[] = [
   { from: 'RUNNING', event: 'fail', to: 'FAILED', effects: ['authorize_refund'] },
 ];
 
-export class ForbiddenTransitionError extends Error {
+/** The table has no row for `event` from `from`: the caller read a state that does not allow it. */
+export class ForbiddenTransitionError extends GpufarmError<'forbidden_transition'> {
   constructor(
     readonly from: JobStatus,
     readonly event: JobEvent,
   ) {
-    super(`a ${from} job cannot ${event}`);
-    this.name = 'ForbiddenTransitionError';
+    super('forbidden_transition', `a ${from} job cannot ${event}; read the job's status again before acting on it`);
   }
 }
 

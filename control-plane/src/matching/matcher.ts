@@ -244,9 +244,8 @@ async function recordFor(
  */
 async function cancelForUnavailableInput(tx: Queryable, jobId: string, err: JobInputUnavailableError): Promise<void> {
   const { from, to } = transitionFor('QUEUED', 'cancel');
-  const reason = `${err.message}; upload it again and create a new job`;
-  const moved = await applyTransition(tx, { jobId, from, to, cancelReason: reason });
-  if (moved) await appendServiceLine(tx, jobId, `canceled: ${reason}; the escrow refund is authorized`);
+  const moved = await applyTransition(tx, { jobId, from, to, cancelReason: err.message });
+  if (moved) await appendServiceLine(tx, jobId, `canceled: ${err.message}; the escrow refund is authorized`);
 }
 
 export { MatchWriteConflict };

@@ -1,3 +1,4 @@
+import { GpufarmError } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../agent-gateway/dispatch.js';
 import { loadUptimeSeconds, uptimeCentiPct, uptimeWindowFirstDay } from '../capacity/store.js';
@@ -169,10 +170,10 @@ export interface MatchRecord {
   line: string;
 }
 
-export class MatchWriteConflict extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'MatchWriteConflict';
+/** Another writer changed a GPU or a job the batch read: roll the batch back and match again. */
+export class MatchWriteConflict extends GpufarmError<'match_write_conflict'> {
+  constructor(what: string) {
+    super('match_write_conflict', `${what}: another writer changed them; roll the batch back and match on the next pass`, { retryable: true });
   }
 }
 
