@@ -1,10 +1,13 @@
+import { createServer } from 'node:net';
 import { jobCreatedSchema } from '@gpufarm/shared';
 import t from 'tap';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { connectChain } from '../src/chain/client.js';
+import { releaseJob } from '../src/chain/escrow.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
-import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
+import { buildEscrowTestApp, CHAIN_ID, escrowDepsFor, OPERATOR, sendFundingCalls, startTestChain } from './helpers/chain.js';
 
 t.test('error: with the chain down, creation answers funding null with a reason, funding and fund-confirm 503 unavailable', async (t) => {
   const c = await startTestChain(t);
@@ -61,4 +64,27 @@ t.test('error: rate_limited after 30 fund-confirm calls a minute, a bucket of it
   assertError(t, limited, 'rate_limited', 429);
   t.ok(limited.headers['retry-after']);
   t.equal((await app.inject({ url: '/v1/billing', headers: bearer(key) })).statusCode, 200, 'other endpoints still answer');
+});
+
+/** A local port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+t.test('behavior: a revert is not retryable; an RPC that does not answer is, whatever its URL says', async (t) => {
+  const c = await startTestChain(t);
+  const { chain } = await escrowDepsFor(t, c);
+  const neverFunded = `0x${'12'.repeat(32)}` as const;
+  const reverted = await releaseJob(chain, neverFunded).catch((e: unknown) => e);
+  t.match(reverted, { name: 'ChainError', code: 'chain_reverted', retryable: false }, 'the escrow refuses to release a job it never held');
+
+  // The word "revert" in the URL ends up in viem's message; the classification does not read it.
+  const dead = connectChain({ rpcUrl: `http://127.0.0.1:${await closedPort()}/revert-guard`, chainId: CHAIN_ID, escrowAddress: c.deployment.escrow, operatorPrivateKey: OPERATOR.privateKey, timeoutMs: 1_000 });
+  const down = await releaseJob(dead, neverFunded).catch((e: unknown) => e);
+  t.match(down, { name: 'ChainError', code: 'chain_unavailable', retryable: true }, 'nothing answered: try again later');
+  t.match((down as Error).message, /^release failed: HTTP request failed/);
 });

@@ -1,5 +1,5 @@
-import { erc20Abi, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
-import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { BaseError, ContractFunctionRevertedError, erc20Abi, ExecutionRevertedError, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { GpufarmError, gpuFarmEscrowAbi } from '@gpufarm/shared';
 import type { EscrowChain } from './client.js';
 
 /** The escrow's job states, in the contract's enum order. */
@@ -7,26 +7,27 @@ export const ESCROW_STATUSES = ['none', 'funded', 'completed', 'disputed', 'refu
 export type EscrowStatus = (typeof ESCROW_STATUSES)[number];
 
 /**
- * A chain call that failed. `retryable` is true when the chain did not answer (RPC down,
- * timeout) rather than refusing the call (a revert); the cause is kept for logs.
+ * Why a chain call failed: `chain_unavailable` when the chain did not carry it out for now (RPC
+ * down, timeout, a transaction the node turned away), the only retryable one; `chain_reverted`
+ * when the contract refused it; `operator_key_missing` and `unexpected_receipt` need an operator.
  */
-export class ChainError extends Error {
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-    options: { cause?: unknown } = {},
-  ) {
-    super(message, options);
-    this.name = 'ChainError';
+export type ChainErrorCode = 'chain_unavailable' | 'chain_reverted' | 'operator_key_missing' | 'unexpected_receipt';
+
+/** A chain call that failed; the cause is kept for logs. */
+export class ChainError extends GpufarmError<ChainErrorCode> {
+  constructor(code: ChainErrorCode, message: string, options: { cause?: unknown } = {}) {
+    super(code, message, { cause: options.cause, retryable: code === 'chain_unavailable' });
   }
 }
 
 function operatorOf(chain: EscrowChain) {
-  if (!chain.operator) throw new ChainError('no operator key is configured (GF_OPERATOR_PRIVATE_KEY)', false);
+  if (!chain.operator) throw new ChainError('operator_key_missing', 'no operator key is configured: set GF_OPERATOR_PRIVATE_KEY');
   return chain.operator;
 }
 
-const isRevert = (err: unknown) => err instanceof Error && /revert/i.test(`${err.name} ${err.message}`);
+/** The contract refused the call: viem found a revert somewhere in the error's causes. */
+const isRevert = (err: unknown) =>
+  err instanceof BaseError && err.walk((e) => e instanceof ContractFunctionRevertedError || e instanceof ExecutionRevertedError) !== null;
 
 /** Sends one operator transaction to the escrow and waits for its receipt; a revert throws a ChainError. */
 async function sendOperatorTx(chain: EscrowChain, label: string, write: () => Promise<Hash>): Promise<TransactionReceipt> {
@@ -34,15 +35,15 @@ async function sendOperatorTx(chain: EscrowChain, label: string, write: () => Pr
   try {
     hash = await write();
   } catch (err) {
-    throw new ChainError(`${label} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, !isRevert(err), { cause: err });
+    throw new ChainError(isRevert(err) ? 'chain_reverted' : 'chain_unavailable', `${label} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, { cause: err });
   }
   try {
     const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 });
-    if (receipt.status !== 'success') throw new ChainError(`${label} reverted in transaction ${hash}`, false);
+    if (receipt.status !== 'success') throw new ChainError('chain_reverted', `${label} reverted in transaction ${hash}`);
     return receipt;
   } catch (err) {
     if (err instanceof ChainError) throw err;
-    throw new ChainError(`${label}: no receipt for ${hash}`, true, { cause: err });
+    throw new ChainError('chain_unavailable', `${label}: no receipt for ${hash}; the next pass looks again`, { cause: err });
   }
 }
 
@@ -108,7 +109,7 @@ export async function completeJob(chain: EscrowChain, completion: Completion): P
     }),
   );
   const [event] = parseEventLogs({ abi: gpuFarmEscrowAbi, eventName: 'JobCompleted', logs: receipt.logs.filter((l) => sameAddress(l.address, chain.escrowAddress)) });
-  if (!event) throw new ChainError(`completeJob transaction ${receipt.transactionHash} emitted no JobCompleted`, false);
+  if (!event) throw new ChainError('unexpected_receipt', `completeJob transaction ${receipt.transactionHash} emitted no JobCompleted; check GF_ESCROW_ADDRESS names the escrow contract`);
   return { txHash: receipt.transactionHash, challengeEndsAt: new Date(Number(event.args.challengeEndsAt) * 1000) };
 }
 
