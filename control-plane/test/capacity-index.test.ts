@@ -1,4 +1,4 @@
-import { capacityOfferSchema, type ApiError, type CapacityOffer } from '@gpufarm/shared';
+import { capacityOfferSchema, type CapacityOffer } from '@gpufarm/shared';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import t from 'tap';
 import { createOfferIndex, type OfferIndex } from '../src/capacity/offer-index.js';
@@ -6,6 +6,7 @@ import { CAPACITY_SORTS, parseCapacityQuery } from '../src/capacity/query.js';
 import { offerIdFor } from '../src/capacity/snapshot.js';
 import type { Database } from '../src/db/database.js';
 import { openPostgres } from '../src/db/postgres.js';
+import { toApiError } from '../src/http/error-handler.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { BACKENDS } from './helpers/database.js';
 
@@ -375,7 +376,7 @@ t.test('error: unavailable before the first load, then served once the database 
   });
   await index.start();
   t.equal(index.version, 0);
-  const err = t.throws(() => index.listOffers()) as ApiError;
+  const err = toApiError(t.throws(() => index.listOffers()));
   t.equal(err.code, 'unavailable');
   t.equal(err.status, 503);
   t.throws(() => index.supply(), { code: 'unavailable' });

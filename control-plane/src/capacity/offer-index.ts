@@ -1,4 +1,5 @@
-import { ApiError, type CapacityOffer } from '@gpufarm/shared';
+import type { CapacityOffer } from '@gpufarm/shared';
+import { CapacityUnavailable } from './capacity-unavailable.js';
 import type { Database } from '../db/database.js';
 import { summarizeFit, type FitSummary, type JobRequirements } from './fit.js';
 import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.js';
@@ -48,7 +49,7 @@ export interface OfferListJsonPage {
  * every `refreshMs`, and queried synchronously by the capacity and pricing routes. Each
  * replica keeps its own.
  *
- * Queries before the first successful load throw `ApiError('unavailable')` (HTTP 503); a
+ * Queries before the first successful load throw `CapacityUnavailable` (HTTP 503); a
  * failed later reload keeps serving the previous snapshot.
  */
 export interface OfferIndex {
@@ -223,7 +224,7 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
 
   const current = (): Snapshot => {
     if (snapshot) return snapshot;
-    throw new ApiError('unavailable', 'Capacity data is unavailable: the database cannot be reached. Retry later.', { cause: lastError ?? undefined });
+    throw new CapacityUnavailable(lastError ?? undefined);
   };
 
   /**
