@@ -82,9 +82,13 @@ export class GpufarmError<Code extends string = string> extends Error {
   }
 }
 
-/** One `details` entry for a field, its message starting with the field's name. */
-export function fieldDetail(field: string, problem: string): ErrorDetail {
-  return { field, message: `${field}: ${problem}` };
+/**
+ * One `details` entry for a field, its message starting with the field's name: as a label
+ * (`fieldDetail('cursor', 'malformed')` → `cursor: malformed`) or, with `subject`, as the
+ * subject of a sentence (`fieldDetail('cursor', 'is malformed', { subject: true })` → `cursor is malformed`).
+ */
+export function fieldDetail(field: string, problem: string, options: { subject?: boolean } = {}): ErrorDetail {
+  return { field, message: options.subject ? `${field} ${problem}` : `${field}: ${problem}` };
 }
 
 export const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(ERROR_CODES, code);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { ApiError, ERROR_CODES, errorCodes, EXTENSION_CODES } from '../src/errors.js';
+import { ApiError, ERROR_CODES, errorCodes, EXTENSION_CODES, fieldDetail } from '../src/errors.js';
 
 // The spec lives beside the repository (../shared/spec), as in every checkout and in CI.
 const SPEC = new URL('../../../shared/spec/public-api.md', import.meta.url);
@@ -33,4 +33,9 @@ t.test('ApiError carries the code, status, details and cause', async (t) => {
   t.same(err.details, [{ field: 'gpu.count', message: 'x' }]);
   t.equal(err.cause, cause);
   t.equal(new ApiError('gone').message, ERROR_CODES.gone.message, 'default message from the table');
+});
+
+t.test('fieldDetail: the field labels its problem, or starts the sentence with subject', async (t) => {
+  t.same(fieldDetail('cursor', 'malformed'), { field: 'cursor', message: 'cursor: malformed' });
+  t.same(fieldDetail('status', 'is RUNNING', { subject: true }), { field: 'status', message: 'status is RUNNING' });
 });

@@ -1,4 +1,4 @@
-import { API_KEY_SCOPES, ApiError, formatMicroUsd, parseUsdToMicroUsd, type Environment } from '@gpufarm/shared';
+import { API_KEY_SCOPES, ApiError, fieldDetail, formatMicroUsd, parseUsdToMicroUsd, type Environment } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
@@ -66,8 +66,8 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
     if (body.pricePerGpuHour !== null) {
       const parsed = parseUsdToMicroUsd(body.pricePerGpuHour);
       if (!parsed.ok || parsed.microUsd === 0) {
-        const message = `pricePerGpuHour ${parsed.ok ? 'must be more than 0' : parsed.message}`;
-        throw new ApiError('invalid_request', message, { details: [{ field: 'pricePerGpuHour', message }] });
+        const detail = fieldDetail('pricePerGpuHour', parsed.ok ? 'must be more than 0' : parsed.message, { subject: true });
+        throw new ApiError('invalid_request', detail.message, { details: [detail] });
       }
       price = parsed.microUsd;
     }

@@ -1,4 +1,4 @@
-import { ApiError, assignmentInputSchema, assignmentSpecSchema, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
+import { ApiError, assignmentInputSchema, assignmentSpecSchema, fieldDetail, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { authenticateMachine } from '../agent-gateway/machine-auth.js';
@@ -110,7 +110,7 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
       target.state === 'running' ||
       ((target.state === 'finished' || target.state === 'failed') && Date.now() - endedAt.getTime() <= LATE_UPLOAD_MS);
     if (!open) {
-      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; it takes no uploads.`, { details: [{ field: 'state', message: `state is ${target.state}` }] });
+      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; it takes no uploads.`, { details: [fieldDetail('state', `is ${target.state}`, { subject: true })] });
     }
     let maxBytes = LOG_ARTIFACT_MAX_BYTES;
     if (name !== 'log') {
@@ -145,7 +145,7 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
       if (kept && kept.sha256 !== stored.sha256) {
         await deleteIfUnreferenced({ db, blobs }, stored.sha256);
         throw new ApiError('conflict', `The assignment ${id} is ${target.state} and its ${name} is stored with other bytes (sha256 ${kept.sha256}); it cannot change now.`, {
-          details: [{ field: 'body', message: `body hashes to ${stored.sha256}, the stored ${name} to ${kept.sha256}` }],
+          details: [fieldDetail('body', `hashes to ${stored.sha256}, the stored ${name} to ${kept.sha256}`, { subject: true })],
         });
       }
     }
@@ -177,7 +177,7 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
     const { id, mountName } = parseParams(inputParams, request.params);
     const target = await machineAssignment(db, request.headers.authorization, id);
     if (target.state !== 'offered' && target.state !== 'accepted' && target.state !== 'running') {
-      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; its inputs are no longer handed out.`, { details: [{ field: 'state', message: `state is ${target.state}` }] });
+      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; its inputs are no longer handed out.`, { details: [fieldDetail('state', `is ${target.state}`, { subject: true })] });
     }
     const inputs = assignmentSpecSchema.shape.inputs.safeParse((target.spec as { inputs?: unknown } | null)?.inputs);
     const input = inputs.success ? inputs.data.find((i) => i.mountName === mountName) : undefined;

@@ -1,4 +1,4 @@
-import { GpufarmError, type AssignmentInput, type ErrorDetail } from '@gpufarm/shared';
+import { fieldDetail, GpufarmError, type AssignmentInput, type ErrorDetail } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 import { isExpired } from './metadata.js';
 import { findArtifacts } from './store.js';
@@ -31,8 +31,8 @@ export async function checkJobInputs(db: Queryable, accountId: string, inputs: r
   inputs.forEach((input, i) => {
     const field = `inputs[${i}].artifactId`;
     const row = rows.get(input.artifactId);
-    if (!row) details.push({ field, message: `${field}: no artifact ${input.artifactId} on this account` });
-    else if (isExpired(row, now)) details.push({ field, message: `${field}: artifact ${input.artifactId} expired at ${row.expires_at.toISOString()}; upload it again` });
+    if (!row) details.push(fieldDetail(field, `no artifact ${input.artifactId} on this account`));
+    else if (isExpired(row, now)) details.push(fieldDetail(field, `artifact ${input.artifactId} expired at ${row.expires_at.toISOString()}; upload it again`));
   });
   return details;
 }

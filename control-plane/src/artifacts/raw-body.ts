@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
-import { ApiError } from '@gpufarm/shared';
+import { ApiError, fieldDetail } from '@gpufarm/shared';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { clientGoneError, slowBodyError, watchBodyRate } from '../http/body-rate.js';
 
@@ -54,7 +54,7 @@ export function bodyStream(raw: IncomingMessage): Readable {
 /** 413 `payload_too_large` for an upload over `maxBytes`; the connection closes after it. */
 export function tooLarge(maxBytes: number, what: string): ApiError {
   return new ApiError('payload_too_large', `The ${what} is larger than its limit of ${maxBytes} bytes.`, {
-    details: [{ field: 'body', message: `body: at most ${maxBytes} bytes` }],
+    details: [fieldDetail('body', `at most ${maxBytes} bytes`)],
     headers: { Connection: 'close' },
   });
 }
@@ -70,7 +70,7 @@ export function declaredSha256(value: string | string[] | undefined, where: 'hea
   if (value === undefined) return null;
   if (typeof value !== 'string' || !/^[0-9a-fA-F]{64}$/.test(value.trim())) {
     throw new ApiError('invalid_request', `The X-Content-Sha256 ${where} must be 64 hex digits.`, {
-      details: [{ field: 'X-Content-Sha256', message: 'X-Content-Sha256 must be 64 hex digits' }],
+      details: [fieldDetail('X-Content-Sha256', 'must be 64 hex digits', { subject: true })],
     });
   }
   return value.trim().toLowerCase();

@@ -1,4 +1,4 @@
-import { ApiError } from '@gpufarm/shared';
+import { ApiError, fieldDetail } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ExecutionConfig } from '../config.js';
@@ -76,7 +76,7 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
     const left = config.inputQuotaBytes - (await storedInputBytes(db, accountId));
     const overQuota = () =>
       new ApiError('payload_too_large', `This upload would pass the account's input quota of ${config.inputQuotaBytes} bytes (${Math.max(0, left)} bytes left). Inputs count until they expire; upload less or wait.`, {
-        details: [{ field: 'body', message: `body: the account's stored inputs may total at most ${config.inputQuotaBytes} bytes` }],
+        details: [fieldDetail('body', `the account's stored inputs may total at most ${config.inputQuotaBytes} bytes`)],
         headers: { Connection: 'close' },
       });
     if (left <= 0) throw overQuota();

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { ApiError } from '@gpufarm/shared';
+import { ApiError, fieldDetail } from '@gpufarm/shared';
 
 /**
  * The floor a request body must keep, like nginx's `client_body_timeout` and Kestrel's minimum
@@ -13,7 +13,7 @@ export const MIN_BODY_BYTES_PER_WINDOW = 8 * 1024;
 /** 408 `request_timeout` for a body under the floor; the connection closes after the answer. */
 export function slowBodyError(windowMs = BODY_WINDOW_MS, minBytes = MIN_BODY_BYTES_PER_WINDOW): ApiError {
   return new ApiError('request_timeout', `The request body arrived too slowly: less than ${minBytes} bytes in ${windowMs / 1000} s. Send it again on a faster connection.`, {
-    details: [{ field: 'body', message: `body: at least ${minBytes} bytes per ${windowMs / 1000} s` }],
+    details: [fieldDetail('body', `at least ${minBytes} bytes per ${windowMs / 1000} s`)],
     headers: { Connection: 'close' },
   });
 }

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ApiError, SERVICE_VERSION } from '@gpufarm/shared';
+import { ApiError, fieldDetail, SERVICE_VERSION } from '@gpufarm/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorEnvelope, sendApiError } from './envelope.js';
 import { clientRequestId, generateRequestId } from './request-id.js';
@@ -24,9 +24,9 @@ export function answerFrameworkError(err: Error & { code?: string }, request: Fa
   const apiError =
     err.code === 'FST_ERR_MAX_PARAM_LENGTH'
       ? new ApiError('invalid_request', `A path segment of ${path.slice(0, 80)}… is longer than ${MAX_PARAM_LENGTH} characters; no id is that long.`, {
-          details: [{ field: 'path', message: `path: each parameter at most ${MAX_PARAM_LENGTH} characters` }],
+          details: [fieldDetail('path', `each parameter at most ${MAX_PARAM_LENGTH} characters`)],
         })
-      : new ApiError('invalid_request', 'The URL path is not valid (bad percent-encoding).', { details: [{ field: 'path', message: 'path: not a valid URL path' }] });
+      : new ApiError('invalid_request', 'The URL path is not valid (bad percent-encoding).', { details: [fieldDetail('path', 'not a valid URL path')] });
   void sendApiError(request, reply, apiError);
 }
 
@@ -44,7 +44,7 @@ export function answerClientError(this: FastifyInstance, err: Error & { code?: s
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? new ApiError('request_timeout', 'The request head did not arrive in time; send the whole request promptly.')
       : err.code === 'HPE_HEADER_OVERFLOW'
-        ? new ApiError('invalid_request', 'The request line and headers are larger than the server accepts (16 KiB).', { details: [{ field: 'headers', message: 'headers: at most 16 KiB with the request line' }] })
+        ? new ApiError('invalid_request', 'The request line and headers are larger than the server accepts (16 KiB).', { details: [fieldDetail('headers', 'at most 16 KiB with the request line')] })
         : new ApiError('invalid_request', 'The request is not valid HTTP/1.1.');
   const requestId = generateRequestId();
   const body = JSON.stringify(errorEnvelope(apiError, requestId));

@@ -1,4 +1,4 @@
-import { ApiError } from '@gpufarm/shared';
+import { ApiError, fieldDetail } from '@gpufarm/shared';
 import type { z } from 'zod';
 
 /** Opaque cursors: base64url JSON, validated with a schema when read back. */
@@ -17,7 +17,7 @@ export function decodeCursor<T>(cursor: string, schema: z.ZodType<T>, field = 'c
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     throw new ApiError('invalid_request', `${field} is not a cursor this endpoint issued; pass nextCursor from the previous page unchanged.`, {
-      details: [{ field, message: `${field} is malformed` }],
+      details: [fieldDetail(field, 'is malformed', { subject: true })],
     });
   }
   return parsed.data;

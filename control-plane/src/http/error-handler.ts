@@ -1,4 +1,4 @@
-import { ApiError, GpufarmError, isErrorCode } from '@gpufarm/shared';
+import { ApiError, fieldDetail, GpufarmError, isErrorCode } from '@gpufarm/shared';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isDatabaseUnavailable } from '../db/errors.js';
 import { sendApiError } from './envelope.js';
@@ -23,7 +23,7 @@ export function toApiError(err: unknown): ApiError {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ApiError('invalid_request', 'Content-Type must be application/json.', {
         cause: err,
-        details: [{ field: 'Content-Type', message: 'Content-Type must be application/json' }],
+        details: [fieldDetail('Content-Type', 'must be application/json', { subject: true })],
       });
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ApiError('invalid_request', 'Content-Length does not match the body.', { cause: err });

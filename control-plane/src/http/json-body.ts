@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { ApiError, MAX_BODY_BYTES } from '@gpufarm/shared';
+import { ApiError, fieldDetail, MAX_BODY_BYTES } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { clientGoneError, slowBodyError, watchBodyRate } from './body-rate.js';
 
@@ -86,8 +86,8 @@ export function installJsonBodies(app: FastifyInstance): void {
         }
         const forbidden = prototypeKeyPath(value);
         if (forbidden) {
-          const message = `${forbidden} is not allowed: keys named __proto__ (or prototype under constructor) are refused`;
-          return done(new ApiError('validation_error', message, { details: [{ field: forbidden, message }] }), undefined);
+          const detail = fieldDetail(forbidden, 'is not allowed: keys named __proto__ (or prototype under constructor) are refused', { subject: true });
+          return done(new ApiError('validation_error', detail.message, { details: [detail] }), undefined);
         }
         done(null, value);
       },

@@ -1,4 +1,4 @@
-import { ApiError, type ErrorDetail } from '@gpufarm/shared';
+import { ApiError, fieldDetail, type ErrorDetail } from '@gpufarm/shared';
 import { z } from 'zod';
 
 function pathOf(path: readonly PropertyKey[]): string {
@@ -14,12 +14,12 @@ export function zodDetails(error: z.ZodError, prefix = ''): ErrorDetail[] {
     if (issue.code === 'unrecognized_keys') {
       for (const key of issue.keys) {
         const field = pathOf([...(prefix ? [prefix] : []), ...issue.path, key]);
-        details.push({ field, message: `${field} is not a known field` });
+        details.push(fieldDetail(field, 'is not a known field', { subject: true }));
       }
       continue;
     }
     const field = pathOf([...(prefix ? [prefix] : []), ...issue.path]) || 'body';
-    if (!details.some((d) => d.field === field)) details.push({ field, message: `${field}: ${issue.message}` });
+    if (!details.some((d) => d.field === field)) details.push(fieldDetail(field, issue.message));
   }
   return details;
 }
@@ -39,8 +39,8 @@ export function parseQuery<S extends z.ZodObject>(schema: S, query: unknown, end
   const params: Record<string, unknown> = {};
   const problems: ErrorDetail[] = [];
   for (const [name, value] of Object.entries((query ?? {}) as Record<string, unknown>)) {
-    if (!known.includes(name)) problems.push({ field: name, message: `${name} is not a parameter of ${endpoint} (known: ${known.join(', ')})` });
-    else if (Array.isArray(value)) problems.push({ field: name, message: `${name} was given more than once` });
+    if (!known.includes(name)) problems.push(fieldDetail(name, `is not a parameter of ${endpoint} (known: ${known.join(', ')})`, { subject: true }));
+    else if (Array.isArray(value)) problems.push(fieldDetail(name, 'was given more than once', { subject: true }));
     else if (value !== '') params[name] = value;
   }
   if (problems.length > 0) throw invalid(problems);

@@ -1,10 +1,11 @@
-import { ApiError } from '@gpufarm/shared';
+import { fieldDetail } from '@gpufarm/shared';
 import { TransactionReceiptNotFoundError, type Hash, type TransactionReceipt } from 'viem';
 import { insertBillingEntry } from '../billing/store.js';
 import { appendServiceLine } from '../logs/store.js';
 import { notifyJobQueued } from './channels.js';
 import type { Database } from '../db/database.js';
 import { checkFunding } from './funding-check.js';
+import { FundingError } from './funding-error.js';
 import { requireChain, type EscrowDeps } from './funding.js';
 import { applyTransition, findCredit, findJobById, insertCredit, recordLateFunding, type JobRow } from './store.js';
 import { transitionFor } from './transitions.js';
@@ -16,7 +17,7 @@ export type FundConfirmOutcome =
   | { kind: 'confirmed'; job: JobRow }
   | { kind: 'pending'; job: JobRow; confirmations: number; required: number; message: string };
 
-const chainDown = (err: unknown) => new ApiError('unavailable', 'The chain RPC did not answer; retry fund-confirm later.', { cause: err, details: [{ field: 'chain', message: 'chain: chain_unavailable' }] });
+const chainDown = (err: unknown) => new FundingError('unavailable', 'The chain RPC did not answer; retry fund-confirm later.', { cause: err, details: [fieldDetail('chain', 'chain_unavailable')] });
 
 /**
  * `POST /v1/jobs/:id/fund-confirm`: reads the transaction's receipt from the chain (the hash is
@@ -31,13 +32,13 @@ export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | 
   const txHash = params.txHash.toLowerCase() as Hash;
   if (job.fund_tx_hash === txHash) return alreadyRecorded(job);
   if (job.fund_tx_hash) {
-    throw new ApiError('conflict', `The job is already funded by transaction ${job.fund_tx_hash}.`, { details: [{ field: 'txHash', message: `txHash: the job is funded by ${job.fund_tx_hash}` }] });
+    throw new FundingError('conflict', `The job is already funded by transaction ${job.fund_tx_hash}.`, { details: [fieldDetail('txHash', `the job is funded by ${job.fund_tx_hash}`)] });
   }
   if (job.status !== 'CREATED' && job.status !== 'CANCELED' && job.status !== 'EXPIRED') {
-    throw new ApiError('conflict', `The job is ${job.status}; it was not waiting for funding.`, { details: [{ field: 'status', message: `status is ${job.status}` }] });
+    throw new FundingError('conflict', `The job is ${job.status}; it was not waiting for funding.`, { details: [fieldDetail('status', `is ${job.status}`, { subject: true })] });
   }
   const { chain } = requireChain(deps.escrow);
-  if (!job.job_hash || !job.escrow_address) throw new ApiError('unavailable', 'The job has no escrow terms yet; fetch GET /v1/jobs/{id}/funding first.');
+  if (!job.job_hash || !job.escrow_address) throw new FundingError('unavailable', 'The job has no escrow terms yet; fetch GET /v1/jobs/{id}/funding first.');
 
   let receipt: TransactionReceipt;
   let latest: bigint;
@@ -64,7 +65,7 @@ export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | 
     jobHash: job.job_hash,
   });
   if (!checked.ok) {
-    throw new ApiError('funding_mismatch', `Transaction ${txHash} does not fund this job: ${checked.details.map((d) => d.message).join('; ')}`, { details: checked.details });
+    throw new FundingError('funding_mismatch', `Transaction ${txHash} does not fund this job: ${checked.details.map((d) => d.message).join('; ')}`, { details: checked.details });
   }
 
   const outcome = await deps.db.transaction(async (tx) => {
@@ -84,7 +85,7 @@ export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | 
       // Credited already: by a concurrent request for this job (it waited on the unique key), or never reusable.
       const existing = await findCredit(tx, { chainId: chain.chainId, txHash, logIndex: checked.log.logIndex });
       if (existing?.job_id !== job.id) {
-        throw new ApiError('funding_mismatch', `Transaction ${txHash} was already used to fund another job.`, { details: [{ field: 'txHash', message: 'txHash: this funding event was already credited to another job' }] });
+        throw new FundingError('funding_mismatch', `Transaction ${txHash} was already used to fund another job.`, { details: [fieldDetail('txHash', 'this funding event was already credited to another job')] });
       }
       return { kind: 'replayed' as const };
     }
@@ -108,9 +109,9 @@ export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | 
   return alreadyRecorded(now);
 }
 
-function canceledWithRefund(job: JobRow): ApiError {
-  return new ApiError('conflict', `The job is ${job.status}; its funding was recorded and the escrow refund is being authorized: claim it from your wallet with claimRefund(${job.escrow_job_key}).`, {
-    details: [{ field: 'status', message: `status is ${job.status}` }],
+function canceledWithRefund(job: JobRow): FundingError {
+  return new FundingError('conflict', `The job is ${job.status}; its funding was recorded and the escrow refund is being authorized: claim it from your wallet with claimRefund(${job.escrow_job_key}).`, {
+    details: [fieldDetail('status', `is ${job.status}`, { subject: true })],
   });
 }
 

@@ -1,4 +1,4 @@
-import { ApiError, type Funding, type FundingUnavailable } from '@gpufarm/shared';
+import { fieldDetail, type Funding, type FundingUnavailable } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
 import { readAllowance } from '../chain/escrow.js';
 import type { EscrowChain } from '../chain/client.js';
@@ -7,6 +7,7 @@ import type { ChainHealth } from '../chain/health.js';
 import { jobHash } from '../chain/job-hash.js';
 import type { Queryable } from '../db/database.js';
 import { escrowJobId } from './escrow-key.js';
+import { FundingError } from './funding-error.js';
 import { setEscrowTerms, type JobRow } from './store.js';
 
 /** The chain side of the jobs slice: the escrow deployment and its background health. */
@@ -99,8 +100,8 @@ export async function ensureEscrowTerms(db: Queryable, escrow: EscrowDeps | null
 
 /** 503 `unavailable` unless the chain answered the last probe. */
 export function requireChain(escrow: EscrowDeps | null): EscrowDeps {
-  if (!escrow) throw new ApiError('unavailable', NOT_DEPLOYED.message, { details: [{ field: 'chain', message: `chain: ${NOT_DEPLOYED.code}` }] });
+  if (!escrow) throw new FundingError('unavailable', NOT_DEPLOYED.message, { details: [fieldDetail('chain', NOT_DEPLOYED.code)] });
   const health = escrow.health.current();
-  if (!health.ok) throw new ApiError('unavailable', health.message, { details: [{ field: 'chain', message: `chain: ${health.code}` }] });
+  if (!health.ok) throw new FundingError('unavailable', health.message, { details: [fieldDetail('chain', health.code)] });
   return escrow;
 }

@@ -1,4 +1,4 @@
-import { finalCost, formatMicroUsd, MIN_BILLING_SECONDS, type ErrorDetail, type JobEstimate } from '@gpufarm/shared';
+import { fieldDetail, finalCost, formatMicroUsd, MIN_BILLING_SECONDS, type ErrorDetail, type JobEstimate } from '@gpufarm/shared';
 import type { FitSummary } from '../capacity/fit.js';
 
 /** A job priced against the capacity that exists now. */
@@ -37,10 +37,12 @@ export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms
   if (input.requestedCapMicroUsd === null && fit.fitting === 0) {
     return {
       ok: false,
-      details: [{
-        field: 'gpu',
-        message: `gpu: no machine offered now has ${input.gpuCount} GPU(s) of this kind on one machine, so there is no price to default the cap to; see GET /v1/capacity, relax gpu.count, the memory or the model allowlist, or give maxPricePerGpuHour to wait for capacity`,
-      }],
+      details: [
+        fieldDetail(
+          'gpu',
+          `no machine offered now has ${input.gpuCount} GPU(s) of this kind on one machine, so there is no price to default the cap to; see GET /v1/capacity, relax gpu.count, the memory or the model allowlist, or give maxPricePerGpuHour to wait for capacity`,
+        ),
+      ],
     };
   }
   const capDefaulted = input.requestedCapMicroUsd === null;

@@ -1,4 +1,4 @@
-import { ApiError, logCursorSchema, logStreamSchema, type LogLine, type LogList } from '@gpufarm/shared';
+import { ApiError, fieldDetail, logCursorSchema, logStreamSchema, type LogLine, type LogList } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
@@ -34,7 +34,7 @@ export const logRoutes: FastifyPluginAsync<LogRoutesOptions> = async (app, { db 
     const job = await findJob(db, request.principal!.accountId, id);
     if (!job) throw new ApiError('not_found', `No job ${id} on this account.`);
     const afterId = Number(query.cursor);
-    if (!Number.isSafeInteger(afterId)) throw new ApiError('invalid_request', 'cursor is too large.', { details: [{ field: 'cursor', message: 'cursor is too large' }] });
+    if (!Number.isSafeInteger(afterId)) throw new ApiError('invalid_request', 'cursor is too large.', { details: [fieldDetail('cursor', 'is too large', { subject: true })] });
     const rows = await listLogLines(db, { jobId: job.id, afterId, limit: query.limit, stream: query.stream ?? null });
     const last = rows.at(-1);
     return { object: 'list', jobStatus: job.status, nextCursor: last ? String(last.id) : query.cursor, data: rows.map(toLogLine) };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ErrorDetail } from '../errors.js';
+import { fieldDetail, type ErrorDetail } from '../errors.js';
 
 /**
  * Building blocks shared by the /v1 resource schemas.
@@ -90,7 +90,7 @@ export function issuesToDetails(issues: readonly z.core.$ZodIssue[]): ErrorDetai
     const field = formatFieldPath(path);
     if (seen.has(field)) return;
     seen.add(field);
-    details.push({ field, message: `${field} ${phrase}` });
+    details.push(fieldDetail(field, phrase, { subject: true }));
   };
   for (const issue of issues) {
     if (issue.code === 'unrecognized_keys') {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { WORKLOAD_TYPES } from '../constants.js';
-import type { ErrorDetail } from '../errors.js';
+import { fieldDetail, type ErrorDetail } from '../errors.js';
 import { findGpuClass, gpuClassIds } from '../catalog/gpu-classes.js';
 import { findRegion, regionKeys } from '../catalog/regions.js';
 import { formatMicroUsd, parseUsdToMicroUsd } from '../money.js';
@@ -447,7 +447,7 @@ export type JobCreateParseResult = { ok: true; value: JobCreateRequest } | { ok:
  */
 export function parseJobCreateRequest(body: unknown): JobCreateParseResult {
   if (!isPlainObject(body)) {
-    return { ok: false, details: [{ field: formatFieldPath([]), message: 'body must be a JSON object' }] };
+    return { ok: false, details: [fieldDetail(formatFieldPath([]), 'must be a JSON object', { subject: true })] };
   }
   const result = jobCreateRequestSchema.safeParse(body);
   if (result.success) return { ok: true, value: result.data };
