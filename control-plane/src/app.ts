@@ -19,7 +19,7 @@ import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-body.js';
 import { rateLimit } from './http/rate-limit.js';
 import type { RateLimitStore } from './http/rate-limit-store.js';
-import { clientRequestId, requestIdFor } from './http/request-id.js';
+import { clientRequestId, createRequestIdGenerator } from './http/request-id.js';
 import { recordRoutes } from './http/route-table.js';
 import './http/route-config.js';
 import { docsRoutes, indexRoutes } from './index-routes.js';
@@ -48,6 +48,7 @@ export interface AppDeps {
 /** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
+  const nextRequestId = createRequestIdGenerator();
   const app = Fastify({
     logger: deps.logger === false ? false : {
       level: config.logLevel,
@@ -64,7 +65,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: answerFrameworkError,
     clientErrorHandler: answerClientError,
-    genReqId: requestIdFor,
+    genReqId: () => nextRequestId(),
     childLoggerFactory: (logger, bindings, options, raw) => {
       const fromClient = clientRequestId(raw as IncomingMessage);
       return logger.child(fromClient ? { ...bindings, clientRequestId: fromClient } : bindings, options);
@@ -74,6 +75,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: config.trustProxy,
   });
 
+  app.decorate('nextRequestId', nextRequestId);
   const routes = recordRoutes(app);
 
   app.server.maxConnections = config.maxConnections;

@@ -6,7 +6,6 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { ExecutionDeps } from '../execution/lifecycle.js';
-import { generateRequestId } from '../http/request-id.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
 import { executionLifecycle, type LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
@@ -48,9 +47,9 @@ function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
 }
 
 /** Answers an upgrade request with a plain HTTP error (the error envelope for 401). */
-function refuseUpgrade(socket: Duplex, status: 401 | 404 | 503, message: string): void {
+function refuseUpgrade(socket: Duplex, requestId: string, status: 401 | 404 | 503, message: string): void {
   const code = status === 401 ? 'invalid_api_key' : status === 404 ? 'not_found' : 'unavailable';
-  const body = JSON.stringify({ error: { code, message, requestId: generateRequestId(), details: [] } });
+  const body = JSON.stringify({ error: { code, message, requestId, details: [] } });
   const text = { 401: 'Unauthorized', 404: 'Not Found', 503: 'Service Unavailable' }[status];
   socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
@@ -93,16 +92,16 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => {});
     const path = new URL(request.url ?? '/', 'http://gateway').pathname;
-    if (path !== AGENT_WS_PATH) return refuseUpgrade(socket, 404, `No WebSocket at ${path}; agents connect to ${AGENT_WS_PATH}.`);
-    if (closing) return refuseUpgrade(socket, 503, 'The server is shutting down.');
+    if (path !== AGENT_WS_PATH) return refuseUpgrade(socket, app.nextRequestId(), 404, `No WebSocket at ${path}; agents connect to ${AGENT_WS_PATH}.`);
+    if (closing) return refuseUpgrade(socket, app.nextRequestId(), 503, 'The server is shutting down.');
     authenticateMachine(deps.db, request.headers.authorization).then(
       (machine) => {
-        if (!machine) return refuseUpgrade(socket, 401, 'The machine token is missing, unknown or disabled: send "Authorization: Bearer gfa_…" from enrollment.');
+        if (!machine) return refuseUpgrade(socket, app.nextRequestId(), 401, 'The machine token is missing, unknown or disabled: send "Authorization: Bearer gfa_…" from enrollment.');
         wss.handleUpgrade(request, socket, head, (ws) => accept(ws, machine.machineId));
       },
       (err: unknown) => {
         log('agent upgrade: the machine token could not be checked', err);
-        refuseUpgrade(socket, 503, ERROR_CODES.unavailable.message);
+        refuseUpgrade(socket, app.nextRequestId(), 503, ERROR_CODES.unavailable.message);
       },
     );
   };

@@ -13,7 +13,12 @@ export interface AuthOptions {
   adminToken: string | undefined;
 }
 
-const credentialErrors = new WeakMap<FastifyRequest, ApiError>();
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** A credential the request carried and `resolveCredentials` refused; `enforceAuth` raises it. */
+    credentialError: ApiError | null;
+  }
+}
 
 function bearerToken(request: FastifyRequest): string | null | undefined {
   const header = request.headers.authorization;
@@ -41,6 +46,7 @@ export const resolveCredentials = fp<AuthOptions>(
     const findKey = createBatcher((hashes: readonly string[]) => findApiKeysByHash(options.db, hashes), { maxInFlight: 2, maxBatch: 64 });
     app.decorateRequest('principal', null);
     app.decorateRequest('isAdmin', false);
+    app.decorateRequest('credentialError', null);
     app.addHook('onRequest', async (request) => {
       const auth = request.routeOptions.config.auth;
       // Those routes check their own credential (a machine token is no API key).
@@ -49,35 +55,35 @@ export const resolveCredentials = fp<AuthOptions>(
       if (token === undefined) return;
       if (auth === 'admin') {
         if (!options.adminToken || token === null || !sameSecret(token, options.adminToken)) {
-          credentialErrors.set(request, new ApiError('invalid_api_key', 'The admin token is wrong.'));
+          request.credentialError = new ApiError('invalid_api_key', 'The admin token is wrong.');
         } else {
           request.isAdmin = true;
         }
         return;
       }
       if (token === null) {
-        credentialErrors.set(request, new ApiError('invalid_api_key', 'The Authorization header must be "Bearer <API_KEY>".'));
+        request.credentialError = new ApiError('invalid_api_key', 'The Authorization header must be "Bearer <API_KEY>".');
         return;
       }
       const parsed = parseApiKey(token);
       if (!parsed) {
-        credentialErrors.set(request, new ApiError('invalid_api_key', 'The API key is malformed: keys look like gf_test_… or gf_live_… followed by 43 characters.'));
+        request.credentialError = new ApiError('invalid_api_key', 'The API key is malformed: keys look like gf_test_… or gf_live_… followed by 43 characters.');
         return;
       }
       if (parsed.environment !== wantedEnvironment) {
-        credentialErrors.set(
-          request,
-          new ApiError('wrong_environment', `This is a ${options.environment} deployment: it accepts gf_${wantedEnvironment}_ keys only, and this is a gf_${parsed.environment}_ key.`),
+        request.credentialError = new ApiError(
+          'wrong_environment',
+          `This is a ${options.environment} deployment: it accepts gf_${wantedEnvironment}_ keys only, and this is a gf_${parsed.environment}_ key.`,
         );
         return;
       }
       const record = await findKey(hashApiKey(token));
       if (!record) {
-        credentialErrors.set(request, new ApiError('invalid_api_key', 'The API key is unknown.'));
+        request.credentialError = new ApiError('invalid_api_key', 'The API key is unknown.');
       } else if (record.revokedAt) {
-        credentialErrors.set(request, new ApiError('revoked_api_key'));
+        request.credentialError = new ApiError('revoked_api_key');
       } else if (record.accountStatus === 'suspended') {
-        credentialErrors.set(request, new ApiError('account_suspended'));
+        request.credentialError = new ApiError('account_suspended');
       } else {
         request.principal = { keyId: record.keyId, accountId: record.accountId, walletAddress: record.walletAddress, scopes: record.scopes };
       }
@@ -90,8 +96,7 @@ export const enforceAuth = fp(
   async (app) => {
     app.addHook('onRequest', async (request) => {
       const auth = request.routeOptions.config.auth;
-      const credentialError = credentialErrors.get(request);
-      if (credentialError) throw credentialError;
+      if (request.credentialError) throw request.credentialError;
       if (auth === undefined || auth === 'public' || auth === 'machine' || auth === 'signed_url') return;
       if (auth === 'admin') {
         if (request.headers.authorization === undefined) throw new ApiError('missing_api_key', 'No admin token was sent. Send it as "Authorization: Bearer <GF_ADMIN_TOKEN>".');

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { ApiError, fieldDetail, SERVICE_VERSION } from '@gpufarm/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorEnvelope, sendApiError } from './envelope.js';
-import { clientRequestId, generateRequestId } from './request-id.js';
+import { clientRequestId } from './request-id.js';
 
 /** The headers every response carries: the request id (a client's own, echoed) and the service version. */
 export function stampResponse(request: FastifyRequest, reply: FastifyReply): void {
@@ -46,7 +46,7 @@ export function answerClientError(this: FastifyInstance, err: Error & { code?: s
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? new ApiError('invalid_request', 'The request line and headers are larger than the server accepts (16 KiB).', { details: [fieldDetail('headers', 'at most 16 KiB with the request line')] })
         : new ApiError('invalid_request', 'The request is not valid HTTP/1.1.');
-  const requestId = generateRequestId();
+  const requestId = this.nextRequestId();
   const body = JSON.stringify(errorEnvelope(apiError, requestId));
   this.log.info({ reqId: requestId, err }, 'client error');
   socket.end(
