@@ -39,20 +39,35 @@ export interface ControlPlane {
 
 /**
  * Wires the control plane once: database (migrated, catalog synced), rate-limit store, offer
- * index, HTTP app; then listens. Everything opened here is closed by `close()`.
+ * index, HTTP app; then listens. Everything opened here is closed by `close()`, and by a start
+ * that fails part way, so a failed start leaves no timer, loop or connection behind.
  */
 export async function startControlPlane(config: Config, options: { logger?: boolean } = {}): Promise<ControlPlane> {
   // What builds links (the app, the URL signer, the matcher's input routes) reads `publicUrl`
   // from this copy each time: with PORT=0 and no GF_PUBLIC_URL it gets the bound port after listen.
   const served: Config = { ...config };
   const db = await openDatabase(config);
+  let wroteLocalState = false;
+  // What is open so far, closed last-opened first; the local state goes with the database it names.
+  const opened: Array<() => unknown> = [
+    async () => {
+      await db.close();
+      if (wroteLocalState) removeLocalState(config.dataDir);
+    },
+  ];
+  const closeOpened = async () => {
+    for (let close = opened.pop(); close; close = opened.pop()) await close();
+  };
+  let app: FastifyInstance | undefined;
   try {
     await migrate(db);
     await syncCatalog(db);
     const rateLimitStore = config.rateLimitStore === 'postgres' ? createPostgresRateLimitStore(db) : createMemoryRateLimitStore();
+    opened.push(() => rateLimitStore.close());
     const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
     const queue = createQueueFigures(db);
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass });
+    opened.push(() => offerIndex.close());
     await offerIndex.start();
     const blobs = createFsBlobStore(config.execution.artifactDir);
     const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), () => served.publicUrl);
@@ -65,10 +80,14 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         operatorPrivateKey: (config.chain.operatorKey?.reveal() ?? null) as `0x${string}` | null,
         confirmations: config.chain.confirmations,
       });
-      escrow = { chain, health: await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs }) };
+      const health = await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs });
+      opened.push(() => health.close());
+      escrow = { chain, health };
     }
-    const app = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
-    const log = (message: string, err?: unknown) => app.log.warn({ err }, message);
+    const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
+    app = built;
+    app.addHook('onClose', closeOpened);
+    const log = (message: string, err?: unknown) => built.log.warn({ err }, message);
     if (!config.execution.canaryImage) {
       app.log.warn(
         'GF_CANARY_IMAGE is not set: this control plane cannot verify machines, so no enrolled machine is offered or matched, and no job reaches RESULT_VERIFIED. ' +
@@ -77,10 +96,12 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gateway = await createAgentGateway({ app, deps: execution });
+    opened.push(() => gateway.close());
     const matcher = startMatcher(
       { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
       { intervalMs: config.execution.matchIntervalMs, queue },
     );
+    opened.push(() => matcher.close());
     const executionWorker = startExecutionWorker(execution, {
       intervalMs: config.execution.sweepIntervalMs,
       sweeps: [
@@ -88,32 +109,28 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         { name: 'unfunded job expiry', run: () => expireUnfunded({ db }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],
     });
+    opened.push(() => executionWorker.close());
     const worker = escrow
       ? startEscrowWorker(
-          { db, escrow, startBlock: config.chain?.startBlock ?? 0, refundGraceMs: 60_000, log: (message, err) => app.log.warn({ err }, message) },
+          { db, escrow, startBlock: config.chain?.startBlock ?? 0, refundGraceMs: 60_000, log },
           { intervalMs: config.chain?.sweepIntervalMs ?? 5_000 },
         )
       : null;
-    app.addHook('onClose', async () => {
-      await matcher.close();
-      await executionWorker.close();
-      await gateway.close();
-      await worker?.close();
-      escrow?.health.close();
-      await offerIndex.close();
-      await rateLimitStore.close();
-      await db.close();
-      if (db.kind === 'pglite') removeLocalState(config.dataDir);
-    });
+    if (worker) opened.push(() => worker.close());
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     if (config.publicUrlFollowsPort) served.publicUrl = defaultPublicUrl(config.host, port);
-    if (db.kind === 'pglite') writeLocalState(config.dataDir, { pid: process.pid, url, adminToken: config.adminToken ?? null });
-    return { app, db, offerIndex, escrow, url, close: () => app.close() };
+    if (db.kind === 'pglite') {
+      writeLocalState(config.dataDir, { pid: process.pid, url, adminToken: config.adminToken ?? null });
+      wroteLocalState = true;
+    }
+    return { app, db, offerIndex, escrow, url, close: () => built.close() };
   } catch (err) {
-    await db.close().catch(() => {});
+    // The app's onClose runs closeOpened; before the app exists, nothing else would.
+    await app?.close().catch(() => {});
+    await closeOpened().catch(() => {});
     throw err;
   }
 }

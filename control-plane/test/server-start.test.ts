@@ -1,0 +1,72 @@
+import { createHook } from 'node:async_hooks';
+import { mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { loadConfig } from '../src/config.js';
+import { startControlPlane } from '../src/server.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
+
+/** Where a timer was started: the first frame outside node and node_modules. */
+const startedAt = (stack: string) =>
+  stack.split('\n').slice(2).find((line) => !/\(node:|node_modules|server-start\.test/.test(line))?.trim() ?? stack;
+
+/** Records the timers started from now on; `stillRunning` stops recording and names those not cleared. */
+function trackTimers(t: { teardown(fn: () => void): void }) {
+  const live = new Map<number, string>();
+  let tracking = true;
+  const hook = createHook({
+    init(asyncId, type) {
+      if (tracking && type === 'Timeout') live.set(asyncId, startedAt(new Error().stack ?? ''));
+    },
+    destroy(asyncId) {
+      live.delete(asyncId);
+    },
+  }).enable();
+  t.teardown(() => hook.disable());
+  return {
+    async stillRunning(): Promise<string[]> {
+      tracking = false;
+      // Destroy hooks are delivered asynchronously after a timer is cleared.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      return [...live.values()];
+    },
+  };
+}
+
+async function listening(): Promise<{ server: Server; port: number }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port };
+}
+
+t.test('error: a start that fails after the offer index, chain health and workers opened leaves no timer running', async (t) => {
+  const { url } = await createPostgresTestDatabase(t);
+  const taken = await listening();
+  t.teardown(() => new Promise((resolve) => taken.server.close(resolve)));
+  const deadRpc = await listening();
+  await new Promise((resolve) => deadRpc.server.close(resolve));
+  const dir = mkdtempSync(join(tmpdir(), 'gf-start-fail-'));
+  const config = loadConfig({
+    DATABASE_URL: url!,
+    PORT: String(taken.port),
+    GF_DATA_DIR: dir,
+    GF_RPC_URL: `http://127.0.0.1:${deadRpc.port}/`,
+    GF_ESCROW_ADDRESS: '0x5fbdb2315678afecb367f032d93f642f64180aa3',
+  });
+
+  const timers = trackTimers(t);
+  await t.rejects(startControlPlane(config, { logger: false }), { code: 'EADDRINUSE' }, 'the port is taken: listen fails last');
+  t.same(await timers.stillRunning(), [], 'every timer the start opened was cleared');
+});
+
+t.test('default: close() stops everything the start opened', async (t) => {
+  const { url } = await createPostgresTestDatabase(t);
+  const config = loadConfig({ DATABASE_URL: url!, PORT: '0', GF_DATA_DIR: mkdtempSync(join(tmpdir(), 'gf-start-close-')) });
+  const timers = trackTimers(t);
+  const controlPlane = await startControlPlane(config, { logger: false });
+  t.match(controlPlane.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+  await controlPlane.close();
+  t.same(await timers.stillRunning(), [], 'every timer the start opened was cleared');
+});
