@@ -32,7 +32,7 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-/** Codes we added where the spec says "not shown" (docs/decisions.md); every other code is the spec's. */
+/** Codes we added where the spec says "not shown"; every other code is the spec's. */
 export const EXTENSION_CODES: readonly ErrorCode[] = ['funding_mismatch', 'request_timeout'];
 export const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
 export const errorCodeSchema = z.enum(errorCodes);

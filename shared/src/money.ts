@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Money math, exact and float-free (ARCHITECTURE.md section 6).
+ * Money math, exact and float-free.
  *
  * - USD amounts are integer micro-dollars (`*MicroUsd`, 1 USD = 1,000,000), held in a `number`
  *   that must be a non-negative safe integer. Products that could leave the safe range are
@@ -260,7 +260,7 @@ export interface FinalCost extends CostBreakdown {
  * `compute = ceil(billableGpuSeconds * pricePerGpuHourMicroUsd / 3600)`,
  * `fee = ceil(compute * platformFeeBps / 10000)`. `runtimeSeconds` is whole seconds (the caller
  * rounds a measured duration up). Capping the payment at the escrowed `maxPayment` is the
- * caller's job (see `finalPayment` in ARCHITECTURE.md section 6).
+ * caller's job: the receipt's `finalPayment` never exceeds the deposit.
  */
 export function finalCost(params: {
   runtimeSeconds: number;

@@ -98,7 +98,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
     });
   }
 
-  // What the machine claims and what the control plane verified of it (docs/decisions.md, "Machine verification").
+  // What the machine claims beside what the control plane verified of it: an admin sees where they differ.
   app.get('/admin/v1/machines/:id', admin, async (request) => {
     const { id } = parseParams(machineParams, request.params);
     const machine = await findMachineVerification(db, id);

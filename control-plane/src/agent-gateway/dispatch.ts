@@ -2,7 +2,7 @@ import type { Queryable } from '../db/database.js';
 
 /**
  * Messages for a machine's agent travel through PostgreSQL NOTIFY, so the replica holding the
- * agent's WebSocket sends them whichever replica decided (ARCHITECTURE.md section 11). The
+ * agent's WebSocket sends them whichever replica decided. The
  * payload names the assignment; the gateway reads what to send from the database.
  */
 export const AGENT_DISPATCH_CHANNEL = 'agent_dispatch';

@@ -55,7 +55,7 @@ function refuseUpgrade(socket: Duplex, requestId: string, status: 401 | 404 | 50
 }
 
 /**
- * The agent gateway (ARCHITECTURE.md sections 8 and 11): registers `POST /agent/v1/enroll` on
+ * The agent gateway: registers `POST /agent/v1/enroll` on
  * `app`, takes WebSocket upgrades on `/agent/v1/ws` authenticated by the machine token (401
  * before the upgrade otherwise), keeps one socket per machine (the newest replaces an older
  * one with 4409), sends `assign` and `cancel` for the `agent_dispatch` notices of machines

@@ -20,7 +20,7 @@ import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recor
 import { lostAfterSeconds } from './sweeper.js';
 
 /**
- * One agent's WebSocket (ARCHITECTURE.md section 8), after its machine token was checked.
+ * One agent's WebSocket, after its machine token was checked.
  * Messages are handled one at a time, in arrival order; each is parsed with the shared schema
  * and an invalid one closes the link with 4400 and the field at fault. Nothing but `hello` is
  * taken before `welcome`; notices for the machine that arrive meanwhile wait for it.

@@ -85,7 +85,7 @@ async function machineAssignment(db: Database, authorization: string | undefined
 }
 
 /**
- * `PUT /agent/v1/assignments/:id/outputs/:name` (ARCHITECTURE.md section 8): an agent streams
+ * `PUT /agent/v1/assignments/:id/outputs/:name`: an agent streams
  * an output (`output-<rule index>`, a tar of at most the rule's maxBytes) or the job's log
  * (`log`, at most LOG_ARTIFACT_MAX_BYTES). Machine token auth; the assignment must be this
  * machine's and accepted, running, or finished (failed) within LATE_UPLOAD_MS. The server

@@ -28,5 +28,5 @@ export const FAILURE_RULES: Readonly<Record<FailureCode, FailureRule>> = {
   machine_lost: { retried: true, excludeMachine: true, summary: 'the machine stopped answering' },
 };
 
-/** Runs of one job in all: the first and at most two retries (ARCHITECTURE.md section 5). */
+/** Runs of one job in all: the first and at most two retries. */
 export const MAX_ATTEMPTS = 3;

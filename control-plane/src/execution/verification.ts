@@ -6,7 +6,7 @@ import { argvSha256, verifyRecord, type VerificationLevel } from '@gpufarm/share
 import type { ExecutionConfig } from '../config.js';
 
 /**
- * Verification levels (ARCHITECTURE.md section 9), as pure decisions over what the machine
+ * Verification levels, as pure decisions over what the machine
  * reported and what the server stored, plus the canary's recomputation.
  */
 

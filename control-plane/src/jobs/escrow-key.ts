@@ -10,8 +10,8 @@ export function escrowJobId(jobId: string): `0x${string}` {
 }
 
 /**
- * The key the escrow contract derives for a job: `keccak256(abi.encode(funder, jobId))`
- * (ARCHITECTURE.md section 7), so only the key owner's wallet can fund it. `abi.encode` of an
+ * The key the escrow contract derives for a job: `keccak256(abi.encode(funder, jobId))`, so
+ * only the key owner's wallet can fund it. `abi.encode` of an
  * address and a bytes32 is the address left-padded to 32 bytes, then the 32 bytes.
  */
 export function escrowJobKey(wallet: string, jobId: string): `0x${string}` {

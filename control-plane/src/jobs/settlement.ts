@@ -52,7 +52,7 @@ export interface CompletionInput {
 }
 
 /**
- * The `settle` effect for the Execution work: computes the final cost (ARCHITECTURE.md section 6),
+ * The `settle` effect for the Execution work: computes the final cost (`finalCost`),
  * converts it to token units at the job's terms, caps it at `maxPayment`, sends `completeJob`
  * (payout with the fee inside it) and records the receipt (`completed`, amount, compute
  * seconds, result hash, challenge end, completion transaction) and a `charge` billing entry.

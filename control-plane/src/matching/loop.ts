@@ -26,7 +26,7 @@ export interface MatcherLoop {
 }
 
 /**
- * Runs `matchQueuedJobs` in the background (issue 7, Build 3). A pass runs on `wake()`, on a
+ * Runs `matchQueuedJobs` in the background. A pass runs on `wake()`, on a
  * NOTIFY of `jobs_queued`, shortly after a `fleet_changed` (GPUs freed, a machine online; the
  * fleet triggers of migration 001), right after a pass that left jobs contended, and every
  * `fullPassEvery` ticks regardless; otherwise a tick costs nothing, so a queue of jobs nothing

@@ -69,7 +69,7 @@ const DEFAULT_BATCH = 2000;
 
 /**
  * Matches QUEUED jobs (without a funding hold) to machines, in queue order, in batches of
- * `batchSize`, one transaction per batch (issue 7, Build 3). For each batch: claim the jobs
+ * `batchSize`, one transaction per batch. For each batch: claim the jobs
  * `FOR UPDATE SKIP LOCKED`; plan each job greedily in memory against the free GPUs loaded once
  * per call (before the first batch) (`plan.ts` says which machine fits and which is preferred); lock the planned GPU
  * rows `FOR UPDATE SKIP LOCKED`, re-planning jobs that lost a GPU to another matcher; then write

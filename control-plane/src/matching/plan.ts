@@ -1,8 +1,7 @@
 import { REGIONS, regionKeysFor } from '@gpufarm/shared';
 
 /**
- * The matcher's pure core: which machine and which GPUs a queued job gets (ARCHITECTURE.md
- * section 4, issue 7 "Matching"). No I/O: the store loads the free GPUs into a pool, jobs take
+ * The matcher's pure core: which machine and which GPUs a queued job gets. No I/O: the store loads the free GPUs into a pool, jobs take
  * from it in queue order, and the store then locks and writes what was planned.
  *
  * A machine fits a job when it has, of one GPU class the job allows, at least `gpu.count` free

@@ -25,7 +25,7 @@ const ms = (x: number) => x.toFixed(1);
 const signedMs = (x: number) => `${x >= 0 ? '+' : ''}${ms(x)}`;
 
 /**
- * The agent's runtime beside raw Docker in the same run (issue 5):
+ * The agent's runtime beside raw Docker in the same run:
  * - assignment to running: `DockerRuntime.start` (local image by digest, loop-mounted /output,
  *   labels, limits) against the Engine API's create + start of the same image;
  *   target: at most 50 ms more at the median;

@@ -19,7 +19,7 @@ import { median } from './report.js';
 /** Size of the artifact and measured runs of each path (after one warm-up of each). */
 const BYTES = Number(process.env.BENCH_DOWNLOAD_MIB ?? 512) * 1024 * 1024;
 const RUNS = Number(process.env.BENCH_DOWNLOAD_RUNS ?? 5);
-/** Target (issue 7): the signed URL gives at least this share of reading the stored file. */
+/** Target: the signed URL gives at least this share of reading the stored file. */
 const TARGET_RATIO = 0.8;
 
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
@@ -170,7 +170,7 @@ interface Pair {
 }
 
 /**
- * Artifact download through the signed URL against reading the stored file (issue 7): a
+ * Artifact download through the signed URL against reading the stored file: a
  * control plane of its own (fresh database, `GF_ARTIFACT_DIR` in a temporary folder), an input
  * of `BENCH_DOWNLOAD_MIB` (512) MiB of random bytes uploaded with `POST /v1/artifacts`, then
  * each consumer in its own process, route and file alternating, `BENCH_DOWNLOAD_RUNS` (5) runs

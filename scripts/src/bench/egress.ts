@@ -24,7 +24,7 @@ const TARGET_RATIO = 0.5;
 
 
 /**
- * Egress through an allowlist job's proxy beside a direct connection, in the same run (issue 6):
+ * Egress through an allowlist job's proxy beside a direct connection, in the same run:
  * a busybox server on Docker's default bridge sends `BENCH_EGRESS_MIB` MiB of zeros per
  * connection; the direct path is `nc` in a container on the same bridge, the proxied path is
  * `CONNECT` through the job's egress proxy from an allowlist job (the agent's runtime, the

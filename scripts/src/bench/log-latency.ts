@@ -29,7 +29,7 @@ const SECONDS = Number(process.env.BENCH_LOG_SECONDS ?? 25);
  * room for the customer's other calls; 100 ms (600 a minute) is refused with 429 after 30 s.
  */
 const POLL_MS = Number(process.env.BENCH_LOG_POLL_MS ?? 250);
-/** Target (issue 7): p99 from the container's write to readable through the logs API, at 1,000 lines/s. */
+/** Target: p99 from the container's write to readable through the logs API, at 1,000 lines/s. */
 const TARGET_P99_MS = 1000;
 /** The container waits this long before its first line, so both readers follow it from the start. */
 const LEAD_SECONDS = 3;
@@ -120,7 +120,7 @@ async function followDocker(docker: Docker, containerId: string, reader: Reader,
 }
 
 /**
- * End-to-end log latency (issue 7), on a marketplace of its own: a fresh database, anvil with
+ * End-to-end log latency, on a marketplace of its own: a fresh database, anvil with
  * the escrow (`startLocalChain`), the control plane as a process, and the real agent
  * (`gf-agent enroll` and `run`, one simulated GPU) as `npm start` runs it. A customer (API key,
  * viem wallet of dev account 1) creates a busybox job, funds it in tUSDC and fund-confirms it,

@@ -12,7 +12,7 @@ import type { StandaloneResult, StandaloneSection } from './standalone.js';
 const MACHINES = Number(process.env.BENCH_MATCH_MACHINES ?? 10_000);
 const JOBS = Number(process.env.BENCH_MATCH_JOBS ?? 10_000);
 const BATCH = Number(process.env.BENCH_MATCH_BATCH ?? 2_000);
-/** Target (issue 7): every queued job matched within this many seconds. */
+/** Target: every queued job matched within this many seconds. */
 const TARGET_SECONDS = 10;
 
 /**
@@ -197,7 +197,7 @@ async function run(log: (line: string) => void): Promise<StandaloneResult> {
 }
 
 /**
- * Matching throughput (issue 7): a fresh database with `BENCH_MATCH_MACHINES` (10,000) seeded
+ * Matching throughput: a fresh database with `BENCH_MATCH_MACHINES` (10,000) seeded
  * machines, every one with an agent, and `BENCH_MATCH_JOBS` (10,000) QUEUED funded jobs
  * inserted directly; the time until every job is matched, by one matcher and then (after
  * putting the jobs back) by two at once, and the check that no GPU was given twice.

@@ -5,7 +5,7 @@ import { logStreamSchema } from '../schemas/logs.js';
 import { assignmentSpecSchema } from './assignment.js';
 
 /**
- * The agent protocol (ARCHITECTURE.md section 8): how a farm machine enrolls over HTTP and then
+ * The agent protocol: how a farm machine enrolls over HTTP and then
  * talks to the control plane over one WebSocket of JSON messages. Both sides parse every message
  * with these schemas; an invalid message is a protocol error (close code 4400), never guessed at.
  *

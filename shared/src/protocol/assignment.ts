@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { httpUrlSchema, sha256HexSchema } from '../schemas/common.js';
 
 /**
- * What the control plane hands an agent to run: one job on one machine (ARCHITECTURE.md
- * section 8). It is the job's creation spec resolved to concrete values: defaults applied, GPUs
- * chosen by index, inputs turned into downloadable artifacts with their hashes. The agent's
- * runtime needs nothing else, so it can be tested without a control plane.
+ * What the control plane hands an agent to run: one job on one machine. It is the job's
+ * creation spec resolved to concrete values: defaults applied, GPUs chosen by index, inputs
+ * turned into downloadable artifacts with their hashes. The agent's runtime needs nothing else,
+ * so it can be tested without a control plane.
  */
 
 const idSchema = z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/, { error: 'must be an id of letters, digits, _ and -' });

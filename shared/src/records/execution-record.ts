@@ -2,7 +2,7 @@ import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyOb
 import { canonicalJson } from './canonical-json.js';
 
 /**
- * What the machine attests about one run (ARCHITECTURE.md section 9, EXECUTION_VERIFIED):
+ * What the machine attests about one run, the ground of `EXECUTION_VERIFIED`:
  * signed with the machine's ed25519 key, verified by the control plane with the public key it
  * enrolled. Serialized as canonical JSON (`canonicalJson`); the signature covers those exact
  * UTF-8 bytes.

@@ -172,7 +172,7 @@ export function isReservedEnvName(name: string): boolean {
 // ---------------------------------------------------------------------------------------------
 // DNS names and output paths
 // ---------------------------------------------------------------------------------------------
-/** Defined with the public-name rules (`net/public-name.ts`); re-exported where it always was. */
+/** Defined with the public-name rules (`net/public-name.ts`); re-exported for the schema's callers. */
 export { isDnsName };
 
 const OUTPUT_SEGMENT = /^[A-Za-z0-9._-]+$/;

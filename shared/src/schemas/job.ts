@@ -14,7 +14,7 @@ import {
 } from './common.js';
 
 /**
- * Job states, the complete list (ARCHITECTURE.md section 5). The transition table lives in
+ * Job states, the complete list. The transition table lives in
  * the control plane; this is the vocabulary both sides share.
  */
 export const JOB_STATUSES = [
@@ -41,7 +41,7 @@ export function isTerminalStatus(status: JobStatus): boolean {
   return terminal.has(status);
 }
 
-/** Result verification levels, strongest first (ARCHITECTURE.md section 9). */
+/** Result verification levels, strongest first. */
 export const VERIFICATION_LEVELS = ['RESULT_VERIFIED', 'EXECUTION_VERIFIED', 'HOST_REPORTED'] as const;
 export const verificationLevelSchema = z.enum(VERIFICATION_LEVELS);
 export type VerificationLevel = z.infer<typeof verificationLevelSchema>;
