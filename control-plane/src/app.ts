@@ -14,6 +14,7 @@ import { withoutSignature } from './artifacts/signing.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { answerClientError, answerFrameworkError, MAX_PARAM_LENGTH, stampResponse } from './http/client-errors.js';
+import { jobCanceled } from './execution/lifecycle.js';
 import { installCors } from './http/cors.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-body.js';
@@ -26,6 +27,7 @@ import { docsRoutes, indexRoutes } from './index-routes.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { logRoutes } from './logs/routes.js';
+import { appendServiceLine } from './logs/store.js';
 import { pricingRoutes } from './pricing/routes.js';
 
 /** Everything the HTTP app needs, built once in `server.ts` (or a test) and passed in. */
@@ -92,7 +94,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(docsRoutes);
   await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
   await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
-  await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null });
+  const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };
+  await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null, effects });
   await app.register(logRoutes, { db: deps.db });
   await app.register(artifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
   await app.register(agentArtifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError } from '@gpufarm/shared';
-import { parseBannedImagePattern } from './policy/images.js';
+import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError, parseBannedImagePattern } from '@gpufarm/shared';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');

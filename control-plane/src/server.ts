@@ -21,7 +21,8 @@ import { createFsBlobStore } from './artifacts/fs-blob-store.js';
 import { agentInputUrl } from './artifacts/agent-upload.js';
 import { resolveJobInputs } from './artifacts/inputs.js';
 import { createUrlSigner } from './artifacts/signing.js';
-import type { ExecutionDeps } from './execution/lifecycle.js';
+import type { ExecutionDeps } from './execution/deps.js';
+import { executionLifecycle } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
 import { startMatcher } from './matching/loop.js';
 import { createQueueFigures } from './matching/queue-figures.js';
@@ -95,7 +96,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       );
     }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
-    const gateway = await createAgentGateway({ app, deps: execution });
+    const gateway = await createAgentGateway({ app, deps: execution, lifecycle: executionLifecycle(execution) });
     opened.push(() => gateway.close());
     const matcher = startMatcher(
       { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { AgentLink } from '@gpufarm/agent/link/agent-link.js';
 import type { HelloMessage, ServerMessage, WelcomeMessage } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
-import { notifyAgent } from '../src/agent-gateway/dispatch.js';
+import { notifyAgent } from '../src/matching/store.js';
 import type { Database } from '../src/db/database.js';
 import { DatabaseUnavailableError } from '../src/db/errors.js';
 import { createPostgresTestDatabase } from './helpers/database.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AGENT_CLOSE_CODES, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { notifyAgent } from '../src/agent-gateway/dispatch.js';
+import { notifyAgent } from '../src/matching/store.js';
 import { ADMIN_TOKEN } from './helpers/app.js';
 import { createPgliteTestDatabase } from './helpers/database.js';
 import {

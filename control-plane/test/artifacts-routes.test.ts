@@ -8,7 +8,7 @@ import { artifactMetadataSchema, artifactSummarySchema, type ArtifactMetadata } 
 import { fileSource, packOutputRule } from '@gpufarm/agent/artifacts/pack.js';
 import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
 import t from 'tap';
-import { newAgentToken } from '../src/agent-gateway/machine-auth.js';
+import { newAgentToken } from '../src/auth/machine-tokens.js';
 import type { AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
 import type { UrlSigner } from '../src/artifacts/signing.js';
 import { listJobsArtifacts } from '../src/artifacts/store.js';

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import t from 'tap';
 import { artifactMetadataSchema, assignmentSpecSchema } from '@gpufarm/shared';
-import { hashAgentToken, newAgentToken } from '../src/agent-gateway/machine-auth.js';
+import { hashAgentToken, newAgentToken } from '../src/auth/machine-tokens.js';
 import { agentInputUrl } from '../src/artifacts/agent-upload.js';
 import { resolveJobInputs } from '../src/artifacts/inputs.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';

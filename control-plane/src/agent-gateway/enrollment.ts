@@ -1,7 +1,7 @@
 import { ApiError, findRegion, type EnrollRequest } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
 import { newId } from '../ids.js';
-import { hashAgentToken, newAgentToken } from './machine-auth.js';
+import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
 import { gpuRowsFor, inventoryColumns } from './machine-store.js';
 
 /**

@@ -5,11 +5,10 @@ import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
-import type { ExecutionDeps } from '../execution/lifecycle.js';
-import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
-import { executionLifecycle, type LifecyclePort } from './lifecycle-port.js';
+import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../matching/dispatch.js';
+import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
-import { authenticateMachine } from './machine-auth.js';
+import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
 import { assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './sweeper.js';
 
@@ -19,9 +18,9 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 export interface AgentGatewayOptions {
   /** The app, before it listens: the enroll route is registered on it and the upgrade handler on its server. */
   app: FastifyInstance;
-  deps: ExecutionDeps;
-  /** The job side of agent messages and sweeps; `execution/lifecycle.ts` by default. */
-  lifecycle?: LifecyclePort;
+  deps: GatewayDeps;
+  /** The job side of agent messages and sweeps (`execution/lifecycle.ts` `executionLifecycle`). */
+  lifecycle: LifecyclePort;
   /** Liveness sweep period; `deps.config.sweepIntervalMs` by default; 0 runs no timer (tests call `sweep()`). */
   sweepIntervalMs?: number;
 }
@@ -62,12 +61,11 @@ function refuseUpgrade(socket: Duplex, requestId: string, status: 401 | 404 | 50
  * connected here, and sweeps machine liveness. Call before `app.listen()`; `app.close()` closes it too.
  *
  * @example
- *   const gateway = await createAgentGateway({ app, deps: { db, escrow, config: config.execution, blobs } });
+ *   const gateway = await createAgentGateway({ app, deps: execution, lifecycle: executionLifecycle(execution) });
  *   await app.listen({ port: config.port });
  */
 export async function createAgentGateway(options: AgentGatewayOptions): Promise<AgentGateway> {
-  const { app, deps } = options;
-  const lifecycle = options.lifecycle ?? executionLifecycle;
+  const { app, deps, lifecycle } = options;
   const log = deps.log ?? ((message: string, err?: unknown) => app.log.warn({ err }, message));
   const connections = new Map<string, AgentConnection>();
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
@@ -123,12 +121,12 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
     const lost = await assignmentsPastGrace(deps.db, config);
     const unanswered = await unansweredOffers(deps.db, config);
     await runSteps([
-      ...lost.map((a) => [`marking assignment ${a.id} lost`, () => lifecycle.assignmentLost(deps, a.id, `the machine was offline for more than ${config.machineLostGraceSeconds} s`)] as const),
+      ...lost.map((a) => [`marking assignment ${a.id} lost`, () => lifecycle.assignmentLost(a.id, `the machine was offline for more than ${config.machineLostGraceSeconds} s`)] as const),
       ...unanswered.map(
         (a) =>
           [
             `taking the offer of assignment ${a.id} back`,
-            () => lifecycle.assignmentRejected(deps, a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`),
+            () => lifecycle.assignmentRejected(a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`),
           ] as const,
       ),
       ['starting verification canaries', () => scheduleCanaries({ db: deps.db, config, log })] as const,

@@ -1,14 +1,26 @@
-import { assignmentAccepted, assignmentLost, assignmentRejected, assignmentStatus } from '../execution/lifecycle.js';
+import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
+import type { ExecutionConfig } from '../config.js';
+import type { Database } from '../db/database.js';
 
-/**
- * The lifecycle entry points the gateway calls for agent messages and sweeps
- * (`execution/lifecycle.ts`), as a port so a test can count the calls.
- */
-export interface LifecyclePort {
-  assignmentAccepted: typeof assignmentAccepted;
-  assignmentRejected: typeof assignmentRejected;
-  assignmentStatus: typeof assignmentStatus;
-  assignmentLost: typeof assignmentLost;
+/** What the gateway itself needs: the database, the timings of `config.execution`, a logger. */
+export interface GatewayDeps {
+  db: Database;
+  config: ExecutionConfig;
+  log?: (message: string, err?: unknown) => void;
 }
 
-export const executionLifecycle: LifecyclePort = { assignmentAccepted, assignmentRejected, assignmentStatus, assignmentLost };
+/**
+ * What the gateway reports about assignments, for each agent message and each sweep finding.
+ * The execution slice implements it (`execution/lifecycle.ts` `executionLifecycle`) and
+ * `server.ts` wires it in; a test can wrap it to count the calls.
+ */
+export interface LifecyclePort {
+  /** The agent of `machineId` accepted the offered assignment. */
+  assignmentAccepted(machineId: string, assignmentId: string): Promise<void>;
+  /** The agent refused the offer, or did not answer in time (`timeout`). */
+  assignmentRejected(machineId: string, assignmentId: string, reason: AssignmentRejectedMessage['reason'] | 'timeout', message: string): Promise<void>;
+  /** An `assignment.status` from the agent of `machineId`. */
+  assignmentStatus(machineId: string, message: AssignmentStatusMessage): Promise<void>;
+  /** The machine holding the assignment is gone (offline past the grace, or back without it). */
+  assignmentLost(assignmentId: string, reason: string): Promise<void>;
+}

@@ -11,11 +11,10 @@ import {
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
 import { isDatabaseUnavailable } from '../db/errors.js';
-import type { ExecutionDeps } from '../execution/lifecycle.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
-import type { DispatchNotice } from './dispatch.js';
-import type { LifecyclePort } from './lifecycle-port.js';
+import type { DispatchNotice } from '../matching/dispatch.js';
+import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
@@ -27,7 +26,7 @@ import { lostAfterSeconds } from './sweeper.js';
  */
 
 export interface LinkContext {
-  deps: ExecutionDeps;
+  deps: GatewayDeps;
   lifecycle: LifecyclePort;
   log: (message: string, err?: unknown) => void;
 }
@@ -181,13 +180,13 @@ export class AgentConnection {
       case 'logs':
         return this.onLogs(message);
       case 'assignment.accepted':
-        if (await this.owns(message.assignmentId)) await lifecycle.assignmentAccepted(deps, this.machineId, message.assignmentId);
+        if (await this.owns(message.assignmentId)) await lifecycle.assignmentAccepted(this.machineId, message.assignmentId);
         return;
       case 'assignment.rejected':
-        if (await this.owns(message.assignmentId)) await lifecycle.assignmentRejected(deps, this.machineId, message.assignmentId, message.reason, message.message);
+        if (await this.owns(message.assignmentId)) await lifecycle.assignmentRejected(this.machineId, message.assignmentId, message.reason, message.message);
         return;
       case 'assignment.status':
-        if (await this.owns(message.assignmentId)) await lifecycle.assignmentStatus(deps, this.machineId, message);
+        if (await this.owns(message.assignmentId)) await lifecycle.assignmentStatus(this.machineId, message);
         if (this.superseded.has(message.assignmentId) && (message.state === 'finished' || message.state === 'failed')) await this.letGo([message.assignmentId]);
         return;
     }
@@ -247,7 +246,7 @@ export class AgentConnection {
     for (const a of live) {
       if (heldSet.has(a.id)) continue;
       if (a.state === 'offered') this.sendAssign(a);
-      else await lifecycle.assignmentLost(deps, a.id, 'the agent restarted without it').catch((err: unknown) => this.ctx.log(`assignment ${a.id}: marking it lost failed`, err));
+      else await lifecycle.assignmentLost(a.id, 'the agent restarted without it').catch((err: unknown) => this.ctx.log(`assignment ${a.id}: marking it lost failed`, err));
     }
     for (const r of hello.running) {
       const a = held.get(r.assignmentId);

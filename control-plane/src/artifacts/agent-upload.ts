@@ -1,7 +1,7 @@
 import { ApiError, assignmentInputSchema, assignmentSpecSchema, fieldDetail, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { authenticateMachine } from '../agent-gateway/machine-auth.js';
+import { authenticateMachine } from '../auth/machine-tokens.js';
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import { parseParams } from '../http/parse.js';

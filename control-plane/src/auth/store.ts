@@ -89,3 +89,12 @@ export async function setAccountStatus(db: Queryable, accountId: string, status:
   const rows = await db.query('UPDATE accounts SET status = $2 WHERE id = $1 RETURNING id', [accountId, status]);
   return rows.length > 0;
 }
+
+/** The enrolled machine whose token hashes to `tokenHash`, unless an operator disabled it. */
+export async function findMachineByTokenHash(db: Queryable, tokenHash: string): Promise<{ machineId: string; farmId: string } | null> {
+  const [row] = await db.query<{ machineId: string; farmId: string }>(
+    `SELECT id AS "machineId", farm_id AS "farmId" FROM machines WHERE token_hash = $1 AND status <> 'disabled'`,
+    [tokenHash],
+  );
+  return row ?? null;
+}

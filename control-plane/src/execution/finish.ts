@@ -7,7 +7,7 @@ import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { canaryVerdict } from '../machine-verification/canary.js';
 import { recordCanaryOutcome } from '../machine-verification/store.js';
-import type { ExecutionDeps } from './lifecycle.js';
+import type { ExecutionDeps } from './deps.js';
 import { findAssignment, findMachineFacts, moveAssignment, releaseGpus } from './store.js';
 import { allHashesMatch, canaryExpected, canaryIterations, readTarEntry, verificationLevel, type ExecutionEvidence } from './verification.js';
 

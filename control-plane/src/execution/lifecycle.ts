@@ -1,31 +1,32 @@
 import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
-import type { BlobStore } from '../artifacts/blob-store.js';
-import { notifyAgent } from '../agent-gateway/dispatch.js';
-import type { ExecutionConfig } from '../config.js';
+import type { LifecyclePort } from '../agent-gateway/lifecycle-port.js';
 import type { Database, Queryable } from '../db/database.js';
-import type { EscrowDeps } from '../jobs/funding.js';
 import { notifyJobQueued } from '../jobs/channels.js';
 import { authorizePendingRefund } from '../jobs/settlement.js';
 import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { recordCanaryOutcome } from '../machine-verification/store.js';
+import { notifyAgent } from '../matching/store.js';
+import type { ExecutionDeps } from './deps.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
 import { excludeMachine, findAssignment, LIVE_STATES, moveAssignment, releaseGpus } from './store.js';
 
 /**
  * What happens to a job when its assignment moves (ARCHITECTURE.md sections 4, 5 and 9): the
- * gateway calls these for each agent message and for its sweeps; every job change goes through
- * the transition table as one guarded write.
+ * gateway calls these for each agent message and for its sweeps (through `executionLifecycle`);
+ * every job change goes through the transition table as one guarded write.
  */
-export interface ExecutionDeps {
-  db: Database;
-  /** null: no escrow configured (settlement and refunds wait for one). */
-  escrow: EscrowDeps | null;
-  config: ExecutionConfig;
-  blobs: BlobStore;
-  log?: (message: string, err?: unknown) => void;
+
+/** The gateway's lifecycle port, answered by this slice with `deps`. */
+export function executionLifecycle(deps: ExecutionDeps): LifecyclePort {
+  return {
+    assignmentAccepted: (machineId, assignmentId) => assignmentAccepted(deps, machineId, assignmentId),
+    assignmentRejected: (machineId, assignmentId, reason, message) => assignmentRejected(deps, machineId, assignmentId, reason, message),
+    assignmentStatus: (machineId, message) => assignmentStatus(deps, machineId, message),
+    assignmentLost: (assignmentId, reason) => assignmentLost(deps, assignmentId, reason),
+  };
 }
 
 /** The agent's states in the order they happen: a report never moves an assignment back. */

@@ -1,6 +1,6 @@
 import { runSteps, startPeriodic, type Periodic } from '../background/periodic.js';
 import { settleFinished } from './finish.js';
-import type { ExecutionDeps } from './lifecycle.js';
+import type { ExecutionDeps } from './deps.js';
 import { listUnsettledFinished } from './store.js';
 
 /**

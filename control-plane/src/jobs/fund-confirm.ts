@@ -1,9 +1,9 @@
 import { fieldDetail } from '@gpufarm/shared';
 import { TransactionReceiptNotFoundError, type Hash, type TransactionReceipt } from 'viem';
 import { insertBillingEntry } from '../billing/store.js';
-import { appendServiceLine } from '../logs/store.js';
 import { notifyJobQueued } from './channels.js';
 import type { Database } from '../db/database.js';
+import type { JobEffects } from './effects.js';
 import { checkFunding } from './funding-check.js';
 import { FundingError } from './funding-error.js';
 import { requireChain, type EscrowDeps } from './funding.js';
@@ -27,7 +27,7 @@ const chainDown = (err: unknown) => new FundingError('unavailable', 'The chain R
  * once, moves the job once. A funding that arrives after the job was canceled is recorded and
  * its refund authorized (409 `conflict` tells the customer).
  */
-export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | null }, params: { job: JobRow; wallet: string; txHash: Hash }): Promise<FundConfirmOutcome> {
+export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | null; effects: Pick<JobEffects, 'serviceLine'> }, params: { job: JobRow; wallet: string; txHash: Hash }): Promise<FundConfirmOutcome> {
   const { job } = params;
   const txHash = params.txHash.toLowerCase() as Hash;
   if (job.fund_tx_hash === txHash) return alreadyRecorded(job);
@@ -98,7 +98,7 @@ export async function confirmFunding(deps: { db: Database; escrow: EscrowDeps | 
     await insertBillingEntry(tx, { accountId: job.account_id, type: 'funded', jobId: job.id, amountMicroUsd: job.max_cost_micro_usd, token: job.payment_token, amount: job.max_payment, txHash });
     const queued = await applyTransition(tx, { jobId: job.id, from: 'FUNDED', to: transitionFor('FUNDED', 'queue').to });
     if (!queued) throw new Error(`job ${job.id} left FUNDED inside its funding transaction`);
-    await appendServiceLine(tx, job.id, `queued: the escrow holds the funding (transaction ${txHash}); waiting for a machine that fits`);
+    await deps.effects.serviceLine(tx, job.id, `queued: the escrow holds the funding (transaction ${txHash}); waiting for a machine that fits`);
     await notifyJobQueued(tx, job.id);
     return { kind: 'moved' as const, job: queued };
   });

@@ -28,11 +28,11 @@ import { evaluatePolicy } from '../policy/policy.js';
 import { getAddress, type Hash } from 'viem';
 import { escrowJobKey } from './escrow-key.js';
 import { confirmFunding, RETRY_AFTER_SECONDS } from './fund-confirm.js';
+import type { JobEffects } from './effects.js';
 import { ensureEscrowTerms, fundingFor, requireChain, termsHash, type EscrowDeps } from './funding.js';
 import { authorizePendingRefund } from './settlement.js';
 import { priceJob } from './pricing.js';
 import { checkJobInputs } from '../artifacts/inputs.js';
-import { jobCanceled } from '../execution/lifecycle.js';
 import { loadJobExtras, toJob } from './serialize.js';
 import { applyTransition, claimIdempotencyKey, findIdempotencyKey, findJob, insertJobs, listJobs, type IdempotencyRecord, type JobRow, type NewJob } from './store.js';
 import { ForbiddenTransitionError, isTerminalStatus, transitionFor } from './transitions.js';
@@ -43,6 +43,8 @@ export interface JobRoutesOptions {
   config: Config;
   /** The escrow deployment; null when funding is not configured (`escrow_not_deployed`). */
   escrow: EscrowDeps | null;
+  /** The log and execution reactions to job changes (`app.ts` wires them). */
+  effects: JobEffects;
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -104,7 +106,7 @@ function applyDefaults(spec: JobCreateRequest, paymentToken: 'eth' | 'stable'): 
  * Jobs: `POST /v1/jobs` (validate, policy, price against live capacity, fix the escrow terms;
  * idempotent with `Idempotency-Key`), `GET /v1/jobs`, `GET /v1/jobs/:id`, and cancel.
  */
-export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db, offerIndex, config, escrow }) => {
+export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db, offerIndex, config, escrow, effects }) => {
   // Creations without an Idempotency-Key that arrive together are inserted together.
   const insertJob = createBatcher((jobs: readonly NewJob[]) => insertJobs(db, jobs), { maxInFlight: 2, maxBatch: 64 });
   const replayOrConflict = (record: IdempotencyRecord, requestHash: string): JobCreated => {
@@ -304,7 +306,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     const principal = request.principal!;
     const { txHash } = parseBody(fundConfirmRequestSchema, request.body);
     const row = await loadJob(principal.accountId, request.params);
-    const outcome = await confirmFunding({ db, escrow }, { job: row, wallet: principal.walletAddress, txHash: txHash as Hash });
+    const outcome = await confirmFunding({ db, escrow, effects }, { job: row, wallet: principal.walletAddress, txHash: txHash as Hash });
     if (outcome.kind === 'pending') {
       reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
       return reply.code(202).send({
@@ -349,7 +351,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       const moved = await applyTransition(db, { jobId: row.id, from: row.status, to, cancelReason: reason });
       if (moved) {
         // A MATCHING job has an assignment on a machine: drop it and tell the agent.
-        if (row.status === 'MATCHING') await jobCanceled(db, row.id);
+        if (row.status === 'MATCHING') await effects.canceledWhileMatching(row.id);
         return (await toJobs([refund ? await tryAuthorizeRefund(moved) : moved]))[0];
       }
       row = await loadJob(request.principal!.accountId, request.params);

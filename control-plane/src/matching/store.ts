@@ -1,7 +1,7 @@
 import { GpufarmError } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
-import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../agent-gateway/dispatch.js';
 import { loadUptimeSeconds, uptimeCentiPct, uptimeWindowFirstDay } from '../capacity/store.js';
+import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
 import { TIER_RANK, type CandidateMachine, type CandidateUnit } from './plan.js';
 
 /**
@@ -266,4 +266,9 @@ export async function countQueuedByClass(db: Queryable): Promise<Map<string, num
      GROUP BY c`,
   );
   return new Map(rows.map((r) => [r.class_id, r.n]));
+}
+
+/** Raises one `agent_dispatch` notice (delivered when the surrounding transaction commits). */
+export async function notifyAgent(db: Queryable, notice: DispatchNotice): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [AGENT_DISPATCH_CHANNEL, JSON.stringify(notice)]);
 }

@@ -1,14 +1,15 @@
-import { formatFieldPath, type JobCreateRequest, type PolicyFinding, type PolicyResult } from '@gpufarm/shared';
+import { formatFieldPath, parseBannedImagePattern, type BannedImagePattern, type JobCreateRequest, type PolicyFinding, type PolicyResult } from '@gpufarm/shared';
 import { commandOfValue, commandsOfArgv } from './command-words.js';
 import { egressSignals } from './egress.js';
 import { findingsOf, POLICY_RULES, type PolicyRule, type Signal } from './findings.js';
-import { bannedImageSignals, type BannedImagePattern, parseBannedImagePattern } from './images.js';
+import { bannedImageSignals } from './images.js';
 import { commandPrivilegeSignals, envPrivilegeSignals, imagePrivilegeSignals, pathPrivilegeSignals } from './privilege.js';
 import { signatureSignals } from './signatures.js';
 
 export { POLICY_RULES, type PolicyRule } from './findings.js';
 export { lanEgressReason } from './egress.js';
-export { BUILTIN_BANNED_IMAGES, BUILTIN_BANNED_REPOSITORIES, parseBannedImagePattern, type BannedImagePattern, type BannedToolKind } from './images.js';
+export { parseBannedImagePattern, type BannedImagePattern } from '@gpufarm/shared';
+export { BUILTIN_BANNED_IMAGES, BUILTIN_BANNED_REPOSITORIES, type BannedToolKind } from './images.js';
 export { CRACKER_PROGRAMS, MINER_PROGRAMS, MINING_POOL_DOMAINS } from './signatures.js';
 
 /** Operator settings of the workload policy. */

@@ -1,7 +1,6 @@
-import { parseImageReference } from '@gpufarm/shared';
+import { parseImageReference, splitRegistry } from '@gpufarm/shared';
 import { type SimpleCommand, optionsOf } from './command-words.js';
 import { quote, type Signal } from './findings.js';
-import { splitRegistry } from './images.js';
 
 /**
  * The `privilege_request` rule. The spec has no field for privileged mode, capabilities or

@@ -17,7 +17,9 @@ import {
 import WebSocket from 'ws';
 import { createEnrollmentToken } from '../../src/agent-gateway/enrollment.js';
 import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
-import { executionLifecycle, type LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
+import type { LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
+import type { ExecutionDeps } from '../../src/execution/deps.js';
+import { executionLifecycle } from '../../src/execution/lifecycle.js';
 import type { Database } from '../../src/db/database.js';
 import { buildTestApp, createTestKey, type TestApp } from './app.js';
 import { tarOf } from './uploads.js';
@@ -186,24 +188,24 @@ export interface LifecycleCall {
   args: unknown[];
 }
 
-/** A port that records each call and then runs the real function (errors are the gateway's to log). */
-export function countingLifecycle(calls: LifecycleCall[]): LifecyclePort {
+/** A port that records each call and then passes it on to `real` (errors are the gateway's to log). */
+export function countingLifecycle(calls: LifecycleCall[], real: LifecyclePort): LifecyclePort {
   return {
-    assignmentAccepted: (deps, machineId, assignmentId) => {
+    assignmentAccepted: (machineId, assignmentId) => {
       calls.push({ fn: 'assignmentAccepted', assignmentId, args: [machineId] });
-      return executionLifecycle.assignmentAccepted(deps, machineId, assignmentId);
+      return real.assignmentAccepted(machineId, assignmentId);
     },
-    assignmentRejected: (deps, machineId, assignmentId, reason, message) => {
+    assignmentRejected: (machineId, assignmentId, reason, message) => {
       calls.push({ fn: 'assignmentRejected', assignmentId, args: [machineId, reason, message] });
-      return executionLifecycle.assignmentRejected(deps, machineId, assignmentId, reason, message);
+      return real.assignmentRejected(machineId, assignmentId, reason, message);
     },
-    assignmentStatus: (deps, machineId, message) => {
+    assignmentStatus: (machineId, message) => {
       calls.push({ fn: 'assignmentStatus', assignmentId: message.assignmentId, args: [machineId, message.state] });
-      return executionLifecycle.assignmentStatus(deps, machineId, message);
+      return real.assignmentStatus(machineId, message);
     },
-    assignmentLost: (deps, assignmentId, reason) => {
+    assignmentLost: (assignmentId, reason) => {
       calls.push({ fn: 'assignmentLost', assignmentId, args: [reason] });
-      return executionLifecycle.assignmentLost(deps, assignmentId, reason);
+      return real.assignmentLost(assignmentId, reason);
     },
   };
 }
@@ -221,10 +223,11 @@ export async function startGatewayApp(t: TestContext, options: { env?: Record<st
   const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
+  const deps: ExecutionDeps = { db: test.db, escrow: null, config: test.config.execution, blobs: test.blobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) };
   const gateway = await createAgentGateway({
     app: test.app,
-    deps: { db: test.db, escrow: null, config: test.config.execution, blobs: test.blobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) },
-    lifecycle: countingLifecycle(calls),
+    deps,
+    lifecycle: countingLifecycle(calls, executionLifecycle(deps)),
     sweepIntervalMs: 0,
   });
   const url = await test.app.listen({ port: 0, host: '127.0.0.1' });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tar from 'tar-stream';
-import { hashAgentToken, newAgentToken } from '../../src/agent-gateway/machine-auth.js';
+import { hashAgentToken, newAgentToken } from '../../src/auth/machine-tokens.js';
 import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../../src/artifacts/routes.js';
 import { createUrlSigner, type UrlSigner } from '../../src/artifacts/signing.js';

@@ -1,9 +1,8 @@
-import type { Queryable } from '../db/database.js';
-
 /**
  * Messages for a machine's agent travel through PostgreSQL NOTIFY, so the replica holding the
- * agent's WebSocket sends them whichever replica decided. The
- * payload names the assignment; the gateway reads what to send from the database.
+ * agent's WebSocket sends them whichever replica decided. The payload names the assignment; the
+ * gateway reads what to send from the database. The matcher publishes `assign` (and execution
+ * `cancel`) here; the agent gateway, above both, delivers them.
  */
 export const AGENT_DISPATCH_CHANNEL = 'agent_dispatch';
 
@@ -14,8 +13,4 @@ export interface DispatchNotice {
   kind: 'assign' | 'cancel';
   /** For `cancel`: why (shown in the job's log by the agent). */
   reason?: string;
-}
-
-export async function notifyAgent(db: Queryable, notice: DispatchNotice): Promise<void> {
-  await db.query('SELECT pg_notify($1, $2)', [AGENT_DISPATCH_CHANNEL, JSON.stringify(notice)]);
 }

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { machineTokenSchema } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
+import { findMachineByTokenHash } from './store.js';
 
 /**
  * Machine tokens (`gfa_…`): the bearer credential of an enrolled agent on its WebSocket and on
@@ -40,9 +41,5 @@ export async function authenticateMachine(
 ): Promise<{ machineId: string; farmId: string } | null> {
   const token = machineTokenFromHeader(authorizationHeader);
   if (token === null) return null;
-  const [row] = await db.query<{ machineId: string; farmId: string }>(
-    `SELECT id AS "machineId", farm_id AS "farmId" FROM machines WHERE token_hash = $1 AND status <> 'disabled'`,
-    [hashAgentToken(token)],
-  );
-  return row ?? null;
+  return findMachineByTokenHash(db, hashAgentToken(token));
 }
