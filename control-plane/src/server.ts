@@ -7,7 +7,7 @@ import { defaultPublicUrl, type Config } from './config.js';
 import type { Database } from './db/database.js';
 import { migrate } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
-import { syncCatalog } from './fleet/catalog.js';
+import { syncCatalog } from './fleet/store.js';
 import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.js';
 import { createMemoryRateLimitStore } from './http/rate-limit-store.js';
 import { startEscrowWorker } from './jobs/escrow-worker.js';

@@ -6,7 +6,7 @@ import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-p
 import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openDatabase } from '@gpufarm/control-plane/db/open.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
 import { UsageError } from './usage-error.js';
 

@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { loadConfig } from '@gpufarm/control-plane/config.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { capacitySection } from './bench/capacity.js';
 import { localChainEnv, startLocalChain } from './chain/local-chain.js';

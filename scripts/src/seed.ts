@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '@gpufarm/control-plane/config.js';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openDatabase } from '@gpufarm/control-plane/db/open.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { UsageError } from './usage-error.js';
 

@@ -5,7 +5,7 @@ import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openDatabase } from '@gpufarm/control-plane/db/open.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
 import { dockerAdvice, dockerAnswers, dockerSocket, ensureImages, LOCAL_FARM, LOCAL_SIMULATED_GPUS, readLocalImages, startLocalAgent, type LocalAgent, type LocalImages } from './local-agent.js';

@@ -1,8 +1,8 @@
 import { ApiError, findRegion, type EnrollRequest } from '@gpufarm/shared';
-import type { Database, Queryable } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { newId } from '../ids.js';
 import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
-import { gpuRowsFor, inventoryColumns } from './machine-store.js';
+import { claimEnrollmentToken, insertEnrolledMachine, insertEnrollmentToken, linkEnrollmentToken, upsertFarm } from './store.js';
 
 /**
  * Enrollment (ARCHITECTURE.md section 8): an operator creates a one-time token (`gfe_…`) for a
@@ -56,24 +56,15 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
   const token = newAgentToken('gfe');
   const name = input.farmName ?? nameFromSlug(input.farmSlug);
   return db.transaction(async (tx) => {
-    const [farm] = await tx.query<{ id: string; slug: string; name: string; payout_address: string | null }>(
-      `INSERT INTO farms (id, slug, name, provider, payout_address) VALUES ($1, $2, $3, $3, $4)
-       ON CONFLICT (slug) DO UPDATE SET payout_address = coalesce(excluded.payout_address, farms.payout_address)
-       RETURNING id, slug, name, payout_address`,
-      [newId('farm'), input.farmSlug, name, payout],
-    );
+    const farm = await upsertFarm(tx, { id: newId('farm'), slug: input.farmSlug, name, payoutAddress: payout });
     // A job is settled by releasing its escrow to the farm's address: without one, a machine
     // could run jobs that can never be paid out.
-    if (farm!.payout_address === null) {
+    if (farm.payout_address === null) {
       const message = `payoutAddress: farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`;
       throw new ApiError('invalid_request', message, { details: [{ field: 'payoutAddress', message }] });
     }
-    const [row] = await tx.query<{ expires_at: Date }>(
-      `INSERT INTO enrollment_tokens (token_hash, farm_id, region_key, price_per_gpu_hour_micro_usd, label, expires_at)
-       VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING expires_at`,
-      [hashAgentToken(token), farm!.id, input.regionKey, input.pricePerGpuHourMicroUsd, input.label ?? null, input.ttlSeconds],
-    );
-    return { token, farm: { slug: farm!.slug, name: farm!.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt: row!.expires_at };
+    const expiresAt = await insertEnrollmentToken(tx, { tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
+    return { token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };
   });
 }
 
@@ -93,36 +84,17 @@ export async function enrollMachine(db: Database, request: EnrollRequest): Promi
   const machineId = newId('mach');
   const machineToken = newAgentToken('gfa');
   return db.transaction(async (tx) => {
-    const [claimed] = await tx.query<{ farm_id: string; region_key: string; price: number | null }>(
-      `UPDATE enrollment_tokens SET used_at = now()
-        WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
-        RETURNING farm_id, region_key, price_per_gpu_hour_micro_usd AS price`,
-      [hashAgentToken(request.enrollmentToken)],
-    );
+    const claimed = await claimEnrollmentToken(tx, hashAgentToken(request.enrollmentToken));
     if (!claimed) return null;
-    const columns = inventoryColumns(request.inventory);
-    await tx.query(
-      `INSERT INTO machines (id, farm_id, region_key, status, price_per_gpu_hour_micro_usd, cuda_version, driver_version,
-         cpu_cores, ram_bytes, disk_free_bytes, simulated, token_hash, public_key_pem, agent_version, inventory)
-       VALUES ($1, $2, $3, 'offline', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-      [
-        machineId, claimed.farm_id, claimed.region_key, claimed.price, columns.cudaVersion, columns.driverVersion,
-        columns.cpuCores, columns.ramBytes, columns.diskFreeBytes, columns.simulated, hashAgentToken(machineToken),
-        request.publicKeyPem, request.agentVersion, JSON.stringify(request.inventory),
-      ],
-    );
-    await insertGpus(tx, machineId, gpuRowsFor(request.inventory));
-    await tx.query('UPDATE enrollment_tokens SET machine_id = $2 WHERE token_hash = $1', [hashAgentToken(request.enrollmentToken), machineId]);
+    await insertEnrolledMachine(tx, {
+      id: machineId,
+      farmId: claimed.farm_id,
+      regionKey: claimed.region_key,
+      pricePerGpuHourMicroUsd: claimed.price,
+      tokenHash: hashAgentToken(machineToken),
+      request,
+    });
+    await linkEnrollmentToken(tx, hashAgentToken(request.enrollmentToken), machineId);
     return { machineId, machineToken };
   });
-}
-
-async function insertGpus(db: Queryable, machineId: string, gpus: ReturnType<typeof gpuRowsFor>): Promise<void> {
-  if (gpus.length === 0) return;
-  await db.query(
-    `INSERT INTO machine_gpus (machine_id, gpu_index, uuid, class_id, vram_bytes)
-     SELECT $1, x.gpu_index, x.uuid, x.class_id, x.vram_bytes
-       FROM jsonb_to_recordset($2::jsonb) AS x(gpu_index int, uuid text, class_id text, vram_bytes bigint)`,
-    [machineId, JSON.stringify(gpus)],
-  );
 }

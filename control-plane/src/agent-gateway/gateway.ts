@@ -10,7 +10,7 @@ import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
 import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
-import { assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './sweeper.js';
+import { assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './store.js';
 
 /** Largest agent message (a full logs batch is well under it). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;

@@ -250,3 +250,8 @@ export async function releaseSupersededGpus(db: Queryable, machineId: string, as
     [machineId, assignmentIds],
   );
 }
+
+/** An output the machine reported differs from what the server stored: counted against the machine. */
+export async function recordHashMismatch(db: Queryable, machineId: string): Promise<void> {
+  await db.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [machineId]);
+}

@@ -10,7 +10,7 @@ import { deleteIfUnreferenced } from './expiry.js';
 import { isExpired, newArtifactId } from './metadata.js';
 import { bodyStream, checkDeclaredLength, declaredSha256, takeRawBodies, tooLarge } from './raw-body.js';
 import type { UrlSigner } from './signing.js';
-import { findArtifactById, findAssignmentArtifact, upsertAssignmentArtifact } from './store.js';
+import { findArtifactById, findAssignmentArtifact, findUploadTarget, upsertAssignmentArtifact, type UploadTarget } from './store.js';
 
 export interface AgentArtifactRoutesOptions {
   db: Database;
@@ -44,17 +44,6 @@ const uploadParams = z.object({
 });
 const inputParams = z.object({ id: assignmentId, mountName: assignmentInputSchema.shape.mountName });
 
-interface UploadTarget {
-  id: string;
-  job_id: string;
-  machine_id: string;
-  state: string;
-  spec: unknown;
-  finished_at: Date | null;
-  updated_at: Date;
-  account_id: string;
-}
-
 /** What an agent upload answers (201). `hashesMatch` is null when nothing was declared. */
 export interface AgentUploadAnswer {
   artifactId: string;
@@ -75,11 +64,7 @@ async function machineAssignment(db: Database, authorization: string | undefined
       ? new ApiError('missing_api_key', 'No machine token was sent. Send it as "Authorization: Bearer gfa_…".')
       : new ApiError('invalid_api_key', 'The machine token is malformed, unknown, or its machine is disabled.');
   }
-  const [target] = await db.query<UploadTarget>(
-    `SELECT a.id, a.job_id, a.machine_id, a.state, a.spec, a.finished_at, a.updated_at, j.account_id
-       FROM assignments a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1`,
-    [id],
-  );
+  const target = await findUploadTarget(db, id);
   if (!target || target.machine_id !== machine.machineId) throw new ApiError('not_found', `No assignment ${id} on this machine.`);
   return target;
 }

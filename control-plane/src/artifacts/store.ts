@@ -162,3 +162,24 @@ export async function isSha256Referenced(db: Queryable, sha256: string, now: Dat
   const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts WHERE sha256 = $1 AND expires_at > $2', [sha256, now]);
   return (row?.n ?? 0) > 0;
 }
+
+/** An assignment as the agent's upload and input routes check it, with its job's account. */
+export interface UploadTarget {
+  id: string;
+  job_id: string;
+  machine_id: string;
+  state: string;
+  spec: unknown;
+  finished_at: Date | null;
+  updated_at: Date;
+  account_id: string;
+}
+
+export async function findUploadTarget(db: Queryable, assignmentId: string): Promise<UploadTarget | null> {
+  const [target] = await db.query<UploadTarget>(
+    `SELECT a.id, a.job_id, a.machine_id, a.state, a.spec, a.finished_at, a.updated_at, j.account_id
+       FROM assignments a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1`,
+    [assignmentId],
+  );
+  return target ?? null;
+}

@@ -1,6 +1,7 @@
 import { finalCost, formatUsdCents } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
 import { listAssignmentArtifacts } from '../artifacts/store.js';
+import { recordHashMismatch } from '../agent-gateway/machine-store.js';
 import { recordCompletion } from '../jobs/settlement.js';
 import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
@@ -87,7 +88,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     const done = await moveAssignment(tx, { id: asg.id, machineId: null, from: ['running'], to: 'finished' });
     if (!done) return;
     await releaseGpus(tx, asg.id);
-    if (mismatched) await tx.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [asg.machine_id]);
+    if (mismatched) await recordHashMismatch(tx, asg.machine_id);
     const transition = transitionFor('RUNNING', timedOut ? 'time_out' : 'complete');
     const moved = await applyTransition(tx, {
       jobId: job.id,

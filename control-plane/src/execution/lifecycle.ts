@@ -1,9 +1,8 @@
 import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
 import type { LifecyclePort } from '../agent-gateway/lifecycle-port.js';
-import type { Database, Queryable } from '../db/database.js';
-import { notifyJobQueued } from '../jobs/channels.js';
+import type { Database } from '../db/database.js';
 import { authorizePendingRefund } from '../jobs/settlement.js';
-import { applyTransition, findJobById } from '../jobs/store.js';
+import { applyTransition, findJobById, findJobKind, lockJobOfAssignment, notifyJobQueued } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { recordCanaryOutcome } from '../machine-verification/store.js';
@@ -11,7 +10,7 @@ import { notifyAgent } from '../matching/store.js';
 import type { ExecutionDeps } from './deps.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
-import { excludeMachine, findAssignment, LIVE_STATES, moveAssignment, releaseGpus } from './store.js';
+import { advanceAgentState, cancelLiveAssignments, countEndedRuns, excludeMachine, findAssignment, LIVE_STATES, moveAssignment, recordFinishReport, releaseGpus } from './store.js';
 
 /**
  * What happens to a job when its assignment moves (ARCHITECTURE.md sections 4, 5 and 9): the
@@ -64,8 +63,7 @@ export async function assignmentRejected(
     await excludeMachine(tx, asg.job_id, machineId, reason);
     const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
     // A canary is for this machine only: refused, it fails its verification instead of queueing.
-    const [job] = await tx.query<{ kind: string }>('SELECT kind FROM jobs WHERE id = $1', [asg.job_id]);
-    if (job?.kind === 'verification') {
+    if ((await findJobKind(tx, asg.job_id)) === 'verification') {
       const failed = await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'fail').to, assignmentId: asg.id, set: { assignment_id: null, failure_reason: why } });
       if (failed) await recordCanaryOutcome(tx, { machineId, jobId: asg.job_id }, { passed: false, reason: `the canary was not run: ${why}: ${message}` });
       return;
@@ -93,12 +91,7 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
     return;
   }
   // A report moves the agent state forward only, so a report repeated after a restart writes no second line.
-  const [advanced] = await deps.db.query<{ id: string }>(
-    `UPDATE assignments SET agent_state = $2, updated_at = now()
-      WHERE id = $1 AND (agent_state IS NULL OR $3 > (CASE agent_state ${Object.entries(AGENT_STATE_RANK).map(([s, r]) => `WHEN '${s}' THEN ${r}`).join(' ')} ELSE 0 END))
-      RETURNING id`,
-    [asg.id, message.state, AGENT_STATE_RANK[message.state]],
-  );
+  const advanced = await advanceAgentState(deps.db, asg.id, message.state, AGENT_STATE_RANK);
   if (message.state === 'running' || (message.startedAt && asg.state !== 'running')) await startJob(deps, asg.id, message);
   if (advanced) {
     const line = statusLine(message);
@@ -138,29 +131,6 @@ async function startJob(deps: ExecutionDeps, assignmentId: string, message: Assi
   });
 }
 
-async function recordFinishReport(db: Queryable, assignmentId: string, message: AssignmentStatusMessage): Promise<void> {
-  await db.query(
-    `UPDATE assignments SET started_at = COALESCE($2, started_at), finished_at = $3, exit_code = $4, oom_killed = $5, timed_out = $6,
-            image_digest = COALESCE($7, image_digest), outputs = $8::jsonb, log_report = $9::jsonb, record_json = $10, record_signature = $11,
-            last_log_seq = $12, updated_at = now()
-      WHERE id = $1 AND state = 'running'`,
-    [
-      assignmentId,
-      message.startedAt ? new Date(message.startedAt) : null,
-      message.finishedAt ? new Date(message.finishedAt) : new Date(),
-      message.exitCode,
-      message.oomKilled,
-      message.timedOut,
-      message.imageDigest,
-      JSON.stringify(message.outputs ?? []),
-      message.log ? JSON.stringify(message.log) : null,
-      message.record?.json ?? null,
-      message.record?.signature ?? null,
-      message.lastLogSeq,
-    ],
-  );
-}
-
 /**
  * The machine holding the assignment is gone (offline past the grace period, or its agent came
  * back without it): the job is requeued (at most two more times) or failed, the machine excluded.
@@ -193,13 +163,10 @@ async function failAssignment(
     if (!asg) return null;
     await releaseGpus(tx, asg.id);
     if (rule.excludeMachine) await excludeMachine(tx, asg.job_id, asg.machine_id, code);
-    const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING'; kind: string }>(
-      `SELECT status, kind FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
-      [asg.job_id, asg.id],
-    );
+    const job = await lockJobOfAssignment(tx, asg.job_id, asg.id);
     if (!job) return null;
     // Runs that ended without a result, this one included (a machine's refusal is not a run).
-    const [{ attempts }] = (await tx.query<{ attempts: number }>(`SELECT count(*)::int AS attempts FROM assignments WHERE job_id = $1 AND state IN ('failed', 'lost')`, [asg.job_id])) as [{ attempts: number }];
+    const attempts = await countEndedRuns(tx, asg.job_id);
     // A canary is never run again elsewhere: it verifies this machine.
     const canary = job.kind === 'verification';
     const retry = rule.retried && attempts < MAX_ATTEMPTS && !canary;
@@ -233,11 +200,7 @@ async function failAssignment(
 /** A job was canceled while MATCHING: its assignment is dropped, its GPUs freed and the agent told to stop. */
 export async function jobCanceled(db: Database, jobId: string): Promise<void> {
   await db.transaction(async (tx) => {
-    const rows = await tx.query<{ id: string; machine_id: string }>(
-      `UPDATE assignments SET state = 'canceled', updated_at = now() WHERE job_id = $1 AND state = ANY($2) RETURNING id, machine_id`,
-      [jobId, [...LIVE_STATES]],
-    );
-    for (const row of rows) {
+    for (const row of await cancelLiveAssignments(tx, jobId)) {
       await releaseGpus(tx, row.id);
       await notifyAgent(tx, { machineId: row.machine_id, assignmentId: row.id, kind: 'cancel', reason: 'the customer canceled the job' });
     }

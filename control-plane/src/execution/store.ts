@@ -1,3 +1,4 @@
+import type { AssignmentStatusMessage } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /** An assignment row as the lifecycle reads it. */
@@ -89,4 +90,56 @@ export async function listUnsettledFinished(db: Queryable, limit: number): Promi
     [limit],
   );
   return rows.map((r) => r.id);
+}
+
+/**
+ * Moves the agent's reported state forward only, by `ranks` (a state not ranked counts 0), so a
+ * report repeated after a restart changes nothing. True when it moved.
+ */
+export async function advanceAgentState(db: Queryable, assignmentId: string, state: string, ranks: Readonly<Record<string, number>>): Promise<boolean> {
+  const [advanced] = await db.query<{ id: string }>(
+    `UPDATE assignments SET agent_state = $2, updated_at = now()
+      WHERE id = $1 AND (agent_state IS NULL OR $3 > (CASE agent_state ${Object.entries(ranks).map(([s, r]) => `WHEN '${s}' THEN ${r}`).join(' ')} ELSE 0 END))
+      RETURNING id`,
+    [assignmentId, state, ranks[state] ?? 0],
+  );
+  return advanced !== undefined;
+}
+
+/** The facts of a `finished` report, kept on the running assignment for settlement. */
+export async function recordFinishReport(db: Queryable, assignmentId: string, message: AssignmentStatusMessage): Promise<void> {
+  await db.query(
+    `UPDATE assignments SET started_at = COALESCE($2, started_at), finished_at = $3, exit_code = $4, oom_killed = $5, timed_out = $6,
+            image_digest = COALESCE($7, image_digest), outputs = $8::jsonb, log_report = $9::jsonb, record_json = $10, record_signature = $11,
+            last_log_seq = $12, updated_at = now()
+      WHERE id = $1 AND state = 'running'`,
+    [
+      assignmentId,
+      message.startedAt ? new Date(message.startedAt) : null,
+      message.finishedAt ? new Date(message.finishedAt) : new Date(),
+      message.exitCode,
+      message.oomKilled,
+      message.timedOut,
+      message.imageDigest,
+      JSON.stringify(message.outputs ?? []),
+      message.log ? JSON.stringify(message.log) : null,
+      message.record?.json ?? null,
+      message.record?.signature ?? null,
+      message.lastLogSeq,
+    ],
+  );
+}
+
+/** Runs of the job that ended without a result (failed or lost). */
+export async function countEndedRuns(db: Queryable, jobId: string): Promise<number> {
+  const [row] = await db.query<{ attempts: number }>(`SELECT count(*)::int AS attempts FROM assignments WHERE job_id = $1 AND state IN ('failed', 'lost')`, [jobId]);
+  return row?.attempts ?? 0;
+}
+
+/** Cancels the job's live assignments; returns them with their machines. */
+export async function cancelLiveAssignments(db: Queryable, jobId: string): Promise<Array<{ id: string; machine_id: string }>> {
+  return db.query<{ id: string; machine_id: string }>(
+    `UPDATE assignments SET state = 'canceled', updated_at = now() WHERE job_id = $1 AND state = ANY($2) RETURNING id, machine_id`,
+    [jobId, [...LIVE_STATES]],
+  );
 }

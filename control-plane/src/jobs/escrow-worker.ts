@@ -3,6 +3,7 @@ import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { runSteps, startPeriodic, type Periodic } from '../background/periodic.js';
 import type { Database } from '../db/database.js';
 import { insertBillingEntry } from '../billing/store.js';
+import { readSetting, writeSetting } from '../settings/store.js';
 import type { EscrowDeps } from './funding.js';
 import { authorizePendingRefund, recordRelease, releaseCompleted } from './settlement.js';
 import {
@@ -45,8 +46,8 @@ const cursorKey = (deps: EscrowWorkerDeps) => `escrow_scan:${deps.escrow.chain.c
  */
 export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> {
   const { chain } = deps.escrow;
-  const [saved] = await deps.db.query<{ value: string }>('SELECT value FROM service_settings WHERE key = $1', [cursorKey(deps)]);
-  let from = saved ? BigInt(saved.value) + 1n : BigInt(deps.startBlock);
+  const saved = await readSetting(deps.db, cursorKey(deps));
+  let from = saved !== null ? BigInt(saved) + 1n : BigInt(deps.startBlock);
   const latest = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
   // Stay `confirmations - 1` blocks behind the head, as fund-confirm does.
   const head = latest - BigInt(chain.confirmations - 1);
@@ -97,10 +98,7 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
           break;
       }
     }
-    await deps.db.query(
-      'INSERT INTO service_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value',
-      [cursorKey(deps), to.toString()],
-    );
+    await writeSetting(deps.db, cursorKey(deps), to.toString());
     from = to + 1n;
   }
   return head;

@@ -1,13 +1,12 @@
 import { fieldDetail } from '@gpufarm/shared';
 import { TransactionReceiptNotFoundError, type Hash, type TransactionReceipt } from 'viem';
 import { insertBillingEntry } from '../billing/store.js';
-import { notifyJobQueued } from './channels.js';
 import type { Database } from '../db/database.js';
 import type { JobEffects } from './effects.js';
 import { checkFunding } from './funding-check.js';
 import { FundingError } from './funding-error.js';
 import { requireChain, type EscrowDeps } from './funding.js';
-import { applyTransition, findCredit, findJobById, insertCredit, recordLateFunding, type JobRow } from './store.js';
+import { applyTransition, findCredit, findJobById, insertCredit, notifyJobQueued, recordLateFunding, type JobRow } from './store.js';
 import { transitionFor } from './transitions.js';
 
 /** Seconds a client waits before asking again about a transaction that is not confirmed yet. */

@@ -2,7 +2,7 @@ import type { ArtifactSummary, Job, JobAssignment, JobReceipt } from '@gpufarm/s
 import { listJobsArtifacts } from '../artifacts/store.js';
 import type { Queryable } from '../db/database.js';
 import { microUsdToTokenUnits } from './settlement.js';
-import type { JobRow } from './store.js';
+import { listJobAssignments, type JobRow } from './store.js';
 
 /** What a job object shows beyond its own row: where it ran and its stored artifacts. */
 export interface JobExtras {
@@ -18,15 +18,7 @@ export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Pro
   if (rows.length === 0) return out;
   const assignmentIds = rows.map((r) => r.assignment_id).filter((id): id is string => id !== null);
   const [assignments, artifacts] = await Promise.all([
-    assignmentIds.length === 0
-      ? Promise.resolve([])
-      : db.query<{ job_id: string; gpu_model: string; class_id: string; gpu_count: number; slug: string; name: string; region_key: string; price: number; started_at: Date | null; finished_at: Date | null; exit_code: number | null }>(
-          `SELECT a.job_id, a.gpu_model, a.class_id, cardinality(a.gpu_indices) AS gpu_count, f.slug, f.name, m.region_key,
-                  a.price_per_gpu_hour_micro_usd AS price, a.started_at, a.finished_at, a.exit_code
-             FROM assignments a JOIN machines m ON m.id = a.machine_id JOIN farms f ON f.id = m.farm_id
-            WHERE a.id = ANY($1)`,
-          [assignmentIds],
-        ),
+    listJobAssignments(db, assignmentIds),
     listJobsArtifacts(db, rows.map((r) => r.id)),
   ]);
   for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [] });

@@ -1,5 +1,6 @@
 import type { JobStatus, VerificationLevel } from '@gpufarm/shared';
 import type { Queryable, Transaction } from '../db/database.js';
+import { JOBS_QUEUED_CHANNEL } from './channels.js';
 import { authorizesRefund } from './transitions.js';
 
 export interface JobRow {
@@ -389,4 +390,124 @@ export async function findIdempotencyKey(db: Queryable, accountId: string, key: 
     [accountId, key],
   );
   return row ?? null;
+}
+
+/** Raises `jobs_queued` (delivered when the surrounding transaction commits). */
+export async function notifyJobQueued(db: Queryable, jobId: string): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [JOBS_QUEUED_CHANNEL, jobId]);
+}
+
+/** The kind of a job (`customer` or `verification`), or null when there is no such job. */
+export async function findJobKind(db: Queryable, jobId: string): Promise<'customer' | 'verification' | null> {
+  const [row] = await db.query<{ kind: 'customer' | 'verification' }>('SELECT kind FROM jobs WHERE id = $1', [jobId]);
+  return row?.kind ?? null;
+}
+
+/** Locks the job while `assignmentId` is its live (MATCHING or RUNNING) assignment; null otherwise. */
+export async function lockJobOfAssignment(tx: Queryable, jobId: string, assignmentId: string): Promise<{ status: 'MATCHING' | 'RUNNING'; kind: string } | null> {
+  const [job] = await tx.query<{ status: 'MATCHING' | 'RUNNING'; kind: string }>(
+    `SELECT status, kind FROM jobs WHERE id = $1 AND assignment_id = $2 AND status IN ('MATCHING', 'RUNNING') FOR UPDATE`,
+    [jobId, assignmentId],
+  );
+  return job ?? null;
+}
+
+/** The assignment of each job as a job object shows it: GPUs, farm, region, price and run times. */
+export interface JobAssignmentRow {
+  job_id: string;
+  gpu_model: string;
+  class_id: string;
+  gpu_count: number;
+  slug: string;
+  name: string;
+  region_key: string;
+  price: number;
+  started_at: Date | null;
+  finished_at: Date | null;
+  exit_code: number | null;
+}
+
+export async function listJobAssignments(db: Queryable, assignmentIds: readonly string[]): Promise<JobAssignmentRow[]> {
+  if (assignmentIds.length === 0) return [];
+  return db.query<JobAssignmentRow>(
+    `SELECT a.job_id, a.gpu_model, a.class_id, cardinality(a.gpu_indices) AS gpu_count, f.slug, f.name, m.region_key,
+            a.price_per_gpu_hour_micro_usd AS price, a.started_at, a.finished_at, a.exit_code
+       FROM assignments a JOIN machines m ON m.id = a.machine_id JOIN farms f ON f.id = m.farm_id
+      WHERE a.id = ANY($1)`,
+    [assignmentIds],
+  );
+}
+
+/** How much of its log cap a job used, and whether it reached it; null when there is no such job. */
+export async function findJobLogUsage(db: Queryable, jobId: string): Promise<{ log_bytes: number; log_capped: boolean } | null> {
+  const [job] = await db.query<{ log_bytes: number; log_capped: boolean }>('SELECT log_bytes, log_capped FROM jobs WHERE id = $1', [jobId]);
+  return job ?? null;
+}
+
+export async function addJobLogBytes(db: Queryable, jobId: string, bytes: number): Promise<void> {
+  await db.query('UPDATE jobs SET log_bytes = log_bytes + $2 WHERE id = $1', [jobId, bytes]);
+}
+
+/** Marks the job's log capped; true only for the call that capped it. */
+export async function capJobLog(db: Queryable, jobId: string): Promise<boolean> {
+  const [first] = await db.query<{ id: string }>('UPDATE jobs SET log_capped = true WHERE id = $1 AND NOT log_capped RETURNING id', [jobId]);
+  return first !== undefined;
+}
+
+/** Takes the job's next service-line seq; null once its log is capped (unless `force`) or when there is no such job. */
+export async function takeServiceLogSeq(db: Queryable, jobId: string, force: boolean): Promise<number | null> {
+  const [row] = await db.query<{ seq: number }>(
+    'UPDATE jobs SET service_log_seq = service_log_seq + 1 WHERE id = $1 AND ($2::boolean OR NOT log_capped) RETURNING service_log_seq - 1 AS seq',
+    [jobId, force],
+  );
+  return row ? Number(row.seq) : null;
+}
+
+/** A matched job: the assignment it moves with and its attempt number. */
+export interface MatchedJobMove {
+  jobId: string;
+  assignmentId: string;
+  attempt: number;
+}
+
+/**
+ * Moves a batch of matched jobs `from` → `to` (guarded by `from` and no funding hold) with
+ * their assignment and attempts, taking each one's service-line seq unless its log is capped,
+ * in one statement. Returns the jobs that moved, with the seq for their line (null: capped).
+ */
+export async function moveMatchedJobs(tx: Queryable, moves: readonly MatchedJobMove[], transition: { from: string; to: string }): Promise<Array<{ jobId: string; seq: number | null }>> {
+  const rows = await tx.query<{ id: string; seq: number; log_capped: boolean }>(
+    `UPDATE jobs j SET status = $3, assignment_id = x.assignment_id, attempts = x.attempt, updated_at = now(),
+            service_log_seq = j.service_log_seq + CASE WHEN j.log_capped THEN 0 ELSE 1 END
+       FROM jsonb_to_recordset($1::jsonb) AS x(id text, assignment_id text, attempt int)
+      WHERE j.id = x.id AND j.status = $2 AND j.funding_hold IS NULL
+      RETURNING j.id, j.service_log_seq - 1 AS seq, j.log_capped`,
+    [JSON.stringify(moves.map((m) => ({ id: m.jobId, assignment_id: m.assignmentId, attempt: m.attempt }))), transition.from, transition.to],
+  );
+  return rows.map((r) => ({ jobId: r.id, seq: r.log_capped ? null : Number(r.seq) }));
+}
+
+/** A service job of the control plane itself (a verification canary): QUEUED, no escrow, billed nothing. */
+export interface NewServiceJob {
+  id: string;
+  accountId: string;
+  apiKeyId: string;
+  kind: 'verification';
+  spec: unknown;
+  title: string;
+  gpuCount: number;
+  workloadType: string;
+  maxRuntimeSeconds: number;
+  pricePerGpuHourMicroUsd: number;
+}
+
+export async function insertServiceJob(tx: Queryable, job: NewServiceJob): Promise<void> {
+  await tx.query(
+    `INSERT INTO jobs (id, account_id, api_key_id, status, kind, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
+       max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
+       max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, escrow_job_key)
+     VALUES ($1, $2, $3, 'QUEUED', $10, $4::jsonb, md5($4::text), $5, $6, $7, $8, $9, 60, 0, 0, 0, 0, ARRAY[]::text[],
+       'eth', '0x0000000000000000000000000000000000000000', 'ETH', 18, 0, '0x' || md5($1) || md5($1))`,
+    [job.id, job.accountId, job.apiKeyId, JSON.stringify(job.spec), job.title, job.gpuCount, job.workloadType, job.maxRuntimeSeconds, job.pricePerGpuHourMicroUsd, job.kind],
+  );
 }

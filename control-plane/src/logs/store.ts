@@ -1,5 +1,6 @@
 import type { LogBatchLine, LogStream } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
+import { addJobLogBytes, capJobLog, findJobLogUsage, takeServiceLogSeq } from '../jobs/store.js';
 
 /**
  * Log lines of jobs: each (assignment, seq) stored once, `id` the only-growing public cursor.
@@ -30,7 +31,7 @@ export async function insertAgentLines(
   db: Queryable,
   params: { jobId: string; assignmentId: string; lines: readonly LogBatchLine[]; capBytes: number },
 ): Promise<{ inserted: number; capped: boolean }> {
-  const [job] = await db.query<{ log_bytes: number; log_capped: boolean }>('SELECT log_bytes, log_capped FROM jobs WHERE id = $1', [params.jobId]);
+  const job = await findJobLogUsage(db, params.jobId);
   if (!job) return { inserted: 0, capped: false };
   if (job.log_capped) return { inserted: 0, capped: true };
   let room = params.capBytes - Number(job.log_bytes);
@@ -55,11 +56,10 @@ export async function insertAgentLines(
     );
     inserted = rows.length;
     const bytes = rows.reduce((n, r) => n + Number(r.bytes), 0);
-    if (bytes > 0) await db.query('UPDATE jobs SET log_bytes = log_bytes + $2 WHERE id = $1', [params.jobId, bytes]);
+    if (bytes > 0) await addJobLogBytes(db, params.jobId, bytes);
   }
   if (capped) {
-    const [first] = await db.query<{ id: string }>('UPDATE jobs SET log_capped = true WHERE id = $1 AND NOT log_capped RETURNING id', [params.jobId]);
-    if (first) await appendServiceLine(db, params.jobId, LOG_CAP_LINE(params.capBytes), { force: true });
+    if (await capJobLog(db, params.jobId)) await appendServiceLine(db, params.jobId, LOG_CAP_LINE(params.capBytes), { force: true });
   }
   return { inserted, capped };
 }
@@ -69,15 +69,18 @@ export async function insertAgentLines(
  * Not stored once the job's log is capped, except the cap's own line (`force`).
  */
 export async function appendServiceLine(db: Queryable, jobId: string, line: string, options: { force?: boolean } = {}): Promise<void> {
+  const seq = await takeServiceLogSeq(db, jobId, options.force ?? false);
+  if (seq === null) return;
+  await insertServiceLines(db, [{ jobId, seq, line }]);
+}
+
+/** Stores service lines whose seq the job's row gave out (`takeServiceLogSeq`, `moveMatchedJobs`), in one statement. */
+export async function insertServiceLines(db: Queryable, lines: ReadonlyArray<{ jobId: string; seq: number; line: string }>): Promise<void> {
+  if (lines.length === 0) return;
   await db.query(
-    `WITH next AS (
-       UPDATE jobs SET service_log_seq = service_log_seq + 1
-        WHERE id = $1 AND ($3::boolean OR NOT log_capped)
-        RETURNING service_log_seq - 1 AS seq
-     )
-     INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
-     SELECT $1, $1, next.seq, 'system', $2, now() FROM next`,
-    [jobId, line, options.force ?? false],
+    `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
+     SELECT x.job_id, x.job_id, x.seq, 'system', x.line, now() FROM jsonb_to_recordset($1::jsonb) AS x(job_id text, seq int, line text)`,
+    [JSON.stringify(lines.map((l) => ({ job_id: l.jobId, seq: l.seq, line: l.line })))],
   );
 }
 

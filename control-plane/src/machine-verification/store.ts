@@ -1,6 +1,8 @@
 import { findGpuClass, JOB_SPEC_DEFAULTS, type MachineInventory } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
+import { ensureServiceAccount } from '../auth/store.js';
 import { newId, randomId } from '../ids.js';
+import { insertServiceJob } from '../jobs/store.js';
 import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, type StoredJobSpec } from '../matching/assignment-spec.js';
 import { writeMatches } from '../matching/store.js';
@@ -31,16 +33,6 @@ export type VerificationState = 'unverified' | 'verifying' | 'verified' | 'faile
 export interface CanaryImage {
   repository: string;
   digest: string;
-}
-
-async function ensureServiceAccount(db: Queryable): Promise<void> {
-  await db.query(`INSERT INTO accounts (id, wallet_address) VALUES ($1, '0x0000000000000000000000000000000000000000') ON CONFLICT DO NOTHING`, [SERVICE_ACCOUNT_ID]);
-  // key_hash is not a SHA-256, so no presented key ever matches it; revoked besides.
-  await db.query(
-    `INSERT INTO api_keys (id, account_id, key_hash, environment, last_four, scopes, label, revoked_at)
-     VALUES ($1, $2, 'service: no key', 'live', '----', ARRAY[]::text[], 'machine verification', now()) ON CONFLICT DO NOTHING`,
-    [SERVICE_API_KEY_ID, SERVICE_ACCOUNT_ID],
-  );
 }
 
 /**
@@ -117,7 +109,7 @@ export async function startCanary(db: Database, params: { machineId: string; can
     // A GPU still held by an earlier run: the next sweep tries again.
     if (usable.some((g) => g.busy || g.assignment_id !== null)) return { started: false, reason: null };
 
-    await ensureServiceAccount(tx);
+    await ensureServiceAccount(tx, { accountId: SERVICE_ACCOUNT_ID, keyId: SERVICE_API_KEY_ID, label: 'machine verification' });
     const jobId = randomId('job');
     const assignmentId = newId('asg');
     const classId = usable[0]!.class_id;
@@ -136,14 +128,18 @@ export async function startCanary(db: Database, params: { machineId: string; can
       deterministic: true,
       title,
     };
-    await tx.query(
-      `INSERT INTO jobs (id, account_id, api_key_id, status, kind, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
-         max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
-         max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, escrow_job_key)
-       VALUES ($1, $2, $3, 'QUEUED', 'verification', $4::jsonb, md5($4::text), $5, $6, $7, $8, $9, 60, 0, 0, 0, 0, ARRAY[]::text[],
-         'eth', '0x0000000000000000000000000000000000000000', 'ETH', 18, 0, '0x' || md5($1) || md5($1))`,
-      [jobId, SERVICE_ACCOUNT_ID, SERVICE_API_KEY_ID, JSON.stringify(spec), title, usable.length, JOB_SPEC_DEFAULTS.workloadType, CANARY_MAX_RUNTIME_SECONDS, price],
-    );
+    await insertServiceJob(tx, {
+      id: jobId,
+      accountId: SERVICE_ACCOUNT_ID,
+      apiKeyId: SERVICE_API_KEY_ID,
+      kind: 'verification',
+      spec,
+      title,
+      gpuCount: usable.length,
+      workloadType: JOB_SPEC_DEFAULTS.workloadType,
+      maxRuntimeSeconds: CANARY_MAX_RUNTIME_SECONDS,
+      pricePerGpuHourMicroUsd: price,
+    });
     const assignment = buildAssignmentSpec({ assignmentId, jobId, spec, maxRuntimeSeconds: CANARY_MAX_RUNTIME_SECONDS, gpus: usable.map((g) => ({ index: g.gpu_index, uuid: g.uuid! })), inputs: [] });
     await writeMatches(
       tx,
@@ -171,12 +167,6 @@ export async function startCanary(db: Database, params: { machineId: string; can
     );
     return { started: true, jobId, assignmentId };
   });
-}
-
-/** The kind of a job (`customer` or `verification`), or null when there is no such job. */
-export async function jobKind(db: Queryable, jobId: string): Promise<'customer' | 'verification' | null> {
-  const [row] = await db.query<{ kind: 'customer' | 'verification' }>('SELECT kind FROM jobs WHERE id = $1', [jobId]);
-  return row?.kind ?? null;
 }
 
 /**

@@ -1,6 +1,8 @@
 import { GpufarmError } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 import { loadUptimeSeconds, uptimeCentiPct, uptimeWindowFirstDay } from '../capacity/store.js';
+import { moveMatchedJobs } from '../jobs/store.js';
+import { insertServiceLines } from '../logs/store.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
 import { TIER_RANK, type CandidateMachine, type CandidateUnit } from './plan.js';
 
@@ -180,9 +182,9 @@ export class MatchWriteConflict extends GpufarmError<'match_write_conflict'> {
 /**
  * Writes a batch of matches inside the caller's transaction, one statement per table: the
  * GPUs reserved (`busy`, `assignment_id`), the assignments (state `offered`), each job moved
- * `from` → `to` (guarded by `from` and no funding hold) with its assignment, attempts and the
- * system line (as `logs/store.ts appendServiceLine` writes it: not once the job's log is
- * capped), then one `agent_dispatch` NOTIFY per assignment (delivered at commit). Throws
+ * `from` → `to` (guarded by `from` and no funding hold) with its assignment and attempts
+ * (`jobs/store.ts` moveMatchedJobs) and its system line (`logs/store.ts` insertServiceLines:
+ * not once the job's log is capped), then one `agent_dispatch` NOTIFY per assignment (delivered at commit). Throws
  * MatchWriteConflict when a GPU or a job was not in the expected state, so the caller rolls
  * the batch back.
  */
@@ -231,21 +233,13 @@ export async function writeMatches(tx: Queryable, matches: readonly MatchRecord[
     ],
   );
 
-  const moved = await tx.query<{ n: number }>(
-    `WITH x AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, assignment_id text, attempt int, line text)
-     ), u AS (
-       UPDATE jobs j SET status = $3, assignment_id = x.assignment_id, attempts = x.attempt, updated_at = now(),
-              service_log_seq = j.service_log_seq + CASE WHEN j.log_capped THEN 0 ELSE 1 END
-       FROM x WHERE j.id = x.id AND j.status = $2 AND j.funding_hold IS NULL
-       RETURNING j.id, j.service_log_seq - 1 AS seq, j.log_capped, x.line
-     ), l AS (
-       INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
-       SELECT id, id, seq, 'system', line, now() FROM u WHERE NOT log_capped
-     ) SELECT count(*)::int AS n FROM u`,
-    [JSON.stringify(matches.map((m) => ({ id: m.jobId, assignment_id: m.assignmentId, attempt: m.attempt, line: m.line }))), transition.from, transition.to],
+  const moved = await moveMatchedJobs(tx, matches, transition);
+  if (moved.length !== matches.length) throw new MatchWriteConflict(`moved ${moved.length} of ${matches.length} jobs`);
+  const lineOf = new Map(matches.map((m) => [m.jobId, m.line]));
+  await insertServiceLines(
+    tx,
+    moved.flatMap((j) => (j.seq === null ? [] : [{ jobId: j.jobId, seq: j.seq, line: lineOf.get(j.jobId)! }])),
   );
-  if (moved[0]?.n !== matches.length) throw new MatchWriteConflict(`moved ${moved[0]?.n ?? 0} of ${matches.length} jobs`);
 
   const notices = matches.map((m) => JSON.stringify({ machineId: m.machineId, assignmentId: m.assignmentId, kind: 'assign' } satisfies DispatchNotice));
   await tx.query(`SELECT count(*) FROM unnest($2::text[]) AS n(payload) CROSS JOIN LATERAL pg_notify($1, n.payload)`, [AGENT_DISPATCH_CHANNEL, notices]);

@@ -11,3 +11,14 @@ export async function deploymentSecret(db: Queryable, key: string): Promise<stri
   if (!row) throw new Error(`setting ${key} missing right after it was written`);
   return row.value;
 }
+
+/** A setting's value, or null when it was never written. */
+export async function readSetting(db: Queryable, key: string): Promise<string | null> {
+  const [row] = await db.query<{ value: string }>('SELECT value FROM service_settings WHERE key = $1', [key]);
+  return row?.value ?? null;
+}
+
+/** Writes a setting, replacing its value. */
+export async function writeSetting(db: Queryable, key: string, value: string): Promise<void> {
+  await db.query('INSERT INTO service_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value', [key, value]);
+}

@@ -4,7 +4,7 @@ import type { Database } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { openPglite } from '../../src/db/pglite.js';
 import { openPostgres } from '../../src/db/postgres.js';
-import { syncCatalog } from '../../src/fleet/catalog.js';
+import { syncCatalog } from '../../src/fleet/store.js';
 
 /** The server `npm test` prepares (scripts/test-env.sh); each test file gets its own database in it. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';

@@ -1,7 +1,7 @@
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import type { Database } from '@gpufarm/control-plane/db/database.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/catalog.js';
+import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { mulberry32, seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { createJobOwner, createQueuedJobs, type QueuedJobInput } from '@gpufarm/control-plane/matching/factories.js';
 import { matchQueuedJobs } from '@gpufarm/control-plane/matching/matcher.js';

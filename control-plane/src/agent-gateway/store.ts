@@ -1,0 +1,116 @@
+import type { EnrollRequest } from '@gpufarm/shared';
+import type { ExecutionConfig } from '../config.js';
+import type { Queryable } from '../db/database.js';
+import { gpuRowsFor, inventoryColumns } from './machine-store.js';
+
+/**
+ * The gateway's SQL for enrollment (farms, enrollment tokens, new machines) and for the
+ * liveness sweep (`sweeper.ts`); what an agent's link writes about its machine is in
+ * `machine-store.ts`.
+ */
+
+/** Creates the farm, or gives an existing one the payout address when one is given. */
+export async function upsertFarm(
+  tx: Queryable,
+  farm: { id: string; slug: string; name: string; payoutAddress: string | null },
+): Promise<{ id: string; slug: string; name: string; payout_address: string | null }> {
+  const [row] = await tx.query<{ id: string; slug: string; name: string; payout_address: string | null }>(
+    `INSERT INTO farms (id, slug, name, provider, payout_address) VALUES ($1, $2, $3, $3, $4)
+     ON CONFLICT (slug) DO UPDATE SET payout_address = coalesce(excluded.payout_address, farms.payout_address)
+     RETURNING id, slug, name, payout_address`,
+    [farm.id, farm.slug, farm.name, farm.payoutAddress],
+  );
+  return row!;
+}
+
+/** Stores a new enrollment token (its hash); returns when it expires. */
+export async function insertEnrollmentToken(
+  tx: Queryable,
+  token: { tokenHash: string; farmId: string; regionKey: string; pricePerGpuHourMicroUsd: number | null; label: string | null; ttlSeconds: number },
+): Promise<Date> {
+  const [row] = await tx.query<{ expires_at: Date }>(
+    `INSERT INTO enrollment_tokens (token_hash, farm_id, region_key, price_per_gpu_hour_micro_usd, label, expires_at)
+     VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING expires_at`,
+    [token.tokenHash, token.farmId, token.regionKey, token.pricePerGpuHourMicroUsd, token.label, token.ttlSeconds],
+  );
+  return row!.expires_at;
+}
+
+/** Spends an unused, unexpired enrollment token (one guarded UPDATE); null when there is none. */
+export async function claimEnrollmentToken(tx: Queryable, tokenHash: string): Promise<{ farm_id: string; region_key: string; price: number | null } | null> {
+  const [claimed] = await tx.query<{ farm_id: string; region_key: string; price: number | null }>(
+    `UPDATE enrollment_tokens SET used_at = now()
+      WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
+      RETURNING farm_id, region_key, price_per_gpu_hour_micro_usd AS price`,
+    [tokenHash],
+  );
+  return claimed ?? null;
+}
+
+/** Registers an enrolled machine (`offline` until its link says hello) and its GPUs of a catalog class. */
+export async function insertEnrolledMachine(
+  tx: Queryable,
+  machine: { id: string; farmId: string; regionKey: string; pricePerGpuHourMicroUsd: number | null; tokenHash: string; request: EnrollRequest },
+): Promise<void> {
+  const { request } = machine;
+  const columns = inventoryColumns(request.inventory);
+  await tx.query(
+    `INSERT INTO machines (id, farm_id, region_key, status, price_per_gpu_hour_micro_usd, cuda_version, driver_version,
+       cpu_cores, ram_bytes, disk_free_bytes, simulated, token_hash, public_key_pem, agent_version, inventory)
+     VALUES ($1, $2, $3, 'offline', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+    [
+      machine.id, machine.farmId, machine.regionKey, machine.pricePerGpuHourMicroUsd, columns.cudaVersion, columns.driverVersion,
+      columns.cpuCores, columns.ramBytes, columns.diskFreeBytes, columns.simulated, machine.tokenHash,
+      request.publicKeyPem, request.agentVersion, JSON.stringify(request.inventory),
+    ],
+  );
+  await insertGpus(tx, machine.id, gpuRowsFor(request.inventory));
+}
+
+/** Records which machine an enrollment token enrolled. */
+export async function linkEnrollmentToken(tx: Queryable, tokenHash: string, machineId: string): Promise<void> {
+  await tx.query('UPDATE enrollment_tokens SET machine_id = $2 WHERE token_hash = $1', [tokenHash, machineId]);
+}
+
+async function insertGpus(db: Queryable, machineId: string, gpus: ReturnType<typeof gpuRowsFor>): Promise<void> {
+  if (gpus.length === 0) return;
+  await db.query(
+    `INSERT INTO machine_gpus (machine_id, gpu_index, uuid, class_id, vram_bytes)
+     SELECT $1, x.gpu_index, x.uuid, x.class_id, x.vram_bytes
+       FROM jsonb_to_recordset($2::jsonb) AS x(gpu_index int, uuid text, class_id text, vram_bytes bigint)`,
+    [machineId, JSON.stringify(gpus)],
+  );
+}
+
+/** Marks silent machines offline; returns their ids. Seeded machines (no token) never connect and are left alone. */
+export async function markSilentMachinesOffline(db: Queryable, config: Pick<ExecutionConfig, 'machineOfflineSeconds'>): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `UPDATE machines SET status = 'offline', offline_since = now(), updated_at = now()
+      WHERE status IN ('online', 'unhealthy', 'draining') AND token_hash IS NOT NULL
+        AND (last_heartbeat_at IS NULL OR last_heartbeat_at < now() - make_interval(secs => $1))
+      RETURNING id`,
+    [config.machineOfflineSeconds],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Accepted or running assignments whose machine has been offline past the grace period. */
+export async function assignmentsPastGrace(db: Queryable, config: Pick<ExecutionConfig, 'machineLostGraceSeconds'>): Promise<Array<{ id: string; machineId: string }>> {
+  return db.query<{ id: string; machineId: string }>(
+    `SELECT a.id, a.machine_id AS "machineId" FROM assignments a JOIN machines m ON m.id = a.machine_id
+      WHERE a.state IN ('accepted', 'running') AND m.status = 'offline'
+        AND m.offline_since < now() - make_interval(secs => $1)
+      ORDER BY a.offered_at LIMIT 500`,
+    [config.machineLostGraceSeconds],
+  );
+}
+
+/** Offered assignments the agent did not accept in time. */
+export async function unansweredOffers(db: Queryable, config: Pick<ExecutionConfig, 'assignTimeoutSeconds'>): Promise<Array<{ id: string; machineId: string }>> {
+  return db.query<{ id: string; machineId: string }>(
+    `SELECT id, machine_id AS "machineId" FROM assignments
+      WHERE state = 'offered' AND offered_at < now() - make_interval(secs => $1)
+      ORDER BY offered_at LIMIT 500`,
+    [config.assignTimeoutSeconds],
+  );
+}
