@@ -9,7 +9,7 @@ export type EscrowStatus = (typeof ESCROW_STATUSES)[number];
 /**
  * Why a chain call failed: `chain_unavailable` when the chain did not carry it out for now (RPC
  * down, timeout, a transaction the node turned away), the only retryable one; `chain_reverted`
- * when the contract refused it; `operator_key_missing` and `unexpected_receipt` need an operator.
+ * when the contract refused it; `operator_key_missing` and `unexpected_receipt` need the configuration fixed.
  */
 export type ChainErrorCode = 'chain_unavailable' | 'chain_reverted' | 'operator_key_missing' | 'unexpected_receipt';
 
