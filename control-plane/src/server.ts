@@ -12,6 +12,7 @@ import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.j
 import { createMemoryRateLimitStore } from './http/rate-limit-store.js';
 import { startEscrowWorker } from './jobs/escrow-worker.js';
 import { expireUnfunded } from './jobs/expiry.js';
+import { appendServiceLine } from './logs/store.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { removeLocalState, writeLocalState } from './local-state.js';
 import { deploymentSecret } from './settings/store.js';
@@ -107,7 +108,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       intervalMs: config.execution.sweepIntervalMs,
       sweeps: [
         { name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) },
-        { name: 'unfunded job expiry', run: () => expireUnfunded({ db }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
+        { name: 'unfunded job expiry', run: () => expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],
     });
     opened.push(() => executionWorker.close());

@@ -11,6 +11,7 @@ import type { Database } from '../src/db/database.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { scanEscrowEvents, sweepRefunds } from '../src/jobs/escrow-worker.js';
 import { expireUnfunded } from '../src/jobs/expiry.js';
+import { appendServiceLine } from '../src/logs/store.js';
 import { startControlPlane } from '../src/server.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
@@ -52,15 +53,15 @@ t.test('behavior: a job still CREATED past the unfunded TTL expires with a syste
   t.equal((await confirm(funded.job.id, tx!)).statusCode, 200);
   t.equal((await app.inject({ method: 'POST', url: `/v1/jobs/${canceled.job.id}/cancel`, headers: bearer(key), payload: {} })).json().status, 'CANCELED');
 
-  t.equal(await expireUnfunded({ db }, { ttlSeconds: 3600 }), 0, 'younger than the TTL: nothing expires');
+  t.equal(await expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: 3600 }), 0, 'younger than the TTL: nothing expires');
   t.equal((await get(unfunded.job.id)).status, 'CREATED');
 
   await sleep(1_100);
-  t.equal(await expireUnfunded({ db }, { ttlSeconds: 1 }), 1, 'one job expired');
+  t.equal(await expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: 1 }), 1, 'one job expired');
   t.equal((await get(unfunded.job.id)).status, 'EXPIRED');
   t.equal((await get(funded.job.id)).status, 'QUEUED');
   t.equal((await get(canceled.job.id)).status, 'CANCELED');
-  t.equal(await expireUnfunded({ db }, { ttlSeconds: 1 }), 0, 'an expired job is not expired again');
+  t.equal(await expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: 1 }), 0, 'an expired job is not expired again');
 
   const logs = logListSchema.parse((await app.inject({ url: `/v1/jobs/${unfunded.job.id}/logs`, headers: bearer(key) })).json());
   t.same(logs.data.map((l) => [l.stream, l.line]), [['system', 'expired: not funded within 1 second of its creation; create the job again to run it (a funding sent now is refunded)']]);
@@ -74,7 +75,7 @@ t.test('behavior: a funding sent after the job expired is recorded and refunded,
   const { c, db, escrow, create, get, confirm } = await setup(t);
   const job = await create();
   await sleep(1_100);
-  t.equal(await expireUnfunded({ db }, { ttlSeconds: 1 }), 1);
+  t.equal(await expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: 1 }), 1);
 
   const [tx] = await sendFundingCalls(c, c.wallet(1), job.funding!.calls);
   const res = await confirm(job.job.id, tx!);

@@ -1,5 +1,5 @@
 import type { Database } from '../db/database.js';
-import { appendServiceLine } from '../logs/store.js';
+import type { JobEffects } from './effects.js';
 import { expireUnfundedJobs } from './store.js';
 import { transitionFor } from './transitions.js';
 
@@ -20,14 +20,14 @@ function describeAge(ttlSeconds: number): string {
  * credited and refunded like one for a canceled job (`fund-confirm.ts`, `escrow-worker.ts`).
  * Safe on several replicas at once. Returns how many jobs expired.
  */
-export async function expireUnfunded(deps: { db: Database }, params: { ttlSeconds: number }): Promise<number> {
+export async function expireUnfunded(deps: { db: Database; effects: Pick<JobEffects, 'serviceLine'> }, params: { ttlSeconds: number }): Promise<number> {
   const { from, to } = transitionFor('CREATED', 'expire');
   const line = `expired: not funded within ${describeAge(params.ttlSeconds)} of its creation; create the job again to run it (a funding sent now is refunded)`;
   let expired = 0;
   for (;;) {
     const batch = await deps.db.transaction(async (tx) => {
       const ids = await expireUnfundedJobs(tx, { from, to, ageSeconds: params.ttlSeconds, limit: BATCH });
-      for (const id of ids) await appendServiceLine(tx, id, line);
+      for (const id of ids) await deps.effects.serviceLine(tx, id, line);
       return ids.length;
     });
     expired += batch;
