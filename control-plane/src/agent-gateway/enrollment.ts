@@ -5,7 +5,7 @@ import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
 import { claimEnrollmentToken, insertEnrolledMachine, insertEnrollmentToken, linkEnrollmentToken, upsertFarm } from './store.js';
 
 /**
- * Enrollment (ARCHITECTURE.md section 8): an operator creates a one-time token (`gfe_…`) for a
+ * Enrollment: an operator creates a one-time token (`gfe_…`) for a
  * farm, region and price; `gf-agent enroll` spends it once to register the machine and get its
  * machine token (`gfa_…`). Only SHA-256 hashes of both tokens are stored.
  */

@@ -17,11 +17,11 @@ const NO_PAYOUT = 'the farm has no payout address';
 
 /**
  * Settles an assignment the machine reported `finished`: compares the reported hashes with the
- * server's, verifies (canary recomputation, signed execution record), prices the run
- * (ARCHITECTURE.md section 6), sends the escrow completion and moves the job RUNNING ->
- * COMPLETED (or TIMED_OUT). Idempotent: a second call for a settled assignment does nothing, and a
- * completion already recorded is not sent again. Throws when the chain refuses or is down; the
- * execution worker calls it again.
+ * server's, verifies (canary recomputation, signed execution record), prices the run (billable
+ * GPU-seconds at the matched price plus the fee, never above the escrowed maximum), sends the
+ * escrow completion and moves the job RUNNING -> COMPLETED (or TIMED_OUT). Idempotent: a second
+ * call for a settled assignment does nothing, and a completion already recorded is not sent
+ * again. Throws when the chain refuses or is down; the execution worker calls it again.
  */
 export async function settleFinished(deps: ExecutionDeps, assignmentId: string): Promise<void> {
   const asg = await findAssignment(deps.db, assignmentId);

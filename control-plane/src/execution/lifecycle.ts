@@ -13,7 +13,7 @@ import { settleFinished } from './finish.js';
 import { advanceAgentState, cancelLiveAssignments, countEndedRuns, excludeMachine, findAssignment, LIVE_STATES, moveAssignment, recordFinishReport, releaseGpus } from './store.js';
 
 /**
- * What happens to a job when its assignment moves (ARCHITECTURE.md sections 4, 5 and 9): the
+ * What happens to a job when its assignment moves: the
  * gateway calls these for each agent message and for its sweeps (through `executionLifecycle`);
  * every job change goes through the transition table as one guarded write.
  */

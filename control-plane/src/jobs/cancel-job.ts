@@ -41,7 +41,7 @@ function cancelTransition(row: JobRow): Transition {
 }
 
 /**
- * Cancels a job of the account (ARCHITECTURE.md section 5): CREATED refunds nothing; FUNDED,
+ * Cancels a job of the account: CREATED refunds nothing; FUNDED,
  * QUEUED and MATCHING authorize the escrow refund (the answer waits for it at most
  * REFUND_WAIT_MS, then it goes on in the background and the escrow worker retries a failure);
  * a MATCHING job's assignment is dropped and its agent told (`effects.canceledWhileMatching`).

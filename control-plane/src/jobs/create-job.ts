@@ -83,7 +83,7 @@ function replayOrConflict(record: IdempotencyRecord, requestHash: string): JobCr
 }
 
 /**
- * Creates a job (ARCHITECTURE.md section 4): validates the body, replays an earlier creation with
+ * Creates a job: validates the body, replays an earlier creation with
  * the same Idempotency-Key, applies the workload policy, checks inputs and the payment token
  * against this deployment, prices it against live capacity, fixes the payment and escrow terms,
  * and stores it CREATED (with the key claimed in the same transaction). Returns the answer;
