@@ -12,7 +12,7 @@ import { isTerminalStatus, type JobStatus, type LogLine } from '@gpufarm/shared'
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { loadConfig } from '@gpufarm/control-plane/config.js';
-import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
+import { LABEL_JOB, LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
 import { LOCAL_CUSTOMER, localChainEnv, startLocalChain } from '../chain/local-chain.js';
 import { readLocalImages, startLocalAgent, type LocalAgent } from '../local-agent.js';
 import { createBenchDatabase } from './database.js';
@@ -152,7 +152,7 @@ export const logLatencySection: StandaloneSection = {
       const server: BenchServer = await startControlPlaneProcess({
         databaseUrl: database.url,
         readyPath: '/v1',
-        env: { ...localChainEnv(chain), GF_ADMIN_TOKEN: adminToken, GF_ARTIFACT_DIR: join(root, 'artifacts'), GF_MATCH_INTERVAL_MS: '200', GF_ESCROW_SWEEP_MS: '500', GF_CHAIN_HEALTH_MS: '500' },
+        env: { ...localChainEnv(chain), GF_CANARY_IMAGE: images.images.canary.reference, GF_ADMIN_TOKEN: adminToken, GF_ARTIFACT_DIR: join(root, 'artifacts'), GF_MATCH_INTERVAL_MS: '200', GF_ESCROW_SWEEP_MS: '500', GF_CHAIN_HEALTH_MS: '500' },
       });
       cleanups.push(() => server.stop());
 
@@ -239,8 +239,9 @@ export const logLatencySection: StandaloneSection = {
       const deadline = Date.now() + (LEAD_SECONDS + SECONDS) * 1000 + 120_000;
       const follower = (async () => {
         while (!stopped) {
-          // Once started: a follow of a container still being created ends at once, empty.
-          const found = await docker.listContainers({ filters: { label: [`${LABEL_OWNER}=${agent.machineId}`], status: ['running'] } });
+          // Once started: a follow of a container still being created ends at once, empty. The
+          // job's own label: the machine's verification canary runs on it first.
+          const found = await docker.listContainers({ filters: { label: [`${LABEL_OWNER}=${agent.machineId}`, `${LABEL_JOB}=${jobId}`], status: ['running'] } });
           if (found[0]) return followDocker(docker, found[0].Id, viaDocker, dockerStopped);
           if (Date.now() > deadline) throw new Error('the job container never appeared');
           await sleep(50);
