@@ -91,6 +91,12 @@ export function fieldDetail(field: string, problem: string, options: { subject?:
   return { field, message: options.subject ? `${field} ${problem}` : `${field}: ${problem}` };
 }
 
+/** An error about one field, its message that field's detail: `errorForField('invalid_request', 'farm', 'must be a slug')`. */
+export function errorForField(code: ErrorCode, field: string, problem: string, options: { subject?: boolean } = {}): GpufarmError<ErrorCode> {
+  const detail = fieldDetail(field, problem, options);
+  return new GpufarmError(code, detail.message, { details: [detail] });
+}
+
 export const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(ERROR_CODES, code);
 
 /**

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { ApiError, ERROR_CODES, errorCodes, EXTENSION_CODES, fieldDetail } from '../src/errors.js';
+import { ApiError, ERROR_CODES, errorCodes, EXTENSION_CODES, errorForField, fieldDetail, GpufarmError } from '../src/errors.js';
 
 // The spec lives beside the repository (../shared/spec), as in every checkout and in CI.
 const SPEC = new URL('../../../shared/spec/public-api.md', import.meta.url);
@@ -38,4 +38,13 @@ t.test('ApiError carries the code, status, details and cause', async (t) => {
 t.test('fieldDetail: the field labels its problem, or starts the sentence with subject', async (t) => {
   t.same(fieldDetail('cursor', 'malformed'), { field: 'cursor', message: 'cursor: malformed' });
   t.same(fieldDetail('status', 'is RUNNING', { subject: true }), { field: 'status', message: 'status is RUNNING' });
+});
+
+t.test('errorForField: one field error whose message is its detail', async (t) => {
+  const err = errorForField('invalid_request', 'farm', 'must be a slug');
+  t.type(err, GpufarmError);
+  t.equal(err.code, 'invalid_request');
+  t.equal(err.message, 'farm: must be a slug');
+  t.same(err.details, [{ field: 'farm', message: 'farm: must be a slug' }]);
+  t.equal(errorForField('validation_error', 'a.__proto__', 'is not allowed', { subject: true }).message, 'a.__proto__ is not allowed');
 });

@@ -1,4 +1,4 @@
-import { API_KEY_SCOPES, ApiError, fieldDetail, formatMicroUsd, parseUsdToMicroUsd, type Environment } from '@gpufarm/shared';
+import { API_KEY_SCOPES, ApiError, errorForField, formatMicroUsd, parseUsdToMicroUsd, type Environment } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
@@ -66,8 +66,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
     if (body.pricePerGpuHour !== null) {
       const parsed = parseUsdToMicroUsd(body.pricePerGpuHour);
       if (!parsed.ok || parsed.microUsd === 0) {
-        const detail = fieldDetail('pricePerGpuHour', parsed.ok ? 'must be more than 0' : parsed.message, { subject: true });
-        throw new ApiError('invalid_request', detail.message, { details: [detail] });
+        throw errorForField('invalid_request', 'pricePerGpuHour', parsed.ok ? 'must be more than 0' : parsed.message, { subject: true });
       }
       price = parsed.microUsd;
     }

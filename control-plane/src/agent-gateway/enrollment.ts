@@ -1,4 +1,4 @@
-import { ApiError, findRegion, type EnrollRequest } from '@gpufarm/shared';
+import { errorForField, findRegion, type EnrollRequest } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
 import { newId } from '../ids.js';
 import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
@@ -42,16 +42,16 @@ function nameFromSlug(slug: string): string {
 
 /**
  * Creates a one-time enrollment token for a farm (creating the farm when missing).
- * Throws `ApiError('invalid_request')` for an unknown region or a malformed slug or address.
+ * Throws an `invalid_request` error naming the field for an unknown region or a malformed slug or address.
  */
 export async function createEnrollmentToken(db: Database, input: EnrollmentTokenInput): Promise<CreatedEnrollmentToken> {
-  if (!findRegion(input.regionKey)) throw new ApiError('invalid_request', `regionKey: unknown region ${input.regionKey}`, { details: [{ field: 'regionKey', message: `regionKey: unknown region ${input.regionKey}` }] });
+  if (!findRegion(input.regionKey)) throw errorForField('invalid_request', 'regionKey', `unknown region ${input.regionKey}`);
   if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(input.farmSlug)) {
-    throw new ApiError('invalid_request', 'farm: must be a slug of lowercase letters, digits and -, 2 to 63 characters', { details: [{ field: 'farm', message: 'farm: must be a slug of lowercase letters, digits and -, 2 to 63 characters' }] });
+    throw errorForField('invalid_request', 'farm', 'must be a slug of lowercase letters, digits and -, 2 to 63 characters');
   }
   const payout = input.payoutAddress ? input.payoutAddress.toLowerCase() : null;
   if (payout !== null && !/^0x[0-9a-f]{40}$/.test(payout)) {
-    throw new ApiError('invalid_request', 'payoutAddress: must be a 0x-prefixed 20-byte hex address', { details: [{ field: 'payoutAddress', message: 'payoutAddress: must be a 0x-prefixed 20-byte hex address' }] });
+    throw errorForField('invalid_request', 'payoutAddress', 'must be a 0x-prefixed 20-byte hex address');
   }
   const token = newAgentToken('gfe');
   const name = input.farmName ?? nameFromSlug(input.farmSlug);
@@ -60,8 +60,7 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
     // A job is settled by releasing its escrow to the farm's address: without one, a machine
     // could run jobs that can never be paid out.
     if (farm.payout_address === null) {
-      const message = `payoutAddress: farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`;
-      throw new ApiError('invalid_request', message, { details: [{ field: 'payoutAddress', message }] });
+      throw errorForField('invalid_request', 'payoutAddress', `farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`);
     }
     const expiresAt = await insertEnrollmentToken(tx, { tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
     return { token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };

@@ -1,6 +1,7 @@
 import {
   ApiError,
   BENCHMARK_TIERS,
+  fieldDetail,
   GPU_CLASSES,
   REGIONS,
   WORKLOAD_TYPES,
@@ -80,7 +81,7 @@ export function decodeCapacityCursor(text: string, sort: CapacitySort): Capacity
   const raw = decodeCursor(text, cursorSchema);
   if (raw.s !== sort) {
     throw new ApiError('invalid_request', `cursor belongs to sort=${raw.s}, not sort=${sort}; keep the sort while paging, or start over without cursor.`, {
-      details: [{ field: 'cursor', message: `cursor was issued for sort=${raw.s}, not sort=${sort}` }],
+      details: [fieldDetail('cursor', `was issued for sort=${raw.s}, not sort=${sort}`, { subject: true })],
     });
   }
   return { sort: raw.s, key: raw.k, id: raw.i };

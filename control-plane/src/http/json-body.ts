@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { ApiError, fieldDetail, MAX_BODY_BYTES } from '@gpufarm/shared';
+import { ApiError, errorForField, MAX_BODY_BYTES } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { clientGoneError, slowBodyError, watchBodyRate } from './body-rate.js';
 
@@ -86,8 +86,7 @@ export function installJsonBodies(app: FastifyInstance): void {
         }
         const forbidden = prototypeKeyPath(value);
         if (forbidden) {
-          const detail = fieldDetail(forbidden, 'is not allowed: keys named __proto__ (or prototype under constructor) are refused', { subject: true });
-          return done(new ApiError('validation_error', detail.message, { details: [detail] }), undefined);
+          return done(errorForField('validation_error', forbidden, 'is not allowed: keys named __proto__ (or prototype under constructor) are refused', { subject: true }), undefined);
         }
         done(null, value);
       },

@@ -1,4 +1,4 @@
-import { ApiError, fundConfirmRequestSchema, jobStatusSchema, type JobStatus } from '@gpufarm/shared';
+import { ApiError, fieldDetail, fundConfirmRequestSchema, jobStatusSchema, type JobStatus } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import type { OfferIndex } from '../capacity/offer-index.js';
@@ -67,7 +67,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     const keyHeader = request.headers['idempotency-key'];
     if (keyHeader !== undefined && (typeof keyHeader !== 'string' || !IDEMPOTENCY_KEY.test(keyHeader))) {
       throw new ApiError('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', {
-        details: [{ field: 'Idempotency-Key', message: 'Idempotency-Key must be 1 to 255 visible ASCII characters' }],
+        details: [fieldDetail('Idempotency-Key', 'must be 1 to 255 visible ASCII characters', { subject: true })],
       });
     }
     const created = await createJob(
@@ -109,12 +109,12 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     const principal = request.principal!;
     let row = await loadJob(principal.accountId, request.params);
     if (row.status !== 'CREATED') {
-      throw new ApiError('conflict', `The job is ${row.status}; only a CREATED job waits for funding.`, { details: [{ field: 'status', message: `status is ${row.status}` }] });
+      throw new ApiError('conflict', `The job is ${row.status}; only a CREATED job waits for funding.`, { details: [fieldDetail('status', `is ${row.status}`, { subject: true })] });
     }
     requireChain(escrow);
     row = await ensureEscrowTerms(db, escrow, row);
     const answer = await fundingFor(escrow, row, signerOf(principal.walletAddress));
-    if (!answer.funding) throw new ApiError('unavailable', answer.fundingUnavailable.message, { details: [{ field: 'chain', message: `chain: ${answer.fundingUnavailable.code}` }] });
+    if (!answer.funding) throw new ApiError('unavailable', answer.fundingUnavailable.message, { details: [fieldDetail('chain', answer.fundingUnavailable.code)] });
     return answer.funding;
   });
 
