@@ -28,6 +28,7 @@ import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { appendServiceLine } from './logs/store.js';
+import type { LogStreamOptions } from './logs/stream.js';
 import { pricingRoutes } from './pricing/routes.js';
 
 /** Everything the HTTP app needs, built once in `server.ts` (or a test) and passed in. */
@@ -45,6 +46,8 @@ export interface AppDeps {
   now?: () => number;
   /** Where artifact bytes live and how their download URLs are signed. */
   artifacts: { blobs: BlobStore; signer: UrlSigner };
+  /** The live log stream's heartbeat and per-key cap; tests shorten the heartbeat. */
+  logStream?: LogStreamOptions;
 }
 
 /** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
@@ -96,7 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
   const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };
   await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null, effects });
-  await app.register(logRoutes, { db: deps.db });
+  await app.register(logRoutes, { db: deps.db, ...(deps.logStream ? { stream: deps.logStream } : {}) });
   await app.register(artifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
   await app.register(agentArtifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
   await app.register(billingRoutes, { db: deps.db });

@@ -1,9 +1,8 @@
 import { logListSchema, type LogList } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { logRoutes } from '../src/logs/routes.js';
 import { appendServiceLine, insertAgentLines } from '../src/logs/store.js';
-import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
+import { bearer, buildTestApp, createOfferedJob, createTestKey, type TestApp } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
 
 interface Setup extends TestApp {
@@ -15,13 +14,8 @@ interface Setup extends TestApp {
 async function setup(t: Test): Promise<Setup> {
   const test = await buildTestApp(t);
   if (!test.app.hasRoute({ method: 'GET', url: '/v1/jobs/:id/logs' })) await test.app.register(logRoutes, { db: test.db });
-  const farm = await createFarm(test.db, { slug: 'log-farm' });
-  await createMachine(test.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
-  await test.offerIndex.refresh();
   const { key } = await createTestKey(test.db);
-  const created = await test.app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/job:1', gpu: { count: 1 } } });
-  if (created.statusCode !== 201) throw new Error(`job creation answered ${created.statusCode}: ${created.body}`);
-  return { ...test, key, jobId: created.json().job.id as string };
+  return { ...test, key, jobId: await createOfferedJob(test, key) };
 }
 
 async function page(s: Setup, query: string, key = s.key): Promise<LogList> {

@@ -14,6 +14,8 @@ import { createApiKey, setAccountStatus, type CreatedApiKey } from '../../src/au
 import { createOfferIndex, type OfferIndex } from '../../src/capacity/offer-index.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
+import { createFarm, createMachine } from '../../src/fleet/factories.js';
+import type { LogStreamOptions } from '../../src/logs/stream.js';
 import { createMemoryRateLimitStore, type RateLimitStore } from '../../src/http/rate-limit-store.js';
 import { createPostgresTestDatabase } from './database.js';
 
@@ -37,14 +39,14 @@ export interface TestApp {
  * The real app on a fresh PostgreSQL database (or the one given), for `app.inject()` tests.
  * `env` overrides configuration variables as the process environment would.
  */
-export async function buildTestApp(t: TestContext, options: { env?: Record<string, string>; db?: Database; now?: () => number } = {}): Promise<TestApp> {
+export async function buildTestApp(t: TestContext, options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: LogStreamOptions } = {}): Promise<TestApp> {
   const db = options.db ?? (await createPostgresTestDatabase(t)).db;
   const config = loadConfig({ GF_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env });
   const rateLimitStore = createMemoryRateLimitStore();
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start();
   const artifacts = await testArtifacts(t, db, config);
-  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, artifacts, ...(options.now ? { now: options.now } : {}) });
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, artifacts, ...(options.now ? { now: options.now } : {}), ...(options.logStream ? { logStream: options.logStream } : {}) });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();
@@ -84,4 +86,14 @@ export async function createTestKey(
 
 export function bearer(key: string): { authorization: string } {
   return { authorization: `Bearer ${key}` };
+}
+
+/** A fleet of one machine that can run it, and a job created on it through `POST /v1/jobs` with `key`; returns the job id. */
+export async function createOfferedJob(test: TestApp, key: string): Promise<string> {
+  const farm = await createFarm(test.db, { slug: 'log-farm' });
+  await createMachine(test.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  await test.offerIndex.refresh();
+  const created = await test.app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/job:1', gpu: { count: 1 } } });
+  if (created.statusCode !== 201) throw new Error(`job creation answered ${created.statusCode}: ${created.body}`);
+  return created.json().job.id as string;
 }
