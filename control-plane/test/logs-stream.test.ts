@@ -254,6 +254,8 @@ t.test('errors: the JSON envelope before the stream starts', async (t) => {
   t.same(badEventId.details.map((d) => d.field), ['Last-Event-ID']);
   const badStream = await expectError(await fetch(streamUrl(s, '?stream=stdin'), { headers: bearer(s.key) }), 400, 'invalid_request');
   t.same(badStream.details.map((d) => d.field), ['stream']);
+  const head = await fetch(streamUrl(s), { method: 'HEAD', headers: bearer(s.key) });
+  t.equal(head.status, 405, 'HEAD opens no stream');
   const readOnly = await createTestKey(s.db, { scopes: ['billing:read'] });
   await expectError(await fetch(streamUrl(s), { headers: bearer(readOnly.key) }), 403, 'insufficient_scope');
 });

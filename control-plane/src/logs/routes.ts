@@ -69,7 +69,8 @@ export const logRoutes: FastifyPluginAsync<LogRoutesOptions> = async (app, { db,
     await feed.close();
   });
 
-  app.get('/v1/jobs/:id/logs/stream', { config: { auth: 'jobs:read' } }, async (request, reply) => {
+  // A HEAD would hold a stream open with nothing to send.
+  app.get('/v1/jobs/:id/logs/stream', { exposeHeadRoute: false, config: { auth: 'jobs:read' } }, async (request, reply) => {
     const { id } = parseParams(jobParams, request.params);
     const query = parseQuery(logStreamQuery, request.query, 'GET /v1/jobs/:id/logs/stream');
     const lastEventId = request.headers['last-event-id'];
