@@ -23,10 +23,11 @@ import type { RateLimitStore } from './http/rate-limit-store.js';
 import { clientRequestId, createRequestIdGenerator } from './http/request-id.js';
 import { recordRoutes } from './http/route-table.js';
 import './http/route-config.js';
-import { docsRoutes, indexRoutes } from './index-routes.js';
+import { indexRoutes } from './index-routes.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { logRoutes } from './logs/routes.js';
+import { openApiRoutes } from './openapi/routes.js';
 import { appendServiceLine } from './logs/store.js';
 import type { LogStreamOptions } from './logs/stream.js';
 import { pricingRoutes } from './pricing/routes.js';
@@ -82,6 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.decorate('nextRequestId', nextRequestId);
   const routes = recordRoutes(app);
+  app.decorate('routeTable', routes);
 
   app.server.maxConnections = config.maxConnections;
 
@@ -94,7 +96,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installCors(app, routes);
 
   await app.register(indexRoutes, { config });
-  await app.register(docsRoutes);
+  await app.register(openApiRoutes);
   await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
   await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
   const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };

@@ -1,7 +1,21 @@
-import { readFile } from 'node:fs/promises';
 import { SERVICE_VERSION } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
+import { z } from 'zod';
 import type { Config } from './config.js';
+
+const LINKS = ['self', 'capacity', 'pricing', 'jobs', 'job', 'jobLogs', 'jobFunding', 'jobFundConfirm', 'jobCancel', 'artifact', 'billing', 'openapi', 'docs'] as const;
+
+/** The body of `GET /v1`. */
+export const indexSchema = z.strictObject({
+  object: z.literal('index'),
+  service: z.literal('gpufarm'),
+  serviceVersion: z.string(),
+  chainId: z.int().positive(),
+  environment: z.enum(['mainnet', 'testnet', 'local']),
+  apiKeyPrefix: z.enum(['gf_live_', 'gf_test_']),
+  canary: z.strictObject({ image: z.string(), repository: z.string(), digest: z.string(), command: z.array(z.string()) }).nullable(),
+  links: z.strictObject(Object.fromEntries(LINKS.map((name) => [name, z.string()])) as Record<(typeof LINKS)[number], z.ZodString>),
+});
 
 /**
  * The service's canary as a customer runs it: `command` with `<iterations>` replaced by a count
@@ -26,7 +40,7 @@ export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, {
 
 function indexBody(config: Config): string {
   const base = `${config.publicUrl}/v1`;
-  return JSON.stringify({
+  const body: z.infer<typeof indexSchema> = {
     object: 'index',
     service: 'gpufarm',
     serviceVersion: SERVICE_VERSION,
@@ -46,15 +60,9 @@ function indexBody(config: Config): string {
       jobCancel: `${base}/jobs/{id}/cancel`,
       artifact: `${base}/artifacts/{id}`,
       billing: `${base}/billing`,
+      openapi: `${base}/openapi.json`,
       docs: `${config.publicUrl}/docs`,
     },
-  });
+  };
+  return JSON.stringify(body);
 }
-
-const API_DOC = new URL('../../docs/API.md', import.meta.url);
-
-/** `GET /docs`: the API reference shipped with this version, as Markdown. */
-export const docsRoutes: FastifyPluginAsync = async (app) => {
-  const text = await readFile(API_DOC, 'utf8');
-  app.get('/docs', { config: { auth: 'public' } }, async (_request, reply) => reply.type('text/markdown; charset=utf-8').send(text));
-};

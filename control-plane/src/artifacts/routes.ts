@@ -24,9 +24,9 @@ export interface ArtifactRoutesOptions {
 export const INPUT_FILENAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/;
 export const DEFAULT_INPUT_FILENAME = 'input.bin';
 
-const artifactParams = z.object({ id: z.string().regex(ARTIFACT_ID, 'is not an artifact id (art_…)') });
-const artifactQuery = z.strictObject({ format: z.enum(['json'], { error: 'must be json (or omitted for a redirect)' }).optional() });
-const uploadQuery = z.strictObject({
+export const artifactParams = z.object({ id: z.string().regex(ARTIFACT_ID, 'is not an artifact id (art_…)') });
+export const artifactQuery = z.strictObject({ format: z.enum(['json'], { error: 'must be json (or omitted for a redirect)' }).optional() });
+export const uploadQuery = z.strictObject({
   filename: z.string().regex(INPUT_FILENAME, 'must be 1 to 255 letters, digits, dots, dashes or underscores, starting with a letter or digit').optional(),
 });
 

@@ -5,7 +5,7 @@ import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseQuery } from '../http/parse.js';
 import { listBillingEntries, type BillingEntryRow } from './store.js';
 
-const querySchema = z.strictObject({
+export const querySchema = z.strictObject({
   limit: intParam(1, 200, 50),
   cursor: z.string().min(1).optional(),
 });

@@ -137,7 +137,7 @@ const minUptimeParam = z
 const classIds = GPU_CLASSES.map((c) => c.classId);
 const regionChoices = [...REGIONS.map((r) => r.key), ...regionGroups];
 
-const querySchema = z.strictObject({
+export const querySchema = z.strictObject({
   model: z.string().refine((id) => findGpuClass(id) !== undefined, `must be a GPU class id: ${classIds.join(', ')}`).optional(),
   minVram: minVramParam.optional(),
   maxPrice: maxPriceParam.optional(),

@@ -1,4 +1,5 @@
 import type { ApiKeyScope } from '@gpufarm/shared';
+import type { RouteTable } from './route-table.js';
 
 /** Who is calling: the API key and the account that owns it. */
 export interface Principal {
@@ -23,6 +24,10 @@ declare module 'fastify' {
      */
     auth?: 'public' | ApiKeyScope | 'admin' | 'machine' | 'signed_url';
     rateBucket?: RouteRateBucket;
+  }
+  interface FastifyInstance {
+    /** The app's routes as registered (see `route-table.ts`). */
+    routeTable: RouteTable;
   }
   interface FastifyRequest {
     /** The API key's owner, once the key was checked; null for anonymous calls. */

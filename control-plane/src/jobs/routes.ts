@@ -30,8 +30,8 @@ export interface JobRoutesOptions {
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const JOB_ID = /^job_[0-9a-z]{26}$/;
 
-const jobParams = z.object({ id: z.string().regex(JOB_ID, 'is not a job id (job_…)') });
-const listQuery = z.strictObject({
+export const jobParams = z.object({ id: z.string().regex(JOB_ID, 'is not a job id (job_…)') });
+export const listQuery = z.strictObject({
   status: z
     .string()
     .transform((text, ctx) => {
@@ -49,7 +49,7 @@ const listQuery = z.strictObject({
   cursor: z.string().optional(),
 });
 const listCursor = z.strictObject({ seq: z.int().positive() });
-const cancelBody = z.strictObject({ reason: z.string().max(500, 'must be at most 500 characters').nullable().optional() }).nullable().optional();
+export const cancelBody = z.strictObject({ reason: z.string().max(500, 'must be at most 500 characters').nullable().optional() }).nullable().optional();
 
 /** The wallet that must send the funding calls, checksummed as wallets show it. */
 const signerOf = (wallet: string) => getAddress(wallet);

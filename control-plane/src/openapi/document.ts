@@ -1,0 +1,216 @@
+import {
+  artifactMetadataSchema,
+  billingListSchema,
+  capacityListSchema,
+  ERROR_CODES,
+  errorEnvelopeSchema,
+  fundConfirmPendingSchema,
+  fundConfirmRequestSchema,
+  fundConfirmResponseSchema,
+  fundingSchema,
+  jobCreatedSchema,
+  jobCreateRequestSchema,
+  jobListSchema,
+  jobSchema,
+  logCursorSchema,
+  logListSchema,
+  logStreamSchema,
+  pricingSchema,
+  SERVICE_VERSION,
+  type ApiKeyScope,
+  type ErrorCode,
+} from '@gpufarm/shared';
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { artifactParams, artifactQuery, uploadQuery } from '../artifacts/routes.js';
+import { querySchema as billingQuerySchema } from '../billing/routes.js';
+import { querySchema as capacityQuerySchema } from '../capacity/query.js';
+import { intParam } from '../http/parse.js';
+import { indexSchema } from '../index-routes.js';
+import { cancelBody, jobParams, listQuery as jobListQuery } from '../jobs/routes.js';
+
+type Method = 'get' | 'head' | 'post';
+
+/** A success answer: its status, what it means, and its body (a zod schema, or raw bytes). */
+interface Success {
+  status: number;
+  description: string;
+  body?: z.ZodType | 'bytes' | 'openapi';
+  headers?: Record<string, string>;
+}
+
+/**
+ * One documented route. `path` is written as the server registers it (`/v1/jobs/:id`); the
+ * document shows it as `/v1/jobs/{id}`. `errors` are the codes the route can answer, grouped
+ * by status in the document.
+ */
+export interface DocumentedRoute {
+  method: Method;
+  path: string;
+  operationId: string;
+  summary: string;
+  auth: 'public' | ApiKeyScope | 'signed_url';
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: z.ZodType | 'bytes';
+  successes: Success[];
+  errors: ErrorCode[];
+}
+
+const AUTH_ERRORS: ErrorCode[] = ['missing_api_key', 'invalid_api_key', 'revoked_api_key', 'wrong_environment', 'insufficient_scope', 'account_suspended'];
+/** Any route can answer these: another method on its path, the rate limit, a server fault. */
+const ANY_ROUTE_ERRORS: ErrorCode[] = ['method_not_allowed', 'rate_limited', 'internal', 'unavailable'];
+const WRITE_ERRORS: ErrorCode[] = ['invalid_json', 'payload_too_large', 'request_timeout'];
+
+const fileParams = artifactParams;
+const fileQuery = z.strictObject({ expires: z.string().describe('Unix seconds the signature expires at'), sig: z.string().describe('The URL signature') });
+const logsQuery = z.strictObject({
+  cursor: logCursorSchema.default('0'),
+  limit: intParam(1, 1000, 500),
+  stream: logStreamSchema.optional(),
+});
+const INTEGRITY_HEADERS = { 'X-Artifact-Sha256': 'SHA-256 of the artifact bytes (hex)', 'X-Artifact-Size': 'Size of the artifact in bytes' };
+
+/** Every route the document describes; the drift test compares it with the server's routes. */
+export const DOCUMENTED_ROUTES: readonly DocumentedRoute[] = [
+  { method: 'get', path: '/v1', operationId: 'getIndex', summary: 'This deployment: service version, chain id, environment, canary, links', auth: 'public', successes: [{ status: 200, description: 'The deployment', body: indexSchema }], errors: [] },
+  { method: 'get', path: '/v1/openapi.json', operationId: 'getOpenApi', summary: 'This OpenAPI 3.1 document', auth: 'public', successes: [{ status: 200, description: 'The document', body: 'openapi' }], errors: [] },
+  { method: 'get', path: '/v1/capacity', operationId: 'listCapacity', summary: 'GPU offers, filtered and sorted', auth: 'public', query: capacityQuerySchema, successes: [{ status: 200, description: 'A page of offers', body: capacityListSchema }], errors: ['invalid_request'] },
+  { method: 'get', path: '/v1/pricing', operationId: 'getPricing', summary: 'Prices and availability per GPU class, payment assets, fee', auth: 'public', successes: [{ status: 200, description: 'Pricing', body: pricingSchema }], errors: [] },
+  {
+    method: 'post', path: '/v1/jobs', operationId: 'createJob', summary: 'Create a job (validated, policy-checked, priced; nothing charged)', auth: 'jobs:create', body: jobCreateRequestSchema,
+    successes: [{ status: 201, description: 'The job was created', body: jobCreatedSchema }, { status: 200, description: 'Replay of an earlier creation with the same Idempotency-Key and body', body: jobCreatedSchema }],
+    errors: ['validation_error', 'policy_rejected', 'conflict', ...WRITE_ERRORS],
+  },
+  { method: 'get', path: '/v1/jobs', operationId: 'listJobs', summary: "The account's jobs, newest first", auth: 'jobs:read', query: jobListQuery, successes: [{ status: 200, description: 'A page of jobs', body: jobListSchema }], errors: ['invalid_request'] },
+  { method: 'get', path: '/v1/jobs/:id', operationId: 'getJob', summary: 'One job', auth: 'jobs:read', params: jobParams, successes: [{ status: 200, description: 'The job', body: jobSchema }], errors: ['invalid_request', 'not_found'] },
+  { method: 'get', path: '/v1/jobs/:id/funding', operationId: 'getJobFunding', summary: 'The ordered wallet calls that fund a CREATED job', auth: 'jobs:create', params: jobParams, successes: [{ status: 200, description: 'The funding calls', body: fundingSchema }], errors: ['invalid_request', 'not_found', 'conflict'] },
+  {
+    method: 'post', path: '/v1/jobs/:id/fund-confirm', operationId: 'confirmJobFunding', summary: 'Confirm funding: the service reads the transaction and its JobFunded event from the chain', auth: 'jobs:create', params: jobParams, body: fundConfirmRequestSchema,
+    successes: [
+      { status: 200, description: 'Funded; the job is QUEUED', body: fundConfirmResponseSchema },
+      { status: 202, description: 'The transaction is unknown, pending or short of confirmations; call again after Retry-After', body: fundConfirmPendingSchema, headers: { 'Retry-After': 'Seconds to wait before calling again' } },
+    ],
+    errors: ['invalid_request', 'validation_error', 'not_found', 'conflict', 'funding_mismatch', ...WRITE_ERRORS],
+  },
+  { method: 'post', path: '/v1/jobs/:id/cancel', operationId: 'cancelJob', summary: 'Cancel a job (a running job is 409 conflict)', auth: 'jobs:create', params: jobParams, body: cancelBody, successes: [{ status: 200, description: 'The canceled job', body: jobSchema }], errors: ['invalid_request', 'validation_error', 'not_found', 'conflict', ...WRITE_ERRORS] },
+  { method: 'get', path: '/v1/jobs/:id/logs', operationId: 'listJobLogs', summary: "The job's log lines after a cursor (tail by calling again with nextCursor)", auth: 'jobs:read', params: jobParams, query: logsQuery, successes: [{ status: 200, description: 'A page of log lines', body: logListSchema }], errors: ['invalid_request', 'not_found'] },
+  {
+    method: 'get', path: '/v1/artifacts/:id', operationId: 'getArtifact', summary: 'Download an artifact: a redirect to a signed URL valid 120 s, or its metadata as JSON', auth: 'artifacts:read', params: artifactParams, query: artifactQuery,
+    successes: [
+      { status: 302, description: 'Redirect to the signed URL (Location)', headers: { Location: 'The signed URL', ...INTEGRITY_HEADERS } },
+      { status: 200, description: 'With format=json or Accept: application/json: the metadata and the signed URL', body: artifactMetadataSchema, headers: INTEGRITY_HEADERS },
+    ],
+    errors: ['invalid_request', 'not_found', 'gone'],
+  },
+  { method: 'post', path: '/v1/artifacts', operationId: 'uploadArtifact', summary: 'Upload a job input (raw bytes); name it in a job\'s inputs', auth: 'jobs:create', query: uploadQuery, body: 'bytes', successes: [{ status: 201, description: 'The stored input', body: artifactMetadataSchema }], errors: ['invalid_request', 'payload_too_large', 'request_timeout'] },
+  { method: 'get', path: '/v1/billing', operationId: 'listBilling', summary: "The account's billing entries, newest first", auth: 'billing:read', query: billingQuerySchema, successes: [{ status: 200, description: 'A page of billing entries', body: billingListSchema }], errors: ['invalid_request'] },
+  {
+    method: 'get', path: '/files/:id', operationId: 'downloadFile', summary: 'The bytes behind a signed URL (Range gives 206)', auth: 'signed_url', params: fileParams, query: fileQuery,
+    successes: [{ status: 200, description: 'The bytes', body: 'bytes', headers: INTEGRITY_HEADERS }, { status: 206, description: 'The requested range', body: 'bytes' }],
+    errors: ['forbidden', 'not_found', 'gone'],
+  },
+  { method: 'head', path: '/files/:id', operationId: 'headFile', summary: 'The headers of a signed URL download', auth: 'signed_url', params: fileParams, query: fileQuery, successes: [{ status: 200, description: 'The headers', headers: INTEGRITY_HEADERS }], errors: ['forbidden', 'not_found', 'gone'] },
+];
+
+/** `/v1/jobs/:id` as OpenAPI writes it: `/v1/jobs/{id}`. */
+export const openApiPath = (path: string) => path.replace(/:([A-Za-z]+)/g, '{$1}');
+
+/** The codes a route answers: its own, the key checks unless public, and those of any route. */
+export function errorCodesOf(route: DocumentedRoute): ErrorCode[] {
+  const keyed = route.auth === 'public' || route.auth === 'signed_url' ? [] : AUTH_ERRORS;
+  return [...new Set([...route.errors, ...keyed, ...ANY_ROUTE_ERRORS])];
+}
+
+function headersOf(headers: Record<string, string> | undefined) {
+  if (!headers) return undefined;
+  return Object.fromEntries(Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: 'string' as const } }]));
+}
+
+function responsesOf(route: DocumentedRoute): ZodOpenApiResponsesObject {
+  const responses: ZodOpenApiResponsesObject = {};
+  for (const success of route.successes) {
+    const content = success.body === undefined ? undefined
+      : success.body === 'bytes' ? { 'application/octet-stream': { schema: { type: 'string' as const, contentMediaType: 'application/octet-stream' } } }
+      : success.body === 'openapi' ? { 'application/json': { schema: { type: 'object' as const, description: 'An OpenAPI 3.1 document' } } }
+      : { 'application/json': { schema: success.body } };
+    responses[String(success.status) as `${1 | 2 | 3 | 4 | 5}${string}`] = { description: success.description, ...(content ? { content } : {}), ...(success.headers ? { headers: headersOf(success.headers) } : {}) };
+  }
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of errorCodesOf(route)) byStatus.set(ERROR_CODES[code].status, [...(byStatus.get(ERROR_CODES[code].status) ?? []), code]);
+  for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    responses[String(status) as `${1 | 2 | 3 | 4 | 5}${string}`] = {
+      description: codes.map((code) => `\`${code}\`: ${ERROR_CODES[code].message}`).join(' '),
+      content: { 'application/json': { schema: errorEnvelopeSchema } },
+      'x-error-codes': codes,
+    };
+  }
+  return responses;
+}
+
+function operationOf(route: DocumentedRoute): ZodOpenApiOperationObject {
+  const requestParams = {
+    ...(route.params ? { path: route.params } : {}),
+    ...(route.query ? { query: route.query } : {}),
+    ...(route.path === '/v1/jobs' && route.method === 'post' ? { header: z.object({ 'idempotency-key': z.string().optional().describe('A retry with the same key and body returns the original job') }) } : {}),
+  };
+  const requestBody = route.body === undefined ? undefined
+    : route.body === 'bytes' ? { required: true, content: { 'application/octet-stream': { schema: { type: 'string' as const, contentMediaType: 'application/octet-stream' } } } }
+    : { content: { 'application/json': { schema: route.body } } };
+  const keyed = route.auth !== 'public' && route.auth !== 'signed_url';
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    description: route.auth === 'public' ? 'Public: no key needed (60 requests a minute per client address).'
+      : route.auth === 'signed_url' ? 'The signature in the URL is the credential; ask `GET /v1/artifacts/{id}` for a new URL when it expired.'
+      : `Scope \`${route.auth}\`.`,
+    security: keyed ? [{ apiKey: [route.auth] }] : [],
+    ...(Object.keys(requestParams).length > 0 ? { requestParams } : {}),
+    ...(requestBody ? { requestBody } : {}),
+    responses: responsesOf(route),
+  };
+}
+
+/** The named schemas of the document: each the very zod schema a route parses or answers with. */
+export const COMPONENT_SCHEMAS = {
+  Index: indexSchema,
+  Error: errorEnvelopeSchema,
+  CapacityList: capacityListSchema,
+  Pricing: pricingSchema,
+  JobCreateRequest: jobCreateRequestSchema,
+  JobCreated: jobCreatedSchema,
+  Job: jobSchema,
+  JobList: jobListSchema,
+  Funding: fundingSchema,
+  FundConfirmRequest: fundConfirmRequestSchema,
+  FundConfirmed: fundConfirmResponseSchema,
+  FundConfirmPending: fundConfirmPendingSchema,
+  LogList: logListSchema,
+  ArtifactMetadata: artifactMetadataSchema,
+  BillingList: billingListSchema,
+} as const;
+
+export type OpenApiDocument = ReturnType<typeof createDocument>;
+
+/** The OpenAPI 3.1 document of the public API, built from the routes' own zod schemas. */
+export function buildOpenApiDocument(): OpenApiDocument {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const route of DOCUMENTED_ROUTES) {
+    const path = openApiPath(route.path);
+    paths[path] = { ...paths[path], [route.method]: operationOf(route) };
+  }
+  return createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'gpufarm API',
+      version: SERVICE_VERSION,
+      description: 'Rent GPUs by the job. Money is integer micro-USD in fields ending in `MicroUsd`; token amounts are decimal strings of base units; absent values are `null`. Every response carries `X-Request-Id` and `Service-Version`.',
+    },
+    servers: [{ url: '/' }],
+    components: {
+      schemas: COMPONENT_SCHEMAS,
+      securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer gf_live_…` (mainnet) or `gf_test_…` (test and local deployments).' } },
+    },
+    paths,
+  });
+}
