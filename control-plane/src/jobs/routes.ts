@@ -27,7 +27,7 @@ export interface JobRoutesOptions {
   effects: JobEffects;
 }
 
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const JOB_ID = /^job_[0-9a-z]{26}$/;
 
 export const jobParams = z.object({ id: z.string().regex(JOB_ID, 'is not a job id (job_…)') });

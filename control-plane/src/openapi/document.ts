@@ -27,7 +27,7 @@ import { querySchema as billingQuerySchema } from '../billing/routes.js';
 import { querySchema as capacityQuerySchema } from '../capacity/query.js';
 import { intParam } from '../http/parse.js';
 import { indexSchema } from '../index-routes.js';
-import { cancelBody, jobParams, listQuery as jobListQuery } from '../jobs/routes.js';
+import { cancelBody, IDEMPOTENCY_KEY, jobParams, listQuery as jobListQuery } from '../jobs/routes.js';
 
 type Method = 'get' | 'head' | 'post';
 
@@ -152,7 +152,7 @@ function operationOf(route: DocumentedRoute): ZodOpenApiOperationObject {
   const requestParams = {
     ...(route.params ? { path: route.params } : {}),
     ...(route.query ? { query: route.query } : {}),
-    ...(route.path === '/v1/jobs' && route.method === 'post' ? { header: z.object({ 'idempotency-key': z.string().optional().describe('A retry with the same key and body returns the original job') }) } : {}),
+    ...(route.path === '/v1/jobs' && route.method === 'post' ? { header: z.object({ 'Idempotency-Key': z.string().regex(IDEMPOTENCY_KEY).optional().describe('1-255 visible ASCII characters; a retry with the same key and body returns the original job') }) } : {}),
   };
   const requestBody = route.body === undefined ? undefined
     : route.body === 'bytes' ? { required: true, content: { 'application/octet-stream': { schema: { type: 'string' as const, contentMediaType: 'application/octet-stream' } } } }
