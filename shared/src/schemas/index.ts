@@ -8,3 +8,4 @@ export * from './capacity.js';
 export * from './pricing.js';
 export * from './logs.js';
 export * from './billing.js';
+export * from './service-index.js';
