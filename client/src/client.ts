@@ -1,0 +1,200 @@
+import {
+  artifactMetadataSchema,
+  billingListSchema,
+  capacityListSchema,
+  fundConfirmPendingSchema,
+  fundConfirmResponseSchema,
+  fundingSchema,
+  jobCreatedSchema,
+  jobListSchema,
+  jobSchema,
+  logListSchema,
+  pricingSchema,
+  serviceIndexSchema,
+  type ArtifactMetadata,
+  type BillingEntry,
+  type BillingList,
+  type CapacityList,
+  type CapacityOffer,
+  type FundConfirmPending,
+  type FundConfirmResponse,
+  type Funding,
+  type Job,
+  type JobCreated,
+  type JobList,
+  type JobStatus,
+  type LogList,
+  type LogStream,
+  type Pricing,
+  type ServiceIndex,
+} from '@gpufarm/shared';
+import type { z } from 'zod';
+import { GfError } from './errors.js';
+import { downloadArtifact, type DownloadOptions, type DownloadResult } from './download.js';
+import { createTransport, newIdempotencyKey, type Query, type TransportOptions } from './transport.js';
+import { waitForJob, type WaitOptions } from './wait.js';
+
+export type ClientOptions = TransportOptions;
+
+/** Query of `GET /v1/capacity`, as the spec names its parameters. */
+export interface CapacityQuery {
+  model?: string;
+  minVram?: number;
+  maxPrice?: number;
+  farm?: string;
+  region?: string;
+  minUptime?: number;
+  workload?: string;
+  cuda?: string;
+  availability?: 'available' | 'all';
+  tier?: 'S' | 'A' | 'B' | 'C';
+  sort?: 'available' | 'price_asc' | 'price_desc' | 'vram' | 'uptime' | 'count';
+  limit?: number;
+  cursor?: string;
+}
+
+export interface JobListQuery {
+  status?: readonly JobStatus[];
+  limit?: number;
+  cursor?: string;
+}
+
+export interface LogQuery {
+  cursor?: string;
+  limit?: number;
+  stream?: LogStream;
+}
+
+export interface PageQuery {
+  limit?: number;
+  cursor?: string;
+}
+
+/** Where a `GET /v1/artifacts/:id` redirect points, with the integrity headers it carried. */
+export interface ArtifactLocation {
+  url: string;
+  sha256: string;
+  sizeBytes: number;
+  requestId: string | null;
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/** Walks a cursor-paged list, one item at a time, asking for the next page only when needed. */
+async function* walk<T>(page: (cursor: string | undefined) => Promise<{ data: T[]; nextCursor: string | null }>, first?: string): AsyncGenerator<T> {
+  let cursor = first;
+  for (;;) {
+    const { data, nextCursor } = await page(cursor);
+    yield* data;
+    if (nextCursor === null || data.length === 0) return;
+    cursor = nextCursor;
+  }
+}
+
+/**
+ * The gpufarm API for a program: one typed method per `/v1` endpoint, each answer checked
+ * against the `shared` schema of its resource, failures as `GfError`.
+ *
+ * @example
+ * const gf = createClient({ baseUrl: 'https://gpufarm.example', apiKey: process.env.GF_API_KEY });
+ * for await (const job of gf.jobs.listAll({ status: ['RUNNING'] })) console.log(job.id);
+ */
+export function createClient(options: ClientOptions) {
+  const transport = createTransport(options);
+  const { request } = transport;
+  const id = (value: string) => encodeURIComponent(value);
+
+  const get = async <T>(path: string, schema: z.ZodType<T>, query?: Query, signal?: AbortSignal): Promise<T> =>
+    (await request({ method: 'GET', path, query, expect: { 200: schema }, retry: true, signal })).body;
+
+  const capacity = {
+    list: (query: CapacityQuery = {}): Promise<CapacityList> => get('/v1/capacity', capacityListSchema, { ...query }),
+    listAll: (query: Omit<CapacityQuery, 'cursor'> = {}): AsyncGenerator<CapacityOffer> => walk((cursor) => capacity.list({ ...query, cursor })),
+  };
+
+  const jobs = {
+    /**
+     * `POST /v1/jobs`. Always sends an `Idempotency-Key` (a new one unless given) and keeps it
+     * across retries, so a retried creation answers the first job instead of making a second.
+     */
+    create: async (spec: unknown, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<JobCreated> =>
+      (
+        await request({
+          method: 'POST',
+          path: '/v1/jobs',
+          body: spec,
+          headers: { 'idempotency-key': opts.idempotencyKey ?? newIdempotencyKey() },
+          expect: { 200: jobCreatedSchema, 201: jobCreatedSchema },
+          retry: true,
+          signal: opts.signal,
+        })
+      ).body,
+    list: (query: JobListQuery = {}): Promise<JobList> => get('/v1/jobs', jobListSchema, { ...query }),
+    listAll: (query: Omit<JobListQuery, 'cursor'> = {}): AsyncGenerator<Job> => walk((cursor) => jobs.list({ ...query, cursor })),
+    get: (jobId: string, opts: { signal?: AbortSignal } = {}): Promise<Job> => get(`/v1/jobs/${id(jobId)}`, jobSchema, undefined, opts.signal),
+    /** `POST /v1/jobs/:id/cancel`; not retried (a POST other than creation). */
+    cancel: async (jobId: string, opts: { reason?: string } = {}): Promise<Job> =>
+      (await request({ method: 'POST', path: `/v1/jobs/${id(jobId)}/cancel`, body: opts.reason === undefined ? {} : { reason: opts.reason }, expect: { 200: jobSchema }, retry: false })).body,
+    funding: (jobId: string): Promise<Funding> => get(`/v1/jobs/${id(jobId)}/funding`, fundingSchema),
+    /** `POST /v1/jobs/:id/fund-confirm`: `confirmed` (200) or `pending` (202, ask again later). */
+    fundConfirm: async (jobId: string, txHash: string): Promise<FundConfirmResponse | FundConfirmPending> =>
+      (
+        await request<FundConfirmResponse | FundConfirmPending>({
+          method: 'POST',
+          path: `/v1/jobs/${id(jobId)}/fund-confirm`,
+          body: { txHash },
+          expect: { 200: fundConfirmResponseSchema, 202: fundConfirmPendingSchema },
+          retry: false,
+        })
+      ).body,
+    logs: (jobId: string, query: LogQuery = {}): Promise<LogList> => get(`/v1/jobs/${id(jobId)}/logs`, logListSchema, { ...query }),
+  };
+
+  const artifacts = {
+    /** `POST /v1/artifacts`: stores bytes as a job input. Not retried. */
+    upload: async (bytes: Uint8Array, opts: { filename?: string } = {}): Promise<ArtifactMetadata> =>
+      (await request({ method: 'POST', path: '/v1/artifacts', query: { filename: opts.filename }, body: bytes, expect: { 201: artifactMetadataSchema }, retry: false })).body,
+    /** `GET /v1/artifacts/:id?format=json`: metadata and a signed URL valid for 120 s. */
+    get: (artifactId: string): Promise<ArtifactMetadata> => get(`/v1/artifacts/${id(artifactId)}`, artifactMetadataSchema, { format: 'json' }),
+    /** `GET /v1/artifacts/:id` without following its 302: the signed URL and the recorded hash and size. */
+    location: async (artifactId: string, opts: { signal?: AbortSignal } = {}): Promise<ArtifactLocation> => {
+      const path = `/v1/artifacts/${id(artifactId)}`;
+      const answer = await request({ method: 'GET', path, headers: { accept: '*/*' }, expect: { 302: null }, retry: true, signal: opts.signal });
+      const location = answer.headers.get('location');
+      const sha256 = answer.headers.get('x-artifact-sha256');
+      const size = Number(answer.headers.get('x-artifact-size'));
+      const missing = [
+        ...(location ? [] : [{ field: 'Location', message: 'Location header is missing' }]),
+        ...(sha256 && SHA256_HEX.test(sha256) ? [] : [{ field: 'X-Artifact-Sha256', message: 'X-Artifact-Sha256 is not 64 lower-case hex digits' }]),
+        ...(Number.isSafeInteger(size) && size >= 0 ? [] : [{ field: 'X-Artifact-Size', message: 'X-Artifact-Size is not a byte count' }]),
+      ];
+      if (missing.length > 0) {
+        throw new GfError('invalid_response', `GET ${path} answered a redirect without ${missing.map((m) => m.field).join(', ')}.`, { status: answer.status, requestId: answer.requestId, details: missing });
+      }
+      return { url: new URL(location!, transport.baseUrl).toString(), sha256: sha256!, sizeBytes: size, requestId: answer.requestId };
+    },
+  };
+
+  const billing = {
+    list: (query: PageQuery = {}): Promise<BillingList> => get('/v1/billing', billingListSchema, { ...query }),
+    listAll: (query: Omit<PageQuery, 'cursor'> = {}): AsyncGenerator<BillingEntry> => walk((cursor) => billing.list({ ...query, cursor })),
+  };
+
+  const client = {
+    /** `GET /v1`: the deployment, its chain and where each resource lives. */
+    index: (): Promise<ServiceIndex> => get('/v1', serviceIndexSchema),
+    pricing: (): Promise<Pricing> => get('/v1/pricing', pricingSchema),
+    capacity,
+    jobs,
+    artifacts,
+    billing,
+    /** Polls a job until it reaches a final status; see `WaitOptions`. */
+    waitForJob: (jobId: string, opts: WaitOptions = {}): Promise<Job> => waitForJob((signal) => jobs.get(jobId, { signal }), jobId, opts),
+    /** Downloads an artifact to `destPath`, verified against its recorded SHA-256; see `DownloadOptions`. */
+    downloadArtifact: (artifactId: string, destPath: string, opts: DownloadOptions = {}): Promise<DownloadResult> =>
+      downloadArtifact({ location: artifacts.location, fetch: transport.fetch, onRequest: options.onRequest }, artifactId, destPath, opts),
+  };
+  return client;
+}
+
+export type GfClient = ReturnType<typeof createClient>;

@@ -1,0 +1,51 @@
+import { isTerminalStatus, type Job } from '@gpufarm/shared';
+import { GfError } from './errors.js';
+import { sleep } from './transport.js';
+
+export interface WaitOptions {
+  /** Stops waiting (the job keeps running) with the signal's reason. */
+  signal?: AbortSignal;
+  /** Gives up with `timeout` after this long (the job keeps running); 24 h by default. */
+  timeoutMs?: number;
+  /** The first pause between polls; 2 s by default. */
+  initialIntervalMs?: number;
+  /** The longest pause between polls; 15 s by default. */
+  maxIntervalMs?: number;
+  /** Called with each polled job, for progress output. */
+  onPoll?: (job: Job) => void;
+}
+
+const INTERVAL_GROWTH = 1.5;
+
+/**
+ * Polls `getJob` until the job's status is final and answers that job. The pause starts at
+ * `initialIntervalMs` and grows by half each poll up to `maxIntervalMs`; the last pause is cut
+ * so the wait ends at the deadline with `timeout`.
+ */
+export async function waitForJob(getJob: (signal: AbortSignal) => Promise<Job>, jobId: string, options: WaitOptions = {}): Promise<Job> {
+  const timeoutMs = options.timeoutMs ?? 24 * 3_600_000;
+  const maxInterval = options.maxIntervalMs ?? 15_000;
+  let interval = Math.min(options.initialIntervalMs ?? 2_000, maxInterval);
+  const deadline = Date.now() + timeoutMs;
+  const deadlineSignal = AbortSignal.timeout(timeoutMs);
+  const signal = options.signal ? AbortSignal.any([options.signal, deadlineSignal]) : deadlineSignal;
+  const timedOut = (cause?: unknown) =>
+    new GfError('timeout', `Job ${jobId} did not finish within ${timeoutMs} ms of waiting; it keeps running. Wait again or check it with GET /v1/jobs/${jobId}.`, { retryable: true, cause });
+  for (;;) {
+    let job: Job;
+    try {
+      job = await getJob(signal);
+    } catch (err) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (deadlineSignal.aborted) throw timedOut(err);
+      throw err;
+    }
+    options.onPoll?.(job);
+    if (isTerminalStatus(job.status)) return job;
+    const left = deadline - Date.now();
+    if (left <= 0) throw timedOut();
+    await sleep(Math.min(interval, left), options.signal);
+    if (Date.now() >= deadline) throw timedOut();
+    interval = Math.min(maxInterval, Math.round(interval * INTERVAL_GROWTH));
+  }
+}

@@ -1,0 +1,99 @@
+import { createServer } from 'node:http';
+import * as shared from '@gpufarm/shared';
+import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
+import t from 'tap';
+import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
+import { buildEscrowTestApp, sendFundingCalls, startTestChain } from '../../control-plane/test/helpers/chain.js';
+import { createClient, type RequestEvent } from '../src/index.js';
+import { failure, listening } from './helpers/control-plane.js';
+
+const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2', title: 'sdk test' };
+const CUSTOMER = ANVIL_ACCOUNTS[1];
+
+t.test('default: every /v1 method answers its schema-checked resource from a real control plane', async (t) => {
+  const chain = await startTestChain(t);
+  const s = await listening((env) => buildEscrowTestApp(t, chain, { env }));
+  const { key } = await createTestKey(s.db, { walletAddress: CUSTOMER.address.toLowerCase() });
+  const events: RequestEvent[] = [];
+  const gf = createClient({ baseUrl: s.baseUrl, apiKey: key, onRequest: (e) => events.push(e) });
+
+  const index = await gf.index();
+  t.ok(shared.serviceIndexSchema.safeParse(index).success);
+  t.equal(index.links.self, `${s.baseUrl}/v1`);
+  t.ok(shared.pricingSchema.safeParse(await gf.pricing()).success, 'pricing');
+  t.ok(shared.capacityListSchema.safeParse(await gf.capacity.list({ sort: 'price_asc', limit: 5 })).success, 'capacity');
+  const offers = [];
+  for await (const offer of gf.capacity.listAll({ limit: 1 })) offers.push(offer);
+  t.same(offers, [], 'an empty market walks to the end');
+
+  const created = await gf.jobs.create(SPEC);
+  t.ok(shared.jobCreatedSchema.safeParse(created).success, 'job.created');
+  t.equal(created.job.status, 'CREATED');
+  const second = await gf.jobs.create({ ...SPEC, title: 'second' });
+  t.ok(shared.jobSchema.safeParse(await gf.jobs.get(created.job.id)).success, 'job');
+  t.ok(shared.jobListSchema.safeParse(await gf.jobs.list({ status: ['CREATED'], limit: 1 })).success, 'job list');
+  const walked = [];
+  for await (const job of gf.jobs.listAll({ status: ['CREATED'], limit: 1 })) walked.push(job.id);
+  t.same(walked, [second.job.id, created.job.id], 'listAll walks every page, newest first');
+
+  const funding = await gf.jobs.funding(created.job.id);
+  t.ok(shared.fundingSchema.safeParse(funding).success, 'funding');
+  t.equal(funding.signer.toLowerCase(), CUSTOMER.address.toLowerCase());
+  const hashes = await sendFundingCalls(chain, chain.wallet(1), funding.calls);
+  let confirmation = await gf.jobs.fundConfirm(created.job.id, hashes.at(-1) as shared.TxHash);
+  while (confirmation.status === 'pending') confirmation = await gf.jobs.fundConfirm(created.job.id, hashes.at(-1) as shared.TxHash);
+  t.ok(shared.fundConfirmResponseSchema.safeParse(confirmation).success, 'funding.confirmation');
+  t.equal(confirmation.job.status, 'QUEUED');
+
+  t.ok(shared.logListSchema.safeParse(await gf.jobs.logs(created.job.id, { cursor: '0', limit: 10 })).success, 'logs');
+  const billing = await gf.billing.list({ limit: 10 });
+  t.equal(billing.data.length, 1, 'the funding made one billing entry');
+  for await (const entry of gf.billing.listAll({ limit: 1 })) t.ok(shared.billingEntrySchema.safeParse(entry).success, 'billing entry');
+
+  const canceled = await gf.jobs.cancel(created.job.id, { reason: 'sdk test' });
+  t.ok(shared.jobSchema.safeParse(canceled).success);
+  t.equal(canceled.status, 'CANCELED');
+
+  const bytes = Buffer.from('input bytes for the sdk');
+  const uploaded = await gf.artifacts.upload(bytes, { filename: 'in.txt' });
+  t.ok(shared.artifactMetadataSchema.safeParse(uploaded).success, 'upload answers artifact metadata');
+  t.ok(shared.artifactMetadataSchema.safeParse(await gf.artifacts.get(uploaded.id)).success, 'artifact metadata');
+  const where = await gf.artifacts.location(uploaded.id);
+  t.equal(where.sha256, uploaded.sha256);
+  t.equal(where.sizeBytes, bytes.length);
+  t.match(where.url, `${s.baseUrl}/files/${uploaded.id}?`);
+
+  t.ok(events.length > 0 && events.every((e) => e.status !== null && e.requestId !== null && e.url.startsWith(s.baseUrl)), 'onRequest saw every call with its status and request id');
+  t.ok(events.some((e) => e.method === 'POST' && e.url === `${s.baseUrl}/v1/jobs` && e.status === 201));
+});
+
+t.test('error: a server error keeps its status, code, message, details and request id', async (t) => {
+  const s = await listening((env) => buildTestApp(t, { env }));
+  const { key } = await createTestKey(s.db);
+  const gf = createClient({ baseUrl: s.baseUrl, apiKey: key });
+  const gfError = await failure(gf.jobs.get(`job_${'a'.repeat(26)}`));
+  t.equal(gfError.code, 'not_found');
+  t.equal(gfError.status, 404);
+  t.match(gfError.requestId, /^req_/);
+  t.match(gfError.message, 'No job');
+  const invalid = await failure(gf.jobs.create({ image: 'ghcr.io/acme/job:1', gpu: { count: 99 } }));
+  t.equal(invalid.code, 'validation_error');
+  t.equal(invalid.status, 422);
+  t.ok(invalid.details.some((d) => d.field.startsWith('gpu')), 'details name the field');
+  t.equal(invalid.retryable, false);
+});
+
+t.test('error: invalid_response names the field of an answer that fails its schema', async (t) => {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'req_fake' });
+    res.end(JSON.stringify({ object: 'job', id: 'job_x', status: 'NOT_A_STATUS' }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => server.close());
+  const gf = createClient({ baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}`, apiKey: 'gf_test_x' });
+  const error = await failure(gf.jobs.get('job_x'));
+  t.equal(error.code, 'invalid_response');
+  t.equal(error.status, 200);
+  t.equal(error.requestId, 'req_fake');
+  t.ok(error.details.some((d) => d.field === 'status'), 'the field that failed is named');
+});

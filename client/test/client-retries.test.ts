@@ -1,0 +1,137 @@
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import t from 'tap';
+import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
+import { createClient, type RequestEvent } from '../src/index.js';
+import { failure, freePort, listening } from './helpers/control-plane.js';
+
+const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+interface Seen {
+  method: string;
+  url: string;
+  idempotencyKey: string | undefined;
+  at: number;
+}
+
+/**
+ * A real HTTP server in front of the control plane that answers each request with the next
+ * scripted step: a status of its own, or `forward` (the control plane's answer), or
+ * `forward-then-503` (the control plane acts, and its answer is replaced by a 503, as when a
+ * balancer loses it).
+ */
+async function frontOf(t: Teardown, upstream: string, steps: Array<number | 'forward' | 'forward-then-503'>, headers: Record<string, string> = {}) {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      seen.push({ method: req.method!, url: req.url!, idempotencyKey: req.headers['idempotency-key'] as string | undefined, at: Date.now() });
+      const step = steps.shift() ?? 'forward';
+      if (typeof step === 'number') {
+        res.writeHead(step, { 'content-type': 'application/json', ...headers });
+        res.end(JSON.stringify({ error: { code: step === 429 ? 'rate_limited' : 'unavailable', message: 'scripted', requestId: 'req_front', details: [] } }));
+        return;
+      }
+      forward(upstream, req, Buffer.concat(chunks), res, step === 'forward-then-503');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => server.close());
+  return { seen, baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}` };
+}
+
+function forward(upstream: string, req: IncomingMessage, body: Buffer, res: ServerResponse, lose: boolean): void {
+  const headers = { ...req.headers };
+  delete headers.host;
+  const out = httpRequest(`${upstream}${req.url}`, { method: req.method, headers }, (answer) => {
+    const chunks: Buffer[] = [];
+    answer.on('data', (c: Buffer) => chunks.push(c));
+    answer.on('end', () => {
+      if (lose) {
+        res.writeHead(503, { 'content-type': 'text/plain' });
+        res.end('upstream answer lost');
+        return;
+      }
+      res.writeHead(answer.statusCode!, answer.headers);
+      res.end(Buffer.concat(chunks));
+    });
+  });
+  out.end(body);
+}
+
+async function controlPlane(t: Teardown) {
+  const s = await listening((env) => buildTestApp(t, { env }));
+  const { key, accountId } = await createTestKey(s.db);
+  const jobCount = async () => (await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM jobs WHERE account_id = $1', [accountId]))[0]!.n;
+  return { ...s, key, jobCount };
+}
+
+t.test('behavior: a creation answered 429 (Retry-After: 1), then 503, is retried with the same Idempotency-Key and makes one job', async (t) => {
+  const cp = await controlPlane(t);
+  const front = await frontOf(t, cp.baseUrl, [429, 'forward-then-503', 'forward'], { 'retry-after': '1' });
+  const events: RequestEvent[] = [];
+  const gf = createClient({ baseUrl: front.baseUrl, apiKey: cp.key, onRequest: (e) => events.push(e) });
+  const created = await gf.jobs.create(SPEC);
+  t.equal(front.seen.length, 3, 'three tries');
+  const keys = new Set(front.seen.map((s) => s.idempotencyKey));
+  t.equal(keys.size, 1, 'one Idempotency-Key on every try');
+  t.match([...keys][0], /^[\x21-\x7e]{1,255}$/, 'in the server’s accepted form');
+  t.ok(front.seen[1]!.at - front.seen[0]!.at >= 1000, 'waited the Retry-After second');
+  t.equal(created.idempotentReplay, true, 'the third try answered the job the second one made');
+  t.equal(await cp.jobCount(), 1, 'exactly one job');
+  t.same(events.map((e) => e.status), [429, 503, 200], 'onRequest reported each try');
+  t.same(events.map((e) => e.attempt), [0, 1, 2]);
+});
+
+t.test('behavior: a creation answered 429 then 503 then 201 makes one job', async (t) => {
+  const cp = await controlPlane(t);
+  const front = await frontOf(t, cp.baseUrl, [429, 503, 'forward'], { 'retry-after': '1' });
+  const created = await createClient({ baseUrl: front.baseUrl, apiKey: cp.key }).jobs.create(SPEC, { idempotencyKey: 'my-key-1' });
+  t.equal(created.idempotentReplay, false);
+  t.same(front.seen.map((s) => s.idempotencyKey), ['my-key-1', 'my-key-1', 'my-key-1'], 'the caller’s key on every try');
+  t.equal(await cp.jobCount(), 1);
+});
+
+t.test('behavior: cancel is not retried on 503; a GET is, up to `retries` times', async (t) => {
+  const cp = await controlPlane(t);
+  const job = (await createClient({ baseUrl: cp.baseUrl, apiKey: cp.key }).jobs.create(SPEC)).job;
+  const front = await frontOf(t, cp.baseUrl, [503, 503, 503, 503]);
+  const gf = createClient({ baseUrl: front.baseUrl, apiKey: cp.key, retries: 1 });
+  const canceled = await failure(gf.jobs.cancel(job.id));
+  t.equal(canceled.code, 'unavailable');
+  t.equal(canceled.status, 503);
+  t.equal(front.seen.length, 1, 'one try for cancel');
+  const got = await failure(gf.jobs.get(job.id));
+  t.equal(got.code, 'unavailable');
+  t.equal(front.seen.length, 3, 'a GET tried 1 + retries times');
+  t.equal((await createClient({ baseUrl: cp.baseUrl, apiKey: cp.key }).jobs.get(job.id)).status, 'CREATED', 'the job was not canceled');
+});
+
+t.test('error: network_error against a closed port, after the retries', async (t) => {
+  const port = await freePort();
+  const events: RequestEvent[] = [];
+  const error = await failure(createClient({ baseUrl: `http://127.0.0.1:${port}`, onRequest: (e) => events.push(e) }).pricing());
+  t.equal(error.code, 'network_error');
+  t.equal(error.status, null);
+  t.equal(error.requestId, null);
+  t.equal(events.length, 3, 'tried 1 + 2 times');
+  t.ok(events.every((e) => e.status === null));
+});
+
+t.test('error: timeout when an answer does not arrive in time', async (t) => {
+  const server = createServer(() => {
+    // never answers
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const gf = createClient({ baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}`, retries: 0, timeoutMs: 200 });
+  const error = await failure(gf.pricing());
+  t.equal(error.code, 'timeout');
+});

@@ -1,0 +1,101 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { createTestKey } from '../../control-plane/test/helpers/app.js';
+import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
+import { createClient } from '../src/index.js';
+import { failure, listening } from './helpers/control-plane.js';
+
+const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
+const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+async function setup(t: Teardown) {
+  const s = await listening((env) => artifactSetup(t, env));
+  const gf = createClient({ baseUrl: s.baseUrl, apiKey: s.key });
+  const out = mkdtempSync(join(tmpdir(), 'gf-sdk-download-'));
+  t.teardown(() => rmSync(out, { recursive: true, force: true }));
+  return { ...s, gf, out };
+}
+
+t.test('behavior: waitForJob answers the job once it is final', async (t) => {
+  const { gf } = await setup(t);
+  const { job } = await gf.jobs.create(SPEC);
+  const polled: string[] = [];
+  const waiting = gf.waitForJob(job.id, { initialIntervalMs: 50, onPoll: (j) => polled.push(j.status) });
+  setTimeout(() => void gf.jobs.cancel(job.id), 150);
+  const done = await waiting;
+  t.equal(done.status, 'CANCELED');
+  t.ok(polled.length >= 2, 'polled until the status was final');
+  t.equal(polled.at(-1), 'CANCELED');
+});
+
+t.test('error: timeout when the job is not final in time; the job keeps its status', async (t) => {
+  const { gf } = await setup(t);
+  const { job } = await gf.jobs.create(SPEC);
+  const started = Date.now();
+  const error = await failure(gf.waitForJob(job.id, { timeoutMs: 400, initialIntervalMs: 100 }));
+  t.equal(error.code, 'timeout');
+  t.match(error.message, 'keeps running');
+  t.ok(Date.now() - started >= 400 && Date.now() - started < 2_000, 'gave up at the deadline');
+  t.equal((await gf.jobs.get(job.id)).status, 'CREATED');
+});
+
+t.test('behavior: an AbortSignal stops waitForJob with its reason', async (t) => {
+  const { gf } = await setup(t);
+  const { job } = await gf.jobs.create(SPEC);
+  const controller = new AbortController();
+  const reason = new Error('stopped by the caller');
+  setTimeout(() => controller.abort(reason), 150);
+  const started = Date.now();
+  await t.rejects(gf.waitForJob(job.id, { signal: controller.signal, initialIntervalMs: 2_000 }), reason);
+  t.ok(Date.now() - started < 1_000, 'stopped mid-pause, not at its end');
+  await t.rejects(gf.waitForJob(job.id, { signal: AbortSignal.abort(reason) }), reason, 'an aborted signal stops before polling');
+});
+
+t.test('default: downloadArtifact follows the 302, verifies the hash and writes the file', async (t) => {
+  const { gf, out } = await setup(t);
+  const bytes = Buffer.from('bytes to verify '.repeat(4096));
+  const uploaded = await gf.artifacts.upload(bytes);
+  const dest = join(out, 'result.bin');
+  const result = await gf.downloadArtifact(uploaded.id, dest, { expectedSha256: sha256(bytes) });
+  t.same(result, { path: dest, sha256: sha256(bytes), sizeBytes: bytes.length });
+  t.equal(sha256(readFileSync(dest)), sha256(bytes));
+  t.same(readdirSync(out), ['result.bin'], 'no temporary file left');
+});
+
+t.test('error: integrity_error for stored bytes changed on disk, and no file at the destination', async (t) => {
+  const { gf, out, blobs } = await setup(t);
+  const bytes = Buffer.from('the recorded bytes '.repeat(1000));
+  const uploaded = await gf.artifacts.upload(bytes);
+  const stored = blobs.pathOf(uploaded.sha256);
+  const changed = Buffer.from(bytes);
+  changed[10] = changed[10]! ^ 0xff;
+  writeFileSync(stored, changed);
+  const dest = join(out, 'result.bin');
+  const error = await failure(gf.downloadArtifact(uploaded.id, dest));
+  t.equal(error.code, 'integrity_error');
+  t.ok(error.details.some((d) => d.message.includes(sha256(changed))), 'details give the hash that arrived');
+  t.notOk(existsSync(dest), 'nothing at the destination');
+  t.same(readdirSync(out), [], 'no temporary file left');
+
+  writeFileSync(stored, bytes);
+  const mismatch = await failure(gf.downloadArtifact(uploaded.id, dest, { expectedSha256: '0'.repeat(64) }));
+  t.equal(mismatch.code, 'integrity_error', 'a caller-given recorded hash is checked too');
+  t.ok(mismatch.details.some((d) => d.field === 'expectedSha256'));
+  t.notOk(existsSync(dest));
+});
+
+t.test('error: not_found for another account’s artifact', async (t) => {
+  const s = await setup(t);
+  const uploaded = await s.gf.artifacts.upload(Buffer.from('mine'));
+  const other = await createTestKey(s.db);
+  const error = await failure(createClient({ baseUrl: s.baseUrl, apiKey: other.key }).downloadArtifact(uploaded.id, join(s.out, 'x')));
+  t.equal(error.code, 'not_found');
+  t.same(readdirSync(s.out), []);
+});

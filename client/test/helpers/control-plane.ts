@@ -1,0 +1,38 @@
+import { createServer } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { GfError } from '../../src/errors.js';
+
+/** A port nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Builds a control plane whose public URL is the port it then listens on, so the signed
+ * artifact URLs it hands out point at itself; answers its base URL.
+ */
+export async function listening<T extends { app: FastifyInstance }>(build: (env: Record<string, string>) => Promise<T>): Promise<T & { baseUrl: string }> {
+  const port = await freePort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const built = await build({ GF_PUBLIC_URL: baseUrl });
+  await built.app.listen({ port, host: '127.0.0.1' });
+  return { ...built, baseUrl };
+}
+
+/** The GfError a call rejects with; fails the test when it resolves or rejects with something else. */
+export async function failure(call: Promise<unknown>): Promise<GfError> {
+  try {
+    await call;
+  } catch (err) {
+    if (err instanceof GfError) return err;
+    throw err;
+  }
+  throw new Error('the call succeeded; a GfError was expected');
+}
