@@ -6,6 +6,7 @@ import {
   fundConfirmResponseSchema,
   fundingSchema,
   jobCreatedSchema,
+  type jobCreateRequestSchema,
   jobListSchema,
   jobSchema,
   logListSchema,
@@ -35,6 +36,9 @@ import { createTransport, newIdempotencyKey, type Query, type TransportOptions }
 import { waitForJob, type WaitOptions } from './wait.js';
 
 export type ClientOptions = TransportOptions;
+
+/** The body of `POST /v1/jobs` as a caller writes it (before the server applies defaults). */
+export type JobSpec = z.input<typeof jobCreateRequestSchema>;
 
 /** Query of `GET /v1/capacity`, as the spec names its parameters. */
 export interface CapacityQuery {
@@ -117,7 +121,7 @@ export function createClient(options: ClientOptions) {
      * `POST /v1/jobs`. Always sends an `Idempotency-Key` (a new one unless given) and keeps it
      * across retries, so a retried creation answers the first job instead of making a second.
      */
-    create: async (spec: unknown, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<JobCreated> =>
+    create: async (spec: JobSpec, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<JobCreated> =>
       (
         await request({
           method: 'POST',

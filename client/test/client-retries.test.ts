@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import t from 'tap';
 import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
-import { createClient, type RequestEvent } from '../src/index.js';
+import { backoffMs, createClient, retryAfterMs, type RequestEvent } from '../src/index.js';
 import { failure, freePort, listening } from './helpers/control-plane.js';
 
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
@@ -134,4 +134,16 @@ t.test('error: timeout when an answer does not arrive in time', async (t) => {
   const gf = createClient({ baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}`, retries: 0, timeoutMs: 200 });
   const error = await failure(gf.pricing());
   t.equal(error.code, 'timeout');
+});
+
+t.test('args: Retry-After as seconds or an HTTP date; backoff is jittered and grows', async (t) => {
+  const now = Date.parse('2026-11-25T12:00:00Z');
+  t.equal(retryAfterMs('1', now), 1000);
+  t.equal(retryAfterMs('Wed, 25 Nov 2026 12:00:03 GMT', now), 3000);
+  t.equal(retryAfterMs('Wed, 25 Nov 2026 11:00:00 GMT', now), 0, 'a date in the past waits nothing');
+  t.equal(retryAfterMs('soon', now), null);
+  t.equal(retryAfterMs(null, now), null);
+  t.same([0, 1, 2].map((n) => backoffMs(n, () => 0)), [250, 500, 1000], 'the lower bound doubles');
+  t.same([0, 1, 2].map((n) => backoffMs(n, () => 1)), [500, 1000, 2000], 'the upper bound doubles');
+  t.equal(backoffMs(20, () => 1), 8000, 'capped');
 });
