@@ -1,9 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { GfError } from './errors.js';
 import type { RequestEvent } from './transport.js';
@@ -26,67 +24,110 @@ interface DownloadDeps {
   onRequest?: (event: RequestEvent) => void;
 }
 
+/** How often a download that broke off asks for a new URL and goes on from where it stopped. */
+const MAX_RESUMES = 3;
+
+class BrokenOff extends Error {}
+
 /**
  * Downloads an artifact: asks `GET /v1/artifacts/:id` for its signed URL, streams the bytes into
  * a temporary file beside `destPath` while hashing them, and renames it to `destPath` only when
  * the hash equals every recorded one (the redirect's and the file's `X-Artifact-Sha256`, and
- * `expectedSha256` when given). On a mismatch it throws `integrity_error` and leaves nothing at
- * `destPath` (an earlier file there stays untouched).
+ * `expectedSha256` when given). When the transfer breaks off (or the URL expired), it asks for a
+ * new URL and goes on with a `Range` request from the bytes it has. On a mismatch it throws
+ * `integrity_error` and leaves nothing at `destPath` (an earlier file there stays untouched).
  */
 export async function downloadArtifact(deps: DownloadDeps, artifactId: string, destPath: string, options: DownloadOptions = {}): Promise<DownloadResult> {
-  const where = await deps.location(artifactId, { signal: options.signal });
-  const started = performance.now();
-  let res: Response;
-  try {
-    res = await deps.fetch(where.url, { signal: options.signal });
-  } catch (err) {
-    deps.onRequest?.({ method: 'GET', url: where.url, status: null, requestId: null, attempt: 0, durationMs: performance.now() - started });
-    if (options.signal?.aborted) throw err;
-    throw new GfError('network_error', `Downloading artifact ${artifactId} failed: ${err instanceof Error ? err.message : String(err)}. Try again.`, { retryable: true, cause: err });
-  }
-  const requestId = res.headers.get('x-request-id');
-  deps.onRequest?.({ method: 'GET', url: where.url, status: res.status, requestId, attempt: 0, durationMs: performance.now() - started });
-  if (res.status !== 200 || !res.body) {
-    await res.body?.cancel();
-    throw new GfError(res.status >= 500 ? 'unavailable' : 'invalid_response', `Downloading artifact ${artifactId} answered HTTP ${res.status}. Try again; a signed URL lives 120 seconds.`, {
-      status: res.status,
-      requestId,
-      retryable: res.status >= 500,
-    });
-  }
+  const { signal } = options;
+  let where = await deps.location(artifactId, { signal });
   const recorded = new Map<string, string>([['X-Artifact-Sha256 of the redirect', where.sha256]]);
-  const served = res.headers.get('x-artifact-sha256');
-  if (served) recorded.set('X-Artifact-Sha256 of the file', served);
   if (options.expectedSha256) recorded.set('expectedSha256', options.expectedSha256.toLowerCase());
-
   const temp = join(dirname(destPath), `.${basename(destPath)}.${randomBytes(6).toString('hex')}.part`);
-  const hash = createHash('sha256');
-  let sizeBytes = 0;
-  const hashing = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      hash.update(chunk);
-      sizeBytes += chunk.length;
-      done(null, chunk);
-    },
-  });
+  const file = await open(temp, 'wx', 0o600);
+  let hash = createHash('sha256');
+  let received = 0;
+  let last: { status: number; requestId: string | null } | undefined;
   try {
-    await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), hashing, createWriteStream(temp, { flags: 'wx', mode: 0o600 }), { signal: options.signal });
+    for (let resumes = 0; ; resumes++) {
+      try {
+        const res = await fetchFrom(deps, where.url, received, where.sha256, artifactId, signal, resumes);
+        last = { status: res.status, requestId: res.headers.get('x-request-id') };
+        if (res.status === 200 && received > 0) {
+          // The server ignored the range (its validator changed): start over.
+          hash = createHash('sha256');
+          received = 0;
+          await file.truncate(0);
+        }
+        const served = res.headers.get('x-artifact-sha256');
+        if (served) recorded.set('X-Artifact-Sha256 of the file', served);
+        try {
+          for await (const chunk of Readable.fromWeb(res.body as WebReadableStream<Uint8Array>)) {
+            const bytes = chunk as Uint8Array;
+            hash.update(bytes);
+            await file.write(bytes, 0, bytes.length, received);
+            received += bytes.length;
+          }
+        } catch (err) {
+          if (signal?.aborted) throw err;
+          throw new BrokenOff(err instanceof Error ? err.message : String(err), { cause: err });
+        }
+        break;
+      } catch (err) {
+        if (!(err instanceof BrokenOff)) throw err;
+        if (resumes >= MAX_RESUMES) {
+          throw new GfError('network_error', `Downloading artifact ${artifactId} broke off and ${resumes} resumes did not finish it (last: ${err.message}). Check the network and try again.`, { retryable: true, cause: err.cause });
+        }
+        // A fresh URL: the one in hand may have expired (they live 120 seconds).
+        where = await deps.location(artifactId, { signal });
+      }
+    }
+    await file.close();
     const sha256 = hash.digest('hex');
     const mismatches = [...recorded].filter(([, expected]) => expected !== sha256);
-    if (mismatches.length > 0 || sizeBytes !== where.sizeBytes) {
+    if (mismatches.length > 0 || received !== where.sizeBytes) {
       const details = [
         ...mismatches.map(([field, expected]) => ({ field, message: `${field} is ${expected}, the downloaded bytes hash to ${sha256}` })),
-        ...(sizeBytes === where.sizeBytes ? [] : [{ field: 'X-Artifact-Size', message: `X-Artifact-Size is ${where.sizeBytes}, ${sizeBytes} bytes arrived` }]),
+        ...(received === where.sizeBytes ? [] : [{ field: 'X-Artifact-Size', message: `X-Artifact-Size is ${where.sizeBytes}, ${received} bytes arrived` }]),
       ];
       throw new GfError('integrity_error', `The downloaded bytes of artifact ${artifactId} do not match its recorded SHA-256; nothing was written to ${destPath}. Download it again; if it persists, report it with the artifact id.`, {
-        status: res.status,
-        requestId,
+        status: last?.status ?? null,
+        requestId: last?.requestId ?? null,
         details,
       });
     }
     await rename(temp, destPath);
-    return { path: destPath, sha256, sizeBytes };
+    return { path: destPath, sha256, sizeBytes: received };
   } finally {
+    await file.close().catch(() => undefined);
     await rm(temp, { force: true });
   }
+}
+
+/**
+ * One GET of the signed URL, from byte `from` on (with `If-Range` on the artifact's ETag, so a
+ * changed object comes whole). A lost connection or an expired URL is `BrokenOff` (ask again);
+ * any other answer than 200 or the asked 206 is a `GfError`.
+ */
+async function fetchFrom(deps: DownloadDeps, url: string, from: number, sha256: string, artifactId: string, signal: AbortSignal | undefined, attempt: number): Promise<Response> {
+  const started = performance.now();
+  const headers: Record<string, string> = from > 0 ? { range: `bytes=${from}-`, 'if-range': `"${sha256}"` } : {};
+  let res: Response;
+  try {
+    res = await deps.fetch(url, { headers, signal });
+  } catch (err) {
+    deps.onRequest?.({ method: 'GET', url, status: null, requestId: null, attempt, durationMs: performance.now() - started });
+    if (signal?.aborted) throw err;
+    throw new BrokenOff(err instanceof Error ? err.message : String(err), { cause: err });
+  }
+  const requestId = res.headers.get('x-request-id');
+  deps.onRequest?.({ method: 'GET', url, status: res.status, requestId, attempt, durationMs: performance.now() - started });
+  const resumed = res.status === 206 && from > 0 && res.headers.get('content-range')?.startsWith(`bytes ${from}-`) === true;
+  if ((res.status === 200 || resumed) && res.body) return res;
+  await res.body?.cancel();
+  if (res.status === 403) throw new BrokenOff(`the signed URL was refused (HTTP 403)`);
+  throw new GfError(res.status >= 500 ? 'unavailable' : 'invalid_response', `Downloading artifact ${artifactId} answered HTTP ${res.status}. Try again.`, {
+    status: res.status,
+    requestId,
+    retryable: res.status >= 500,
+  });
 }

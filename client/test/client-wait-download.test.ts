@@ -1,11 +1,12 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { createTestKey } from '../../control-plane/test/helpers/app.js';
 import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
-import { createClient } from '../src/index.js';
+import { createClient, type RequestEvent } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
 
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
@@ -15,9 +16,9 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
-async function setup(t: Teardown) {
-  const s = await listening((env) => artifactSetup(t, env));
-  const gf = createClient({ baseUrl: s.baseUrl, apiKey: s.key });
+async function setup(t: Teardown, options: { publicUrl?: string; onRequest?: (e: RequestEvent) => void } = {}) {
+  const s = await listening((env) => artifactSetup(t, env), options.publicUrl);
+  const gf = createClient({ baseUrl: s.baseUrl, apiKey: s.key, onRequest: options.onRequest });
   const out = mkdtempSync(join(tmpdir(), 'gf-sdk-download-'));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
   return { ...s, gf, out };
@@ -98,4 +99,50 @@ t.test('error: not_found for another account’s artifact', async (t) => {
   const error = await failure(createClient({ baseUrl: s.baseUrl, apiKey: other.key }).downloadArtifact(uploaded.id, join(s.out, 'x')));
   t.equal(error.code, 'not_found');
   t.same(readdirSync(s.out), []);
+});
+
+t.test('behavior: a download that breaks off asks for a new URL and goes on with Range from the bytes it has', async (t) => {
+  // A real HTTP server in front of the control plane's signed URLs: it cuts the first file answer after 64 KiB.
+  let upstream = '';
+  let cuts = 1;
+  const fileRequests: Array<string | undefined> = [];
+  const front = createServer((req, res) => {
+    if (req.url!.startsWith('/files/')) fileRequests.push(req.headers.range);
+    const cut = req.url!.startsWith('/files/') && cuts-- > 0;
+    const out = httpRequest(`${upstream}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode!, answer.headers);
+      let sent = 0;
+      answer.on('data', (chunk: Buffer) => {
+        if (cut && sent >= 64 * 1024) {
+          answer.destroy();
+          res.destroy();
+          return;
+        }
+        sent += chunk.length;
+        res.write(chunk);
+      });
+      answer.on('end', () => res.end());
+    });
+    req.pipe(out);
+  });
+  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    front.closeAllConnections();
+    front.close();
+  });
+  const events: RequestEvent[] = [];
+  const s = await setup(t, { publicUrl: `http://127.0.0.1:${(front.address() as { port: number }).port}`, onRequest: (e) => events.push(e) });
+  upstream = s.baseUrl;
+  const bytes = randomBytes(600 * 1024);
+  const uploaded = await s.gf.artifacts.upload(bytes);
+  const dest = join(s.out, 'big.bin');
+  const result = await s.gf.downloadArtifact(uploaded.id, dest);
+  t.equal(result.sha256, sha256(bytes));
+  t.equal(sha256(readFileSync(dest)), sha256(bytes), 'the file on disk is whole');
+  t.equal(fileRequests.length, 2, 'one break, one resume');
+  t.equal(fileRequests[0], undefined);
+  t.match(fileRequests[1], /^bytes=[1-9][0-9]*-$/, 'the resume asked for the rest only');
+  t.equal(events.filter((e) => e.url.includes(`/v1/artifacts/${uploaded.id}`)).length, 2, 'a new signed URL for the resume');
+  t.same(events.filter((e) => e.url.includes('/files/')).map((e) => e.status), [200, 206]);
+  t.same(readdirSync(s.out), ['big.bin']);
 });

@@ -15,13 +15,13 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Builds a control plane whose public URL is the port it then listens on, so the signed
- * artifact URLs it hands out point at itself; answers its base URL.
+ * Builds a control plane whose public URL is the port it then listens on (or `publicUrl`, a
+ * server in front of it), so the signed artifact URLs it hands out lead to it; answers its base URL.
  */
-export async function listening<T extends { app: FastifyInstance }>(build: (env: Record<string, string>) => Promise<T>): Promise<T & { baseUrl: string }> {
+export async function listening<T extends { app: FastifyInstance }>(build: (env: Record<string, string>) => Promise<T>, publicUrl?: string): Promise<T & { baseUrl: string }> {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const built = await build({ GF_PUBLIC_URL: baseUrl });
+  const built = await build({ GF_PUBLIC_URL: publicUrl ?? baseUrl });
   await built.app.listen({ port, host: '127.0.0.1' });
   return { ...built, baseUrl };
 }
