@@ -18,7 +18,8 @@ export interface WaitOptions {
 const INTERVAL_GROWTH = 1.5;
 
 /**
- * Polls `getJob` until the job's status is final and answers that job. The pause starts at
+ * Polls `getJob` until the job's status is final and answers that job; a retryable failure
+ * (network, 429, 5xx) is polled through, any other one ends the wait. The pause starts at
  * `initialIntervalMs` and grows by half each poll up to `maxIntervalMs`; the last pause is cut
  * so the wait ends at the deadline with `timeout`.
  */
@@ -32,16 +33,19 @@ export async function waitForJob(getJob: (signal: AbortSignal) => Promise<Job>, 
   const timedOut = (cause?: unknown) =>
     new GfError('timeout', `Job ${jobId} did not finish within ${timeoutMs} ms of waiting; it keeps running. Wait again or check it with GET /v1/jobs/${jobId}.`, { retryable: true, cause });
   for (;;) {
-    let job: Job;
+    let job: Job | null = null;
     try {
       job = await getJob(signal);
     } catch (err) {
       if (options.signal?.aborted) throw options.signal.reason;
       if (deadlineSignal.aborted) throw timedOut(err);
-      throw err;
+      // A passing outage (the request's own retries spent) does not end a wait of hours.
+      if (!(err instanceof GfError && err.retryable)) throw err;
     }
-    options.onPoll?.(job);
-    if (isTerminalStatus(job.status)) return job;
+    if (job) {
+      options.onPoll?.(job);
+      if (isTerminalStatus(job.status)) return job;
+    }
     const left = deadline - Date.now();
     if (left <= 0) throw timedOut();
     await sleep(Math.min(interval, left), options.signal);

@@ -8,6 +8,7 @@ import { createTestKey } from '../../control-plane/test/helpers/app.js';
 import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
 import { createClient, type RequestEvent } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
+import { frontOf } from './helpers/front.js';
 
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
@@ -34,6 +35,19 @@ t.test('behavior: waitForJob answers the job once it is final', async (t) => {
   t.equal(done.status, 'CANCELED');
   t.ok(polled.length >= 2, 'polled until the status was final');
   t.equal(polled.at(-1), 'CANCELED');
+});
+
+t.test('behavior: waitForJob polls through a passing outage and stops at a non-retryable error', async (t) => {
+  const { gf, baseUrl, key } = await setup(t);
+  const { job } = await gf.jobs.create(SPEC);
+  await gf.jobs.cancel(job.id);
+  const front = await frontOf(t, baseUrl, [503, 503, 503, 'forward']);
+  const through = createClient({ baseUrl: front.baseUrl, apiKey: key, retries: 0 });
+  t.equal((await through.waitForJob(job.id, { initialIntervalMs: 20 })).status, 'CANCELED');
+  t.equal(front.seen.length, 4, 'three failed polls, then the answer');
+  const notFound = await failure(through.waitForJob(`job_${'a'.repeat(26)}`, { initialIntervalMs: 20 }));
+  t.equal(notFound.code, 'not_found');
+  t.equal(front.seen.length, 5, 'not_found ends the wait at once');
 });
 
 t.test('error: timeout when the job is not final in time; the job keeps its status', async (t) => {
