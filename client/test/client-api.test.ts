@@ -97,3 +97,13 @@ t.test('error: invalid_response names the field of an answer that fails its sche
   t.equal(error.requestId, 'req_fake');
   t.ok(error.details.some((d) => d.field === 'status'), 'the field that failed is named');
 });
+
+t.test('default: index() of a deployment with a canary image names it', async (t) => {
+  const image = `registry.example.com/gpufarm/canary@sha256:${'c'.repeat(64)}`;
+  const s = await listening((env) => buildTestApp(t, { env: { ...env, GF_CANARY_IMAGE: image } }));
+  const index = await createClient({ baseUrl: s.baseUrl }).index();
+  t.equal(index.canary?.image, image);
+  t.same(index.canary?.command, ['sha256-chain', '<iterations>']);
+  t.equal(index.environment, 'local');
+  t.equal(index.apiKeyPrefix, 'gf_test_');
+});
