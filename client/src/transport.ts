@@ -23,8 +23,6 @@ export interface TransportOptions {
   timeoutMs?: number;
   fetch?: typeof fetch;
   onRequest?: (event: RequestEvent) => void;
-  /** Waits between attempts; replaceable so a test need not sleep through backoffs. */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 export type Query = Record<string, string | number | boolean | readonly string[] | undefined>;
@@ -133,7 +131,6 @@ export function createTransport(options: TransportOptions) {
   const retries = options.retries ?? 2;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const doFetch = options.fetch ?? fetch;
-  const wait = options.sleep ?? sleep;
 
   async function attempt<T>(call: CallOptions<T>, url: string, attemptNo: number): Promise<Answer<T>> {
     const what = `${call.method} ${call.path}`;
@@ -194,7 +191,7 @@ export function createTransport(options: TransportOptions) {
         return await attempt(call, url, attemptNo);
       } catch (err) {
         if (!(err instanceof GfError) || !err.retryable || !call.retry || attemptNo >= retries) throw err;
-        await wait(err.retryAfterMs ?? backoffMs(attemptNo), call.signal);
+        await sleep(err.retryAfterMs ?? backoffMs(attemptNo), call.signal);
       }
     }
   }
