@@ -1,21 +1,6 @@
-import { SERVICE_VERSION } from '@gpufarm/shared';
+import { SERVICE_VERSION, type ServiceIndex } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
-import { z } from 'zod';
 import type { Config } from './config.js';
-
-const LINKS = ['self', 'capacity', 'pricing', 'jobs', 'job', 'jobLogs', 'jobFunding', 'jobFundConfirm', 'jobCancel', 'artifact', 'billing', 'openapi', 'docs'] as const;
-
-/** The body of `GET /v1`. */
-export const indexSchema = z.strictObject({
-  object: z.literal('index'),
-  service: z.literal('gpufarm'),
-  serviceVersion: z.string(),
-  chainId: z.int().positive(),
-  environment: z.enum(['mainnet', 'testnet', 'local']),
-  apiKeyPrefix: z.enum(['gf_live_', 'gf_test_']),
-  canary: z.strictObject({ image: z.string(), repository: z.string(), digest: z.string(), command: z.array(z.string()) }).nullable(),
-  links: z.strictObject(Object.fromEntries(LINKS.map((name) => [name, z.string()])) as Record<(typeof LINKS)[number], z.ZodString>),
-});
 
 /**
  * The service's canary as a customer runs it: `command` with `<iterations>` replaced by a count
@@ -40,7 +25,7 @@ export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, {
 
 function indexBody(config: Config): string {
   const base = `${config.publicUrl}/v1`;
-  const body: z.infer<typeof indexSchema> = {
+  const body: ServiceIndex = {
     object: 'index',
     service: 'gpufarm',
     serviceVersion: SERVICE_VERSION,

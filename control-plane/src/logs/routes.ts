@@ -15,12 +15,12 @@ export interface LogRoutesOptions {
 
 const jobParams = z.object({ id: z.string().regex(/^job_[0-9a-z]{26}$/, 'is not a job id (job_…)') });
 const streamFilter = z.enum(logStreamSchema.options, { error: `must be one of ${logStreamSchema.options.join(', ')}` }).optional();
-const logsQuery = z.strictObject({
+export const logsQuery = z.strictObject({
   cursor: logCursorSchema.default('0'),
   limit: intParam(1, 1000, 500),
   stream: streamFilter,
 });
-const logStreamQuery = z.strictObject({
+export const logStreamQuery = z.strictObject({
   cursor: logCursorSchema.default('0'),
   stream: streamFilter,
 });

@@ -12,10 +12,9 @@ import {
   jobCreateRequestSchema,
   jobListSchema,
   jobSchema,
-  logCursorSchema,
   logListSchema,
-  logStreamSchema,
   pricingSchema,
+  serviceIndexSchema,
   SERVICE_VERSION,
   type ApiKeyScope,
   type ErrorCode,
@@ -25,17 +24,16 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import { artifactParams, artifactQuery, uploadQuery } from '../artifacts/routes.js';
 import { querySchema as billingQuerySchema } from '../billing/routes.js';
 import { querySchema as capacityQuerySchema } from '../capacity/query.js';
-import { intParam } from '../http/parse.js';
-import { indexSchema } from '../index-routes.js';
 import { cancelBody, IDEMPOTENCY_KEY, jobParams, listQuery as jobListQuery } from '../jobs/routes.js';
+import { logsQuery, logStreamQuery } from '../logs/routes.js';
 
 type Method = 'get' | 'head' | 'post';
 
-/** A success answer: its status, what it means, and its body (a zod schema, or raw bytes). */
+/** A success answer: its status, what it means, and its body (a zod schema, raw bytes, or Server-Sent Events). */
 interface Success {
   status: number;
   description: string;
-  body?: z.ZodType | 'bytes' | 'openapi';
+  body?: z.ZodType | 'bytes' | 'openapi' | 'event-stream';
   headers?: Record<string, string>;
 }
 
@@ -64,16 +62,11 @@ const WRITE_ERRORS: ErrorCode[] = ['invalid_json', 'payload_too_large', 'request
 
 const fileParams = artifactParams;
 const fileQuery = z.strictObject({ expires: z.string().describe('Unix seconds the signature expires at'), sig: z.string().describe('The URL signature') });
-const logsQuery = z.strictObject({
-  cursor: logCursorSchema.default('0'),
-  limit: intParam(1, 1000, 500),
-  stream: logStreamSchema.optional(),
-});
 const INTEGRITY_HEADERS = { 'X-Artifact-Sha256': 'SHA-256 of the artifact bytes (hex)', 'X-Artifact-Size': 'Size of the artifact in bytes' };
 
 /** Every route the document describes; the drift test compares it with the server's routes. */
 export const DOCUMENTED_ROUTES: readonly DocumentedRoute[] = [
-  { method: 'get', path: '/v1', operationId: 'getIndex', summary: 'This deployment: service version, chain id, environment, canary, links', auth: 'public', successes: [{ status: 200, description: 'The deployment', body: indexSchema }], errors: [] },
+  { method: 'get', path: '/v1', operationId: 'getIndex', summary: 'This deployment: service version, chain id, environment, canary, links', auth: 'public', successes: [{ status: 200, description: 'The deployment', body: serviceIndexSchema }], errors: [] },
   { method: 'get', path: '/v1/openapi.json', operationId: 'getOpenApi', summary: 'This OpenAPI 3.1 document', auth: 'public', successes: [{ status: 200, description: 'The document', body: 'openapi' }], errors: [] },
   { method: 'get', path: '/v1/capacity', operationId: 'listCapacity', summary: 'GPU offers, filtered and sorted', auth: 'public', query: capacityQuerySchema, successes: [{ status: 200, description: 'A page of offers', body: capacityListSchema }], errors: ['invalid_request'] },
   { method: 'get', path: '/v1/pricing', operationId: 'getPricing', summary: 'Prices and availability per GPU class, payment assets, fee', auth: 'public', successes: [{ status: 200, description: 'Pricing', body: pricingSchema }], errors: [] },
@@ -95,6 +88,7 @@ export const DOCUMENTED_ROUTES: readonly DocumentedRoute[] = [
   },
   { method: 'post', path: '/v1/jobs/:id/cancel', operationId: 'cancelJob', summary: 'Cancel a job (a running job is 409 conflict)', auth: 'jobs:create', params: jobParams, body: cancelBody, successes: [{ status: 200, description: 'The canceled job', body: jobSchema }], errors: ['invalid_request', 'validation_error', 'not_found', 'conflict', ...WRITE_ERRORS] },
   { method: 'get', path: '/v1/jobs/:id/logs', operationId: 'listJobLogs', summary: "The job's log lines after a cursor (tail by calling again with nextCursor)", auth: 'jobs:read', params: jobParams, query: logsQuery, successes: [{ status: 200, description: 'A page of log lines', body: logListSchema }], errors: ['invalid_request', 'not_found'] },
+  { method: 'get', path: '/v1/jobs/:id/logs/stream', operationId: 'streamJobLogs', summary: "The job's log as Server-Sent Events from a cursor (or Last-Event-ID) until the job ends; beyond the spec", auth: 'jobs:read', params: jobParams, query: logStreamQuery, successes: [{ status: 200, description: 'The live log stream', body: 'event-stream' }], errors: ['invalid_request', 'not_found'] },
   {
     method: 'get', path: '/v1/artifacts/:id', operationId: 'getArtifact', summary: 'Download an artifact: a redirect to a signed URL valid 120 s, or its metadata as JSON', auth: 'artifacts:read', params: artifactParams, query: artifactQuery,
     successes: [
@@ -133,6 +127,8 @@ function responsesOf(route: DocumentedRoute): ZodOpenApiResponsesObject {
     const content = success.body === undefined ? undefined
       : success.body === 'bytes' ? { 'application/octet-stream': { schema: { type: 'string' as const, contentMediaType: 'application/octet-stream' } } }
       : success.body === 'openapi' ? { 'application/json': { schema: { type: 'object' as const, description: 'An OpenAPI 3.1 document' } } }
+      : success.body === 'event-stream'
+        ? { 'text/event-stream': { schema: { type: 'string' as const, description: 'Events `status` ({jobStatus}), `log` (a log line; its `id:` is the cursor after it), `end` ({jobStatus, nextCursor}, then the server closes), and a `: keep-alive` comment every 15 s' } } }
       : { 'application/json': { schema: success.body } };
     responses[String(success.status) as `${1 | 2 | 3 | 4 | 5}${string}`] = { description: success.description, ...(content ? { content } : {}), ...(success.headers ? { headers: headersOf(success.headers) } : {}) };
   }
@@ -173,7 +169,7 @@ function operationOf(route: DocumentedRoute): ZodOpenApiOperationObject {
 
 /** The named schemas of the document: each the very zod schema a route parses or answers with. */
 export const COMPONENT_SCHEMAS = {
-  Index: indexSchema,
+  Index: serviceIndexSchema,
   Error: errorEnvelopeSchema,
   CapacityList: capacityListSchema,
   Pricing: pricingSchema,

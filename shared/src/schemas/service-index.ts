@@ -31,6 +31,7 @@ export const serviceIndexSchema = z.strictObject({
     jobCancel: z.string().min(1),
     artifact: z.string().min(1),
     billing: httpUrlSchema,
+    openapi: httpUrlSchema,
     docs: httpUrlSchema,
   }),
 });
