@@ -62,13 +62,16 @@ t.test('behavior: the agent is killed (SIGKILL) and started again mid-job: no lo
 });
 
 t.test('behavior: a machine that disappears: its job is requeued onto a second agent and completed there', async (t) => {
-  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo started; sleep 6; echo done > /output/done.txt; echo done', { title: 'outlives its machine' }));
+  // Long enough to outlive B's enrollment and its verification canary on a loaded machine, so the
+  // job is still running on A when A is killed.
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo started; sleep 20; echo done > /output/done.txt; echo done', { title: 'outlives its machine' }));
   const id = created.job.id;
   const onA = await customer.waitForStatus(id, ['RUNNING'], 60_000);
   t.equal(onA.assignment?.farm.slug, 'e2e-farm-a');
   const agentB = await enrollAgent(market, { name: 'agent-b', farm: 'e2e-farm-b', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
   agentB.start();
   await market.waitForCapacity('e2e-farm-b', 1);
+  t.equal((await customer.getJob(id)).status, 'RUNNING', 'still running on A when A is killed');
   await agentA.current!.kill();
 
   const { lines, jobStatus } = await customer.tailLogs(id, { timeoutMs: 120_000 });
