@@ -278,6 +278,10 @@ export const logLatencySection: StandaloneSection = {
       })();
       const viaStream = new Reader();
       const streamed = followStream(`${server.url}/v1/jobs/${jobId}/logs/stream?cursor=0`, admin.key, viaStream);
+      // Both followers are awaited only after the poll loop; until then a failure of either must
+      // not crash the process as an unhandled rejection (which skips the cleanups below): it is
+      // thrown where each is awaited.
+      for (const pending of [follower, streamed]) pending.catch(() => undefined);
       let cursor = '0';
       let polls = 0;
       while (viaApi.latencyMs.size < count || !isTerminalStatus(jobStatus)) {
