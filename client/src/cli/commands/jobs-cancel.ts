@@ -1,0 +1,6 @@
+import { UsageError } from '../exit.js';
+import type { CommandInput } from '../program.js';
+
+export function run(_input: CommandInput): Promise<number> {
+  return Promise.reject(new UsageError('gf jobs-cancel is not built yet.'));
+}
