@@ -44,7 +44,8 @@ export type JobSpec = z.input<typeof jobCreateRequestSchema>;
 export interface CapacityQuery {
   model?: string;
   minVram?: number;
-  maxPrice?: number;
+  /** USD per GPU-hour; a decimal string (e.g. from `formatMicroUsd`) keeps it exact. */
+  maxPrice?: number | string;
   farm?: string;
   region?: string;
   minUptime?: number;

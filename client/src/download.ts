@@ -10,6 +10,8 @@ export interface DownloadOptions {
   /** Another recorded hash the bytes must also match, e.g. the job's `result.serverHash`. */
   expectedSha256?: string | null;
   signal?: AbortSignal;
+  /** Called as bytes arrive, with the bytes in the file so far and the recorded size (for a progress bar). */
+  onProgress?: (receivedBytes: number, totalBytes: number) => void;
 }
 
 export interface DownloadResult {
@@ -57,6 +59,7 @@ export async function downloadArtifact(deps: DownloadDeps, artifactId: string, d
           hash = createHash('sha256');
           received = 0;
           await file.truncate(0);
+          options.onProgress?.(0, where.sizeBytes);
         }
         const served = res.headers.get('x-artifact-sha256');
         if (served) recorded.set('X-Artifact-Sha256 of the file', served);
@@ -66,6 +69,7 @@ export async function downloadArtifact(deps: DownloadDeps, artifactId: string, d
             hash.update(bytes);
             await file.write(bytes, 0, bytes.length, received);
             received += bytes.length;
+            options.onProgress?.(received, where.sizeBytes);
           }
         } catch (err) {
           if (signal?.aborted) throw err;

@@ -56,6 +56,7 @@ export function buildProgram(onExit: (code: number) => void): Command {
   program
     .command('login')
     .description('verify an API key and store it (with the endpoint) in the config profile')
+    .option('--rpc-url <url>', 'also store the chain RPC URL that gf run --fund and gf jobs fund send through')
     .addHelpText('after', '\nWithout --api-key the key is read from stdin (or asked for on a terminal).')
     .action(lazy(() => import('./commands/login.js')));
 
@@ -96,6 +97,7 @@ export function buildProgram(onExit: (code: number) => void): Command {
     .option('--follow', 'print the logs while the job runs')
     .option('--download <dir>', 'download and verify the output artifacts into this directory')
     .option('--wallet-key-file <path>', 'a file (mode 0600) holding the wallet private key')
+    .option('--rpc-url <url>', 'the chain RPC to fund through (overrides GF_RPC_URL and the profile)')
     .option('--idempotency-key <key>', 'the Idempotency-Key of the creation (default: a new one)')
     .option('--detach', 'do not wait for the job after funding it')
     .action(lazy(() => import('./commands/run.js')));
@@ -125,6 +127,7 @@ export function buildProgram(onExit: (code: number) => void): Command {
     .description("send a created job's funding calls from the wallet and confirm them")
     .argument('<job>', 'the job id')
     .option('--wallet-key-file <path>', 'a file (mode 0600) holding the wallet private key')
+    .option('--rpc-url <url>', 'the chain RPC to fund through (overrides GF_RPC_URL and the profile)')
     .action(lazy(() => import('./commands/jobs-fund.js')));
   jobs
     .command('wait')

@@ -1,6 +1,40 @@
-import { UsageError } from '../exit.js';
+import type { BillingEntry } from '@gpufarm/shared';
+import { z } from 'zod';
+import { openContext, parseInput } from '../context.js';
+import { EXIT } from '../exit.js';
+import { usd } from '../format.js';
+import { showList } from '../listing.js';
 import type { CommandInput } from '../program.js';
 
-export function run(_input: CommandInput): Promise<number> {
-  return Promise.reject(new UsageError('gf billing is not built yet.'));
+const optionsSchema = z.object({
+  limit: z.coerce.number().int().min(1).max(200).optional(),
+  cursor: z.string().min(1).optional(),
+  all: z.boolean().optional(),
+});
+
+/** Money in minus money out of the entries shown, as a line: what was funded, charged and refunded. */
+function summary(entries: readonly BillingEntry[]): string {
+  const total = (type: BillingEntry['type']) => entries.filter((e) => e.type === type).reduce((n, e) => n + BigInt(e.amountMicroUsd), 0n);
+  return `${entries.length} entries · funded ${usd(total('funded'))} · charged ${usd(total('charge'))} · refunded ${usd(total('refund'))} · released ${usd(total('release'))}`;
+}
+
+/** `gf billing`: the account's billing entries, newest first. */
+export async function run({ opts, global }: CommandInput): Promise<number> {
+  const o = parseInput(optionsSchema, opts, 'option');
+  const ctx = await openContext(global);
+  await showList(ctx, {
+    all: o.all ?? false,
+    page: () => ctx.client.billing.list({ limit: o.limit, cursor: o.cursor }),
+    walk: () => ctx.client.billing.listAll({ limit: o.limit }),
+    noun: 'billing entries',
+    summary,
+    columns: [
+      { heading: 'WHEN', cell: (e) => e.createdAt },
+      { heading: 'TYPE', cell: (e) => e.type },
+      { heading: 'AMOUNT', cell: (e) => usd(e.amountMicroUsd), right: true },
+      { heading: 'JOB', cell: (e) => e.jobId ?? '-' },
+      { heading: 'TX', cell: (e) => e.txHash ?? '-' },
+    ],
+  });
+  return EXIT.ok;
 }

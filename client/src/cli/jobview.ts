@@ -1,0 +1,29 @@
+import type { Job, JobStatus } from '@gpufarm/shared';
+import { EXIT } from './exit.js';
+import { bytesText, usd } from './format.js';
+
+/** The exit code a finished job stands for: 0 when it COMPLETED, 1 for every other end (FAILED, TIMED_OUT, CANCELED, EXPIRED). */
+export function outcomeExitCode(status: JobStatus): number {
+  return status === 'COMPLETED' ? EXIT.ok : EXIT.jobFailed;
+}
+
+/** A job for people: status, where it ran, what it cost, its hashes and artifacts. */
+export function describeJob(job: Job): string {
+  const rows: [string, string][] = [
+    ['job', job.id],
+    ['status', `${job.status}${job.verificationLevel ? ` (${job.verificationLevel})` : ''}`],
+    ['max cost', `${usd(job.pricing.maxCostMicroUsd)} (estimate ${usd(job.pricing.estimateLowMicroUsd)} to ${usd(job.pricing.estimateHighMicroUsd)})`],
+    ['payment', `${job.payment.maxPayment} base units of ${job.payment.symbol} at most`],
+  ];
+  const a = job.assignment;
+  if (a) {
+    rows.push(['runs on', `${a.gpu.count}× ${a.gpu.model} at ${a.farm.slug} (${a.region}), ${usd(a.pricePerGpuHourMicroUsd)} per GPU-hour`]);
+    if (a.exitCode !== null) rows.push(['exit code', String(a.exitCode)]);
+  }
+  if (job.cost) rows.push(['cost', `${usd(job.cost.totalMicroUsd)} (${job.cost.billableGpuSeconds} GPU-seconds, fee ${usd(job.cost.feeMicroUsd)})`]);
+  if (job.result) rows.push(['result', `${job.result.serverHash ?? 'no output'}${job.result.hashesMatch ? '' : ' (host and server hashes differ)'}`]);
+  if (job.receipt) rows.push(['receipt', `${job.receipt.status}${job.receipt.challengeEndsAt ? `, challenge window ends ${job.receipt.challengeEndsAt}` : ''}`]);
+  for (const art of job.artifacts) rows.push(['artifact', `${art.id} ${art.kind} ${art.filename} ${bytesText(art.sizeBytes)} sha256 ${art.sha256}`]);
+  rows.push(['dashboard', job.links.dashboard]);
+  return rows.map(([name, value]) => `${name.padEnd(10)}${value}`).join('\n') + '\n';
+}
