@@ -45,8 +45,11 @@ export function exitCodeOf(err: unknown): number {
 export function reportError(err: unknown): number {
   const lines: string[] = [];
   if (err instanceof GfError) {
-    lines.push(`gf: ${err.code}${err.status === null ? '' : ` (HTTP ${err.status})`}: ${err.message}`);
-    for (const d of err.details) lines.push(`  ${d.field ? `${d.field}: ` : ''}${d.message}`);
+    // A failure found in a successful answer (integrity) shows no status; an error answer does.
+    const status = err.status !== null && err.status >= 300 ? ` (HTTP ${err.status})` : '';
+    lines.push(`gf: ${err.code}${status}: ${err.message}`);
+    // Detail messages name their field themselves.
+    for (const d of err.details) lines.push(`  ${d.message}`);
     if (err.requestId) lines.push(`  request id: ${err.requestId}`);
     const next = NEXT_STEP[err.code];
     if (next) lines.push(`  next: ${next}`);

@@ -1,0 +1,50 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(import.meta.dirname, '../../..');
+const MAIN = join(ROOT, 'client/src/cli/main.ts');
+// Resolved here, so the CLI runs from any working directory.
+const TSX = import.meta.resolve('tsx');
+
+export interface GfRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface GfHome {
+  /** The HOME (and, unless `xdg` is false, XDG_CONFIG_HOME) the CLI sees. */
+  home: string;
+  configDir: string;
+  env: Record<string, string>;
+}
+
+/** A fresh HOME and XDG_CONFIG_HOME for one test, removed at its end. */
+export function gfHome(t: { teardown(fn: () => unknown): void }): GfHome {
+  const home = mkdtempSync(join(tmpdir(), 'gf-cli-home-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const configDir = join(home, 'xdg');
+  return { home, configDir: join(configDir, 'gpufarm'), env: { HOME: home, XDG_CONFIG_HOME: configDir } };
+}
+
+/**
+ * Runs `gf args` as a child process (node --import tsx main.ts), without the caller's GF_*
+ * variables, with `env` added and `input` on stdin; answers its exit code and output.
+ */
+export function gf(args: string[], options: { env?: Record<string, string>; input?: string; cwd?: string } = {}): Promise<GfRun> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) if (value !== undefined && !name.startsWith('GF_')) env[name] = value;
+  Object.assign(env, options.env);
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(options.input ?? '');
+  });
+}
