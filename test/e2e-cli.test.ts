@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +9,7 @@ import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { jobListSchema, jobSchema, fundConfirmResponseSchema, jobCreatedSchema } from '@gpufarm/shared';
 import { gf, gfHome } from '../client/test/helpers/gf.js';
 import { enrollAgent } from './helpers/agent.js';
-import { canarySpec } from './helpers/jobs.js';
+import { busyboxSpec, canarySpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
 
 /**
@@ -99,4 +99,36 @@ t.test('error: a wallet that is not the key owner’s, or a key file others can 
   const jobsAfter = JSON.parse((await gf(['jobs', 'list', '--json', '--all'], { env })).stdout) as unknown[];
   t.equal(jobsAfter.length, jobsBefore.length, 'no job was created');
   t.ok(existsSync(keyFile));
+});
+
+t.test('behavior: gf run without --fund, then gf jobs fund with a 0600 key file and gf jobs wait; a program exiting non-zero makes gf run exit 1', async (t) => {
+  const home = gfHome(t);
+  const env = customerEnv(home);
+  delete env.GF_WALLET_KEY;
+  const created = await gf(['run', '-f', jobFile, '--json'], { env });
+  t.equal(created.code, 0, created.stderr);
+  const job = jobCreatedSchema.parse(JSON.parse(created.stdout)).job;
+  t.equal(job.status, 'CREATED', 'without --fund the job is only created');
+  const human = await gf(['run', '-f', jobFile], { env });
+  t.match(human.stdout, /Fund it from 0x[0-9a-fA-F]{40} with:\n  .+\n[\s\S]*or run: gf jobs fund job_/);
+
+  const keyFile = join(work, 'owner.key');
+  writeFileSync(keyFile, `${CUSTOMER.privateKey}\n`);
+  chmodSync(keyFile, 0o600);
+  const funded = await gf(['jobs', 'fund', job.id, '--wallet-key-file', keyFile], { env });
+  t.equal(funded.code, 0, funded.stderr);
+  t.match(funded.stdout, `Job ${job.id} is funded and QUEUED.`);
+  t.match(funded.stderr, /mined in block \d+/, 'each funding step is a plain line into a pipe');
+  const waited = await gf(['jobs', 'wait', job.id, '--json'], { env });
+  t.equal(waited.code, 0, waited.stderr);
+  t.equal(jobSchema.parse(JSON.parse(waited.stdout)).status, 'COMPLETED');
+
+  const failing = join(work, 'failing.json');
+  writeFileSync(failing, JSON.stringify(busyboxSpec(market.images, 'echo about to fail; exit 3')));
+  const failed = await gf(['run', '-f', failing, '--fund', '--follow'], { env: customerEnv(home) });
+  t.equal(failed.code, 1, 'a job whose program exited 3 makes gf run exit 1');
+  t.match(failed.stdout, /^about to fail$/m, 'with --follow the job’s stdout lines reach stdout');
+  t.match(failed.stdout, /status\s+COMPLETED/, 'the job itself COMPLETED (a non-zero exit is billed)');
+  t.match(failed.stdout, /exit code\s+3/);
+  t.match(failed.stderr, /\[system\] /, 'system lines go to stderr, marked');
 });

@@ -1,10 +1,14 @@
-import type { Job, JobStatus } from '@gpufarm/shared';
+import type { Job } from '@gpufarm/shared';
 import { EXIT } from './exit.js';
 import { bytesText, usd } from './format.js';
 
-/** The exit code a finished job stands for: 0 when it COMPLETED, 1 for every other end (FAILED, TIMED_OUT, CANCELED, EXPIRED). */
-export function outcomeExitCode(status: JobStatus): number {
-  return status === 'COMPLETED' ? EXIT.ok : EXIT.jobFailed;
+/**
+ * The exit code a finished job stands for: 0 when it COMPLETED and its program exited 0, 1 for
+ * every other end (FAILED, TIMED_OUT, CANCELED, EXPIRED, or COMPLETED with a non-zero exit code:
+ * the run is billed and complete, but the program failed).
+ */
+export function outcomeExitCode(job: Pick<Job, 'status' | 'assignment'>): number {
+  return job.status === 'COMPLETED' && (job.assignment?.exitCode ?? 0) === 0 ? EXIT.ok : EXIT.jobFailed;
 }
 
 /** A job for people: status, where it ran, what it cost, its hashes and artifacts. */

@@ -18,8 +18,8 @@ export interface CommandModule {
 
 const EXIT_CODES_HELP = `
 Exit codes:
-  0  done (for a job: it COMPLETED)
-  1  the job ended FAILED, TIMED_OUT, CANCELED or EXPIRED
+  0  done (for a job: it COMPLETED and its program exited 0)
+  1  the job ended FAILED, TIMED_OUT, CANCELED or EXPIRED, or its program exited non-zero
   2  the command line is wrong (unknown option, bad value, missing file)
   3  the API answered an error, or could not be reached
   4  downloaded bytes do not match their recorded SHA-256

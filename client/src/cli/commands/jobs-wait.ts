@@ -6,7 +6,7 @@ import { createStatusLine } from '../spinner.js';
 
 const optionsSchema = z.object({ timeout: z.coerce.number().int().min(1).optional() });
 
-/** `gf jobs wait JOB`: waits for the job's end; exits 0 when it COMPLETED, 1 for any other end. */
+/** `gf jobs wait JOB`: waits for the job's end; exits 0 when it COMPLETED with exit code 0, else 1. */
 export async function run({ args, opts, global }: CommandInput): Promise<number> {
   const o = parseInput(optionsSchema, opts, 'option');
   const ctx = await openContext(global);
@@ -19,5 +19,5 @@ export async function run({ args, opts, global }: CommandInput): Promise<number>
     .finally(() => status.clear());
   if (ctx.json) printJson(job);
   else process.stdout.write(describeJob(job));
-  return outcomeExitCode(job.status);
+  return outcomeExitCode(job);
 }

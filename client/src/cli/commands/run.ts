@@ -106,7 +106,7 @@ export async function run({ opts, global }: CommandInput): Promise<number> {
     const downloads = o.download && job.status === 'COMPLETED' ? await downloadAll(ctx, job, resolve(o.download)) : [];
     if (ctx.json) printJson({ object: 'gf.run', created, funding: confirmation, job, downloads } satisfies RunReport);
     else process.stdout.write(describeJob(job));
-    return outcomeExitCode(job.status);
+    return outcomeExitCode(job);
   } finally {
     status.clear();
   }
