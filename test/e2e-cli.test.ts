@@ -110,7 +110,7 @@ t.test('behavior: gf run without --fund, then gf jobs fund with a 0600 key file 
   const job = jobCreatedSchema.parse(JSON.parse(created.stdout)).job;
   t.equal(job.status, 'CREATED', 'without --fund the job is only created');
   const human = await gf(['run', '-f', jobFile], { env });
-  t.match(human.stdout, /Fund it from 0x[0-9a-fA-F]{40} with:\n  .+\n[\s\S]*or run: gf jobs fund job_/);
+  t.match(human.stdout, /Fund it from 0x[0-9a-fA-F]{40} with:\n {2}.+\n[\s\S]*or run: gf jobs fund job_/);
 
   const keyFile = join(work, 'owner.key');
   writeFileSync(keyFile, `${CUSTOMER.privateKey}\n`);
