@@ -11,7 +11,7 @@ import { createFarm, createMachine } from '../../control-plane/src/fleet/factori
 import { VERSION } from '../src/cli/version.js';
 import { createClient } from '../src/index.js';
 import { listening } from './helpers/control-plane.js';
-import { gf, gfHome } from './helpers/gf.js';
+import { gf, gfCommandLine, gfHome } from './helpers/gf.js';
 
 const run = promisify(execFile);
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
@@ -216,6 +216,14 @@ t.test('behavior: artifacts get writes the verified file; bytes changed on disk 
   t.same(readFileSync(join(out, 'weights.bin')), bytes);
   const json = await gf(['artifacts', 'get', uploaded.id, '-o', join(out, 'copy.bin'), '--json'], { env });
   t.same(JSON.parse(json.stdout), { artifactId: uploaded.id, path: join(out, 'copy.bin'), sizeBytes: bytes.length, sha256: uploaded.sha256, verified: true });
+
+  // On a terminal (script(1) gives it one) the download draws a bar with bytes, rate and ETA.
+  const onTty = await run('script', ['-qec', gfCommandLine(['artifacts', 'get', uploaded.id, '-o', join(out, 'tty.bin')]).map((a) => `'${a}'`).join(' '), '/dev/null'], { env: { ...process.env, ...env } });
+  const ESC = '\x1b';
+  t.match(onTty.stdout, new RegExp(`\r${ESC}\\[2Kart_\\S+ \\[█+░*\\] [\\d.]+ KiB/[\\d.]+ KiB [\\d.]+ (B|KiB|MiB)/s`), 'a progress bar is drawn in place');
+  t.match(onTty.stdout, `sha256 ${uploaded.sha256} (verified)`);
+  t.notOk(got.stderr.includes(ESC) || got.stderr.includes('█'), 'into a pipe: no bar, no control codes');
+  rmSync(join(out, 'tty.bin'));
 
   const changed = Buffer.from(bytes);
   changed[3] = changed[3]! ^ 0xff;

@@ -29,6 +29,11 @@ export function gfHome(t: { teardown(fn: () => unknown): void }): GfHome {
   return { home, configDir: join(configDir, 'gpufarm'), env: { HOME: home, XDG_CONFIG_HOME: configDir } };
 }
 
+/** The command line that runs `gf args` (for `script`, which gives it a terminal). */
+export function gfCommandLine(args: string[]): string[] {
+  return [process.execPath, '--import', TSX, MAIN, ...args];
+}
+
 /**
  * Runs `gf args` as a child process (node --import tsx main.ts), without the caller's GF_*
  * variables, with `env` added and `input` on stdin; answers its exit code and output.
@@ -38,7 +43,8 @@ export function gf(args: string[], options: { env?: Record<string, string>; inpu
   for (const [name, value] of Object.entries(process.env)) if (value !== undefined && !name.startsWith('GF_')) env[name] = value;
   Object.assign(env, options.env);
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ['--import', TSX, MAIN, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const [node, ...argv] = gfCommandLine(args);
+    const child = spawn(node!, argv, { cwd: options.cwd ?? ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
