@@ -7,7 +7,8 @@ import { stringify } from 'yaml';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { jobListSchema, jobSchema, fundConfirmResponseSchema, jobCreatedSchema } from '@gpufarm/shared';
-import { gf, gfHome } from '../client/test/helpers/gf.js';
+import { spawn } from 'node:child_process';
+import { gf, gfCommandLine, gfHome } from '../client/test/helpers/gf.js';
 import { enrollAgent } from './helpers/agent.js';
 import { busyboxSpec, canarySpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
@@ -131,4 +132,33 @@ t.test('behavior: gf run without --fund, then gf jobs fund with a 0600 key file 
   t.match(failed.stdout, /status\s+COMPLETED/, 'the job itself COMPLETED (a non-zero exit is billed)');
   t.match(failed.stdout, /exit code\s+3/);
   t.match(failed.stderr, /\[system\] /, 'system lines go to stderr, marked');
+});
+
+t.test('behavior: Ctrl-C while gf run waits stops gf with 130 and says how to pick the job up; the job keeps running', async (t) => {
+  const home = gfHome(t);
+  const sleeper = join(work, 'sleeper.json');
+  writeFileSync(sleeper, JSON.stringify(busyboxSpec(market.images, 'echo started; sleep 15')));
+  const [node, ...argv] = gfCommandLine(['run', '-f', sleeper, '--fund', '--follow']);
+  const child = spawn(node!, argv, { env: { ...process.env, ...customerEnv(home) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const started = new Promise<void>((resolve) =>
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+      if (stdout.includes('started')) resolve();
+    }),
+  );
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  await Promise.race([started, exited]);
+  child.kill('SIGINT');
+  const code = await exited;
+  t.equal(code, 130, `exit 130 (stderr: ${stderr.slice(-1000)})`);
+  const jobId = /created job (job_\w+)/.exec(stderr)?.[1];
+  t.ok(jobId, 'the job id was printed');
+  t.match(stderr, `Stopped waiting; job ${jobId} keeps running. Pick it up with: gf logs -f ${jobId} or gf jobs wait ${jobId}`);
+  const job = await gf(['jobs', 'get', jobId!, '--json'], { env: customerEnv(home) });
+  t.equal(jobSchema.parse(JSON.parse(job.stdout)).status, 'RUNNING', 'the job keeps running');
+  const waited = await gf(['jobs', 'wait', jobId!], { env: customerEnv(home) });
+  t.equal(waited.code, 0, 'gf jobs wait picks it up to its end');
 });

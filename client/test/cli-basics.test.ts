@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -48,6 +48,7 @@ t.test('error: a wrong command line exits 2 and says why on stderr', async (t) =
     [['jobs', 'list', '--status', 'SLEEPING'], /--status/],
     [['run', '-f', '/nonexistent/job.yaml'], /Cannot read the job file \/nonexistent\/job.yaml: ENOENT/],
     [['logs'], /missing required argument 'job'/],
+    [['run', '-f', 'job.yaml', '--follow'], /--follow needs --fund/],
     [['nosuch'], /unknown command 'nosuch'/],
     [['--endpoint', 'not a url', 'pricing'], /--endpoint: Invalid URL/],
   ];
@@ -123,6 +124,12 @@ t.test('behavior: login verifies the key, stores it 0600 in the XDG config with 
   t.match(viaEnv.stderr, /next: Check the endpoint/);
   me = await whoami(['--endpoint', s.baseUrl], { GF_ENDPOINT: unreachable });
   t.match(me, { endpoint: s.baseUrl, endpointSource: 'flag' }, '--endpoint beats GF_ENDPOINT');
+
+  chmodSync(file, 0o644);
+  const loose = await gf(['whoami'], { env: home.env });
+  t.equal(loose.code, 0, 'a config others can read is still used');
+  t.match(loose.stderr, `readable by others (mode 0644); run: chmod 600 ${file}`);
+  chmodSync(file, 0o600);
 
   const home2 = gfHome(t);
   const noXdg = { HOME: home2.home };

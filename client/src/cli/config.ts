@@ -1,4 +1,4 @@
-import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -30,6 +30,10 @@ export async function readConfig(path = configPath()): Promise<ConfigFile> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { profiles: {} };
     throw err;
+  }
+  const { mode } = await stat(path);
+  if ((mode & 0o077) !== 0) {
+    process.stderr.write(`gf: warning: ${path} holds API keys and is readable by others (mode ${(mode & 0o777).toString(8).padStart(4, '0')}); run: chmod 600 ${path}\n`);
   }
   const { parse } = await import('smol-toml');
   let raw: unknown;

@@ -24,6 +24,7 @@ Exit codes:
   3  the API answered an error, or could not be reached
   4  downloaded bytes do not match their recorded SHA-256
   5  the wallet or the chain failed (key file, wrong chain or account, transaction)
+  130  Ctrl-C stopped gf run while it waited (the job keeps running)
 
 Configuration: $XDG_CONFIG_HOME/gpufarm/config.toml (default ~/.config/gpufarm/config.toml), written by gf login.
 Precedence: --api-key > GF_API_KEY > profile; --endpoint > GF_ENDPOINT > profile > http://127.0.0.1:8080.`;

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { DownloadResult } from '../../download.js';
 import { GfError } from '../../errors.js';
 import { openContext, parseInput, printJson, type Context } from '../context.js';
-import { EXIT } from '../exit.js';
+import { EXIT, UsageError } from '../exit.js';
 import { usd } from '../format.js';
 import { readJobFile } from '../jobfile.js';
 import { describeJob, outcomeExitCode } from '../jobview.js';
@@ -35,8 +35,8 @@ interface RunReport {
 }
 
 /** Prints the lines of a job until it ends (to stderr with --json, so stdout stays one document). */
-async function followToEnd(ctx: Context, jobId: string): Promise<void> {
-  const lines = ctx.client.followLogs(jobId, {});
+async function followToEnd(ctx: Context, jobId: string, signal: AbortSignal): Promise<void> {
+  const lines = ctx.client.followLogs(jobId, { signal });
   for (;;) {
     const next = await lines.next();
     if (next.done) return;
@@ -69,6 +69,8 @@ async function downloadAll(ctx: Context, job: Job, dir: string): Promise<Downloa
  */
 export async function run({ opts, global }: CommandInput): Promise<number> {
   const o = parseInput(optionsSchema, opts, 'option');
+  const needFund = (['follow', 'download', 'detach'] as const).filter((name) => o[name] !== undefined && !o.fund);
+  if (needFund.length > 0) throw new UsageError(`--${needFund[0]} needs --fund: an unfunded job does not run.`, 'Add --fund, or fund it later with gf jobs fund JOB and use gf logs -f / gf jobs wait.');
   const spec = await readJobFile(o.file);
   const ctx = await openContext(global);
   const fund = o.fund ? await (await import('../funding.js')).prepareFunding(ctx, { keyFile: o.walletKeyFile, rpcUrl: o.rpcUrl }) : null;
@@ -100,8 +102,22 @@ export async function run({ opts, global }: CommandInput): Promise<number> {
       else process.stdout.write(describeJob(job));
       return EXIT.ok;
     }
-    if (o.follow) await followToEnd(ctx, jobId);
-    const job = await ctx.client.waitForJob(jobId, { initialIntervalMs: o.follow ? 500 : undefined, onPoll: (j) => status.set(`job ${jobId} is ${j.status}`) });
+    // Ctrl-C stops following and waiting, not the job: say how to pick it up again.
+    const interrupt = new AbortController();
+    const onInterrupt = () => interrupt.abort();
+    process.once('SIGINT', onInterrupt);
+    let job: Job;
+    try {
+      if (o.follow) await followToEnd(ctx, jobId, interrupt.signal);
+      job = await ctx.client.waitForJob(jobId, { signal: interrupt.signal, initialIntervalMs: o.follow ? 500 : undefined, onPoll: (j) => status.set(`job ${jobId} is ${j.status}`) });
+    } catch (err) {
+      if (!interrupt.signal.aborted) throw err;
+      status.clear();
+      process.stderr.write(`Stopped waiting; job ${jobId} keeps running. Pick it up with: gf logs -f ${jobId} or gf jobs wait ${jobId}\n`);
+      return EXIT.interrupted;
+    } finally {
+      process.off('SIGINT', onInterrupt);
+    }
     status.clear();
     const downloads = o.download && job.status === 'COMPLETED' ? await downloadAll(ctx, job, resolve(o.download)) : [];
     if (ctx.json) printJson({ object: 'gf.run', created, funding: confirmation, job, downloads } satisfies RunReport);
