@@ -31,7 +31,8 @@ export function gfHome(t: { teardown(fn: () => unknown): void }): GfHome {
 
 /** The command line that runs `gf args` (for `script`, which gives it a terminal). */
 export function gfCommandLine(args: string[]): string[] {
-  return [process.execPath, '--import', TSX, MAIN, ...args];
+  // The source condition resolves workspace packages to their TypeScript, as npm's runs do here.
+  return [process.execPath, '--conditions=@gpufarm/source', '--import', TSX, MAIN, ...args];
 }
 
 /**
