@@ -160,3 +160,15 @@ t.test('behavior: a download that breaks off asks for a new URL and goes on with
   t.same(events.filter((e) => e.url.includes('/files/')).map((e) => e.status), [200, 206]);
   t.same(readdirSync(s.out), ['big.bin']);
 });
+
+t.test('behavior: downloadArtifact reports progress as bytes arrive, ending at the recorded size', async (t) => {
+  const { gf, out } = await setup(t);
+  const bytes = randomBytes(1024 * 1024);
+  const uploaded = await gf.artifacts.upload(bytes);
+  const seen: [number, number][] = [];
+  await gf.downloadArtifact(uploaded.id, join(out, 'big.bin'), { onProgress: (received, total) => seen.push([received, total]) });
+  t.ok(seen.length > 1, 'more than one report for a 1 MiB download');
+  t.ok(seen.every(([, total]) => total === bytes.length), 'the total is the recorded size');
+  t.ok(seen.every(([received], i) => i === 0 || received > seen[i - 1]![0]), 'received only grows');
+  t.same(seen.at(-1), [bytes.length, bytes.length], 'the last report is the whole file');
+});
