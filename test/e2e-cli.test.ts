@@ -87,6 +87,11 @@ t.test('error: a wallet that is not the key owner’s, or a key file others can 
   t.equal(mismatch.stdout, '', 'nothing on stdout');
   t.equal(await market.publicClient.getTransactionCount({ address: other.address }), nonceBefore, 'no transaction was sent');
 
+  const rpcDown = await gf(['run', '-f', jobFile, '--fund', '--rpc-url', 'http://127.0.0.1:9'], { env: customerEnv(home) });
+  t.equal(rpcDown.code, 5, 'a chain RPC that does not answer exits 5');
+  t.match(rpcDown.stderr, /gf: wallet: Funding job job_\w+ failed on the chain: The wallet's chain did not answer its chain id/);
+  t.match(rpcDown.stderr, /next: Check the wallet's balance and the RPC \(http:\/\/127\.0\.0\.1:9\), then run gf jobs fund job_\w+\./);
+
   const keyFile = join(work, 'wallet.key');
   writeFileSync(keyFile, `${CUSTOMER.privateKey}\n`, { mode: 0o644 });
   const jobsBefore = JSON.parse((await gf(['jobs', 'list', '--json', '--all'], { env: customerEnv(home) })).stdout) as unknown[];

@@ -27,20 +27,29 @@ function stepText(jobId: string, step: FundStep): string {
 
 /**
  * Loads the wallet key (before anything is created or sent, so a bad key file fails first) and
- * answers the function that funds a job with it. A chain-side failure that is not an API answer
- * (a refused or reverted transaction, an RPC down) becomes a wallet error (exit 5).
+ * answers the function that funds a job with it. A failure while the funding calls go to the
+ * chain (the RPC down, a refused or reverted transaction) is a wallet error (exit 5), as are
+ * `wallet_mismatch` and `wrong_chain`; the API's answers before and after keep their codes.
  */
 export async function prepareFunding(ctx: Context, options: { keyFile: string | undefined; rpcUrl: string | undefined }) {
   const key = await loadWalletKey(options.keyFile);
   return async (client: GfClient, jobId: string, status: StatusLine): Promise<FundConfirmResponse> => {
     const { chainId } = await client.index();
     const wallet = await openWallet(key, chainId, ctx.rpcUrl(options.rpcUrl));
+    // Calls still to send or skip; null until the funding calls are known.
+    let callsLeft: number | null = null;
+    const onStep = (step: FundStep) => {
+      if (step.kind === 'funding') callsLeft = step.funding.calls.length;
+      if (step.kind === 'mined' || step.kind === 'skipped') callsLeft = (callsLeft ?? 1) - 1;
+      status.set(stepText(jobId, step));
+    };
     try {
-      return await fundJob(client, jobId, wallet, { onStep: (step) => status.set(stepText(jobId, step)) });
+      return await fundJob(client, jobId, wallet, { onStep });
     } catch (err) {
-      if (err instanceof GfError && (err.status !== null || err.code !== 'conflict')) throw err;
-      const message = err instanceof GfError ? err.message : ((err as { shortMessage?: string }).shortMessage ?? (err instanceof Error ? err.message.split('\n')[0]! : String(err)));
-      throw new WalletError(`Funding job ${jobId} failed on the chain: ${message}`, `Check the wallet's balance and the RPC, then run gf jobs fund ${jobId}.`, { cause: err });
+      const onChain = callsLeft !== null && callsLeft > 0;
+      if (!onChain || (err instanceof GfError && (err.code === 'wallet_mismatch' || err.code === 'wrong_chain'))) throw err;
+      const message = err instanceof Error ? ((err as { shortMessage?: string }).shortMessage ?? err.message.split('\n')[0]!) : String(err);
+      throw new WalletError(`Funding job ${jobId} failed on the chain: ${message}`, `Check the wallet's balance and the RPC (${ctx.rpcUrl(options.rpcUrl)}), then run gf jobs fund ${jobId}.`, { cause: err });
     }
   };
 }
