@@ -6,7 +6,7 @@ import t from 'tap';
 import { stringify } from 'yaml';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
-import { jobListSchema, jobSchema, fundConfirmResponseSchema, jobCreatedSchema } from '@gpufarm/shared';
+import { jobListSchema, jobSchema, fundConfirmResponseSchema, jobCreatedSchema, logListSchema } from '@gpufarm/shared';
 import { spawn } from 'node:child_process';
 import { gf, gfCommandLine, gfHome } from '../client/test/helpers/gf.js';
 import { enrollAgent } from './helpers/agent.js';
@@ -69,6 +69,11 @@ t.test('behavior: gf run --fund --follow --download --json runs the canary end t
   t.equal(followed.code, 0, followed.stderr);
   const lines = followed.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: number; stream: string });
   t.ok(lines.length > 0 && lines.every((l, i) => i === 0 || l.id > lines[i - 1]!.id), 'logs -f --json is one log line per output line, in order, ending with the job');
+  const page = logListSchema.parse(JSON.parse((await gf(['logs', job.id, '--json'], { env: customerEnv(home) })).stdout));
+  t.same(page.data.map((l) => l.id), lines.map((l) => l.id), 'logs --json is one log list object holding every line');
+  t.equal(page.jobStatus, 'COMPLETED');
+  const since = await gf(['logs', job.id, '--json', '--since', String(lines.at(-2)!.id)], { env: customerEnv(home) });
+  t.same(logListSchema.parse(JSON.parse(since.stdout)).data.map((l) => l.id), [lines.at(-1)!.id], '--since starts after the cursor');
 
   const listed = await gf(['jobs', 'list', '--json', '--status', 'COMPLETED'], { env: customerEnv(home) });
   t.ok(jobListSchema.parse(JSON.parse(listed.stdout)).data.some((j) => j.id === job.id));

@@ -11,7 +11,7 @@ import { createFarm, createMachine } from '../../control-plane/src/fleet/factori
 import { VERSION } from '../src/cli/version.js';
 import { createClient } from '../src/index.js';
 import { listening } from './helpers/control-plane.js';
-import { gf, gfCommandLine, gfHome } from './helpers/gf.js';
+import { gf, gfHome, gfOnTerminal } from './helpers/gf.js';
 
 const run = promisify(execFile);
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
@@ -183,6 +183,11 @@ t.test('behavior: capacity, pricing, jobs and billing print tables; --json is th
   const waited = await gf(['jobs', 'wait', first.job.id], { env });
   t.equal(waited.code, 1, 'waiting on a CANCELED job exits 1');
   t.match(waited.stdout, /status\s+CANCELED/);
+  t.match(waited.stderr, `job ${first.job.id} is CANCELED\n`, 'into a pipe the status is a plain line');
+  // On a terminal (script(1) gives it one) the status line has a spinner and is redrawn in place.
+  const onTty = await gfOnTerminal(['jobs', 'wait', first.job.id], { env });
+  t.equal(onTty.code, 1);
+  t.ok(onTty.stdout.includes(`\r\x1b[2K⠋ job ${first.job.id} is CANCELED`), 'a spinner frame and the status, drawn in place');
 
   const billing = await gf(['billing', '--json'], { env });
   t.ok(billingListSchema.safeParse(JSON.parse(billing.stdout)).success);
@@ -225,7 +230,8 @@ t.test('behavior: artifacts get writes the verified file; bytes changed on disk 
   t.same(JSON.parse(json.stdout), { artifactId: uploaded.id, path: join(out, 'copy.bin'), sizeBytes: bytes.length, sha256: uploaded.sha256, verified: true });
 
   // On a terminal (script(1) gives it one) the download draws a bar with bytes, rate and ETA.
-  const onTty = await run('script', ['-qec', gfCommandLine(['artifacts', 'get', uploaded.id, '-o', join(out, 'tty.bin')]).map((a) => `'${a}'`).join(' '), '/dev/null'], { env: { ...process.env, ...env } });
+  const onTty = await gfOnTerminal(['artifacts', 'get', uploaded.id, '-o', join(out, 'tty.bin')], { env });
+  t.equal(onTty.code, 0);
   const ESC = '\x1b';
   t.match(onTty.stdout, new RegExp(`\r${ESC}\\[2Kart_\\S+ \\[█+░*\\] [\\d.]+ KiB/[\\d.]+ KiB [\\d.]+ (B|KiB|MiB)/s`), 'a progress bar is drawn in place');
   t.match(onTty.stdout, `sha256 ${uploaded.sha256} (verified)`);

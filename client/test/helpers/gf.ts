@@ -40,12 +40,27 @@ export function gfCommandLine(args: string[]): string[] {
  * variables, with `env` added and `input` on stdin; answers its exit code and output.
  */
 export function gf(args: string[], options: { env?: Record<string, string>; input?: string; cwd?: string } = {}): Promise<GfRun> {
+  return runGf(gfCommandLine(args), options);
+}
+
+/**
+ * Runs `gf args` on a terminal: script(1) gives it a pseudo-terminal, whose output (stdout and
+ * stderr together, with control codes) is `stdout`.
+ */
+export function gfOnTerminal(args: string[], options: { env?: Record<string, string> } = {}): Promise<GfRun> {
+  const line = gfCommandLine(args)
+    .map((a) => `'${a.replaceAll("'", "'\\''")}'`)
+    .join(' ');
+  return runGf(['script', '-qec', line, '/dev/null'], options);
+}
+
+function runGf(commandLine: string[], options: { env?: Record<string, string>; input?: string; cwd?: string }): Promise<GfRun> {
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(process.env)) if (value !== undefined && !name.startsWith('GF_')) env[name] = value;
   Object.assign(env, options.env);
   return new Promise((resolvePromise, reject) => {
-    const [node, ...argv] = gfCommandLine(args);
-    const child = spawn(node!, argv, { cwd: options.cwd ?? ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const [command, ...argv] = commandLine;
+    const child = spawn(command!, argv, { cwd: options.cwd ?? ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
