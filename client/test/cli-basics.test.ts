@@ -131,6 +131,13 @@ t.test('behavior: login verifies the key, stores it 0600 in the XDG config with 
   t.match(loose.stderr, `readable by others (mode 0644); run: chmod 600 ${file}`);
   chmodSync(file, 0o600);
 
+  // On a terminal without --api-key, gf login asks for the key.
+  const home3 = gfHome(t);
+  const prompted = await gfOnTerminal(['login', '--endpoint', s.baseUrl, '--profile', 'typed'], { env: home3.env, input: `${other.key}\r` });
+  t.equal(prompted.code, 0, prompted.stdout);
+  t.match(prompted.stdout, `API key for ${s.baseUrl}: `);
+  t.match(readFileSync(join(home3.configDir, 'config.toml'), 'utf8'), `[profiles.typed]\nendpoint = "${s.baseUrl}"\napi_key = "${other.key}"`);
+
   const home2 = gfHome(t);
   const noXdg = { HOME: home2.home };
   const plain = await gf(['login', '--endpoint', s.baseUrl, '--api-key', s.key], { env: noXdg });

@@ -47,7 +47,7 @@ export function gf(args: string[], options: { env?: Record<string, string>; inpu
  * Runs `gf args` on a terminal: script(1) gives it a pseudo-terminal, whose output (stdout and
  * stderr together, with control codes) is `stdout`.
  */
-export function gfOnTerminal(args: string[], options: { env?: Record<string, string> } = {}): Promise<GfRun> {
+export function gfOnTerminal(args: string[], options: { env?: Record<string, string>; input?: string } = {}): Promise<GfRun> {
   const line = gfCommandLine(args)
     .map((a) => `'${a.replaceAll("'", "'\\''")}'`)
     .join(' ');
