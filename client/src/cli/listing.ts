@@ -1,5 +1,4 @@
-import type { Context } from './context.js';
-import { printJson } from './context.js';
+import { printJson, type Context } from './context.js';
 import { renderTable, type Column } from './table.js';
 
 export interface ListingOptions<T, P extends { data: T[]; nextCursor: string | null }> {

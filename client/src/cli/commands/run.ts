@@ -64,8 +64,8 @@ async function downloadAll(ctx: Context, job: Job, dir: string): Promise<Downloa
 /**
  * `gf run -f FILE`: creates the job (with an Idempotency-Key, so a retry makes no second job).
  * With --fund it funds the job from the wallet, follows its logs (--follow) or waits for it,
- * downloads and verifies its artifacts (--download DIR) and exits with its outcome: 0 when it
- * COMPLETED, 1 for any other end. Without --fund it prints the job and how to fund it.
+ * downloads and verifies its artifacts (--download DIR) and exits with its outcome (see
+ * `outcomeExitCode`). Without --fund it prints the job and how to fund it.
  */
 export async function run({ opts, global }: CommandInput): Promise<number> {
   const o = parseInput(optionsSchema, opts, 'option');
