@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { listening } from '../client/test/helpers/control-plane.js';
 import { buildTestApp } from '../control-plane/test/helpers/app.js';
 import { openBrowserPage } from './helpers/browser.js';
+import { until } from './helpers/wait.js';
 
 /** axe findings of moderate impact in Swagger UI's markup, which the page cannot change. */
 const KNOWN_MODERATE_FINDINGS = ['heading-order', 'region'];
@@ -49,11 +50,14 @@ t.test('GET /docs in Chromium: Swagger UI renders the live document from this or
   // Expanding an operation renders its parameters, request body and every documented response.
   const createJob = page.locator('.opblock-post', { has: page.locator('.opblock-summary-path[data-path="/v1/jobs"]') });
   await createJob.locator('.opblock-summary-control').click();
-  await createJob.locator('.opblock-body').waitFor();
-  t.ok(await createJob.locator('tr[data-param-name="Idempotency-Key"]').isVisible(), 'the Idempotency-Key header parameter is shown');
-  t.ok(await createJob.locator('.opblock-section-request-body').isVisible(), 'the request body is shown');
-  const codes = await createJob.locator('tr.response').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-code')));
-  t.same(codes.sort(), Object.keys(document.paths['/v1/jobs']?.post?.responses ?? {}).sort(), 'every documented response of POST /v1/jobs is shown');
+  // Swagger UI resolves the operation's schemas after the click and renders the body in steps.
+  await t.resolves(createJob.locator('tr[data-param-name="Idempotency-Key"]').waitFor(), 'the Idempotency-Key header parameter is shown');
+  await t.resolves(createJob.locator('.opblock-section-request-body').waitFor(), 'the request body is shown');
+  const documentedCodes = Object.keys(document.paths['/v1/jobs']?.post?.responses ?? {}).sort();
+  const responseRows = createJob.locator('tr.response');
+  await until(async () => (await responseRows.count()) >= documentedCodes.length, `${documentedCodes.length} response rows`, { timeoutMs: 30_000, describe: async () => `${await responseRows.count()} rows` });
+  const codes = await responseRows.evaluateAll((rows) => rows.map((row) => row.getAttribute('data-code')));
+  t.same(codes.sort(), documentedCodes, 'every documented response of POST /v1/jobs is shown');
 
   t.ok(existsSync(await browser.screenshot('expanded-create-job')), 'a screenshot of the whole page is kept');
 

@@ -77,6 +77,8 @@ export async function openBrowserPage(t: TestContext): Promise<BrowserPage> {
   const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
   t.teardown(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  // The suite runs test files side by side on few cores; Playwright's 30 s default is tight there.
+  context.setDefaultTimeout(60_000);
   const page = await context.newPage();
   const recorded: Omit<BrowserPage, 'page' | 'screenshot' | 'axe'> = { consoleErrors: [], cspViolations: [], requests: [], failedRequests: [] };
 
