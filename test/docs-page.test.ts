@@ -32,7 +32,8 @@ t.test('GET /docs in Chromium: Swagger UI renders the live document from this or
 
   t.equal(await page.title(), 'gpufarm API reference');
   t.equal(await page.locator('html').getAttribute('lang'), 'en');
-  t.match(await page.locator('.info .title').textContent(), /^gpufarm API/, 'the title from the document');
+  t.equal(document.info.title, 'gpufarm API');
+  t.ok((await page.locator('.info .title').textContent())?.startsWith(document.info.title), 'the title from the document');
   t.equal((await page.locator('.info .title .version').first().textContent())?.trim(), SERVICE_VERSION, 'the service version from the document');
   t.equal(document.info.version, SERVICE_VERSION);
 
