@@ -24,6 +24,7 @@ import {
   type JobCreated,
   type JobList,
   type JobStatus,
+  type LogLine,
   type LogList,
   type LogStream,
   type Pricing,
@@ -33,6 +34,8 @@ import type { z } from 'zod';
 import { GfError } from './errors.js';
 import { downloadArtifact, type DownloadOptions, type DownloadResult } from './download.js';
 import { createTransport, newIdempotencyKey, type Query, type TransportOptions } from './transport.js';
+import { followLogs, type FollowLogsEnd, type FollowLogsOptions } from './follow.js';
+import { fundJob, type FundingWallet, type FundJobOptions } from './fund.js';
 import { waitForJob, type WaitOptions } from './wait.js';
 
 export type ClientOptions = TransportOptions;
@@ -151,7 +154,7 @@ export function createClient(options: ClientOptions) {
           retry: false,
         })
       ).body,
-    logs: (jobId: string, query: LogQuery = {}): Promise<LogList> => get(`/v1/jobs/${id(jobId)}/logs`, logListSchema, { ...query }),
+    logs: (jobId: string, query: LogQuery = {}, opts: { signal?: AbortSignal } = {}): Promise<LogList> => get(`/v1/jobs/${id(jobId)}/logs`, logListSchema, { ...query }, opts.signal),
   };
 
   const artifacts = {
@@ -194,6 +197,15 @@ export function createClient(options: ClientOptions) {
     billing,
     /** Polls a job until it reaches a final status; see `WaitOptions`. */
     waitForJob: (jobId: string, opts: WaitOptions = {}): Promise<Job> => waitForJob((signal) => jobs.get(jobId, { signal }), jobId, opts),
+    /**
+     * Every log line of a job from `opts.cursor` (or the start) until the job has ended, over the
+     * live stream (resumed after a dropped connection, polling when no stream is served); the
+     * generator returns `{ jobStatus, nextCursor }`. See `FollowLogsOptions`.
+     */
+    followLogs: (jobId: string, opts: FollowLogsOptions = {}): AsyncGenerator<LogLine, FollowLogsEnd, undefined> =>
+      followLogs({ openStream: transport.openStream, logs: (job, query, signal) => jobs.logs(job, query, { signal }) }, jobId, opts),
+    /** Funds a job's escrow from `wallet` and confirms it; see the module function `fundJob`. */
+    fundJob: (job: string | Pick<Job, 'id'>, wallet: FundingWallet, opts: FundJobOptions = {}): Promise<FundConfirmResponse> => fundJob({ index: client.index, jobs }, job, wallet, opts),
     /** Downloads an artifact to `destPath`, verified against its recorded SHA-256; see `DownloadOptions`. */
     downloadArtifact: (artifactId: string, destPath: string, opts: DownloadOptions = {}): Promise<DownloadResult> =>
       downloadArtifact({ location: artifacts.location, fetch: transport.fetch, onRequest: options.onRequest }, artifactId, destPath, opts),

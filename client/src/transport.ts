@@ -122,6 +122,11 @@ function answerError(res: Response, body: unknown, what: string): GfError {
   return new GfError(code, `${what} answered HTTP ${status} without an error envelope.`, { status, requestId: res.headers.get('x-request-id'), retryable, retryAfterMs: retryAfter });
 }
 
+/** The error a non-success answer whose body is still unread stands for (see `answerError`). */
+export async function failureOf(res: Response, what: string): Promise<GfError> {
+  return answerError(res, parseBody(await res.text().catch(() => '')), what);
+}
+
 /**
  * The HTTP edge of the client: API key, JSON bodies, timeouts, retries with jittered backoff
  * (honouring `Retry-After`), and every answer checked against its schema.
@@ -183,6 +188,36 @@ export function createTransport(options: TransportOptions) {
     }
   }
 
+  /**
+   * Opens a long-lived GET such as a Server-Sent Events stream, once (no retries: the caller
+   * resumes on its own terms). Answers the response as soon as its head arrived, whatever its
+   * status; `timeoutMs` covers the head only, the caller reads or cancels the body.
+   */
+  async function openStream(call: { path: string; query?: Query; headers?: Record<string, string>; signal?: AbortSignal }, attemptNo = 0): Promise<Response> {
+    const url = `${baseUrl}${call.path}${queryString(call.query)}`;
+    const what = `GET ${call.path}`;
+    const headTimeout = new AbortController();
+    const timer = setTimeout(() => headTimeout.abort(), timeoutMs);
+    const signal = call.signal ? AbortSignal.any([call.signal, headTimeout.signal]) : headTimeout.signal;
+    const headers: Record<string, string> = { accept: 'text/event-stream', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}), ...call.headers };
+    const started = performance.now();
+    let status: number | null = null;
+    let requestId: string | null = null;
+    try {
+      const res = await doFetch(url, { method: 'GET', headers, redirect: 'manual', signal });
+      status = res.status;
+      requestId = res.headers.get('x-request-id');
+      return res;
+    } catch (err) {
+      if (call.signal?.aborted) throw err;
+      if (headTimeout.signal.aborted) throw new GfError('timeout', `${what} got no answer within ${timeoutMs} ms. Retry later or raise the timeout.`, { retryable: true, cause: err });
+      throw new GfError('network_error', `${what} could not reach ${baseUrl}: ${err instanceof Error ? err.message : String(err)}. Check the address and the network.`, { retryable: true, cause: err });
+    } finally {
+      clearTimeout(timer);
+      options.onRequest?.({ method: 'GET', url, status, requestId, attempt: attemptNo, durationMs: performance.now() - started });
+    }
+  }
+
   /** Sends a call, retrying it when `call.retry` allows and the failure is retryable. */
   async function request<T>(call: CallOptions<T>): Promise<Answer<T>> {
     const url = `${baseUrl}${call.path}${queryString(call.query)}`;
@@ -196,7 +231,7 @@ export function createTransport(options: TransportOptions) {
     }
   }
 
-  return { baseUrl, request, fetch: doFetch, timeoutMs };
+  return { baseUrl, request, openStream, fetch: doFetch, timeoutMs };
 }
 
 export type Transport = ReturnType<typeof createTransport>;
