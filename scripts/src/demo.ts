@@ -1,12 +1,11 @@
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { createPublicClient, createWalletClient, http, type Hash, type Hex } from 'viem';
+import { createPublicClient, createWalletClient, http } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { apiRequest, type HttpAnswer } from '@gpufarm/client';
-import { canaryResult, formatMicroUsd, GpufarmError, isTerminalStatus, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
+import { createClient, GfError, type JobSpec, type FollowLogsEnd, type FundStep } from '@gpufarm/client';
+import { canaryResult, formatMicroUsd, GpufarmError, type JobStatus } from '@gpufarm/shared';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
 import { chainFile, LOCAL_CUSTOMER } from './chain/local-chain.js';
@@ -53,22 +52,31 @@ class Progress {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface Api {
-  url: string;
-  key: string;
-}
-
-async function call<T>(api: Api, method: string, path: string, body?: unknown): Promise<HttpAnswer<T>> {
-  try {
-    return await apiRequest<T>(api.url, api.key, method, path, { body });
-  } catch (err) {
-    throw new DemoError(`${method} ${path}: the control plane at ${api.url} does not answer (${(err as Error).message}); is npm start still running?`);
+/** What to do next when an SDK call fails, by its code; the SDK's own message says what happened. */
+function nextStep(err: GfError, url: string): string {
+  switch (err.code) {
+    case 'network_error':
+    case 'timeout':
+      return `is npm start still running at ${url}?`;
+    case 'wallet_mismatch':
+      return 'unset GF_API_KEY or use a key of the demo wallet.';
+    case 'integrity_error':
+      return 'the download does not match its recorded hash: nothing was saved; do not use any copy of it.';
+    case 'wrong_chain':
+      return 'npm run demo needs the chain npm start runs (unset GF_RPC_URL and GF_CHAIN_ID).';
+    default:
+      return 'check the message above.';
   }
 }
 
-function apiError(what: string, res: { status: number; body: unknown }, next: string): DemoError {
-  const error = (res.body as { error?: { code: string; message: string } } | null)?.error;
-  return new DemoError(`${what} failed: HTTP ${res.status}${error ? ` ${error.code}: ${error.message}` : ` ${JSON.stringify(res.body).slice(0, 300)}`}\n${next}`);
+/** Runs one SDK call, turning its failure into a DemoError that names the step and what to do. */
+async function attempt<T>(what: string, url: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (!(err instanceof GfError)) throw err;
+    throw new DemoError(`${what} failed: ${err.code}: ${err.message}${err.requestId ? ` (request ${err.requestId})` : ''}\n${nextStep(err, url)}`);
+  }
 }
 
 /** The running local marketplace: its URL and admin token (state file) and the local chain (chain file). */
@@ -125,82 +133,83 @@ async function main(argv: string[]): Promise<void> {
   info(`control plane ${market.url}, chain ${market.chainId} at ${market.rpcUrl}`);
   const canary = process.env.GF_CANARY_IMAGE || readLocalImages()?.images.canary.reference;
   if (!canary) throw new DemoError('no canary image: .gpufarm/images.json is missing. Run sudo bash scripts/test-env.sh (Docker, the local registry and the images), then restart npm start.');
-  const capacity = await fetch(`${market.url}/v1/capacity?farm=local`).then((r) => r.json() as Promise<{ data?: { gpu: { label: string }; available: number; count: number; price: { perGpuHourMicroUsd: number }; region: { key: string }; simulated: boolean }[] }>);
-  const offer = capacity.data?.[0];
+  const capacity = await attempt('GET /v1/capacity', market.url, () => createClient({ baseUrl: market.url }).capacity.list({ farm: 'local' }));
+  const offer = capacity.data[0];
   if (offer) info(`local farm: ${offer.count}x ${offer.gpu.label} in ${offer.region.key}${offer.simulated ? ' (simulated)' : ''}, ${offer.available} available, ${usd(offer.price.perGpuHourMicroUsd)} per GPU-hour`);
   else info('the local farm offers nothing yet (no local agent online?): the job will wait QUEUED until a machine fits');
 
   step('Create an API key for the customer wallet');
-  const api: Api = { url: market.url, key: await apiKeyFor(market.url, market.adminToken) };
+  const gf = createClient({ baseUrl: market.url, apiKey: await apiKeyFor(market.url, market.adminToken) });
 
   step(`Create the canary job (sha256-chain ${iterations}, paid in ${paymentToken === 'eth' ? 'ETH' : 'tUSDC'})`);
-  const spec = { title: 'npm run demo: canary', image: canary, command: ['sha256-chain', String(iterations)], workloadType: 'batch', gpu: { count: 1 }, maxRuntimeSeconds: 600, maxPricePerGpuHour: '2.00', paymentToken, deterministic: true };
+  const spec = { title: 'npm run demo: canary', image: canary, command: ['sha256-chain', String(iterations)], workloadType: 'batch', gpu: { count: 1 }, maxRuntimeSeconds: 600, maxPricePerGpuHour: '2.00', paymentToken, deterministic: true } satisfies JobSpec;
   info(`POST /v1/jobs ${JSON.stringify({ image: spec.image.replace(/@sha256:(.{12}).*/, '@sha256:$1…'), command: spec.command, gpu: spec.gpu, paymentToken })}`);
-  const created = await call<{ job: Job; funding: { signer: string; calls: { title: string; to: Hex; data: Hex; value: string }[] } | null; fundingUnavailable: { message?: string } | null }>(api, 'POST', '/v1/jobs', spec);
-  if (created.status !== 201) throw apiError('creating the job', created, 'Check the message above; npm start prints the canary image it expects.');
-  const job = created.body.job;
+  const created = await attempt('creating the job', market.url, () => gf.jobs.create(spec));
+  const job = created.job;
   info(`job ${job.id}: ${job.status}, at most ${usd(job.pricing.maxCostMicroUsd)} = ${tokenAmount(job.payment.maxPayment, job.payment.decimals, job.payment.symbol)} held in escrow`);
-  const funding = created.body.funding;
-  if (!funding) throw new DemoError(`the job cannot be funded: ${JSON.stringify(created.body.fundingUnavailable)}. Is the local chain running (npm start prints its RPC URL)?`);
+  const funding = created.funding;
+  if (!funding) throw new DemoError(`the job cannot be funded: ${JSON.stringify(created.fundingUnavailable)}. Is the local chain running (npm start prints its RPC URL)?`);
 
   step(`Fund it from the wallet (${funding.calls.length} transaction${funding.calls.length === 1 ? '' : 's'})`);
   const chain = chainFor(market.chainId, market.rpcUrl);
   const publicClient = createPublicClient({ chain, transport: http(market.rpcUrl), pollingInterval: 250 });
   const wallet = createWalletClient({ chain, transport: http(market.rpcUrl), account: privateKeyToAccount(LOCAL_CUSTOMER.privateKey) });
-  if (wallet.account.address.toLowerCase() !== funding.signer.toLowerCase()) throw new DemoError(`the funding calls must come from ${funding.signer}, not the demo wallet ${wallet.account.address}; unset GF_API_KEY or use a key of the demo wallet.`);
-  let fundTx: Hash | null = null;
-  for (const c of funding.calls) {
-    try {
-      fundTx = await wallet.sendTransaction({ to: c.to, data: c.data, value: BigInt(c.value) });
-    } catch (err) {
-      throw new DemoError(`sending "${c.title}" failed: ${(err as Error).message.split('\n')[0]}; is the chain at ${market.rpcUrl} running?`);
+  let confirmStep = false;
+  const onStep = (s: FundStep) => {
+    if (s.kind === 'skipped') info(`${s.call.title}: skipped, the allowance (${s.allowance}) already covers it`);
+    if (s.kind === 'mined') info(`${s.call.title}: ${s.hash} (block ${s.blockNumber}, success)`);
+    if ((s.kind === 'pending' || s.kind === 'confirmed') && !confirmStep) {
+      confirmStep = true;
+      step('Confirm the funding (the service reads the JobFunded event from the chain)');
     }
-    const receipt = await publicClient.waitForTransactionReceipt({ hash: fundTx });
-    info(`${c.title}: ${fundTx} (block ${receipt.blockNumber}, ${receipt.status})`);
-    if (receipt.status !== 'success') throw new DemoError(`"${c.title}" reverted; see the transaction ${fundTx}`);
-  }
-
-  step('Confirm the funding (the service reads the JobFunded event from the chain)');
-  let confirmed: { status: number; headers: Headers; body: { status: string; message: string; job: Job } };
-  for (;;) {
-    confirmed = await call(api, 'POST', `/v1/jobs/${job.id}/fund-confirm`, { txHash: fundTx });
-    if (confirmed.status !== 202) break;
-    const wait = Number(confirmed.headers.get('retry-after') ?? '1');
-    info(`not mined yet (202); again in ${wait} s`);
-    await sleep(wait * 1000);
-  }
-  if (confirmed.status !== 200) throw apiError('fund-confirm', confirmed, `The funding transaction is ${fundTx}.`);
-  info(`${confirmed.body.status}: job ${confirmed.body.job.status}`);
+    if (s.kind === 'pending') info(`not confirmed yet (202, ${s.answer.confirmations} of ${s.answer.requiredConfirmations} confirmations); again in ${(s.retryInMs / 1000).toFixed(1)} s`);
+  };
+  const confirmed = await attempt('funding the job', market.url, () => gf.fundJob(job, wallet, { publicClient, onStep }));
+  info(`${confirmed.status}: job ${confirmed.job.status}`);
 
   step('Tail the logs until the job ends');
   const progress = new Progress();
-  let cursor = '0';
-  let status: JobStatus = confirmed.body.job.status;
-  let lastStatus = status;
+  let status: JobStatus = confirmed.job.status;
   const started = Date.now();
-  for (;;) {
-    const res = await call<{ jobStatus: JobStatus; nextCursor: string; data: LogLine[] }>(api, 'GET', `/v1/jobs/${job.id}/logs?cursor=${cursor}&limit=1000`);
-    if (res.status !== 200) throw apiError('reading the logs', res, 'Try again; the job keeps running on its own.');
-    if (res.body.data.length > 0) progress.clear();
-    for (const line of res.body.data) info(`[${line.stream}] ${line.line}`);
-    const moved = res.body.nextCursor !== cursor;
-    cursor = res.body.nextCursor;
-    status = res.body.jobStatus;
-    if (status !== lastStatus && !isTty) info(`(job ${status})`);
-    lastStatus = status;
-    if (isTerminalStatus(status) && !moved) break;
-    progress.update(`job ${status}${status === 'QUEUED' ? ': waiting for a machine' : ''}`);
-    if (status === 'QUEUED' && Date.now() - started > 120_000 && !offer) {
+  const stop = new AbortController();
+  let following = true;
+  // The job's status, for the progress line and the stuck-in-QUEUED check; the logs come from the stream.
+  const waiting = gf.waitForJob(job.id, {
+    signal: stop.signal,
+    initialIntervalMs: 1_000,
+    maxIntervalMs: 2_000,
+    onPoll: (j) => {
+      if (j.status !== status && !isTty && following) info(`(job ${j.status})`);
+      status = j.status;
+      if (status === 'QUEUED' && Date.now() - started > 120_000 && !offer) {
+        stop.abort(new DemoError(`job ${job.id} is still QUEUED after 2 minutes and the local farm offers no GPU: is the local agent running (npm start's banner says so)? The job stays funded; cancel it with POST /v1/jobs/${job.id}/cancel.`));
+      }
+    },
+  });
+  // Awaited once the logs end; a failure before then also stops the follow through `stop`.
+  waiting.catch((err: unknown) => stop.abort(err));
+  const ticker = isTty ? setInterval(() => progress.update(`job ${status}${status === 'QUEUED' ? ': waiting for a machine' : ''}`), 100) : undefined;
+  let ended: FollowLogsEnd;
+  try {
+    const follow = gf.followLogs(job.id, { signal: stop.signal });
+    for (;;) {
+      const next = await attempt('following the logs', market.url, () => follow.next());
+      if (next.done) {
+        ended = next.value;
+        break;
+      }
       progress.clear();
-      throw new DemoError(`job ${job.id} is still QUEUED after 2 minutes and the local farm offers no GPU: is the local agent running (npm start's banner says so)? The job stays funded; cancel it with POST /v1/jobs/${job.id}/cancel.`);
+      info(`[${next.value.stream}] ${next.value.line}`);
     }
-    await sleep(moved ? 100 : 500);
+  } finally {
+    following = false;
+    clearInterval(ticker);
+    progress.clear();
   }
-  progress.clear();
-  info(`job ${status}`);
+  info(`job ${ended.jobStatus}`);
 
   step('Read the job');
-  const done = (await call<Job>(api, 'GET', `/v1/jobs/${job.id}`)).body;
+  const done = await attempt('reading the job', market.url, () => waiting);
   const a = done.assignment;
   if (a) info(`ran on ${a.gpu.count}x ${a.gpu.model} at farm ${a.farm.name} (${a.region}), exit code ${a.exitCode}, ${a.startedAt} to ${a.finishedAt}`);
   info(`verification level: ${done.verificationLevel ?? 'none'}`);
@@ -211,25 +220,16 @@ async function main(argv: string[]): Promise<void> {
   info(`result: host hash ${result.hostHash}, server hash ${result.serverHash}, ${result.hashesMatch ? 'they match' : 'THEY DIFFER'}`);
 
   step('Download the output and check its SHA-256');
-  const redirect = await call(api, 'GET', `/v1/artifacts/${result.outputArtifactId}`);
-  const location = redirect.headers.get('location');
-  if (redirect.status !== 302 || !location) throw apiError('GET /v1/artifacts/:id', redirect, 'Expected a 302 to a signed URL.');
-  const headerSha = redirect.headers.get('x-artifact-sha256');
-  info(`302 to a signed URL (valid 120 s); X-Artifact-Sha256 ${headerSha}, X-Artifact-Size ${redirect.headers.get('x-artifact-size')}`);
-  const download = await fetch(new URL(location, market.url));
-  if (download.status !== 200) throw new DemoError(`the signed URL answered ${download.status}; run npm run demo again (the URL is valid 120 s).`);
-  const bytes = Buffer.from(await download.arrayBuffer());
-  const sha = createHash('sha256').update(bytes).digest('hex');
+  const outputId = result.outputArtifactId;
   const folder = resolve(dataDir, 'demo');
   mkdirSync(folder, { recursive: true });
   const file = join(folder, `${done.id}-output.tar`);
-  writeFileSync(file, bytes);
-  const shown = relative(process.cwd(), file);
-  info(`${bytes.length} bytes saved to ${shown.startsWith('..') || isAbsolute(shown) ? file : shown}`);
-  info(`SHA-256 of the bytes   ${sha}`);
-  const matches = sha === headerSha && sha === result.serverHash;
-  info(matches ? 'equals X-Artifact-Sha256 and the job\'s result.serverHash: intact' : `DOES NOT MATCH (header ${headerSha}, result ${result.serverHash})`);
-  if (!matches) throw new DemoError('the download does not match its recorded hash (integrity_error); do not use it.');
+  info('GET /v1/artifacts/:id answers a 302 to a signed URL (valid 120 s) with X-Artifact-Sha256 and X-Artifact-Size');
+  const saved = await attempt('downloading the output', market.url, () => gf.downloadArtifact(outputId, file, { expectedSha256: result.serverHash }));
+  const shown = relative(process.cwd(), saved.path);
+  info(`${saved.sizeBytes} bytes saved to ${shown.startsWith('..') || isAbsolute(shown) ? saved.path : shown}`);
+  info(`SHA-256 of the bytes   ${saved.sha256}`);
+  info("equals X-Artifact-Sha256 and the job's result.serverHash: intact");
   try {
     const text = (await promisify(execFile)('tar', ['-xOf', file, 'result.txt'])).stdout;
     const expected = canaryResult(done.id, iterations);
@@ -256,7 +256,7 @@ async function main(argv: string[]): Promise<void> {
       }
       waiting.update(`waiting for the release (window ends ${receipt.challengeEndsAt})`);
       await sleep(1000);
-      released = (await call<Job>(api, 'GET', `/v1/jobs/${job.id}`)).body;
+      released = await attempt('reading the job', market.url, () => gf.jobs.get(job.id));
     }
     waiting.clear();
     info(`released: ${released.receipt!.transactions.release}`);
@@ -266,6 +266,7 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((err: unknown) => {
   if (err instanceof DemoError) console.error(`\nnpm run demo: ${err.message}`);
+  else if (err instanceof GfError) console.error(`\nnpm run demo: ${err.code}: ${err.message}`);
   else if (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) console.error(`npm run demo: ${err.message}\n\n${USAGE}`);
   else console.error(`\nnpm run demo failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
   process.exit(1);
