@@ -14,9 +14,9 @@ import { failure, listening } from './helpers/control-plane.js';
 const CUSTOMER = ANVIL_ACCOUNTS[1];
 const chainP = startTestChain(t);
 
-async function setup(t: Test) {
+async function setup(t: Test, options: { confirmations?: number } = {}) {
   const c = await chainP;
-  const s = await listening((env) => buildEscrowTestApp(t, c, { env }));
+  const s = await listening((env) => buildEscrowTestApp(t, c, { env, confirmations: options.confirmations }));
   const farm = await createFarm(s.db, { slug: 'fund-farm' });
   await createMachine(s.db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 4, pricePerGpuHourMicroUsd: 400_000 });
   await s.offerIndex.refresh();
@@ -71,6 +71,28 @@ t.test('behavior: an approve the allowance already covers is skipped', async (t)
   const beforeNext = await nonce(CUSTOMER.address);
   t.equal((await gf.fundJob(next.id, c.wallet(1))).job.status, 'QUEUED');
   t.equal((await nonce(CUSTOMER.address)) - beforeNext, 1);
+});
+
+t.test('behavior: an ETH job is one createJob carrying the value; fund-confirm is asked again while it answers 202', async (t) => {
+  const { c, gf, create, nonce } = await setup(t, { confirmations: 2 });
+  const job = await create('eth');
+  const before = await nonce(CUSTOMER.address);
+  const balance = await c.publicClient.getBalance({ address: c.deployment.escrow });
+  const steps: FundStep[] = [];
+  const confirmed = await gf.fundJob(job.id, c.wallet(1), {
+    onStep: (s) => {
+      steps.push(s);
+      // The second confirmation comes with the next block.
+      if (s.kind === 'pending') void c.testClient.mine({ blocks: 1 });
+    },
+  });
+  t.equal(confirmed.job.status, 'QUEUED');
+  t.equal((await nonce(CUSTOMER.address)) - before, 1, 'one transaction');
+  t.equal((await c.publicClient.getBalance({ address: c.deployment.escrow })) - balance, BigInt(job.payment.maxPayment), 'the escrow holds the value');
+  const kinds = steps.map((s) => s.kind);
+  t.same(kinds.slice(0, 3), ['funding', 'sent', 'mined']);
+  t.ok(kinds.includes('pending'), 'fund-confirm answered 202 first');
+  t.equal(kinds.at(-1), 'confirmed');
 });
 
 t.test('error: wallet_mismatch before anything is sent', async (t) => {
