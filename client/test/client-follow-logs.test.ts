@@ -165,6 +165,29 @@ t.test('behavior: past the per-key stream cap (429), the follow polls and still 
   t.ok(pollCalls(events).length >= 2, 'polled until the job ended');
 });
 
+t.test('behavior: a 503 from the stream is retried on the stream; a 200 that is not an event stream falls back to polling', async (t) => {
+  const s = await setup(t);
+  await s.store(0, 30);
+  await s.cancel();
+  const expected = await s.allLines();
+
+  const flaky = await frontOf(t, s.baseUrl, [503]);
+  const retried: RequestEvent[] = [];
+  const throughFlaky = createClient({ baseUrl: flaky.baseUrl, apiKey: s.key, onRequest: (e) => retried.push(e) });
+  t.same((await drain(throughFlaky.followLogs(s.jobId))).lines, expected);
+  t.same(streamCalls(retried).map((e) => e.status), [503, 200], 'the stream again after the 503');
+  t.equal(pollCalls(retried).length, 0);
+
+  const notStream = await frontOf(t, s.baseUrl, [200]);
+  const polled: RequestEvent[] = [];
+  const throughNotStream = createClient({ baseUrl: notStream.baseUrl, apiKey: s.key, onRequest: (e) => polled.push(e) });
+  const { lines, end } = await drain(throughNotStream.followLogs(s.jobId));
+  t.same(lines, expected);
+  t.equal(end.jobStatus, 'CANCELED');
+  t.same(streamCalls(polled).map((e) => e.status), [200]);
+  t.equal(pollCalls(polled).length, 1, 'one page: the job is final and the page short');
+});
+
 t.test('behavior: a cursor starts after that line; stream filters', async (t) => {
   const s = await setup(t);
   await s.store(0, 10);
