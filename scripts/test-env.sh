@@ -2,7 +2,7 @@
 # Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
 # may create databases (each test file makes its own), tap built with our plugins, Docker Engine,
 # a local registry on 127.0.0.1:5000 and the local test images pushed to it (the agent's tests
-# run real containers). As root it installs and starts what is missing; otherwise it says
+# run real containers), and Chromium for the page tests. As root it installs and starts what is missing; otherwise it says
 # exactly what to run.
 set -euo pipefail
 
@@ -157,6 +157,20 @@ ensure_images_built() {
   bash scripts/build-images.sh
 }
 
+# --- Chromium (the page tests drive Debian's build through playwright-core; no browser download) ---
+CHROMIUM=/usr/bin/chromium
+
+ensure_chromium() {
+  if [ -x "$CHROMIUM" ]; then return; fi
+  if ! is_root; then
+    fail "Chromium is missing for the page tests. Install it with: sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium"
+  fi
+  say "installing chromium from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  [ -x "$CHROMIUM" ] || fail "the chromium package installed no $CHROMIUM"
+}
+
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
@@ -164,7 +178,9 @@ ensure_docker_packages
 ensure_docker_running
 ensure_registry_running
 ensure_images_built
+ensure_chromium
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.
 is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"
 say "Docker Engine $(docker version --format '{{.Server.Version}}') and the registry on $REGISTRY_ADDR ready; test images in .gpufarm/images.json"
+say "$("$CHROMIUM" --version 2>/dev/null | head -n 1) at $CHROMIUM"

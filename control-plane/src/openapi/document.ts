@@ -202,7 +202,6 @@ export function buildOpenApiDocument(): OpenApiDocument {
       version: SERVICE_VERSION,
       description: 'Rent GPUs by the job. Money is integer micro-USD in fields ending in `MicroUsd`; token amounts are decimal strings of base units; absent values are `null`. Every response carries `X-Request-Id` and `Service-Version`.',
     },
-    servers: [{ url: '/' }],
     components: {
       schemas: COMPONENT_SCHEMAS,
       securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer gf_live_…` (mainnet) or `gf_test_…` (test and local deployments).' } },

@@ -30,7 +30,7 @@ export const DOCS_CONTENT_SECURITY_POLICY = [
 ].join('; ');
 
 const INIT_SCRIPT = `window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null });
+  window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#swagger-ui', deepLinking: false, validatorUrl: null, syntaxHighlight: { theme: 'obsidian' } });
 });
 `;
 
@@ -46,6 +46,7 @@ function docsPage(): string {
 <title>gpufarm API reference</title>
 <link rel="icon" type="image/png" href="/docs/assets/favicon-32x32.png">
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+<link rel="stylesheet" href="/docs/assets/docs-page.css">
 </head>
 <body>
 <div id="swagger-ui"></div>
@@ -73,6 +74,7 @@ export const openApiRoutes: FastifyPluginAsync = async (app) => {
   const page = docsPage();
   const assets = new Map<string, { type: string; bytes: Buffer | string }>([['init.js', { type: 'text/javascript; charset=utf-8', bytes: INIT_SCRIPT }]]);
   for (const [name, type] of Object.entries(ASSETS)) assets.set(name, { type, bytes: await readFile(join(SWAGGER_UI_DIR, name)) });
+  assets.set('docs-page.css', { type: 'text/css; charset=utf-8', bytes: await readFile(new URL('./docs-page.css', import.meta.url)) });
 
   app.get('/v1/openapi.json', { config: { auth: 'public' } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(document));
 
