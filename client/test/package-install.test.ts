@@ -1,0 +1,114 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { serviceIndexSchema } from '@gpufarm/shared';
+import t from 'tap';
+import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
+import { listening } from './helpers/control-plane.js';
+
+const run = promisify(execFile);
+const CLIENT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = join(CLIENT, '..');
+const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+
+/**
+ * Runs a command as on a machine without this repository: none of the `npm_*` settings the running
+ * `npm test` passes down, and no NODE_OPTIONS, whose source condition would point
+ * `@gpufarm/client` at TypeScript files the package does not ship. `env -u` drops it after the
+ * test runner has put it back into the child's environment (tap does that for every child).
+ */
+function outside(command: string, args: string[], cwd: string) {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_')));
+  return run('env', ['-u', 'NODE_OPTIONS', command, ...args], { cwd, env, maxBuffer: 16 * 1024 * 1024 });
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  return entries.filter((e) => e.isFile()).map((e) => relative(dir, join(e.parentPath, e.name)));
+}
+
+const CONSUMER_TS = `import { createClient, GfError, type GfClient } from '@gpufarm/client';
+
+const gf: GfClient = createClient({ baseUrl: 'http://127.0.0.1:1', retries: 0 });
+const index = await gf.index();
+const self: string = index.links.self;
+// @ts-expect-error: the service index has no such field (fails if the types were any)
+console.log(self, index.noSuchField);
+const err = new GfError('network_error', 'down');
+const status: number | null = err.status;
+console.log(status);
+`;
+
+t.test('default: the packed tarball installs with npm outside the repository; gf and the SDK run from compiled JavaScript', async (t) => {
+  const work = await mkdtemp(join(tmpdir(), 'gf-pack-'));
+  t.teardown(() => rm(work, { recursive: true, force: true }));
+  const version = (JSON.parse(await readFile(join(CLIENT, 'package.json'), 'utf8')) as { version: string }).version;
+
+  // prepack builds dist/ (esbuild and the declaration rollup) before npm packs it.
+  const packed = await run('npm', ['pack', '-w', 'client', '--pack-destination', work, '--json'], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
+  const [report] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  t.ok(report, 'npm pack reports its tarball');
+  const tarball = join(work, report!.filename);
+  t.ok(existsSync(tarball), `${report!.filename} written`);
+
+  const paths = report!.files.map((f) => f.path).sort();
+  for (const path of ['dist/gf.js', 'dist/index.js', 'dist/index.d.ts', 'README.md']) t.ok(paths.includes(path), `${path} is packed`);
+  t.same(paths.filter((p) => !p.startsWith('dist/') && p !== 'package.json' && p !== 'README.md'), [], 'only dist/, package.json and README.md');
+  t.same(paths.filter((p) => /\.[cm]?tsx?$/.test(p) && !p.endsWith('.d.ts')), [], 'no TypeScript source');
+
+  const unpacked = join(work, 'unpacked');
+  await run('mkdir', ['-p', unpacked]);
+  await run('tar', ['-xzf', tarball, '-C', unpacked]);
+  const pkgDir = join(unpacked, 'package');
+  const manifest = JSON.parse(await readFile(join(pkgDir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; bin?: Record<string, string> };
+  t.same(Object.keys(manifest.dependencies ?? {}).filter((name) => name.startsWith('@gpufarm/')), [], 'no @gpufarm/* package among the runtime dependencies');
+  t.equal(manifest.bin?.gf, './dist/gf.js', 'the gf bin is the compiled entry');
+  const workspaceImports: string[] = [];
+  for (const file of await filesUnder(join(pkgDir, 'dist'))) {
+    const text = await readFile(join(pkgDir, 'dist', file), 'utf8');
+    if (/(?:from|import)\s*\(?\s*["']@gpufarm\//.test(text) || /require\(\s*["']@gpufarm\//.test(text)) workspaceImports.push(file);
+  }
+  t.same(workspaceImports, [], 'no import of a workspace package is left in dist/');
+  t.match(await readFile(join(pkgDir, 'dist/gf.js'), 'utf8'), /^#!\/usr\/bin\/env node\n/, 'gf.js starts with its shebang');
+
+  const prefix = join(work, 'prefix');
+  await outside('npm', ['install', '-g', '--prefix', prefix, tarball, '--no-audit', '--no-fund'], work);
+  const installed = join(prefix, 'lib/node_modules/@gpufarm/client');
+  t.notOk(existsSync(join(installed, 'node_modules/tsx')) || existsSync(join(installed, 'node_modules/typescript')), 'neither tsx nor typescript is installed with it');
+  const gf = join(prefix, 'bin/gf');
+  const versionOut = await outside(gf, ['--version'], work);
+  t.equal(versionOut.stdout.trim(), version, 'gf --version prints the package version');
+  const help = await outside(gf, ['--help'], work);
+  t.match(help.stdout, /^Usage: gf /m, 'gf --help prints the usage');
+  t.match(help.stdout, /\blogin\b/, 'with the commands');
+
+  // A project of its own that installs the tarball, imports the SDK and type-checks against it.
+  const consumer = join(work, 'consumer');
+  await run('mkdir', ['-p', consumer]);
+  await writeFile(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  const rootManifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+  await outside('npm', ['install', tarball, `@types/node@${rootManifest.devDependencies['@types/node']}`, '--no-audit', '--no-fund'], consumer);
+
+  const s = await listening((appEnv) => buildTestApp(t, { env: appEnv }));
+  const { key } = await createTestKey(s.db);
+  await writeFile(join(consumer, 'index.mjs'), "import { createClient } from '@gpufarm/client';\nconsole.log(JSON.stringify(await createClient({ baseUrl: process.argv[2], apiKey: process.argv[3] }).index()));\n");
+  const sdk = await outside(process.execPath, ['index.mjs', s.baseUrl, key], consumer);
+  const index = serviceIndexSchema.parse(JSON.parse(sdk.stdout));
+  t.equal(index.links.self, `${s.baseUrl}/v1`, 'the SDK read GET /v1 of a real control plane');
+
+  await writeFile(join(consumer, 'check.ts'), CONSUMER_TS);
+  await writeFile(
+    join(consumer, 'tsconfig.json'),
+    JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] }, files: ['check.ts'] }),
+  );
+  const typecheck = await outside(process.execPath, [TSC, '-p', consumer], consumer).then(
+    () => ({ code: 0, output: '' }),
+    (err: { code?: number; stdout?: string }) => ({ code: err.code ?? 1, output: err.stdout ?? '' }),
+  );
+  t.equal(typecheck.code, 0, `tsc --noEmit on a consumer of the bundled declarations passes:\n${typecheck.output}`);
+});
