@@ -18,6 +18,7 @@ import { STANDALONE_SECTIONS } from './bench/standalone.js';
 import { matchingSection } from './bench/matching.js';
 import { logLatencySection } from './bench/log-latency.js';
 import { artifactDownloadSection } from './bench/artifact-download.js';
+import { clientColdStartSection } from './bench/client-cold-start.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -44,6 +45,8 @@ const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<
 STANDALONE_SECTIONS.push(matchingSection);
 // End-to-end log latency and artifact download, each on a marketplace of its own (BENCH_SECTIONS=latency,artifact).
 STANDALONE_SECTIONS.push(logLatencySection, artifactDownloadSection);
+// The installable client's `gf --version` beside `node -e 0` (BENCH_SECTIONS=gf).
+STANDALONE_SECTIONS.push(clientColdStartSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
