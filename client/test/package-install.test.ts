@@ -22,9 +22,11 @@ const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc');
  * `@gpufarm/client` at TypeScript files the package does not ship. `env -u` drops it after the
  * test runner has put it back into the child's environment (tap does that for every child).
  */
-function outside(command: string, args: string[], cwd: string) {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_')));
-  return run('env', ['-u', 'NODE_OPTIONS', command, ...args], { cwd, env, maxBuffer: 16 * 1024 * 1024 });
+function outside(command: string, args: string[], cwd: string, extraEnv: Record<string, string> = {}, input?: string) {
+  const env = { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_'))), ...extraEnv };
+  const child = run('env', ['-u', 'NODE_OPTIONS', command, ...args], { cwd, env, maxBuffer: 16 * 1024 * 1024 });
+  if (input !== undefined) child.child.stdin?.end(input);
+  return child;
 }
 
 async function filesUnder(dir: string): Promise<string[]> {
@@ -100,6 +102,20 @@ t.test('default: the packed tarball installs with npm outside the repository; gf
   const sdk = await outside(process.execPath, ['index.mjs', s.baseUrl, key], consumer);
   const index = serviceIndexSchema.parse(JSON.parse(sdk.stdout));
   t.equal(index.links.self, `${s.baseUrl}/v1`, 'the SDK read GET /v1 of a real control plane');
+
+  // The installed gf's lazily loaded parts: the TOML config, the SDK, and YAML job files.
+  const gfEnv = { XDG_CONFIG_HOME: join(work, 'config') };
+  await outside(gf, ['login', '--endpoint', s.baseUrl], work, gfEnv, `${key}\n`);
+  t.ok(existsSync(join(work, 'config/gpufarm/config.toml')), 'gf login saved the key in its TOML config');
+  const capacity = await outside(gf, ['capacity', '--json'], work, gfEnv);
+  t.equal((JSON.parse(capacity.stdout) as { object: string }).object, 'list', 'gf capacity --json answers the API page with the saved key');
+  await writeFile(join(work, 'job.yaml'), 'image: busybox\ncommand: [true]\ngpu: { count: 0 }\n');
+  const badJob = await outside(gf, ['run', '-f', 'job.yaml'], work, gfEnv).then(
+    () => ({ code: 0, stderr: '' }),
+    (err: { code?: number; stderr?: string }) => ({ code: err.code ?? 1, stderr: err.stderr ?? '' }),
+  );
+  t.equal(badJob.code, 2, 'a YAML job file with a bad field is a usage error');
+  t.match(badJob.stderr, /gpu\.count/, 'naming the field the YAML parsed into');
 
   await writeFile(join(consumer, 'check.ts'), CONSUMER_TS);
   await writeFile(

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { issuesToDetails, jobCreateRequestSchema } from '@gpufarm/shared';
+import { parse as parseYaml } from 'yaml';
 import type { JobSpec } from '../client.js';
 import { UsageError } from './exit.js';
 
@@ -19,7 +20,7 @@ export async function readJobFile(path: string): Promise<JobSpec> {
   let value: unknown;
   const yaml = ['.yaml', '.yml'].includes(extname(path).toLowerCase());
   try {
-    value = yaml ? (await import('yaml')).parse(text) : JSON.parse(text);
+    value = yaml ? parseYaml(text) : JSON.parse(text);
   } catch (err) {
     throw new UsageError(`${path} is not valid ${yaml ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, `Fix the file; a .yaml or .yml name is read as YAML, any other as JSON.`);
   }
