@@ -15,7 +15,20 @@ export interface WaitOptions {
   onPoll?: (job: Job) => void;
 }
 
+/** The spec's polling: pauses from 2 s growing to 15 s, giving up waiting after 24 h. */
+export const WAIT_DEFAULTS = { timeoutMs: 24 * 3_600_000, initialIntervalMs: 2_000, maxIntervalMs: 15_000 } as const;
+
 const INTERVAL_GROWTH = 1.5;
+
+/** The pauses between polls: `initialIntervalMs`, then half as long again each time, at most `maxIntervalMs`. */
+export function* pollPauses(options: Pick<WaitOptions, 'initialIntervalMs' | 'maxIntervalMs'> = {}): Generator<number, never> {
+  const max = options.maxIntervalMs ?? WAIT_DEFAULTS.maxIntervalMs;
+  let pause = Math.min(options.initialIntervalMs ?? WAIT_DEFAULTS.initialIntervalMs, max);
+  for (;;) {
+    yield pause;
+    pause = Math.min(max, Math.round(pause * INTERVAL_GROWTH));
+  }
+}
 
 /**
  * Polls `getJob` until the job's status is final and answers that job; a retryable failure
@@ -24,9 +37,8 @@ const INTERVAL_GROWTH = 1.5;
  * so the wait ends at the deadline with `timeout`.
  */
 export async function waitForJob(getJob: (signal: AbortSignal) => Promise<Job>, jobId: string, options: WaitOptions = {}): Promise<Job> {
-  const timeoutMs = options.timeoutMs ?? 24 * 3_600_000;
-  const maxInterval = options.maxIntervalMs ?? 15_000;
-  let interval = Math.min(options.initialIntervalMs ?? 2_000, maxInterval);
+  const timeoutMs = options.timeoutMs ?? WAIT_DEFAULTS.timeoutMs;
+  const pauses = pollPauses(options);
   const deadline = Date.now() + timeoutMs;
   const deadlineSignal = AbortSignal.timeout(timeoutMs);
   const signal = options.signal ? AbortSignal.any([options.signal, deadlineSignal]) : deadlineSignal;
@@ -48,8 +60,7 @@ export async function waitForJob(getJob: (signal: AbortSignal) => Promise<Job>, 
     }
     const left = deadline - Date.now();
     if (left <= 0) throw timedOut();
-    await sleep(Math.min(interval, left), options.signal);
+    await sleep(Math.min(pauses.next().value, left), options.signal);
     if (Date.now() >= deadline) throw timedOut();
-    interval = Math.min(maxInterval, Math.round(interval * INTERVAL_GROWTH));
   }
 }

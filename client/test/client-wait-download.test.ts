@@ -7,6 +7,7 @@ import t from 'tap';
 import { createTestKey } from '../../control-plane/test/helpers/app.js';
 import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
 import { createClient, type RequestEvent } from '../src/index.js';
+import { pollPauses, WAIT_DEFAULTS } from '../src/wait.js';
 import { failure, listening } from './helpers/control-plane.js';
 import { frontOf } from './helpers/front.js';
 
@@ -35,6 +36,27 @@ t.test('behavior: waitForJob answers the job once it is final', async (t) => {
   t.equal(done.status, 'CANCELED');
   t.ok(polled.length >= 2, 'polled until the status was final');
   t.equal(polled.at(-1), 'CANCELED');
+});
+
+t.test('default: waitForJob pauses 2 s, then longer by half each poll up to 15 s, and waits at most 24 h', async (t) => {
+  const first = pollPauses();
+  t.same(Array.from({ length: 8 }, () => first.next().value), [2_000, 3_000, 4_500, 6_750, 10_125, 15_000, 15_000, 15_000], 'the pauses of the spec');
+  t.equal(WAIT_DEFAULTS.timeoutMs, 24 * 3_600_000, 'gives up waiting after 24 hours');
+
+  // With no options, the polls of a real job are that far apart (at least: a loaded machine only adds).
+  const { gf } = await setup(t);
+  const { job } = await gf.jobs.create(SPEC);
+  const polledAt: number[] = [];
+  const waiting = gf.waitForJob(job.id, {
+    onPoll: () => {
+      polledAt.push(Date.now());
+      if (polledAt.length === 3) void gf.jobs.cancel(job.id);
+    },
+  });
+  t.equal((await waiting).status, 'CANCELED');
+  const gaps = polledAt.slice(1).map((at, i) => at - polledAt[i]!);
+  t.ok(gaps[0]! >= 1_990, `2 s before the second poll (${gaps[0]} ms)`);
+  t.ok(gaps[1]! >= 2_990, `3 s before the third (${gaps[1]} ms)`);
 });
 
 t.test('behavior: waitForJob polls through a passing outage and stops at a non-retryable error', async (t) => {
