@@ -11,7 +11,7 @@ import { createFarm, createMachine } from '../../control-plane/src/fleet/factori
 import { VERSION } from '../src/cli/version.js';
 import { createClient } from '../src/index.js';
 import { listening } from './helpers/control-plane.js';
-import { gf, gfHome, gfOnTerminal } from './helpers/gf.js';
+import { gf, gfHome, gfOnTerminal, gfShellLine } from './helpers/gf.js';
 
 const run = promisify(execFile);
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
@@ -254,6 +254,13 @@ t.test('behavior: artifacts get writes the verified file; bytes changed on disk 
   t.match(bad.stderr, /next: Download it again/);
   t.notOk(existsSync(join(out, 'tampered.bin')), 'no file at the destination');
   t.same(readdirSync(out).sort(), ['copy.bin', 'weights.bin'], 'no temporary file left');
+});
+
+t.test('behavior: a reader that closes the pipe early ends gf quietly, exit 0', async (t) => {
+  // `true` exits before gf has started, so every write of gf meets a closed pipe.
+  const piped = await run('bash', ['-c', `${gfShellLine(['completion', 'bash'])} | true; echo "gf exited \${PIPESTATUS[0]}"`]);
+  t.equal(piped.stdout.trim(), 'gf exited 0');
+  t.equal(piped.stderr, '', 'no EPIPE stack trace');
 });
 
 t.test('behavior: gf completion bash is a script bash loads, completing commands, subcommands and option values', async (t) => {

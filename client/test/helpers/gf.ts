@@ -48,10 +48,14 @@ export function gf(args: string[], options: { env?: Record<string, string>; inpu
  * stderr together, with control codes) is `stdout`.
  */
 export function gfOnTerminal(args: string[], options: { env?: Record<string, string>; input?: string } = {}): Promise<GfRun> {
-  const line = gfCommandLine(args)
+  return runGf(['script', '-qec', gfShellLine(args), '/dev/null'], options);
+}
+
+/** `gfCommandLine(args)` quoted for a shell. */
+export function gfShellLine(args: string[]): string {
+  return gfCommandLine(args)
     .map((a) => `'${a.replaceAll("'", "'\\''")}'`)
     .join(' ');
-  return runGf(['script', '-qec', line, '/dev/null'], options);
 }
 
 function runGf(commandLine: string[], options: { env?: Record<string, string>; input?: string; cwd?: string }): Promise<GfRun> {
