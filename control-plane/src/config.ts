@@ -44,7 +44,14 @@ const envSchema = z.object({
   GF_MATCH_INTERVAL_MS: z.coerce.number().int().min(10).default(1_000),
   GF_EXECUTION_SWEEP_MS: z.coerce.number().int().min(10).default(5_000),
   GF_LOG_CAP_BYTES: z.coerce.number().int().min(1024).default(100 * 1024 * 1024),
+  GF_ARTIFACT_STORE: z.enum(['fs', 's3']).default('fs'),
   GF_ARTIFACT_DIR: z.string().min(1).optional(),
+  GF_S3_ENDPOINT: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of the S3-compatible endpoint' }).optional(),
+  GF_S3_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'must be an S3 bucket name (3 to 63 lower-case letters, digits, dots or dashes)').optional(),
+  GF_S3_REGION: z.string().min(1).default('us-east-1'),
+  GF_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  GF_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  GF_S3_FORCE_PATH_STYLE: booleanFromEnv.default(false),
   GF_ARTIFACT_TTL_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   GF_MAX_INPUT_BYTES: z.coerce.number().int().min(1).default(1024 * 1024 * 1024),
   GF_INPUT_QUOTA_BYTES: z.coerce.number().int().min(1).default(10 * 1024 ** 3),
@@ -59,7 +66,7 @@ const envSchema = z.object({
 });
 
 /** Variables whose values never appear in messages, even when malformed. */
-const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL']);
+const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL', 'GF_S3_SECRET_ACCESS_KEY']);
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -149,8 +156,10 @@ export interface ExecutionConfig {
   sweepIntervalMs: number;
   /** Bytes of log text stored per job; a system line says when it is reached. */
   logCapBytes: number;
-  /** The filesystem artifact store's directory. */
+  /** The filesystem artifact store's directory (used when `s3` is null). */
   artifactDir: string;
+  /** The S3-compatible artifact store (`GF_ARTIFACT_STORE=s3`); null: the filesystem store. */
+  s3: S3StoreConfig | null;
   artifactTtlDays: number;
   /** Largest input upload (`POST /v1/artifacts`). */
   maxInputBytes: number;
@@ -158,6 +167,18 @@ export interface ExecutionConfig {
   inputQuotaBytes: number;
   /** The service's canary image pinned by digest; null: no job reaches RESULT_VERIFIED. */
   canaryImage: { repository: string; digest: string } | null;
+}
+
+/** An S3-compatible bucket holding the artifact bytes. */
+export interface S3StoreConfig {
+  /** null: AWS's own endpoint for `region`. */
+  endpoint: string | null;
+  bucket: string;
+  region: string;
+  /** null: the SDK's default credential chain (instance role, AWS_* variables, profile). */
+  credentials: { accessKeyId: string; secretAccessKey: Secret } | null;
+  /** `<endpoint>/<bucket>/<key>` rather than `<bucket>.<endpoint>/<key>` (most self-hosted servers). */
+  forcePathStyle: boolean;
 }
 
 /** One or more environment variables are malformed; `problems` names each with its value. */
@@ -183,6 +204,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${shown(String(issue.path[0]))})`));
   }
   const e = parsed.data;
+  const s3Problems = [
+    ...(e.GF_ARTIFACT_STORE === 's3' && !e.GF_S3_BUCKET ? ['GF_S3_BUCKET: must be set when GF_ARTIFACT_STORE is s3 (got null)'] : []),
+    ...(!e.GF_S3_ACCESS_KEY_ID !== !e.GF_S3_SECRET_ACCESS_KEY ? ['GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY, or neither (the SDK then finds credentials itself)'] : []),
+  ];
+  if (s3Problems.length > 0) throw new ConfigError(s3Problems);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -226,6 +252,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       sweepIntervalMs: e.GF_EXECUTION_SWEEP_MS,
       logCapBytes: e.GF_LOG_CAP_BYTES,
       artifactDir: e.GF_ARTIFACT_DIR ?? `${e.GF_DATA_DIR}/artifacts`,
+      s3:
+        e.GF_ARTIFACT_STORE === 's3' && e.GF_S3_BUCKET
+          ? {
+              endpoint: e.GF_S3_ENDPOINT ?? null,
+              bucket: e.GF_S3_BUCKET,
+              region: e.GF_S3_REGION,
+              credentials: e.GF_S3_ACCESS_KEY_ID && e.GF_S3_SECRET_ACCESS_KEY ? { accessKeyId: e.GF_S3_ACCESS_KEY_ID, secretAccessKey: new Secret(e.GF_S3_SECRET_ACCESS_KEY) } : null,
+              forcePathStyle: e.GF_S3_FORCE_PATH_STYLE,
+            }
+          : null,
       artifactTtlDays: e.GF_ARTIFACT_TTL_DAYS,
       maxInputBytes: e.GF_MAX_INPUT_BYTES,
       inputQuotaBytes: e.GF_INPUT_QUOTA_BYTES,

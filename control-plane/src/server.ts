@@ -18,7 +18,7 @@ import { removeLocalState, writeLocalState } from './local-state.js';
 import { deploymentSecret } from './settings/store.js';
 import { createAgentGateway } from './agent-gateway/gateway.js';
 import { sweepExpiredArtifacts } from './artifacts/expiry.js';
-import { createFsBlobStore } from './artifacts/fs-blob-store.js';
+import { openBlobStore } from './artifacts/open-blob-store.js';
 import { agentInputUrl } from './artifacts/agent-upload.js';
 import { resolveJobInputs } from './artifacts/inputs.js';
 import { createUrlSigner } from './artifacts/signing.js';
@@ -71,7 +71,9 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass });
     opened.push(() => offerIndex.close());
     await offerIndex.start();
-    const blobs = createFsBlobStore(config.execution.artifactDir);
+    const store = openBlobStore(config.execution);
+    opened.push(() => store.close());
+    const blobs = store.blobs;
     const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), () => served.publicUrl);
     let escrow: EscrowDeps | null = null;
     if (config.chain) {

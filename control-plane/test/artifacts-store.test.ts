@@ -2,19 +2,22 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import t, { type Test } from 'tap';
-import { BlobTooLargeError } from '../src/artifacts/blob-store.js';
+import { BlobTooLargeError, type BlobStore } from '../src/artifacts/blob-store.js';
 import { FRESH_BLOB_GRACE_MS, sweepExpiredArtifacts } from '../src/artifacts/expiry.js';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
 import { checkJobInputs, JobInputUnavailableError, resolveJobInputs } from '../src/artifacts/inputs.js';
 import { newArtifactId } from '../src/artifacts/metadata.js';
 import { parseRange } from '../src/artifacts/range.js';
+import { createS3BlobStore, createS3Client, S3_BLOB_PREFIX, S3_TMP_PREFIX } from '../src/artifacts/s3-blob-store.js';
 import { insertArtifact, type NewArtifact } from '../src/artifacts/store.js';
 import type { Database } from '../src/db/database.js';
 import { createTestKey } from './helpers/app.js';
 import { BACKENDS } from './helpers/database.js';
+import { startS3rver } from './helpers/s3rver.js';
 
 const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
 
@@ -26,6 +29,7 @@ function tempDir(t: Test): string {
 
 /** Every stored blob file under `dir` (not the temp folder). */
 function blobFiles(dir: string): string[] {
+  if (!existsSync(dir)) return [];
   return readdirSync(dir).filter((d) => d !== 'tmp').flatMap((d) => readdirSync(join(dir, d)));
 }
 
@@ -35,51 +39,103 @@ function randomChunks(chunks: number): { stream: Readable; bytes: Buffer } {
   return { stream: Readable.from(parts), bytes: Buffer.concat(parts) };
 }
 
-t.test('fs blob store: stored bytes hash as an independent hash says, at <dir>/<sha[0:2]>/<sha>', async (t) => {
-  const dir = tempDir(t);
-  const blobs = createFsBlobStore(dir);
-  const { stream, bytes } = randomChunks(20);
-  const stored = await blobs.put(stream, { maxBytes: bytes.length });
-  t.equal(stored.sha256, sha256(bytes));
-  t.equal(stored.sizeBytes, bytes.length);
-  t.ok(existsSync(join(dir, stored.sha256.slice(0, 2), stored.sha256)));
-  t.equal(sha256(Buffer.from(await new Response(Readable.toWeb(blobs.open(stored.sha256)) as ReadableStream).arrayBuffer())), stored.sha256, 'read back whole');
-  t.equal((await blobs.stat(stored.sha256))?.sizeBytes, bytes.length);
-  t.equal(readdirSync(join(dir, 'tmp')).length, 0, 'no temp file left');
-});
+interface StoreUnderTest {
+  blobs: BlobStore;
+  /** The hashes stored (each once). */
+  stored(): Promise<string[]>;
+  /** What is left of uploads in progress (temp files or objects). */
+  leftovers(): Promise<string[]>;
+}
 
-t.test('fs blob store: equal bytes are stored once', async (t) => {
-  const dir = tempDir(t);
-  const blobs = createFsBlobStore(dir);
-  const a = await blobs.put(Readable.from([Buffer.from('same bytes')]), { maxBytes: 100 });
-  const b = await blobs.put(Readable.from([Buffer.from('same '), Buffer.from('bytes')]), { maxBytes: 100 });
-  await blobs.put(Readable.from([Buffer.from('other bytes')]), { maxBytes: 100 });
-  t.equal(a.sha256, b.sha256);
-  t.same(blobFiles(dir).sort(), [a.sha256, sha256('other bytes')].sort());
-});
+const STORES: [string, (t: Test) => Promise<StoreUnderTest>][] = [
+  [
+    'fs',
+    async (t) => {
+      const dir = tempDir(t);
+      const tmpFiles = () => (existsSync(join(dir, 'tmp')) ? readdirSync(join(dir, 'tmp')) : []);
+      return { blobs: createFsBlobStore(dir), stored: async () => blobFiles(dir), leftovers: async () => tmpFiles() };
+    },
+  ],
+  [
+    's3',
+    async (t) => {
+      const server = await startS3rver(t);
+      const client = createS3Client(server.config);
+      t.teardown(() => client.destroy());
+      const keys = async (prefix: string) => {
+        const listed = await client.send(new ListObjectsV2Command({ Bucket: server.bucket, Prefix: prefix }));
+        return (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+      };
+      return { blobs: createS3BlobStore(client, server.bucket), stored: () => keys(S3_BLOB_PREFIX), leftovers: () => keys(S3_TMP_PREFIX) };
+    },
+  ],
+];
 
-t.test('error: past maxBytes the put throws BlobTooLargeError and keeps nothing', async (t) => {
-  const dir = tempDir(t);
-  const blobs = createFsBlobStore(dir);
-  const { stream } = randomChunks(4);
-  await t.rejects(blobs.put(stream, { maxBytes: 3 * 64 * 1024 + 1 }), BlobTooLargeError);
-  t.same(blobFiles(dir), []);
-  t.same(readdirSync(join(dir, 'tmp')), [], 'the temp file is deleted');
-  const exact = randomChunks(2);
-  t.equal((await blobs.put(exact.stream, { maxBytes: 2 * 64 * 1024 })).sizeBytes, 2 * 64 * 1024, 'exactly maxBytes is allowed');
-});
+for (const [store, open] of STORES) {
+  t.test(`${store} blob store: stored bytes hash as an independent hash says, in one part or several`, async (t) => {
+    const { blobs, stored: storedHashes, leftovers } = await open(t);
+    for (const chunks of [20, 100]) {
+      const { stream, bytes } = randomChunks(chunks);
+      const stored = await blobs.put(stream, { maxBytes: bytes.length });
+      t.equal(stored.sha256, sha256(bytes));
+      t.equal(stored.sizeBytes, bytes.length);
+      t.ok((await storedHashes()).includes(stored.sha256), 'stored under its hash');
+      t.equal(sha256(Buffer.from(await new Response(Readable.toWeb(blobs.open(stored.sha256)) as ReadableStream).arrayBuffer())), stored.sha256, 'read back whole');
+      t.equal((await blobs.stat(stored.sha256))?.sizeBytes, bytes.length);
+    }
+    t.same(await leftovers(), [], 'nothing left of the uploads');
+  });
 
-t.test('fs blob store: byte ranges, stat and delete', async (t) => {
-  const blobs = createFsBlobStore(tempDir(t));
-  const { sha256: id } = await blobs.put(Readable.from([Buffer.from('0123456789')]), { maxBytes: 100 });
-  t.equal(await text(blobs.open(id, { start: 2, end: 5 })), '2345', 'inclusive range');
-  t.equal(await text(blobs.open(id, { start: 9, end: 9 })), '9');
-  await blobs.delete(id);
-  t.equal(await blobs.stat(id), null);
-  await blobs.delete(id);
-  t.pass('deleting an absent blob is fine');
-  t.throws(() => blobs.open('../../etc/passwd'), 'only sha256 names are opened');
-});
+  t.test(`${store} blob store: equal bytes are stored once`, async (t) => {
+    const { blobs, stored } = await open(t);
+    const a = await blobs.put(Readable.from([Buffer.from('same bytes')]), { maxBytes: 100 });
+    const b = await blobs.put(Readable.from([Buffer.from('same '), Buffer.from('bytes')]), { maxBytes: 100 });
+    await blobs.put(Readable.from([Buffer.from('other bytes')]), { maxBytes: 100 });
+    t.equal(a.sha256, b.sha256);
+    t.same((await stored()).sort(), [a.sha256, sha256('other bytes')].sort());
+  });
+
+  t.test(`${store}: error: past maxBytes the put throws BlobTooLargeError and keeps nothing`, async (t) => {
+    const { blobs, stored, leftovers } = await open(t);
+    await t.rejects(blobs.put(randomChunks(4).stream, { maxBytes: 3 * 64 * 1024 + 1 }), BlobTooLargeError);
+    // Past two 5 MiB parts: a multipart upload had begun.
+    await t.rejects(blobs.put(randomChunks(200).stream, { maxBytes: 11 * 1024 * 1024 }), BlobTooLargeError);
+    t.same(await stored(), []);
+    t.same(await leftovers(), [], 'the temp file or object is deleted');
+    const exact = randomChunks(2);
+    t.equal((await blobs.put(exact.stream, { maxBytes: 2 * 64 * 1024 })).sizeBytes, 2 * 64 * 1024, 'exactly maxBytes is allowed');
+  });
+
+  t.test(`${store}: error: a source that fails midway keeps nothing`, async (t) => {
+    const { blobs, stored, leftovers } = await open(t);
+    const source = new PassThrough();
+    // Broken off once the store reads it, as a client that goes away mid-upload.
+    source.once('resume', () => setImmediate(() => source.destroy(new Error('the client went away'))));
+    source.write(randomBytes(64 * 1024));
+    const putting = blobs.put(source, { maxBytes: 1 << 30 });
+    await t.rejects(putting, /the client went away/);
+    t.same(await stored(), []);
+    t.same(await leftovers(), []);
+  });
+
+  t.test(`${store} blob store: byte ranges, stat and delete`, async (t) => {
+    const { blobs } = await open(t);
+    const before = Date.now();
+    const { sha256: id } = await blobs.put(Readable.from([Buffer.from('0123456789')]), { maxBytes: 100 });
+    t.equal(await text(blobs.open(id, { start: 2, end: 5 })), '2345', 'inclusive range');
+    t.equal(await text(blobs.open(id, { start: 9, end: 9 })), '9');
+    const found = await blobs.stat(id);
+    t.equal(found?.sizeBytes, 10);
+    // S3 keeps LastModified in whole seconds.
+    t.ok(found?.modifiedAt && found.modifiedAt.getTime() >= Math.floor(before / 1000) * 1000 - 1000, 'modifiedAt is the write');
+    await blobs.delete(id);
+    t.equal(await blobs.stat(id), null);
+    await blobs.delete(id);
+    t.pass('deleting an absent blob is fine');
+    t.throws(() => blobs.open('../../etc/passwd'), 'only sha256 names are opened');
+    await t.rejects(text(blobs.open(id)), 'opening absent bytes fails the stream');
+  });
+}
 
 t.test('args: Range headers', async (t) => {
   const cases: [string | undefined, number, ReturnType<typeof parseRange>][] = [

@@ -17,6 +17,34 @@ t.test('defaults', async (t) => {
   t.same(loadConfig({ GF_BANNED_IMAGES: ' acme/tool , evil/* ' }).bannedImages, ['acme/tool', 'evil/*']);
 });
 
+t.test('artifact store: the filesystem by default, S3 from the GF_S3_* variables', async (t) => {
+  t.equal(loadConfig({}).execution.s3, null);
+  t.equal(loadConfig({ GF_S3_BUCKET: 'gf-artifacts' }).execution.s3, null, 'the bucket alone does not switch the store');
+  const s3 = loadConfig({
+    GF_ARTIFACT_STORE: 's3',
+    GF_S3_ENDPOINT: 'http://127.0.0.1:4568',
+    GF_S3_BUCKET: 'gf-artifacts',
+    GF_S3_ACCESS_KEY_ID: 'AKID',
+    GF_S3_SECRET_ACCESS_KEY: 'very-secret',
+    GF_S3_FORCE_PATH_STYLE: 'true',
+  }).execution.s3;
+  t.match(s3, { endpoint: 'http://127.0.0.1:4568', bucket: 'gf-artifacts', region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'AKID' } });
+  t.equal(s3?.credentials?.secretAccessKey.reveal(), 'very-secret');
+  t.notMatch(JSON.stringify(s3), /very-secret/, 'the secret key never serialises');
+  t.match(loadConfig({ GF_ARTIFACT_STORE: 's3', GF_S3_BUCKET: 'b-1' }).execution.s3, { endpoint: null, credentials: null, forcePathStyle: false }, "AWS's endpoint and the SDK's credential chain");
+
+  const problems = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+      return [];
+    } catch (err) {
+      return (err as ConfigError).problems;
+    }
+  };
+  t.match(problems({ GF_ARTIFACT_STORE: 's3' }), [/^GF_S3_BUCKET: must be set/]);
+  t.match(problems({ GF_ARTIFACT_STORE: 's3', GF_S3_BUCKET: 'b-1', GF_S3_ACCESS_KEY_ID: 'AKID' }), [/^GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY/]);
+});
+
 t.test('error: a bad value names the variable', async (t) => {
   const cases: [string, string][] = [
     ['PORT', 'eighty'],
@@ -28,6 +56,10 @@ t.test('error: a bad value names the variable', async (t) => {
     ['GF_STABLE_TOKEN_ADDRESS', '0x123'],
     ['GF_BANNED_IMAGES', 'acme/tool, *'],
     ['GF_WEI_PER_USD', '1.5'],
+    ['GF_ARTIFACT_STORE', 'gcs'],
+    ['GF_S3_ENDPOINT', 'ftp://s3.local'],
+    ['GF_S3_BUCKET', 'Not_A_Bucket'],
+    ['GF_S3_FORCE_PATH_STYLE', 'yes'],
   ];
   for (const [name, value] of cases) {
     const err = (() => {

@@ -1,10 +1,10 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { BlobTooLargeError, type BlobStore } from './blob-store.js';
+import { checkReadable, hashingLimit, type BlobStore } from './blob-store.js';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 /** Read size of a download: large reads keep the signed URL close to a plain file read. */
@@ -40,27 +40,17 @@ export function createFsBlobStore(dir: string): BlobStore & { pathOf(sha256: str
 
     async put(source: Readable, { maxBytes }: { maxBytes: number }) {
       await mkdir(tmpDir, { recursive: true });
-      // A source that failed while the folder was made (a client gone) gets no temp file at all.
-      if (source.errored) throw source.errored;
-      if (source.destroyed) throw new Error('the source closed before it was read');
+      // A source that failed while the folder was made gets no temp file at all.
+      checkReadable(source);
       const tmp = join(tmpDir, randomUUID());
-      const hash = createHash('sha256');
-      let size = 0;
-      const counter = new Transform({
-        transform(chunk: Buffer, _encoding, done) {
-          size += chunk.length;
-          if (size > maxBytes) return done(new BlobTooLargeError(maxBytes));
-          hash.update(chunk);
-          done(null, chunk);
-        },
-      });
+      const counted = hashingLimit(maxBytes);
       try {
-        await pipeline(source, counter, createWriteStream(tmp));
-        const sha256 = hash.digest('hex');
+        await pipeline(source, counted.stream, createWriteStream(tmp));
+        const sha256 = counted.sha256();
         const target = pathOf(sha256);
         await mkdir(join(dir, sha256.slice(0, 2)), { recursive: true });
         await rename(tmp, target);
-        return { sha256, sizeBytes: size };
+        return { sha256, sizeBytes: counted.sizeBytes() };
       } catch (err) {
         await unlink(tmp).catch(() => undefined);
         throw err;

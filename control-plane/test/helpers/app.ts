@@ -6,7 +6,7 @@ import type { ApiKeyScope } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import type { BlobStore } from '../../src/artifacts/blob-store.js';
-import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
+import { openBlobStore } from '../../src/artifacts/open-blob-store.js';
 import { createUrlSigner, type UrlSigner } from '../../src/artifacts/signing.js';
 import { deploymentSecret } from '../../src/settings/store.js';
 import { keyEnvironmentFor } from '../../src/auth/api-keys.js';
@@ -56,17 +56,20 @@ export async function buildTestApp(t: TestContext, options: { env?: Record<strin
 }
 
 /**
- * The artifact store and URL signer as `server.ts` makes them: the filesystem store in
- * `GF_ARTIFACT_DIR` when the test sets it, else in a temporary directory removed afterwards.
+ * The artifact store and URL signer as `server.ts` makes them: the S3 store when the test sets
+ * `GF_ARTIFACT_STORE=s3`, else the filesystem store in `GF_ARTIFACT_DIR` when the test sets it,
+ * else in a temporary directory removed afterwards.
  */
 export async function testArtifacts(t: TestContext, db: Database, config: Config): Promise<{ blobs: BlobStore; signer: UrlSigner }> {
   let dir = config.execution.artifactDir;
-  if (dir === `${config.dataDir}/artifacts`) {
+  if (!config.execution.s3 && dir === `${config.dataDir}/artifacts`) {
     const tmp = mkdtempSync(join(tmpdir(), 'gf-test-artifacts-'));
     t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
     dir = tmp;
   }
-  return { blobs: createFsBlobStore(dir), signer: createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), config.publicUrl) };
+  const store = openBlobStore({ artifactDir: dir, s3: config.execution.s3 });
+  t.teardown(() => store.close());
+  return { blobs: store.blobs, signer: createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), config.publicUrl) };
 }
 
 /** A fresh account with one key; `status: 'suspended'` suspends the account afterwards. */
