@@ -4,6 +4,7 @@ import { createServer, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { createFsBlobStore } from '../../control-plane/src/artifacts/fs-blob-store.js';
 import { createTestKey } from '../../control-plane/test/helpers/app.js';
 import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
 import { createClient, type RequestEvent } from '../src/index.js';
@@ -107,10 +108,10 @@ t.test('default: downloadArtifact follows the 302, verifies the hash and writes 
 });
 
 t.test('error: integrity_error for stored bytes changed on disk, and no file at the destination', async (t) => {
-  const { gf, out, blobs } = await setup(t);
+  const { gf, out, dir } = await setup(t);
   const bytes = Buffer.from('the recorded bytes '.repeat(1000));
   const uploaded = await gf.artifacts.upload(bytes);
-  const stored = blobs.pathOf(uploaded.sha256);
+  const stored = createFsBlobStore(dir).pathOf(uploaded.sha256);
   const changed = Buffer.from(bytes);
   changed[10] = changed[10]! ^ 0xff;
   writeFileSync(stored, changed);

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,13 +7,14 @@ import { Readable } from 'node:stream';
 import { artifactMetadataSchema, artifactSummarySchema, type ArtifactMetadata } from '@gpufarm/shared';
 import { fileSource, packOutputRule } from '@gpufarm/agent/artifacts/pack.js';
 import { uploadArtifact } from '@gpufarm/agent/artifacts/upload.js';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { newAgentToken } from '../src/auth/machine-tokens.js';
 import type { AgentUploadAnswer } from '../src/artifacts/agent-upload.js';
 import type { UrlSigner } from '../src/artifacts/signing.js';
 import { listJobsArtifacts } from '../src/artifacts/store.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
+import { startS3rver } from './helpers/s3rver.js';
 import { artifactSetup, MAX_INPUT_BYTES, uploadPath, uploadSetup, type ArtifactSetup, type Upload } from './helpers/uploads.js';
 
 const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
@@ -22,6 +23,20 @@ const pathOf = (url: string) => {
   const u = new URL(url);
   return `${u.pathname}${u.search}`;
 };
+
+/** The environment that picks each artifact store (s3: a fresh s3rver process). */
+const STORE_ENVS: [string, (t: Test) => Promise<Record<string, string>>][] = [
+  ['fs', async () => ({})],
+  ['s3', async (t) => (await startS3rver(t)).env],
+];
+
+/** The bytes behind a download URL: our signed `/files/` route through inject, a presigned bucket URL over HTTP. */
+async function bytesAt(s: ArtifactSetup, url: string): Promise<Buffer> {
+  if (new URL(url).pathname.startsWith('/files/')) return (await s.app.inject({ method: 'GET', url: pathOf(url) })).rawPayload;
+  const res = await fetch(url);
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
+  return Buffer.from(await res.arrayBuffer());
+}
 
 async function uploadInput(s: ArtifactSetup, body: Buffer, query = ''): Promise<ArtifactMetadata> {
   const res = await s.app.inject({ method: 'POST', url: `/v1/artifacts${query}`, headers: { ...bearer(s.key), 'content-type': 'application/octet-stream' }, payload: body });
@@ -57,7 +72,8 @@ t.test('default: POST /v1/artifacts stores a streamed input, hashed, and answers
 
   const again = await uploadInput(s, body);
   t.not(again.id, meta.id, 'a second upload is a second artifact');
-  t.equal(s.blobs.pathOf(again.sha256), s.blobs.pathOf(meta.sha256), 'equal bytes are one stored file');
+  t.equal(again.sha256, meta.sha256);
+  t.same(readdirSync(join(s.dir, meta.sha256.slice(0, 2))), [meta.sha256], 'equal bytes are one stored file');
 });
 
 t.test('error: payload_too_large for inputs over GF_MAX_INPUT_BYTES, declared or streamed', async (t) => {
@@ -302,63 +318,6 @@ function put(u: Upload, path: string, chunks: Buffer[], options: PutOptions = {}
 }
 
 
-t.test('default: an agent streams an output; the server hashes it, compares the trailer, stores a row', async (t) => {
-  const s = await uploadSetup(t);
-  const chunks = Array.from({ length: 4 }, () => randomBytes(50_000));
-  const bytes = Buffer.concat(chunks);
-  const res = await put(s, uploadPath(s, 'output-0'), chunks, { trailer: sha256(bytes) });
-  t.equal(res.status, 201, JSON.stringify(res.json));
-  t.same(res.json, { artifactId: res.json.artifactId, sha256: sha256(bytes), sizeBytes: bytes.length, declaredSha256: sha256(bytes), hashesMatch: true });
-  const [row] = await s.db.query<Record<string, unknown>>('SELECT * FROM artifacts WHERE id = $1', [res.json.artifactId ?? null]);
-  t.match(row, { account_id: s.accountId, job_id: s.jobId, assignment_id: s.assignmentId, kind: 'output', name: 'output-0', filename: `${s.jobId}-output-0.tar`, sha256: sha256(bytes), declared_sha256: sha256(bytes) });
-  const file = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(s.key) });
-  t.equal(file.statusCode, 302, 'the job owner downloads it');
-  t.equal(sha256((await s.app.inject({ method: 'GET', url: pathOf(String(file.headers.location)) })).rawPayload), sha256(bytes));
-
-  const log = Buffer.from('{"seq":0,"line":"hello"}\n');
-  const logRes = await put(s, uploadPath(s, 'log'), [log], { trailer: sha256(log) });
-  t.equal(logRes.status, 201);
-  const summaries = (await listJobsArtifacts(s.db, [s.jobId])).get(s.jobId)!;
-  for (const summary of summaries) artifactSummarySchema.parse(summary);
-  t.same(summaries, [
-    { id: res.json.artifactId, kind: 'output', filename: `${s.jobId}-output-0.tar`, sizeBytes: bytes.length, sha256: sha256(bytes) },
-    { id: logRes.json.artifactId, kind: 'log', filename: `${s.jobId}-log.ndjson`, sizeBytes: log.length, sha256: sha256(log) },
-  ]);
-  const foreign = await createTestKey(s.db);
-  assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(foreign.key) }), 'not_found', 404);
-});
-
-t.test('behavior: a declared hash that differs is recorded, and the server hash is stored', async (t) => {
-  const s = await uploadSetup(t);
-  const bytes = Buffer.from('real output');
-  const res = await put(s, uploadPath(s, 'output-0'), [bytes], { trailer: sha256('claimed output') });
-  t.equal(res.status, 201);
-  t.equal(res.json.sha256, sha256(bytes));
-  t.equal(res.json.declaredSha256, sha256('claimed output'));
-  t.equal(res.json.hashesMatch, false);
-  const [row] = await s.db.query<{ sha256: string; declared_sha256: string }>('SELECT sha256, declared_sha256 FROM artifacts WHERE id = $1', [res.json.artifactId ?? null]);
-  t.same(row, { sha256: sha256(bytes), declared_sha256: sha256('claimed output') });
-
-  const header = await put(s, uploadPath(s, 'log'), [bytes], { header: sha256(bytes).toUpperCase() });
-  t.equal(header.json.declaredSha256, sha256(bytes), 'a retry declares in a header (lower-cased)');
-  t.equal(header.json.hashesMatch, true);
-});
-
-t.test('behavior: no declared hash is stored with declared null; a retry replaces the row and its old bytes', async (t) => {
-  const s = await uploadSetup(t);
-  const first = await put(s, uploadPath(s, 'output-0'), [Buffer.from('first try')]);
-  t.equal(first.status, 201);
-  t.equal(first.json.declaredSha256, null);
-  t.equal(first.json.hashesMatch, null);
-  const second = await put(s, uploadPath(s, 'output-0'), [Buffer.from('second try')], { trailer: sha256('second try') });
-  t.equal(second.status, 201);
-  t.equal(second.json.artifactId, first.json.artifactId, 'same artifact id');
-  const rows = await s.db.query<{ sha256: string }>('SELECT sha256 FROM artifacts WHERE assignment_id = $1', [s.assignmentId]);
-  t.same(rows, [{ sha256: sha256('second try') }], 'one row, the new bytes');
-  t.equal(await s.blobs.stat(sha256('first try')), null, 'the replaced bytes are deleted');
-  t.not(await s.blobs.stat(sha256('second try')), null);
-});
-
 t.test('error: agent uploads without a token, with an unknown or another machine’s token', async (t) => {
   const s = await uploadSetup(t);
   const body = [Buffer.from('x')];
@@ -375,53 +334,6 @@ t.test('error: agent uploads without a token, with an unknown or another machine
   t.equal(row!.n, 0);
 });
 
-t.test('error: agent uploads for unknown rules, bad names, too large, or a closed assignment', async (t) => {
-  const s = await uploadSetup(t, 'running', [{ path: '/output', maxBytes: 100_000 }]);
-  const rule = await put(s, uploadPath(s, 'output-1'), [Buffer.from('x')]);
-  t.equal(rule.status, 404);
-  t.match(rule.json.error?.message, /no output rule 1/);
-  const name = await put(s, uploadPath(s, 'secrets'), [Buffer.from('x')]);
-  t.equal(name.status, 400);
-  t.equal(name.json.error?.code, 'invalid_request');
-  const unknownAssignment = await put(s, '/agent/v1/assignments/asg_nope/outputs/output-0', [Buffer.from('x')]);
-  t.equal(unknownAssignment.status, 404);
-  const big = await put(s, uploadPath(s, 'output-0'), Array.from({ length: 4 }, () => randomBytes(30_000)), { trailer: 'a'.repeat(64) });
-  t.equal(big.status, 413);
-  t.equal(big.json.error?.code, 'payload_too_large');
-  t.match(big.json.error?.message, /100000/);
-  const badHash = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')], { header: 'not-a-hash' });
-  t.equal(badHash.status, 400);
-  t.equal(badHash.json.error?.details[0]?.field, 'X-Content-Sha256');
-
-  await s.db.query("UPDATE assignments SET state = 'canceled' WHERE id = $1", [s.assignmentId]);
-  const closed = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')]);
-  t.equal(closed.status, 409);
-  t.equal(closed.json.error?.code, 'conflict');
-  await s.db.query("UPDATE assignments SET state = 'finished', finished_at = now() - interval '1 minute' WHERE id = $1", [s.assignmentId]);
-  t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'just finished: a retry still lands');
-  t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'and may repeat the same bytes');
-  const changed = await put(s, uploadPath(s, 'log'), [Buffer.from('rewritten log')]);
-  t.equal(changed.status, 409, 'but not change them once finished');
-  t.equal(await s.blobs.stat(sha256('rewritten log')), null, 'the refused bytes are not kept');
-  await s.db.query("UPDATE assignments SET finished_at = now() - interval '1 hour' WHERE id = $1", [s.assignmentId]);
-  t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('too late')])).status, 409, 'long finished: refused');
-  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
-  t.equal(row!.n, 1, 'only the accepted upload stored');
-});
-
-t.test('behavior: equal bytes from two jobs are one stored file with two rows', async (t) => {
-  const s = await uploadSetup(t);
-  const bytes = Buffer.from('identical output');
-  const input = await uploadInput(s, bytes);
-  const output = await put(s, uploadPath(s, 'output-0'), [bytes], { trailer: sha256(bytes) });
-  t.not(output.json.artifactId, input.id);
-  const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts WHERE sha256 = $1', [sha256(bytes)]);
-  t.equal(row!.n, 2);
-  t.not(await s.blobs.stat(sha256(bytes)), null);
-  const signer: UrlSigner = s.signer;
-  t.ok(signer.sign(input.id, 1).url);
-});
-
 t.test('error: unavailable when the store lost the bytes of a live artifact', async (t) => {
   const s = await artifactSetup(t);
   const meta = await uploadInput(s, Buffer.from('soon lost'));
@@ -429,30 +341,160 @@ t.test('error: unavailable when the store lost the bytes of a live artifact', as
   assertError(t, await s.app.inject({ method: 'GET', url: pathOf(meta.url) }), 'unavailable', 503);
 });
 
-t.test('behavior: the real agent uploader (chunked body, hash as a trailer) stores a packed output and a log', async (t) => {
-  const s = await uploadSetup(t);
-  const work = mkdtempSync(join(tmpdir(), 'gf-agent-out-'));
-  t.teardown(() => rmSync(work, { recursive: true, force: true }));
-  mkdirSync(join(work, 'output'));
-  writeFileSync(join(work, 'output', 'result.txt'), 'the answer\n');
-  writeFileSync(join(work, 'output', 'big.bin'), randomBytes(100_000));
-  writeFileSync(join(work, 'job.log'), '{"seq":0,"stream":"stdout","line":"hi"}\n');
-  const url = (name: string) => `http://127.0.0.1:${s.port}${uploadPath(s, name)}`;
-  const headers = { authorization: `Bearer ${s.token}` };
+// Where the bytes go and come from is the store's business: these run against the filesystem
+// store and a real s3rver process.
+for (const [store, storeEnv] of STORE_ENVS) {
+  t.test(`${store}: default: an agent streams an output; the server hashes it, compares the trailer, stores a row`, async (t) => {
+    const s = await uploadSetup(t, 'running', undefined, await storeEnv(t));
+    const chunks = Array.from({ length: 4 }, () => randomBytes(50_000));
+    const bytes = Buffer.concat(chunks);
+    const res = await put(s, uploadPath(s, 'output-0'), chunks, { trailer: sha256(bytes) });
+    t.equal(res.status, 201, JSON.stringify(res.json));
+    t.same(res.json, { artifactId: res.json.artifactId, sha256: sha256(bytes), sizeBytes: bytes.length, declaredSha256: sha256(bytes), hashesMatch: true });
+    const [row] = await s.db.query<Record<string, unknown>>('SELECT * FROM artifacts WHERE id = $1', [res.json.artifactId ?? null]);
+    t.match(row, { account_id: s.accountId, job_id: s.jobId, assignment_id: s.assignmentId, kind: 'output', name: 'output-0', filename: `${s.jobId}-output-0.tar`, sha256: sha256(bytes), declared_sha256: sha256(bytes) });
+    const file = await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(s.key) });
+    t.equal(file.statusCode, 302, 'the job owner downloads it');
+    t.equal(sha256(await bytesAt(s, String(file.headers.location))), sha256(bytes));
 
-  const output = await uploadArtifact({ url: url('output-0'), headers, contentType: 'application/x-tar', attempts: 1, open: () => packOutputRule(join(work, 'output'), { path: '/output', maxBytes: 256 * 1024 }) });
-  t.equal(output.status, 201);
-  const log = await uploadArtifact({ url: url('log'), headers, contentType: 'application/x-ndjson', attempts: 1, open: () => fileSource(join(work, 'job.log')) });
-  t.equal(log.status, 201);
-  const rows = await s.db.query<{ name: string; sha256: string; declared_sha256: string; size_bytes: number }>(
-    'SELECT name, sha256, declared_sha256, size_bytes FROM artifacts WHERE assignment_id = $1 ORDER BY name',
-    [s.assignmentId],
-  );
-  t.same(rows, [
-    { name: 'log', sha256: log.sha256, declared_sha256: log.sha256, size_bytes: log.sizeBytes },
-    { name: 'output-0', sha256: output.sha256, declared_sha256: output.sha256, size_bytes: output.sizeBytes },
-  ], "the server's hashes equal the agent's, declared in the trailer");
-  const [summary] = (await listJobsArtifacts(s.db, [s.jobId])).get(s.jobId)!;
-  const meta = (await s.app.inject({ method: 'GET', url: `/v1/artifacts/${summary!.id}?format=json`, headers: bearer(s.key) })).json() as ArtifactMetadata;
-  t.equal(sha256((await s.app.inject({ method: 'GET', url: pathOf(meta.url) })).rawPayload), output.sha256, 'the customer downloads the same tar');
-});
+    const log = Buffer.from('{"seq":0,"line":"hello"}\n');
+    const logRes = await put(s, uploadPath(s, 'log'), [log], { trailer: sha256(log) });
+    t.equal(logRes.status, 201);
+    const summaries = (await listJobsArtifacts(s.db, [s.jobId])).get(s.jobId)!;
+    for (const summary of summaries) artifactSummarySchema.parse(summary);
+    t.same(summaries, [
+      { id: res.json.artifactId, kind: 'output', filename: `${s.jobId}-output-0.tar`, sizeBytes: bytes.length, sha256: sha256(bytes) },
+      { id: logRes.json.artifactId, kind: 'log', filename: `${s.jobId}-log.ndjson`, sizeBytes: log.length, sha256: sha256(log) },
+    ]);
+    const foreign = await createTestKey(s.db);
+    assertError(t, await s.app.inject({ method: 'GET', url: `/v1/artifacts/${res.json.artifactId}`, headers: bearer(foreign.key) }), 'not_found', 404);
+  });
+
+  t.test(`${store}: behavior: a declared hash that differs is recorded, and the server hash is stored`, async (t) => {
+    const s = await uploadSetup(t, 'running', undefined, await storeEnv(t));
+    const bytes = Buffer.from('real output');
+    const res = await put(s, uploadPath(s, 'output-0'), [bytes], { trailer: sha256('claimed output') });
+    t.equal(res.status, 201);
+    t.equal(res.json.sha256, sha256(bytes));
+    t.equal(res.json.declaredSha256, sha256('claimed output'));
+    t.equal(res.json.hashesMatch, false);
+    const [row] = await s.db.query<{ sha256: string; declared_sha256: string }>('SELECT sha256, declared_sha256 FROM artifacts WHERE id = $1', [res.json.artifactId ?? null]);
+    t.same(row, { sha256: sha256(bytes), declared_sha256: sha256('claimed output') });
+
+    const header = await put(s, uploadPath(s, 'log'), [bytes], { header: sha256(bytes).toUpperCase() });
+    t.equal(header.json.declaredSha256, sha256(bytes), 'a retry declares in a header (lower-cased)');
+    t.equal(header.json.hashesMatch, true);
+  });
+
+  t.test(`${store}: behavior: no declared hash is stored with declared null; a retry replaces the row and its old bytes`, async (t) => {
+    const s = await uploadSetup(t, 'running', undefined, await storeEnv(t));
+    const first = await put(s, uploadPath(s, 'output-0'), [Buffer.from('first try')]);
+    t.equal(first.status, 201);
+    t.equal(first.json.declaredSha256, null);
+    t.equal(first.json.hashesMatch, null);
+    const second = await put(s, uploadPath(s, 'output-0'), [Buffer.from('second try')], { trailer: sha256('second try') });
+    t.equal(second.status, 201);
+    t.equal(second.json.artifactId, first.json.artifactId, 'same artifact id');
+    const rows = await s.db.query<{ sha256: string }>('SELECT sha256 FROM artifacts WHERE assignment_id = $1', [s.assignmentId]);
+    t.same(rows, [{ sha256: sha256('second try') }], 'one row, the new bytes');
+    t.equal(await s.blobs.stat(sha256('first try')), null, 'the replaced bytes are deleted');
+    t.not(await s.blobs.stat(sha256('second try')), null);
+  });
+
+
+  t.test(`${store}: error: agent uploads for unknown rules, bad names, too large, or a closed assignment`, async (t) => {
+    const s = await uploadSetup(t, 'running', [{ path: '/output', maxBytes: 100_000 }], await storeEnv(t));
+    const rule = await put(s, uploadPath(s, 'output-1'), [Buffer.from('x')]);
+    t.equal(rule.status, 404);
+    t.match(rule.json.error?.message, /no output rule 1/);
+    const name = await put(s, uploadPath(s, 'secrets'), [Buffer.from('x')]);
+    t.equal(name.status, 400);
+    t.equal(name.json.error?.code, 'invalid_request');
+    const unknownAssignment = await put(s, '/agent/v1/assignments/asg_nope/outputs/output-0', [Buffer.from('x')]);
+    t.equal(unknownAssignment.status, 404);
+    const big = await put(s, uploadPath(s, 'output-0'), Array.from({ length: 4 }, () => randomBytes(30_000)), { trailer: 'a'.repeat(64) });
+    t.equal(big.status, 413);
+    t.equal(big.json.error?.code, 'payload_too_large');
+    t.match(big.json.error?.message, /100000/);
+    const badHash = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')], { header: 'not-a-hash' });
+    t.equal(badHash.status, 400);
+    t.equal(badHash.json.error?.details[0]?.field, 'X-Content-Sha256');
+
+    await s.db.query("UPDATE assignments SET state = 'canceled' WHERE id = $1", [s.assignmentId]);
+    const closed = await put(s, uploadPath(s, 'output-0'), [Buffer.from('x')]);
+    t.equal(closed.status, 409);
+    t.equal(closed.json.error?.code, 'conflict');
+    await s.db.query("UPDATE assignments SET state = 'finished', finished_at = now() - interval '1 minute' WHERE id = $1", [s.assignmentId]);
+    t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'just finished: a retry still lands');
+    t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('late log')])).status, 201, 'and may repeat the same bytes');
+    const changed = await put(s, uploadPath(s, 'log'), [Buffer.from('rewritten log')]);
+    t.equal(changed.status, 409, 'but not change them once finished');
+    t.equal(await s.blobs.stat(sha256('rewritten log')), null, 'the refused bytes are not kept');
+    await s.db.query("UPDATE assignments SET finished_at = now() - interval '1 hour' WHERE id = $1", [s.assignmentId]);
+    t.equal((await put(s, uploadPath(s, 'log'), [Buffer.from('too late')])).status, 409, 'long finished: refused');
+    const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts');
+    t.equal(row!.n, 1, 'only the accepted upload stored');
+  });
+
+  t.test(`${store}: behavior: equal bytes from two jobs are one stored file with two rows`, async (t) => {
+    const s = await uploadSetup(t, 'running', undefined, await storeEnv(t));
+    const bytes = Buffer.from('identical output');
+    const input = await uploadInput(s, bytes);
+    const output = await put(s, uploadPath(s, 'output-0'), [bytes], { trailer: sha256(bytes) });
+    t.not(output.json.artifactId, input.id);
+    const [row] = await s.db.query<{ n: number }>('SELECT count(*)::int AS n FROM artifacts WHERE sha256 = $1', [sha256(bytes)]);
+    t.equal(row!.n, 2);
+    t.not(await s.blobs.stat(sha256(bytes)), null);
+    const signer: UrlSigner = s.signer;
+    t.ok(signer.sign(input.id, 1).url);
+  });
+
+
+  t.test(`${store}: behavior: the real agent uploader (chunked body, hash as a trailer) stores a packed output and a log`, async (t) => {
+    const s = await uploadSetup(t, 'running', undefined, await storeEnv(t));
+    const work = mkdtempSync(join(tmpdir(), 'gf-agent-out-'));
+    t.teardown(() => rmSync(work, { recursive: true, force: true }));
+    mkdirSync(join(work, 'output'));
+    writeFileSync(join(work, 'output', 'result.txt'), 'the answer\n');
+    writeFileSync(join(work, 'output', 'big.bin'), randomBytes(100_000));
+    writeFileSync(join(work, 'job.log'), '{"seq":0,"stream":"stdout","line":"hi"}\n');
+    const url = (name: string) => `http://127.0.0.1:${s.port}${uploadPath(s, name)}`;
+    const headers = { authorization: `Bearer ${s.token}` };
+
+    const output = await uploadArtifact({ url: url('output-0'), headers, contentType: 'application/x-tar', attempts: 1, open: () => packOutputRule(join(work, 'output'), { path: '/output', maxBytes: 256 * 1024 }) });
+    t.equal(output.status, 201);
+    const log = await uploadArtifact({ url: url('log'), headers, contentType: 'application/x-ndjson', attempts: 1, open: () => fileSource(join(work, 'job.log')) });
+    t.equal(log.status, 201);
+    const rows = await s.db.query<{ name: string; sha256: string; declared_sha256: string; size_bytes: number }>(
+      'SELECT name, sha256, declared_sha256, size_bytes FROM artifacts WHERE assignment_id = $1 ORDER BY name',
+      [s.assignmentId],
+    );
+    t.same(rows, [
+      { name: 'log', sha256: log.sha256, declared_sha256: log.sha256, size_bytes: log.sizeBytes },
+      { name: 'output-0', sha256: output.sha256, declared_sha256: output.sha256, size_bytes: output.sizeBytes },
+    ], "the server's hashes equal the agent's, declared in the trailer");
+    const [summary] = (await listJobsArtifacts(s.db, [s.jobId])).get(s.jobId)!;
+    const meta = (await s.app.inject({ method: 'GET', url: `/v1/artifacts/${summary!.id}?format=json`, headers: bearer(s.key) })).json() as ArtifactMetadata;
+    t.equal(sha256(await bytesAt(s, meta.url)), output.sha256, 'the customer downloads the same tar');
+  });
+
+  t.test(`${store}: behavior: an agent's input route redirects to a URL of the bytes valid 120 s`, async (t) => {
+    const s = await uploadSetup(t, 'running', undefined, await storeEnv(t));
+    const bytes = randomBytes(40_000);
+    const input = await uploadInput(s, bytes, '?filename=data.bin');
+    const inputs = [{ artifactId: input.id, mountName: 'data', url: 'http://unused.test/', sha256: input.sha256, sizeBytes: input.sizeBytes }];
+    await s.db.query("UPDATE assignments SET spec = spec || jsonb_build_object('inputs', $2::jsonb) WHERE id = $1", [s.assignmentId, JSON.stringify(inputs)]);
+    const redirect = await s.app.inject({ method: 'GET', url: `/agent/v1/assignments/${s.assignmentId}/inputs/data`, headers: { authorization: `Bearer ${s.token}` } });
+    t.equal(redirect.statusCode, 302, redirect.body);
+    const location = new URL(String(redirect.headers.location));
+    if (store === 's3') {
+      t.equal(location.searchParams.get('X-Amz-Expires'), '120', 'a presigned GET of the bucket');
+      t.notOk(location.pathname.startsWith('/files/'));
+    } else {
+      t.ok(location.pathname.startsWith('/files/'), 'our signed route');
+      const lifetimeMs = Number(location.searchParams.get('expires')) * 1000 - Date.now();
+      t.ok(lifetimeMs > 110_000 && lifetimeMs <= 121_000, `valid 120 s (${lifetimeMs} ms)`);
+    }
+    t.equal(sha256(await bytesAt(s, location.href)), sha256(bytes));
+  });
+}

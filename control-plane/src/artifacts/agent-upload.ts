@@ -7,7 +7,7 @@ import type { Database } from '../db/database.js';
 import { parseParams } from '../http/parse.js';
 import { BlobTooLargeError, type BlobStore } from './blob-store.js';
 import { deleteIfUnreferenced } from './expiry.js';
-import { isExpired, newArtifactId } from './metadata.js';
+import { artifactLink, isExpired, newArtifactId } from './metadata.js';
 import { bodyStream, checkDeclaredLength, declaredSha256, takeRawBodies, tooLarge } from './raw-body.js';
 import type { UrlSigner } from './signing.js';
 import { findArtifactById, findAssignmentArtifact, findUploadTarget, upsertAssignmentArtifact, type UploadTarget } from './store.js';
@@ -15,7 +15,7 @@ import { findArtifactById, findAssignmentArtifact, findUploadTarget, upsertAssig
 export interface AgentArtifactRoutesOptions {
   db: Database;
   blobs: BlobStore;
-  /** Signs the URL an input download is redirected to. */
+  /** Signs the URL an input download is redirected to (unless the store presigns its own). */
   signer: UrlSigner;
   config: Pick<ExecutionConfig, 'artifactTtlDays'>;
 }
@@ -80,7 +80,8 @@ async function machineAssignment(db: Database, authorization: string | undefined
  * (an agent's retry) while the assignment runs; once it finished, only the same bytes again.
  *
  * `GET /agent/v1/assignments/:id/inputs/:mountName`: an input of the machine's offered,
- * accepted or running assignment, as a 302 to a signed URL valid 120 s, asked for when the agent
+ * accepted or running assignment, as a 302 to a signed URL valid 120 s (the store's presigned
+ * one when it has them), asked for when the agent
  * downloads it (the assignment carries this route, not a signed URL).
  */
 export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions> = async (app, { db, blobs, signer, config }) => {
@@ -171,6 +172,6 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
     if (!row || row.account_id !== target.account_id) throw new ApiError('not_found', `No input artifact ${input.artifactId}.`);
     if (isExpired(row)) throw new ApiError('gone', `The input artifact ${row.id} expired at ${row.expires_at.toISOString()}.`);
     reply.header('Cache-Control', 'no-store');
-    return reply.redirect(signer.sign(row.id, INPUT_URL_TTL_SECONDS).url, 302);
+    return reply.redirect((await artifactLink(row, { blobs, signer }, INPUT_URL_TTL_SECONDS)).url, 302);
   });
 };

@@ -1,5 +1,6 @@
 import type { ArtifactMetadata } from '@gpufarm/shared';
 import { randomId } from '../ids.js';
+import type { BlobStore } from './blob-store.js';
 import type { UrlSigner } from './signing.js';
 import type { ArtifactRow } from './store.js';
 
@@ -13,9 +14,23 @@ export function newArtifactId(): string {
   return randomId('art');
 }
 
-/** `GET /v1/artifacts/:id?format=json` and `POST /v1/artifacts`: the row and a fresh signed URL. */
-export function toArtifactMetadata(row: ArtifactRow, signer: UrlSigner, now = Date.now()): ArtifactMetadata {
-  const signed = signer.sign(row.id, SIGNED_URL_TTL_SECONDS, now);
+/** A URL that reads an artifact's bytes for `ttlSeconds`, and when it expires. */
+export interface ArtifactLink {
+  url: string;
+  expiresAt: Date;
+}
+
+/**
+ * Where the bytes of `row` are read for `ttlSeconds`: the store's own presigned URL when it has
+ * one (the bytes then do not pass through the control plane), else our signed `/files/<id>`.
+ */
+export async function artifactLink(row: ArtifactRow, deps: { blobs: BlobStore; signer: UrlSigner }, ttlSeconds: number, now = Date.now()): Promise<ArtifactLink> {
+  if (deps.blobs.presign) return deps.blobs.presign(row.sha256, { filename: row.filename, ttlSeconds, now });
+  return deps.signer.sign(row.id, ttlSeconds, now);
+}
+
+/** `GET /v1/artifacts/:id?format=json` and `POST /v1/artifacts`: the row and a fresh URL of its bytes (`artifactLink`). */
+export function toArtifactMetadata(row: ArtifactRow, signed: ArtifactLink): ArtifactMetadata {
   return {
     object: 'artifact',
     id: row.id,

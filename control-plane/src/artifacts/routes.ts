@@ -5,7 +5,7 @@ import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import { parseParams, parseQuery } from '../http/parse.js';
 import { BlobTooLargeError, type BlobStore } from './blob-store.js';
-import { ARTIFACT_ID, isExpired, newArtifactId, toArtifactMetadata } from './metadata.js';
+import { ARTIFACT_ID, artifactLink, isExpired, newArtifactId, SIGNED_URL_TTL_SECONDS, toArtifactMetadata } from './metadata.js';
 import { parseRange } from './range.js';
 import { deleteIfUnreferenced } from './expiry.js';
 import { bodyStream, checkDeclaredLength, takeRawBodies, tooLarge } from './raw-body.js';
@@ -50,7 +50,8 @@ function gone(row: ArtifactRow): ApiError {
 }
 
 /**
- * Artifacts for customers: `GET /v1/artifacts/:id` (302 to a signed URL, or metadata as JSON),
+ * Artifacts for customers: `GET /v1/artifacts/:id` (302 to a signed URL, the store's presigned
+ * one when it has them, or metadata as JSON),
  * `POST /v1/artifacts` (a job input, streamed), and the signed URL itself, `GET|HEAD /files/:id`,
  * which needs no API key: the signature is the credential, for 120 seconds.
  */
@@ -63,7 +64,7 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
     const row = await findArtifact(db, request.principal!.accountId, id);
     if (!row) throw new ApiError('not_found', `No artifact ${id} on this account.`);
     if (isExpired(row)) throw gone(row);
-    const metadata = toArtifactMetadata(row, signer);
+    const metadata = toArtifactMetadata(row, await artifactLink(row, { blobs, signer }, SIGNED_URL_TTL_SECONDS));
     integrityHeaders(reply, row);
     reply.header('Cache-Control', 'no-store');
     if (query.format === 'json' || acceptsJson(request.headers.accept)) return metadata;
@@ -112,7 +113,7 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
       throw overQuota();
     }
     integrityHeaders(reply, row);
-    return reply.code(201).send(toArtifactMetadata(row, signer));
+    return reply.code(201).send(toArtifactMetadata(row, await artifactLink(row, { blobs, signer }, SIGNED_URL_TTL_SECONDS)));
   });
 
   const serveFile = async (request: FastifyRequest, reply: FastifyReply, head: boolean) => {

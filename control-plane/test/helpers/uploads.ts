@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tar from 'tar-stream';
 import { hashAgentToken, newAgentToken } from '../../src/auth/machine-tokens.js';
+import type { BlobStore } from '../../src/artifacts/blob-store.js';
 import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../../src/artifacts/routes.js';
 import { createUrlSigner, type UrlSigner } from '../../src/artifacts/signing.js';
@@ -19,23 +20,24 @@ interface TestContext {
 export const MAX_INPUT_BYTES = 1024 * 1024;
 
 export interface ArtifactSetup extends TestApp {
-  /** The artifact folder; `<dir>/tmp` holds uploads in progress. */
+  /** The artifact folder of the filesystem store; `<dir>/tmp` holds uploads in progress. */
   dir: string;
-  blobs: ReturnType<typeof createFsBlobStore>;
+  /** The store the routes use: the filesystem one in `dir`, or the bucket when `env` has `GF_ARTIFACT_STORE=s3`. */
+  blobs: BlobStore;
   signer: UrlSigner;
   key: string;
   accountId: string;
 }
 
 /**
- * The real app on a fresh database and a temp artifact folder, with the artifact routes
- * registered as `server.ts` wires them (unless the app already has them).
+ * The real app on a fresh database and a temp artifact folder (or the S3 store `env` names),
+ * with the artifact routes registered as `server.ts` wires them (unless the app already has them).
  */
 export async function artifactSetup(t: TestContext, env: Record<string, string> = {}): Promise<ArtifactSetup> {
   const dir = mkdtempSync(join(tmpdir(), 'gf-artifacts-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const test = await buildTestApp(t, { env: { GF_ARTIFACT_DIR: dir, GF_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES), ...env } });
-  const blobs = createFsBlobStore(test.config.execution.artifactDir);
+  const blobs = test.config.execution.s3 ? test.blobs : createFsBlobStore(test.config.execution.artifactDir);
   const signer = createUrlSigner(await deploymentSecret(test.db, 'artifact_url_key'), test.config.publicUrl);
   const options: ArtifactRoutesOptions = { db: test.db, blobs, signer, config: test.config.execution };
   if (!test.app.hasRoute({ method: 'GET', url: '/v1/artifacts/:id' })) await test.app.register(artifactRoutes, options);
