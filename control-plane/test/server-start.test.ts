@@ -1,12 +1,16 @@
 import { createHook } from 'node:async_hooks';
-import { mkdtempSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { loadConfig } from '../src/config.js';
+import { migrate } from '../src/db/migrate.js';
 import { startControlPlane } from '../src/server.js';
+import { createTestKey } from './helpers/app.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
+import { s3rverObjectPath, startS3rver } from './helpers/s3rver.js';
 
 /** Where a timer was started: the first frame outside node and node_modules. */
 const startedAt = (stack: string) =>
@@ -68,5 +72,29 @@ t.test('default: close() stops everything the start opened', async (t) => {
   const controlPlane = await startControlPlane(config, { logger: false });
   t.match(controlPlane.url, /^http:\/\/127\.0\.0\.1:\d+$/);
   await controlPlane.close();
+  t.same(await timers.stillRunning(), [], 'every timer the start opened was cleared');
+});
+
+t.test('s3: GF_ARTIFACT_STORE=s3 stores uploads in the bucket and redirects downloads to it; close() stops everything', async (t) => {
+  const { url, db } = await createPostgresTestDatabase(t);
+  const s3 = await startS3rver(t);
+  const config = loadConfig({ DATABASE_URL: url!, PORT: '0', GF_DATA_DIR: mkdtempSync(join(tmpdir(), 'gf-start-s3-')), ...s3.env });
+  // The key is made before the timers are watched: the test's own pool keeps an idle timer.
+  await migrate(db);
+  const { key } = await createTestKey(db);
+  const timers = trackTimers(t);
+  const controlPlane = await startControlPlane(config, { logger: false });
+  const bytes = Buffer.from('an input kept in the bucket');
+  const uploaded = await fetch(`${controlPlane.url}/v1/artifacts`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' }, body: bytes });
+  t.equal(uploaded.status, 201);
+  const { id, sha256 } = (await uploaded.json()) as { id: string; sha256: string };
+  t.equal(sha256, createHash('sha256').update(bytes).digest('hex'));
+  t.equal(readFileSync(s3rverObjectPath(s3, `blobs/${sha256}`)).toString(), bytes.toString(), 's3rver holds the bytes');
+  const redirect = await fetch(`${controlPlane.url}/v1/artifacts/${id}`, { headers: { authorization: `Bearer ${key}` }, redirect: 'manual' });
+  t.equal(redirect.status, 302);
+  t.ok(redirect.headers.get('location')!.startsWith(`${s3.endpoint}/${s3.bucket}/blobs/${sha256}?`), 'a presigned GET of the bucket');
+  await controlPlane.close();
+  // Serving a request starts node's own Date-header cache timer (unref'd, gone within a second).
+  await new Promise((resolve) => setTimeout(resolve, 1100));
   t.same(await timers.stillRunning(), [], 'every timer the start opened was cleared');
 });
