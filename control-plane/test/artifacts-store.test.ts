@@ -16,7 +16,7 @@ import { createS3BlobStore, createS3Client, S3_BLOB_PREFIX, S3_TMP_PREFIX } from
 import { insertArtifact, type NewArtifact } from '../src/artifacts/store.js';
 import type { Database } from '../src/db/database.js';
 import { createTestKey } from './helpers/app.js';
-import { BACKENDS } from './helpers/database.js';
+import { BACKENDS, createPostgresTestDatabase } from './helpers/database.js';
 import { startS3rver } from './helpers/s3rver.js';
 
 const sha256 = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
@@ -253,3 +253,17 @@ for (const [backend, createDatabase] of BACKENDS) {
     await t.rejects(resolveJobInputs(db, urlFor, alice.accountId, [{ artifactId: expired.id, mountName: 'c' }]), new JobInputUnavailableError(expired.id, 'expired'));
   });
 }
+
+t.test('s3: behavior: the expiry sweep reads LastModified as the write time: fresh bytes spared, old ones deleted', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const { blobs, stored } = await STORES.find(([name]) => name === 's3')![1](t);
+  const alice = await createTestKey(db);
+  const kept = await blobs.put(Readable.from([Buffer.from('expired bytes in the bucket')]), { maxBytes: 100 });
+  await artifactRow(db, { accountId: alice.accountId, sha256: kept.sha256 });
+  await db.query("UPDATE artifacts SET expires_at = now() - interval '1 second'");
+  t.same(await sweepExpiredArtifacts({ db, blobs }), { deleted: 0, sparedFresh: 1 }, 'just written: spared');
+  t.same(await stored(), [kept.sha256]);
+  const later = () => new Date(Date.now() + 2 * FRESH_BLOB_GRACE_MS);
+  t.same(await sweepExpiredArtifacts({ db, blobs, now: later }), { deleted: 1, sparedFresh: 0 }, 'past the grace: deleted');
+  t.same(await stored(), []);
+});
