@@ -7,6 +7,7 @@ import { billingListSchema, capacityListSchema, jobListSchema, jobSchema, pricin
 import t from 'tap';
 import { createTestKey } from '../../control-plane/test/helpers/app.js';
 import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
+import { createFsBlobStore } from '../../control-plane/src/artifacts/fs-blob-store.js';
 import { createFarm, createMachine } from '../../control-plane/src/fleet/factories.js';
 import { VERSION } from '../src/cli/version.js';
 import { createClient } from '../src/index.js';
@@ -247,7 +248,7 @@ t.test('behavior: artifacts get writes the verified file; bytes changed on disk 
 
   const changed = Buffer.from(bytes);
   changed[3] = changed[3]! ^ 0xff;
-  writeFileSync(s.blobs.pathOf(uploaded.sha256), changed);
+  writeFileSync(createFsBlobStore(s.dir).pathOf(uploaded.sha256), changed);
   const bad = await gf(['artifacts', 'get', uploaded.id, '-o', join(out, 'tampered.bin')], { env });
   t.equal(bad.code, 4, 'an integrity error exits 4');
   t.match(bad.stderr, /gf: integrity_error: /);
