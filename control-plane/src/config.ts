@@ -14,7 +14,7 @@ const envSchema = z.object({
   GF_CHAIN_ID: z.coerce.number().int().positive().default(DEFAULT_CHAIN_ID),
   GF_PUBLIC_URL: z.url().optional(),
   GF_PLATFORM_FEE_BPS: z.coerce.number().int().min(0).max(10_000).default(1000),
-  GF_RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).default('memory'),
+  GF_RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).optional(),
   GF_TRUST_PROXY: booleanFromEnv.default(false),
   GF_ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
   GF_STABLE_TOKEN_ADDRESS: address.optional(),
@@ -219,7 +219,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicUrl: (e.GF_PUBLIC_URL ?? defaultPublicUrl(e.HOST, e.PORT)).replace(/\/$/, ''),
     publicUrlFollowsPort: e.GF_PUBLIC_URL === undefined,
     platformFeeBps: e.GF_PLATFORM_FEE_BPS,
-    rateLimitStore: e.GF_RATE_LIMIT_STORE,
+    // Replicas share one PostgreSQL: their limits are shared unless told otherwise; PGlite serves one process.
+    rateLimitStore: e.GF_RATE_LIMIT_STORE ?? (e.DATABASE_URL ? 'postgres' : 'memory'),
     trustProxy: e.GF_TRUST_PROXY,
     maxConnections: e.GF_MAX_CONNECTIONS,
     headersTimeoutMs: e.GF_HEADERS_TIMEOUT_MS,

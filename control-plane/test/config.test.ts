@@ -15,6 +15,9 @@ t.test('defaults', async (t) => {
   t.equal(config.publicUrl, 'http://127.0.0.1:8080');
   t.equal(config.stableToken, null);
   t.same(loadConfig({ GF_BANNED_IMAGES: ' acme/tool , evil/* ' }).bannedImages, ['acme/tool', 'evil/*']);
+  t.equal(config.rateLimitStore, 'memory', 'PGlite serves one process: limits in memory');
+  t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db' }).rateLimitStore, 'postgres', 'replicas on PostgreSQL share their limits');
+  t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db', GF_RATE_LIMIT_STORE: 'memory' }).rateLimitStore, 'memory', 'unless told otherwise');
 });
 
 t.test('artifact store: the filesystem by default, S3 from the GF_S3_* variables', async (t) => {

@@ -1,24 +1,16 @@
-import { BaseError, ContractFunctionRevertedError, erc20Abi, ExecutionRevertedError, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
-import { GpufarmError, gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { BaseError, ContractFunctionRevertedError, encodeFunctionData, erc20Abi, ExecutionRevertedError, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import type { Database } from '../db/database.js';
 import type { EscrowChain } from './client.js';
+import { ChainError } from './errors.js';
+import type { OperatorAction } from './operator-store.js';
+import { sendOperatorTxOnce } from './operator-sender.js';
+
+export { ChainError, type ChainErrorCode } from './errors.js';
 
 /** The escrow's job states, in the contract's enum order. */
 export const ESCROW_STATUSES = ['none', 'funded', 'completed', 'disputed', 'refund_authorized', 'released', 'refunded'] as const;
 export type EscrowStatus = (typeof ESCROW_STATUSES)[number];
-
-/**
- * Why a chain call failed: `chain_unavailable` when the chain did not carry it out for now (RPC
- * down, timeout, a transaction the node turned away), the only retryable one; `chain_reverted`
- * when the contract refused it; `operator_key_missing` and `unexpected_receipt` need the configuration fixed.
- */
-export type ChainErrorCode = 'chain_unavailable' | 'chain_reverted' | 'operator_key_missing' | 'unexpected_receipt';
-
-/** A chain call that failed; the cause is kept for logs. */
-export class ChainError extends GpufarmError<ChainErrorCode> {
-  constructor(code: ChainErrorCode, message: string, options: { cause?: unknown } = {}) {
-    super(code, message, { cause: options.cause, retryable: code === 'chain_unavailable' });
-  }
-}
 
 function operatorOf(chain: EscrowChain) {
   if (!chain.operator) throw new ChainError('operator_key_missing', 'no operator key is configured: set GF_OPERATOR_PRIVATE_KEY');
@@ -29,22 +21,51 @@ function operatorOf(chain: EscrowChain) {
 const isRevert = (err: unknown) =>
   err instanceof BaseError && err.walk((e) => e instanceof ContractFunctionRevertedError || e instanceof ExecutionRevertedError) !== null;
 
-/** Sends one operator transaction to the escrow and waits for its receipt; a revert throws a ChainError. */
-async function sendOperatorTx(chain: EscrowChain, label: string, write: () => Promise<Hash>): Promise<TransactionReceipt> {
-  let hash: Hash;
-  try {
-    hash = await write();
-  } catch (err) {
-    throw new ChainError(isRevert(err) ? 'chain_reverted' : 'chain_unavailable', `${label} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, { cause: err });
+/** One operator call on the escrow: the job it acts on, the function, its calldata. */
+interface OperatorCall {
+  jobKey: Hex;
+  action: OperatorAction;
+  data: Hex;
+}
+
+const chainFailure = (label: string, err: unknown) =>
+  new ChainError(isRevert(err) ? 'chain_reverted' : 'chain_unavailable', `${label} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, { cause: err });
+
+/**
+ * Sends one operator transaction to the escrow and waits for its receipt; a revert throws a
+ * ChainError. With `ledger` (the control plane always passes its database) the call goes
+ * through `sendOperatorTxOnce`: sent at most once per job action across replicas and crashes,
+ * one sender of the key at a time. Without it (contract tests, tools) it is sent as it is.
+ */
+async function sendOperatorTx(chain: EscrowChain, call: OperatorCall, ledger?: Database): Promise<TransactionReceipt> {
+  const operator = operatorOf(chain);
+  const label = call.action;
+  let receipt: TransactionReceipt;
+  if (ledger) {
+    try {
+      receipt = await sendOperatorTxOnce(chain, ledger, call, operator.account.address, async (nonce) => {
+        const request = await operator.prepareTransactionRequest({ to: chain.escrowAddress, data: call.data, nonce });
+        return operator.signTransaction(request);
+      });
+    } catch (err) {
+      if (err instanceof ChainError || !(err instanceof BaseError)) throw err;
+      throw chainFailure(label, err);
+    }
+  } else {
+    let hash: Hash;
+    try {
+      hash = await operator.sendTransaction({ to: chain.escrowAddress, data: call.data });
+    } catch (err) {
+      throw chainFailure(label, err);
+    }
+    try {
+      receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 });
+    } catch (err) {
+      throw new ChainError('chain_unavailable', `${label}: no receipt for ${hash}; the next pass looks again`, { cause: err });
+    }
   }
-  try {
-    const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 });
-    if (receipt.status !== 'success') throw new ChainError('chain_reverted', `${label} reverted in transaction ${hash}`);
-    return receipt;
-  } catch (err) {
-    if (err instanceof ChainError) throw err;
-    throw new ChainError('chain_unavailable', `${label}: no receipt for ${hash}; the next pass looks again`, { cause: err });
-  }
+  if (receipt.status !== 'success') throw new ChainError('chain_reverted', `${label} reverted in transaction ${receipt.transactionHash}`);
+  return receipt;
 }
 
 export interface EscrowJob {
@@ -73,11 +94,9 @@ export async function readAllowance(chain: EscrowChain, token: Address, owner: A
 }
 
 /** Operator: lets the customer claim the whole deposit back (after a cancel or a failure). */
-export async function authorizeRefund(chain: EscrowChain, jobKey: Hex): Promise<{ txHash: Hash }> {
-  const operator = operatorOf(chain);
-  const receipt = await sendOperatorTx(chain, 'authorizeRefund', () =>
-    operator.writeContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'authorizeRefund', args: [jobKey] }),
-  );
+export async function authorizeRefund(chain: EscrowChain, jobKey: Hex, ledger?: Database): Promise<{ txHash: Hash }> {
+  const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'authorizeRefund', args: [jobKey] });
+  const receipt = await sendOperatorTx(chain, { jobKey, action: 'authorizeRefund', data }, ledger);
   return { txHash: receipt.transactionHash };
 }
 
@@ -98,36 +117,29 @@ export interface Completion {
  * Operator: records a finished job's final payment on the escrow and opens the challenge window.
  * Returns the transaction and when the window ends (from the JobCompleted event).
  */
-export async function completeJob(chain: EscrowChain, completion: Completion): Promise<{ txHash: Hash; challengeEndsAt: Date }> {
-  const operator = operatorOf(chain);
-  const receipt = await sendOperatorTx(chain, 'completeJob', () =>
-    operator.writeContract({
-      address: chain.escrowAddress,
-      abi: gpuFarmEscrowAbi,
-      functionName: 'completeJob',
-      args: [completion.jobKey, completion.payout, completion.fee, BigInt(completion.computeSeconds), completion.resultHash, completion.provider],
-    }),
-  );
+export async function completeJob(chain: EscrowChain, completion: Completion, ledger?: Database): Promise<{ txHash: Hash; challengeEndsAt: Date }> {
+  const data = encodeFunctionData({
+    abi: gpuFarmEscrowAbi,
+    functionName: 'completeJob',
+    args: [completion.jobKey, completion.payout, completion.fee, BigInt(completion.computeSeconds), completion.resultHash, completion.provider],
+  });
+  const receipt = await sendOperatorTx(chain, { jobKey: completion.jobKey, action: 'completeJob', data }, ledger);
   const [event] = parseEventLogs({ abi: gpuFarmEscrowAbi, eventName: 'JobCompleted', logs: receipt.logs.filter((l) => sameAddress(l.address, chain.escrowAddress)) });
   if (!event) throw new ChainError('unexpected_receipt', `completeJob transaction ${receipt.transactionHash} emitted no JobCompleted; check GF_ESCROW_ADDRESS names the escrow contract`);
   return { txHash: receipt.transactionHash, challengeEndsAt: new Date(Number(event.args.challengeEndsAt) * 1000) };
 }
 
 /** Anyone (the operator here): pays out a completed job after its challenge window. */
-export async function releaseJob(chain: EscrowChain, jobKey: Hex): Promise<{ txHash: Hash }> {
-  const operator = operatorOf(chain);
-  const receipt = await sendOperatorTx(chain, 'release', () =>
-    operator.writeContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'release', args: [jobKey] }),
-  );
+export async function releaseJob(chain: EscrowChain, jobKey: Hex, ledger?: Database): Promise<{ txHash: Hash }> {
+  const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'release', args: [jobKey] });
+  const receipt = await sendOperatorTx(chain, { jobKey, action: 'release', data }, ledger);
   return { txHash: receipt.transactionHash };
 }
 
 /** Operator: settles a dispute with a new payment (at most the recorded one) and pays out. */
-export async function resolveDispute(chain: EscrowChain, params: { jobKey: Hex; payout: bigint; fee: bigint }): Promise<{ txHash: Hash }> {
-  const operator = operatorOf(chain);
-  const receipt = await sendOperatorTx(chain, 'resolveDispute', () =>
-    operator.writeContract({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, functionName: 'resolveDispute', args: [params.jobKey, params.payout, params.fee] }),
-  );
+export async function resolveDispute(chain: EscrowChain, params: { jobKey: Hex; payout: bigint; fee: bigint }, ledger?: Database): Promise<{ txHash: Hash }> {
+  const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'resolveDispute', args: [params.jobKey, params.payout, params.fee] });
+  const receipt = await sendOperatorTx(chain, { jobKey: params.jobKey, action: 'resolveDispute', data }, ledger);
   return { txHash: receipt.transactionHash };
 }
 

@@ -1,6 +1,7 @@
 import type { Hex } from 'viem';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { runSteps, startPeriodic, type Periodic } from '../background/periodic.js';
+import { withAdvisoryLock } from '../db/advisory-lock.js';
 import type { Database } from '../db/database.js';
 import { insertBillingEntry } from '../billing/store.js';
 import { readSetting, writeSetting } from '../settings/store.js';
@@ -147,9 +148,20 @@ export async function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
   return done;
 }
 
-/** One pass of every sweep; a failing sweep does not stop the others, and the pass then throws naming it. */
-export async function runEscrowWorkerOnce(deps: EscrowWorkerDeps): Promise<void> {
-  if (!deps.escrow.health.current().ok) return;
+/**
+ * One pass of every sweep; a failing sweep does not stop the others, and the pass then throws
+ * naming it. One replica at a time runs a pass (a database lock per escrow); a replica that finds
+ * it taken skips its tick, so the event scan's reads and writes never interleave. Answers whether
+ * this replica ran the pass.
+ */
+export async function runEscrowWorkerOnce(deps: EscrowWorkerDeps): Promise<boolean> {
+  if (!deps.escrow.health.current().ok) return false;
+  const { chain } = deps.escrow;
+  const pass = await withAdvisoryLock(deps.db, `escrow worker:${chain.chainId}:${chain.escrowAddress.toLowerCase()}`, () => runEscrowSweeps(deps), { wait: false });
+  return pass.ran;
+}
+
+async function runEscrowSweeps(deps: EscrowWorkerDeps): Promise<void> {
   await runSteps([
     ['event scan', () => scanEscrowEvents(deps)],
     ['reorg check', () => checkReorgs(deps)],
@@ -160,5 +172,5 @@ export async function runEscrowWorkerOnce(deps: EscrowWorkerDeps): Promise<void>
 
 /** Runs the escrow worker every `intervalMs` until closed (one pass at a time, backing off while it fails). */
 export function startEscrowWorker(deps: EscrowWorkerDeps, options: { intervalMs: number }): Periodic {
-  return startPeriodic({ name: 'escrow worker', intervalMs: options.intervalMs, run: () => runEscrowWorkerOnce(deps), log: deps.log ?? (() => undefined) });
+  return startPeriodic({ name: 'escrow worker', intervalMs: options.intervalMs, run: async () => void (await runEscrowWorkerOnce(deps)), log: deps.log ?? (() => undefined) });
 }

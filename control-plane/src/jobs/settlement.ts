@@ -24,11 +24,11 @@ export function microUsdToTokenUnits(job: Pick<JobRow, 'payment_kind' | 'payment
  * The `authorize_refund` effect: asks the escrow to let the customer take the deposit back.
  * Reconciles with the escrow when it refuses (already authorized or claimed). Returns the row.
  */
-export async function authorizePendingRefund(deps: { db: Queryable; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
+export async function authorizePendingRefund(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
   if (job.refund_status !== 'pending') return job;
   const key = job.escrow_job_key as Hex;
   try {
-    const { txHash } = await authorizeRefund(deps.escrow.chain, key);
+    const { txHash } = await authorizeRefund(deps.escrow.chain, key, deps.db);
     return (await updateEscrowRecord(deps.db, job.id, { refund_status: 'authorized', refund_authorize_tx_hash: txHash }, { refundStatus: 'pending' })) ?? job;
   } catch (err) {
     if (!(err instanceof ChainError) || err.retryable) throw err;
@@ -81,7 +81,7 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
     computeSeconds: cost.billableGpuSeconds,
     resultHash: input.resultHash,
     provider: input.provider,
-  });
+  }, deps.db);
   const updated = await deps.db.transaction(async (tx) => {
     const row = await updateEscrowRecord(
       tx,
@@ -89,18 +89,19 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
       { settlement_status: 'completed', settlement_amount: payout.toString(), compute_seconds: cost.billableGpuSeconds, result_hash: input.resultHash, challenge_ends_at: challengeEndsAt, completion_tx_hash: txHash },
       { settlementStatus: null },
     );
-    await insertBillingEntry(tx, { accountId: job.account_id, type: 'charge', jobId: job.id, amountMicroUsd: cost.totalMicroUsd, token: job.payment_token, amount: payout.toString(), txHash });
+    // A completion another replica recorded first has its charge already.
+    if (row) await insertBillingEntry(tx, { accountId: job.account_id, type: 'charge', jobId: job.id, amountMicroUsd: cost.totalMicroUsd, token: job.payment_token, amount: payout.toString(), txHash });
     return row;
   });
   return { job: updated ?? job, cost, payout, fee };
 }
 
 /** Sends `release` for a completed job whose challenge window ended, and records it. */
-export async function releaseCompleted(deps: { db: Queryable; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
+export async function releaseCompleted(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
   const key = job.escrow_job_key as Hex;
   let txHash: Hex | null = null;
   try {
-    txHash = (await releaseJob(deps.escrow.chain, key)).txHash;
+    txHash = (await releaseJob(deps.escrow.chain, key, deps.db)).txHash;
   } catch (err) {
     if (!(err instanceof ChainError) || err.retryable) throw err;
     // Released by someone else (the customer's approve, anyone's release): the event scan records its transaction.
