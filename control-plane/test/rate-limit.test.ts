@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import Fastify from 'fastify';
 import { createPostgresRateLimitStore } from '../src/http/rate-limit-postgres-store.js';
@@ -7,7 +10,9 @@ import '../src/http/route-config.js';
 import { installErrorHandling } from '../src/http/error-handler.js';
 import { recordRoutes } from '../src/http/route-table.js';
 import { assertError } from './helpers/assert.js';
-import { BACKENDS } from './helpers/database.js';
+import { loadConfig } from '../src/config.js';
+import { startControlPlane } from '../src/server.js';
+import { BACKENDS, createPostgresTestDatabase } from './helpers/database.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
 
 /** 10 s into a 60 s window: pinned, so a window cannot end in the middle of a test. */
@@ -97,3 +102,29 @@ for (const [name, create] of BACKENDS) {
     await storeContract(t, store);
   });
 }
+
+t.test('default: two replicas on one PostgreSQL database share an address\'s bucket', async (t) => {
+  const { url } = await createPostgresTestDatabase(t);
+  const start = async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'gf-replica-'));
+    t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+    // No GF_RATE_LIMIT_STORE: the default on PostgreSQL is the shared store.
+    const replica = await startControlPlane(loadConfig({ DATABASE_URL: url!, PORT: '0', GF_DATA_DIR: dataDir }), { logger: false });
+    t.teardown(() => replica.close());
+    return replica.url;
+  };
+  const replicas = [await start(), await start()];
+  const call = (i: number) => fetch(`${replicas[i % 2]}/v1/pricing`);
+  // A window that ends mid-test would start the count again: begin in a fresh one.
+  const reset = Number((await call(0)).headers.get('x-ratelimit-reset'));
+  if (reset < 10) await new Promise((resolve) => setTimeout(resolve, (reset + 1) * 1000));
+  const first = await call(0);
+  const used = 60 - Number(first.headers.get('x-ratelimit-remaining'));
+  for (let i = used; i < 60; i++) {
+    const res = await call(i);
+    if (res.status !== 200) t.fail(`call ${i + 1} got ${res.status}`);
+  }
+  const limited = [await call(0), await call(1)];
+  t.same(limited.map((r) => r.status), [429, 429], 'the 61st call of the minute is limited on either replica');
+  t.equal(first.headers.get('x-ratelimit-limit'), '60');
+});
