@@ -16,6 +16,7 @@ import { startControlPlane } from '../src/server.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
 import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
+import { openPostgres } from '../src/db/postgres.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 
 const CUSTOMER = ANVIL_ACCOUNTS[1];
@@ -26,9 +27,9 @@ async function smallFleet(db: Database): Promise<void> {
   await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 4, pricePerGpuHourMicroUsd: 400_000 });
 }
 
-async function setup(t: Test) {
+async function setup(t: Test, db?: Database) {
   const c = await chainP;
-  const app = await buildEscrowTestApp(t, c);
+  const app = await buildEscrowTestApp(t, c, db ? { db } : {});
   await smallFleet(app.db);
   await app.offerIndex.refresh();
   const { key } = await createTestKey(app.db, { walletAddress: CUSTOMER.address.toLowerCase() });
@@ -69,6 +70,24 @@ t.test('behavior: a job still CREATED past the unfunded TTL expires with a syste
   t.same(listed.json().data.map((j: { id: string }) => j.id), [unfunded.job.id], 'listed under EXPIRED');
   assertError(t, await app.inject({ url: `/v1/jobs/${unfunded.job.id}/funding`, headers: bearer(key) }), 'conflict', 409);
   assertError(t, await app.inject({ method: 'POST', url: `/v1/jobs/${unfunded.job.id}/cancel`, headers: bearer(key), payload: {} }), 'conflict', 409);
+});
+
+t.test('behavior: two replicas (two pools) expiring at once expire each job once, with one system line', async (t) => {
+  const { db, url } = await createPostgresTestDatabase(t);
+  const { create } = await setup(t, db);
+  const other = openPostgres(url!);
+  t.teardown(() => other.close());
+  const jobs = await Promise.all(Array.from({ length: 12 }, () => create()));
+  await sleep(1_100);
+  const expire = (on: Database) => expireUnfunded({ db: on, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: 1 });
+  const counts = await Promise.all([expire(db), expire(other), expire(db), expire(other)]);
+  t.equal(counts.reduce((sum, n) => sum + n, 0), jobs.length, 'the expirations add up to the jobs, none counted twice');
+  const lines = await db.query<{ job_id: string; n: number }>(
+    "SELECT job_id, count(*)::int AS n FROM log_lines WHERE job_id = ANY($1) AND line LIKE 'expired:%' GROUP BY job_id",
+    [jobs.map((j) => j.job.id)],
+  );
+  t.equal(lines.length, jobs.length, 'every job has its line');
+  t.ok(lines.every((l) => l.n === 1), 'one line each');
 });
 
 t.test('behavior: a funding sent after the job expired is recorded and refunded, never run and never lost', async (t) => {
