@@ -81,6 +81,7 @@ t.test('behavior: a revert is not retryable; an RPC that does not answer is, wha
   const neverFunded = `0x${'12'.repeat(32)}` as const;
   const reverted = await releaseJob(chain, neverFunded).catch((e: unknown) => e);
   t.match(reverted, { name: 'ChainError', code: 'chain_reverted', retryable: false }, 'the escrow refuses to release a job it never held');
+  t.equal((reverted as Error).message, 'release failed: the escrow refused it (WrongStatus)', 'named by the escrow\'s error');
 
   // The word "revert" in the URL ends up in viem's message; the classification does not read it.
   const dead = connectChain({ rpcUrl: `http://127.0.0.1:${await closedPort()}/revert-guard`, chainId: CHAIN_ID, escrowAddress: c.deployment.escrow, operatorPrivateKey: OPERATOR.privateKey, timeoutMs: 1_000 });

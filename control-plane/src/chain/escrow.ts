@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionRevertedError, encodeFunctionData, erc20Abi, ExecutionRevertedError, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
+import { BaseError, ContractFunctionRevertedError, decodeErrorResult, encodeFunctionData, erc20Abi, ExecutionRevertedError, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
 import type { EscrowChain } from './client.js';
@@ -28,8 +28,23 @@ interface OperatorCall {
   data: Hex;
 }
 
-const chainFailure = (label: string, err: unknown) =>
-  new ChainError(isRevert(err) ? 'chain_reverted' : 'chain_unavailable', `${label} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, { cause: err });
+/** The escrow's error name in a revert's data (`NotCompleted`, …), when the node passed the data on. */
+function revertName(err: BaseError): string | null {
+  const carrier = err.walk((e) => typeof (e as { data?: unknown }).data === 'string' && /^0x[0-9a-f]{8}/i.test((e as { data: string }).data));
+  if (!carrier) return null;
+  try {
+    return decodeErrorResult({ abi: gpuFarmEscrowAbi, data: (carrier as unknown as { data: Hex }).data }).errorName;
+  } catch {
+    return null;
+  }
+}
+
+function chainFailure(label: string, err: unknown): ChainError {
+  const reverted = isRevert(err);
+  const name = reverted && err instanceof BaseError ? revertName(err) : null;
+  const message = name ? `the escrow refused it (${name})` : err instanceof Error ? err.message.split('\n')[0] : String(err);
+  return new ChainError(reverted ? 'chain_reverted' : 'chain_unavailable', `${label} failed: ${message}`, { cause: err });
+}
 
 /**
  * Sends one operator transaction to the escrow and waits for its receipt; a revert throws a
