@@ -6,12 +6,15 @@ import { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
 import { argvSha256, canaryResult, jobSchema, signRecord, type AssignmentStatusMessage, type ExecutionRecord } from '@gpufarm/shared';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
+import type { Database } from '../src/db/database.js';
+import { openPostgres } from '../src/db/postgres.js';
 import type { ExecutionDeps } from '../src/execution/deps.js';
 import { assignmentAccepted, assignmentLost, assignmentRejected, assignmentStatus } from '../src/execution/lifecycle.js';
 import { MAX_ATTEMPTS } from '../src/execution/failures.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { newId } from '../src/ids.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
 import { tarOf } from './helpers/uploads.js';
 
 /**
@@ -24,8 +27,8 @@ const CANARY_DIGEST = `sha256:${'c'.repeat(64)}`;
 const BUSYBOX_DIGEST = `sha256:${'b'.repeat(64)}`;
 const PRICE = 400_000;
 
-async function setup(t: Test, options: { image?: string; command?: string[]; maxRuntimeSeconds?: number; deterministic?: boolean } = {}) {
-  const test = await buildTestApp(t, { env: { GF_CANARY_IMAGE: `127.0.0.1:5000/gpufarm/canary@${CANARY_DIGEST}` } });
+async function setup(t: Test, options: { image?: string; command?: string[]; maxRuntimeSeconds?: number; deterministic?: boolean; db?: Database } = {}) {
+  const test = await buildTestApp(t, { env: { GF_CANARY_IMAGE: `127.0.0.1:5000/gpufarm/canary@${CANARY_DIGEST}` }, ...(options.db ? { db: options.db } : {}) });
   const { db, app, config } = test;
   const dir = mkdtempSync(join(tmpdir(), 'gf-exec-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -265,4 +268,26 @@ t.test('a rejection or a lost machine: back to QUEUED, the machine excluded for 
   t.same(row, { status: 'QUEUED', attempts: 2 }, 'one rejection and one loss: a third assignment may follow');
   t.equal((await s.db.query('SELECT 1 FROM job_exclusions WHERE job_id = $1', [s.jobId])).length, 1, 'the lost machine is excluded');
   t.ok((await s.lines()).some((l) => l.includes('the machine stopped answering: no heartbeat for 5 minutes')));
+});
+
+t.test('behavior: two replicas\' liveness sweeps (two pools) acting on the same lost run and the same unanswered offer change each once', async (t) => {
+  const { db, url } = await createPostgresTestDatabase(t);
+  const s = await setup(t, { db });
+  const other = openPostgres(url!);
+  t.teardown(() => other.close());
+  const replicas: ExecutionDeps[] = [s.deps, { ...s.deps, db: other }];
+  const lost = await s.offer();
+  await assignmentStatus(s.deps, s.machine.id, s.status(lost, 'running', { startedAt: STARTED }));
+  await Promise.all(replicas.flatMap((deps) => [assignmentLost(deps, lost, 'no heartbeat for 5 minutes'), assignmentLost(deps, lost, 'no heartbeat for 5 minutes')]));
+  t.equal((await s.job()).status, 'QUEUED');
+  t.equal((await s.lines()).filter((l) => l.includes('the machine stopped answering')).length, 1, 'one failed attempt recorded');
+
+  await s.db.query('DELETE FROM job_exclusions WHERE job_id = $1', [s.jobId]);
+  const unanswered = await s.offer();
+  const timeout = (deps: ExecutionDeps) => assignmentRejected(deps, s.machine.id, unanswered, 'timeout', 'the machine did not accept the assignment within 30 s');
+  await Promise.all(replicas.flatMap((deps) => [timeout(deps), timeout(deps)]));
+  const [row] = await s.db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM jobs WHERE id = $1', [s.jobId]);
+  t.same(row, { status: 'QUEUED', attempts: 2 }, 'back in the queue once');
+  t.equal(await s.freeGpus(), 1, 'the GPU freed once');
+  t.same(await s.db.query('SELECT reason FROM job_exclusions WHERE job_id = $1', [s.jobId]), [{ reason: 'timeout' }], 'one exclusion');
 });
