@@ -10,7 +10,8 @@ import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
 import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
-import { assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './store.js';
+import { z } from 'zod';
+import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './store.js';
 
 /** Largest agent message (a full logs batch is well under it). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -34,6 +35,11 @@ export interface AgentGateway {
   sweep(): Promise<void>;
 }
 
+/** A newer link of a machine, announced by the replica that took it. */
+const linkNoticeSchema = z.object({ machineId: z.string(), epoch: z.number().int() });
+
+const REPLACED = 'another connection of this machine took over';
+
 function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
   if (payload === '') return null;
   try {
@@ -56,8 +62,8 @@ function refuseUpgrade(socket: Duplex, requestId: string, status: 401 | 404 | 50
 /**
  * The agent gateway: registers `POST /agent/v1/enroll` on
  * `app`, takes WebSocket upgrades on `/agent/v1/ws` authenticated by the machine token (401
- * before the upgrade otherwise), keeps one socket per machine (the newest replaces an older
- * one with 4409), sends `assign` and `cancel` for the `agent_dispatch` notices of machines
+ * before the upgrade otherwise), keeps one socket per machine across replicas (the newest
+ * replaces an older one with 4409, here or on the replica holding it, through `agent_links`), sends `assign` and `cancel` for the `agent_dispatch` notices of machines
  * connected here, and sweeps machine liveness. Call before `app.listen()`; `app.close()` closes it too.
  *
  * @example
@@ -68,20 +74,23 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
   const { app, deps, lifecycle } = options;
   const log = deps.log ?? ((message: string, err?: unknown) => app.log.warn({ err }, message));
   const connections = new Map<string, AgentConnection>();
+  /** Each link's number from `announceAgentLink`: a notice of a larger one for its machine closes it. */
+  const epochs = new WeakMap<AgentConnection, number>();
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   let closing = false;
 
   await app.register(agentRoutes, { db: deps.db, heartbeatSeconds: deps.config.heartbeatSeconds });
 
-  const accept = (ws: WebSocket, machineId: string) => {
+  const accept = (ws: WebSocket, machineId: string, epoch: number) => {
     if (closing) {
       ws.close(1001, 'server shutting down');
       return;
     }
     const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log });
+    epochs.set(connection, epoch);
     const previous = connections.get(machineId);
     connections.set(machineId, connection);
-    previous?.close(4409, 'another connection of this machine took over');
+    if (previous !== connection) previous?.close(4409, REPLACED);
     ws.on('close', () => {
       if (connections.get(machineId) === connection) connections.delete(machineId);
     });
@@ -92,16 +101,18 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
     const path = new URL(request.url ?? '/', 'http://gateway').pathname;
     if (path !== AGENT_WS_PATH) return refuseUpgrade(socket, app.nextRequestId(), 404, `No WebSocket at ${path}; agents connect to ${AGENT_WS_PATH}.`);
     if (closing) return refuseUpgrade(socket, app.nextRequestId(), 503, 'The server is shutting down.');
-    authenticateMachine(deps.db, request.headers.authorization).then(
-      (machine) => {
-        if (!machine) return refuseUpgrade(socket, app.nextRequestId(), 401, 'The machine token is missing, unknown or disabled: send "Authorization: Bearer gfa_…" from enrollment.');
-        wss.handleUpgrade(request, socket, head, (ws) => accept(ws, machine.machineId));
-      },
-      (err: unknown) => {
-        log('agent upgrade: the machine token could not be checked', err);
-        refuseUpgrade(socket, app.nextRequestId(), 503, ERROR_CODES.unavailable.message);
-      },
-    );
+    authenticateMachine(deps.db, request.headers.authorization)
+      .then(async (machine) => (machine ? { machineId: machine.machineId, epoch: await announceAgentLink(deps.db, machine.machineId) } : null))
+      .then(
+        (link) => {
+          if (!link) return refuseUpgrade(socket, app.nextRequestId(), 401, 'The machine token is missing, unknown or disabled: send "Authorization: Bearer gfa_…" from enrollment.');
+          wss.handleUpgrade(request, socket, head, (ws) => accept(ws, link.machineId, link.epoch));
+        },
+        (err: unknown) => {
+          log('agent upgrade: the machine token could not be checked or the link not announced', err);
+          refuseUpgrade(socket, app.nextRequestId(), 503, ERROR_CODES.unavailable.message);
+        },
+      );
   };
   app.server.on('upgrade', onUpgrade);
 
@@ -113,6 +124,20 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
       return;
     }
     connections.get(notice.machineId)?.dispatch(notice);
+  });
+
+  const unlistenLinks = await deps.db.listen(AGENT_LINKS_CHANNEL, (payload) => {
+    if (payload === '') return;
+    let notice: z.infer<typeof linkNoticeSchema>;
+    try {
+      notice = linkNoticeSchema.parse(JSON.parse(payload));
+    } catch {
+      return log(`agent links: ignored a malformed notice ${payload.slice(0, 200)}`);
+    }
+    const held = connections.get(notice.machineId);
+    if (!held || (epochs.get(held) ?? Number.POSITIVE_INFINITY) >= notice.epoch) return;
+    connections.delete(notice.machineId);
+    held.close(4409, REPLACED);
   });
 
   const { config } = deps;
@@ -140,6 +165,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
       closing = true;
       app.server.off('upgrade', onUpgrade);
       await unlisten().catch(() => {});
+      await unlistenLinks().catch(() => {});
       await sweeper.close();
       const sockets = [...connections.values()];
       for (const connection of sockets) connection.close(1001, 'server shutting down');

@@ -114,3 +114,20 @@ export async function unansweredOffers(db: Queryable, config: Pick<ExecutionConf
     [config.assignTimeoutSeconds],
   );
 }
+
+/** Where a replica announces a machine's newest link: `{ machineId, epoch }`. */
+export const AGENT_LINKS_CHANNEL = 'agent_links';
+
+/**
+ * Numbers a machine's new link (larger than any link before it, on any replica) and announces
+ * it on `agent_links`, so a replica holding an older link of the machine closes it.
+ */
+export async function announceAgentLink(db: Queryable, machineId: string): Promise<number> {
+  const [row] = await db.query<{ epoch: number }>(
+    `SELECT epoch, pg_notify($1, json_build_object('machineId', $2::text, 'epoch', epoch)::text) IS NULL AS sent
+       FROM (SELECT nextval('agent_link_epoch') AS epoch) AS next`,
+    [AGENT_LINKS_CHANNEL, machineId],
+  );
+  return Number(row!.epoch);
+}
+
