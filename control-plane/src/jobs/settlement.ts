@@ -10,6 +10,8 @@ import { findJobById, updateEscrowRecord, type JobRow } from './store.js';
  * The escrow effects of the transition table, each an operator transaction followed by a
  * guarded write of what the chain now says. The chain call happens outside any database
  * transaction; a failure leaves the job's record unchanged so the escrow worker retries it.
+ * Each call is sent once per job action whichever replica makes it, and however often
+ * (`chain/operator-sender.ts`): a repeat gets the receipt of the first.
  */
 
 /** Token base units for micro-USD at the job's terms: stablecoin units scale by decimals, ETH uses the frozen rate (rounded up). */
