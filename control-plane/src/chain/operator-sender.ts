@@ -1,4 +1,4 @@
-import { keccak256, type Hex, type TransactionReceipt } from 'viem';
+import { keccak256, TransactionReceiptNotFoundError, type Hex, type TransactionReceipt } from 'viem';
 import { withAdvisoryLock } from '../db/advisory-lock.js';
 import type { Database } from '../db/database.js';
 import type { EscrowChain } from './client.js';
@@ -8,15 +8,25 @@ import { findOperatorTx, recordSignedOperatorTx, setOperatorTxState, type Operat
 /** How long one call waits for a receipt; an unmined transaction stays `sent` and the next call looks again. */
 const RECEIPT_WAIT_MS = 30_000;
 
+/** The transaction's receipt, or null when the node has none; a node that does not answer throws (never read as "none"). */
+async function receiptOf(chain: EscrowChain, hash: Hex): Promise<TransactionReceipt | null> {
+  try {
+    return await chain.publicClient.getTransactionReceipt({ hash });
+  } catch (err) {
+    if (err instanceof TransactionReceiptNotFoundError) return null;
+    throw err;
+  }
+}
+
 /** The recorded transaction's fate on chain: its receipt, or dropped when its nonce went to another transaction. */
 async function resolveRecorded(chain: EscrowChain, row: OperatorTxRow): Promise<TransactionReceipt | 'dropped' | null> {
   const hash = row.tx_hash as Hex;
-  const receipt = await chain.publicClient.getTransactionReceipt({ hash }).catch(() => null);
+  const receipt = await receiptOf(chain, hash);
   if (receipt) return receipt;
   const mined = await chain.publicClient.getTransactionCount({ address: row.sender as Hex, blockTag: 'latest' });
   if (BigInt(mined) > BigInt(row.nonce)) {
     // A receipt may land between the two reads: look once more before calling it dropped.
-    const late = await chain.publicClient.getTransactionReceipt({ hash }).catch(() => null);
+    const late = await receiptOf(chain, hash);
     return late ?? 'dropped';
   }
   return null;
