@@ -1,7 +1,9 @@
 import { gpuFarmEscrowAbi, jobCreatedSchema } from '@gpufarm/shared';
+import { createServer } from 'node:http';
 import t, { type Test } from 'tap';
 import { decodeFunctionData, encodeFunctionData, keccak256, type Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { connectChain } from '../src/chain/client.js';
 import { readEscrowJob, sameAddress } from '../src/chain/escrow.js';
 import { findOperatorTx, recordSignedOperatorTx } from '../src/chain/operator-store.js';
 import type { Database } from '../src/db/database.js';
@@ -13,7 +15,7 @@ import type { EscrowDeps } from '../src/jobs/funding.js';
 import { authorizePendingRefund, recordCompletion, releaseCompleted } from '../src/jobs/settlement.js';
 import { findJobById } from '../src/jobs/store.js';
 import { bearer, createTestKey } from './helpers/app.js';
-import { buildEscrowTestApp, escrowDepsFor, OPERATOR, sendFundingCalls, startTestChain, type TestChain } from './helpers/chain.js';
+import { buildEscrowTestApp, CHAIN_ID, escrowDepsFor, OPERATOR, sendFundingCalls, startTestChain, type TestChain } from './helpers/chain.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 
 /**
@@ -189,4 +191,48 @@ t.test('behavior: a recorded transaction whose nonce went to another is signed a
   const recorded = await findOperatorTx(a.db, key);
   t.equal(recorded?.attempts, 2);
   t.equal(recorded?.state, 'mined');
+});
+
+/** A JSON-RPC proxy to anvil that answers `eth_getTransactionReceipt` with 502 while `failing` is set. */
+async function receiptFailingProxy(t: Test, c: TestChain) {
+  const state = { failing: true, url: '' };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      if (state.failing && (JSON.parse(body) as { method?: string }).method === 'eth_getTransactionReceipt') {
+        res.writeHead(502).end('bad gateway');
+        return;
+      }
+      fetch(c.anvil.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(
+        async (answer) => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(await answer.text()),
+        () => res.writeHead(502).end(),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise((resolve) => server.close(resolve)));
+  state.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return state;
+}
+
+t.test('error: a receipt lookup that fails is not read as a dropped transaction: nothing is signed again', async (t) => {
+  const c = await chainP;
+  const { a, b, customer, fundedJob } = await twoReplicas(t, c);
+  const job = await fundedJob();
+  await cancelUnrefunded(a, customer.accountId, job.id);
+  const from = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
+  // Mined, and the operator's nonce moved past it, but its outcome was never recorded.
+  const { rawTx, hash, key } = await signAndRecord(a, c, job, 'authorizeRefund');
+  await c.publicClient.waitForTransactionReceipt({ hash: await c.publicClient.sendRawTransaction({ serializedTransaction: rawTx }) });
+
+  const proxy = await receiptFailingProxy(t, c);
+  const chain = connectChain({ rpcUrl: proxy.url, chainId: CHAIN_ID, escrowAddress: c.deployment.escrow, operatorPrivateKey: OPERATOR.privateKey, timeoutMs: 1_000 });
+  const flaky: Replica = { db: b.db, escrow: { chain, health: b.escrow.health } };
+  await t.rejects(authorizePendingRefund(flaky, (await findJobById(b.db, job.id))!), { name: 'ChainError', code: 'chain_unavailable' }, 'the next pass tries again');
+  t.equal((await findOperatorTx(a.db, key))?.state, 'sent', 'still the recorded transaction');
+  proxy.failing = false;
+  t.equal((await authorizePendingRefund(flaky, (await findJobById(b.db, job.id))!)).refund_authorize_tx_hash, hash, 'its receipt, once the node answers');
+  t.same(await operatorTxsSince(c, from), [{ action: 'authorizeRefund', jobKey: job.key.toLowerCase(), ok: true }], 'one authorization on chain');
 });
