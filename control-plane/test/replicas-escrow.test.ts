@@ -90,6 +90,19 @@ async function signAndRecord(r: Replica, c: TestChain, job: { key: Hex }, action
 const cancelUnrefunded = (r: Replica, accountId: string, jobId: string) =>
   cancelJob({ db: r.db, escrow: null, effects: { canceledWhileMatching: async () => {} } }, { accountId, jobId, reason: null });
 
+/**
+ * A canceled job whose refund authorization replica A signed and recorded (its next step a
+ * crash, played by the test); answers the replicas, the job, the signed transaction and the first
+ * block after the setup.
+ */
+async function canceledWithRecordedRefund(t: Test, c: TestChain) {
+  const { a, b, customer, fundedJob } = await twoReplicas(t, c);
+  const job = await fundedJob();
+  await cancelUnrefunded(a, customer.accountId, job.id);
+  const from = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
+  return { a, b, job, from, ...(await signAndRecord(a, c, job, 'authorizeRefund')) };
+}
+
 t.test('behavior: two replicas racing over the same completions, releases and refunds send each transaction exactly once', async (t) => {
   const c = await chainP;
   const { a, b, customer, fundedJob } = await twoReplicas(t, c);
@@ -160,11 +173,7 @@ t.test('behavior: a transaction recorded but never broadcast (a crash in between
 
 t.test('behavior: a transaction mined but not recorded (a crash after the send) is found by its receipt, not sent again', async (t) => {
   const c = await chainP;
-  const { a, b, customer, fundedJob } = await twoReplicas(t, c);
-  const job = await fundedJob();
-  await cancelUnrefunded(a, customer.accountId, job.id);
-  const from = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
-  const { rawTx, hash } = await signAndRecord(a, c, job, 'authorizeRefund');
+  const { a, b, job, from, rawTx, hash } = await canceledWithRecordedRefund(t, c);
   await c.publicClient.waitForTransactionReceipt({ hash: await c.publicClient.sendRawTransaction({ serializedTransaction: rawTx }) });
 
   t.equal(await sweepRefunds(workerOf(b)), 1, 'the worker settles the refund');
@@ -176,11 +185,7 @@ t.test('behavior: a transaction mined but not recorded (a crash after the send) 
 
 t.test('behavior: a recorded transaction whose nonce went to another is signed again, once', async (t) => {
   const c = await chainP;
-  const { a, b, customer, fundedJob } = await twoReplicas(t, c);
-  const job = await fundedJob();
-  await cancelUnrefunded(a, customer.accountId, job.id);
-  const from = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
-  const { nonce, hash, key } = await signAndRecord(a, c, job, 'authorizeRefund');
+  const { a, b, job, from, nonce, hash, key } = await canceledWithRecordedRefund(t, c);
   // The node lost it and the nonce went to something else the operator sent: it can never be mined.
   await c.publicClient.waitForTransactionReceipt({ hash: await a.escrow.chain.operator!.sendTransaction({ to: OPERATOR.address, value: 0n, nonce }) });
 
@@ -219,12 +224,8 @@ async function receiptFailingProxy(t: Test, c: TestChain) {
 
 t.test('error: a receipt lookup that fails is not read as a dropped transaction: nothing is signed again', async (t) => {
   const c = await chainP;
-  const { a, b, customer, fundedJob } = await twoReplicas(t, c);
-  const job = await fundedJob();
-  await cancelUnrefunded(a, customer.accountId, job.id);
-  const from = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
+  const { a, b, job, from, rawTx, hash, key } = await canceledWithRecordedRefund(t, c);
   // Mined, and the operator's nonce moved past it, but its outcome was never recorded.
-  const { rawTx, hash, key } = await signAndRecord(a, c, job, 'authorizeRefund');
   await c.publicClient.waitForTransactionReceipt({ hash: await c.publicClient.sendRawTransaction({ serializedTransaction: rawTx }) });
 
   const proxy = await receiptFailingProxy(t, c);
