@@ -4,7 +4,7 @@ import t, { type Test } from 'tap';
 import { decodeFunctionData, encodeFunctionData, keccak256, type Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import { connectChain } from '../src/chain/client.js';
-import { readEscrowJob, sameAddress } from '../src/chain/escrow.js';
+import { completeJob, readEscrowJob, sameAddress } from '../src/chain/escrow.js';
 import { findOperatorTx, recordSignedOperatorTx } from '../src/chain/operator-store.js';
 import type { Database } from '../src/db/database.js';
 import { openPostgres } from '../src/db/postgres.js';
@@ -111,7 +111,8 @@ t.test('behavior: two replicas racing over the same completions, releases and re
   const from = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
 
   // Each replica settles the same finished jobs at once (the execution worker on both).
-  const completion = (r: Replica, id: string) => recordCompletion(r, { jobId: id, runtimeSeconds: 600, pricePerGpuHourMicroUsd: 400_000, resultHash: RESULT, provider: PROVIDER });
+  // B measured a longer run: whichever completion is sent first, every record must be the escrow's.
+  const completion = (r: Replica, id: string) => recordCompletion(r, { jobId: id, runtimeSeconds: r === a ? 600 : 660, pricePerGpuHourMicroUsd: 400_000, resultHash: RESULT, provider: PROVIDER });
   await Promise.all(completed.flatMap((job) => [completion(a, job.id), completion(b, job.id), completion(a, job.id)]));
 
   // Canceled jobs wait for their refund; the cancel answer, and both replicas' workers, authorize it at once.
@@ -136,9 +137,11 @@ t.test('behavior: two replicas racing over the same completions, releases and re
   for (const job of completed) {
     t.equal(count('completeJob', job.key), 1, `completeJob of ${job.id} sent once`);
     t.equal(count('release', job.key), 1, `release of ${job.id} sent once`);
-    t.equal((await readEscrowJob(a.escrow.chain, job.key)).status, 'released');
+    const onChain = await readEscrowJob(a.escrow.chain, job.key);
+    t.equal(onChain.status, 'released');
     const row = (await findJobById(a.db, job.id))!;
     t.equal(row.settlement_status, 'released');
+    t.same([row.settlement_amount, row.compute_seconds], [onChain.payout.toString(), Number(onChain.computeSeconds)], 'the record is what the escrow holds');
     const [entries] = await a.db.query<{ charges: number; releases: number }>(
       "SELECT count(*) FILTER (WHERE type = 'charge')::int AS charges, count(*) FILTER (WHERE type = 'release')::int AS releases FROM billing_entries WHERE job_id = $1",
       [job.id],
@@ -151,6 +154,17 @@ t.test('behavior: two replicas racing over the same completions, releases and re
     t.equal((await findJobById(b.db, job.id))!.refund_status, 'authorized');
   }
   t.equal(sent.length, 9, 'nine actions, nine operator transactions, no nonce lost to a collision');
+});
+
+t.test('behavior: a completion sent but not recorded (a crash), recorded later from other figures: the record is what the escrow holds', async (t) => {
+  const c = await chainP;
+  const { a, b, fundedJob } = await twoReplicas(t, c);
+  const job = await fundedJob();
+  // Replica A sent the completion through the ledger for 60 s and died before writing the job's record.
+  const sent = await completeJob(a.escrow.chain, { jobKey: job.key, payout: 7_000_000_000_000n, fee: 600_000_000_000n, computeSeconds: 60, resultHash: RESULT, provider: PROVIDER }, a.db);
+  const { job: row, payout } = await recordCompletion(b, { jobId: job.id, runtimeSeconds: 900, pricePerGpuHourMicroUsd: 400_000, resultHash: RESULT, provider: PROVIDER });
+  t.equal(payout, 7_000_000_000_000n, 'the payout the escrow holds');
+  t.same([row.settlement_amount, row.compute_seconds, row.completion_tx_hash], ['7000000000000', 60, sent.txHash], 'recorded from the escrow, not from the second call');
 });
 
 t.test('behavior: a transaction recorded but never broadcast (a crash in between) is broadcast as it is, not signed again', async (t) => {

@@ -128,11 +128,22 @@ export interface Completion {
   provider: Address;
 }
 
+/** What the escrow recorded for a completion (its JobCompleted event). */
+export interface CompletionRecorded {
+  txHash: Hash;
+  challengeEndsAt: Date;
+  payout: bigint;
+  fee: bigint;
+  computeSeconds: number;
+  resultHash: Hex;
+}
+
 /**
  * Operator: records a finished job's final payment on the escrow and opens the challenge window.
- * Returns the transaction and when the window ends (from the JobCompleted event).
+ * Returns the transaction and what the escrow recorded (from the JobCompleted event): with a
+ * ledger a repeated call answers the first call's completion, whatever this one asked.
  */
-export async function completeJob(chain: EscrowChain, completion: Completion, ledger?: Database): Promise<{ txHash: Hash; challengeEndsAt: Date }> {
+export async function completeJob(chain: EscrowChain, completion: Completion, ledger?: Database): Promise<CompletionRecorded> {
   const data = encodeFunctionData({
     abi: gpuFarmEscrowAbi,
     functionName: 'completeJob',
@@ -141,7 +152,15 @@ export async function completeJob(chain: EscrowChain, completion: Completion, le
   const receipt = await sendOperatorTx(chain, { jobKey: completion.jobKey, action: 'completeJob', data }, ledger);
   const [event] = parseEventLogs({ abi: gpuFarmEscrowAbi, eventName: 'JobCompleted', logs: receipt.logs.filter((l) => sameAddress(l.address, chain.escrowAddress)) });
   if (!event) throw new ChainError('unexpected_receipt', `completeJob transaction ${receipt.transactionHash} emitted no JobCompleted; check GF_ESCROW_ADDRESS names the escrow contract`);
-  return { txHash: receipt.transactionHash, challengeEndsAt: new Date(Number(event.args.challengeEndsAt) * 1000) };
+  const { args } = event;
+  return {
+    txHash: receipt.transactionHash,
+    challengeEndsAt: new Date(Number(args.challengeEndsAt) * 1000),
+    payout: args.payout,
+    fee: args.fee,
+    computeSeconds: Number(args.computeSeconds),
+    resultHash: args.resultHash,
+  };
 }
 
 /** Anyone (the operator here): pays out a completed job after its challenge window. */

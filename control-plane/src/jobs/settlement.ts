@@ -76,7 +76,7 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
   const payout = total < maxPayment ? total : maxPayment;
   const feeUnits = microUsdToTokenUnits(job, cost.feeMicroUsd);
   const fee = feeUnits < payout ? feeUnits : payout;
-  const { txHash, challengeEndsAt } = await completeJob(deps.escrow.chain, {
+  const recorded = await completeJob(deps.escrow.chain, {
     jobKey: job.escrow_job_key as Hex,
     payout,
     fee,
@@ -84,18 +84,27 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
     resultHash: input.resultHash,
     provider: input.provider,
   }, deps.db);
+  // The record is the escrow's: the first completion sent for the job, whichever call sent it.
+  const { txHash } = recorded;
   const updated = await deps.db.transaction(async (tx) => {
     const row = await updateEscrowRecord(
       tx,
       job.id,
-      { settlement_status: 'completed', settlement_amount: payout.toString(), compute_seconds: cost.billableGpuSeconds, result_hash: input.resultHash, challenge_ends_at: challengeEndsAt, completion_tx_hash: txHash },
+      {
+        settlement_status: 'completed',
+        settlement_amount: recorded.payout.toString(),
+        compute_seconds: recorded.computeSeconds,
+        result_hash: recorded.resultHash.toLowerCase(),
+        challenge_ends_at: recorded.challengeEndsAt,
+        completion_tx_hash: txHash,
+      },
       { settlementStatus: null },
     );
     // A completion another replica recorded first has its charge already.
-    if (row) await insertBillingEntry(tx, { accountId: job.account_id, type: 'charge', jobId: job.id, amountMicroUsd: cost.totalMicroUsd, token: job.payment_token, amount: payout.toString(), txHash });
+    if (row) await insertBillingEntry(tx, { accountId: job.account_id, type: 'charge', jobId: job.id, amountMicroUsd: cost.totalMicroUsd, token: job.payment_token, amount: recorded.payout.toString(), txHash });
     return row;
   });
-  return { job: updated ?? job, cost, payout, fee };
+  return { job: updated ?? job, cost, payout: recorded.payout, fee: recorded.fee };
 }
 
 /** Sends `release` for a completed job whose challenge window ended, and records it. */
