@@ -29,8 +29,9 @@ export interface EscrowWorkerDeps {
   startBlock: number;
   now?: () => Date;
   /**
-   * A pending refund is left alone this long after its job last changed, so the worker does not
-   * send a second authorization while a cancel's own is still being mined (default 0).
+   * A pending refund is left alone this long after its job last changed, so a cancel's own
+   * authorization goes first instead of waiting on the operator lock with the worker (the
+   * ledger sends it once either way; default 0).
    */
   refundGraceMs?: number;
   log?: (message: string, err?: unknown) => void;
