@@ -9,39 +9,15 @@
  * `npm pack` runs it (prepack).
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Extractor, ExtractorConfig } from '@microsoft/api-extractor';
-import { build } from 'esbuild';
-import { z } from 'zod';
+import { bundleNodePackage } from '../shared/build/node-package.js';
 
 const CLIENT = dirname(fileURLToPath(import.meta.url));
-const DIST = join(CLIENT, 'dist');
 
-const manifestSchema = z.object({ dependencies: z.record(z.string(), z.string()).default({}) });
-const manifest = manifestSchema.parse(JSON.parse(readFileSync(join(CLIENT, 'package.json'), 'utf8')));
-
-rmSync(DIST, { recursive: true, force: true });
-
-await build({
-  entryPoints: { index: join(CLIENT, 'src/index.ts'), gf: join(CLIENT, 'src/cli/main.ts') },
-  outdir: DIST,
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20.11',
-  chunkNames: 'chunks/[name]-[hash]',
-  // npm installs the dependencies beside the package; a subpath import (`viem/accounts`) is theirs too.
-  external: Object.keys(manifest.dependencies).flatMap((name) => [name, `${name}/*`]),
-  conditions: ['@gpufarm/source'],
-  // Bundled CommonJS (commander) calls require(); an ES module has none of its own.
-  banner: { js: "import { createRequire as __gfCreateRequire } from 'node:module'; const require = __gfCreateRequire(import.meta.url);" },
-  logLevel: 'warning',
-});
-chmodSync(join(DIST, 'gf.js'), 0o755);
+await bundleNodePackage({ packageDir: CLIENT, entryPoints: { index: 'src/index.ts', gf: 'src/cli/main.ts' }, commands: ['gf'], splitting: true });
 
 // The declarations tsc emits for the project (client/.tsbuild, shared/.tsbuild), rolled into one file.
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');

@@ -1,38 +1,21 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { serviceIndexSchema } from '@gpufarm/shared';
 import t from 'tap';
 import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
 import { listening } from './helpers/control-plane.js';
+import { installGlobally, outside, packWorkspace, workspaceImportsUnder } from './helpers/package.js';
 
 const run = promisify(execFile);
 const CLIENT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ROOT = join(CLIENT, '..');
 const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-
-/**
- * Runs a command as on a machine without this repository: none of the `npm_*` settings the running
- * `npm test` passes down, and no NODE_OPTIONS, whose source condition would point
- * `@gpufarm/client` at TypeScript files the package does not ship. `env -u` drops it after the
- * test runner has put it back into the child's environment (tap does that for every child).
- */
-function outside(command: string, args: string[], cwd: string, extraEnv: Record<string, string> = {}, input?: string) {
-  const env = { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_'))), ...extraEnv };
-  const child = run('env', ['-u', 'NODE_OPTIONS', command, ...args], { cwd, env, maxBuffer: 16 * 1024 * 1024 });
-  if (input !== undefined) child.child.stdin?.end(input);
-  return child;
-}
-
-async function filesUnder(dir: string): Promise<string[]> {
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  return entries.filter((e) => e.isFile()).map((e) => relative(dir, join(e.parentPath, e.name)));
-}
 
 const CONSUMER_TS = `import { createClient, GfError, type GfClient } from '@gpufarm/client';
 
@@ -52,34 +35,18 @@ t.test('default: the packed tarball installs with npm outside the repository; gf
   const version = (JSON.parse(await readFile(join(CLIENT, 'package.json'), 'utf8')) as { version: string }).version;
 
   // prepack builds dist/ (esbuild and the declaration rollup) before npm packs it.
-  const packed = await run('npm', ['pack', '-w', 'client', '--pack-destination', work, '--json'], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
-  const [report] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
-  t.ok(report, 'npm pack reports its tarball');
-  const tarball = join(work, report!.filename);
-  t.ok(existsSync(tarball), `${report!.filename} written`);
-
-  const paths = report!.files.map((f) => f.path).sort();
+  const { tarball, paths, dir: pkgDir, manifest } = await packWorkspace(ROOT, 'client', work);
+  t.ok(existsSync(tarball), `${tarball} written`);
   for (const path of ['dist/gf.js', 'dist/index.js', 'dist/index.d.ts', 'README.md']) t.ok(paths.includes(path), `${path} is packed`);
   t.same(paths.filter((p) => !p.startsWith('dist/') && p !== 'package.json' && p !== 'README.md'), [], 'only dist/, package.json and README.md');
   t.same(paths.filter((p) => /\.[cm]?tsx?$/.test(p) && !p.endsWith('.d.ts')), [], 'no TypeScript source');
 
-  const unpacked = join(work, 'unpacked');
-  await run('mkdir', ['-p', unpacked]);
-  await run('tar', ['-xzf', tarball, '-C', unpacked]);
-  const pkgDir = join(unpacked, 'package');
-  const manifest = JSON.parse(await readFile(join(pkgDir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; bin?: Record<string, string> };
   t.same(Object.keys(manifest.dependencies ?? {}).filter((name) => name.startsWith('@gpufarm/')), [], 'no @gpufarm/* package among the runtime dependencies');
   t.equal(manifest.bin?.gf, './dist/gf.js', 'the gf bin is the compiled entry');
-  const workspaceImports: string[] = [];
-  for (const file of await filesUnder(join(pkgDir, 'dist'))) {
-    const text = await readFile(join(pkgDir, 'dist', file), 'utf8');
-    if (/(?:from|import)\s*\(?\s*["']@gpufarm\//.test(text) || /require\(\s*["']@gpufarm\//.test(text)) workspaceImports.push(file);
-  }
-  t.same(workspaceImports, [], 'no import of a workspace package is left in dist/');
+  t.same(await workspaceImportsUnder(join(pkgDir, 'dist')), [], 'no import of a workspace package is left in dist/');
   t.match(await readFile(join(pkgDir, 'dist/gf.js'), 'utf8'), /^#!\/usr\/bin\/env node\n/, 'gf.js starts with its shebang');
 
-  const prefix = join(work, 'prefix');
-  await outside('npm', ['install', '-g', '--prefix', prefix, tarball, '--no-audit', '--no-fund'], work);
+  const prefix = await installGlobally(tarball, work);
   const installed = join(prefix, 'lib/node_modules/@gpufarm/client');
   t.notOk(existsSync(join(installed, 'node_modules/tsx')) || existsSync(join(installed, 'node_modules/typescript')), 'neither tsx nor typescript is installed with it');
   const gf = join(prefix, 'bin/gf');
