@@ -22,6 +22,8 @@ export interface AgentOptions {
   gpus?: string;
   /** More `GF_AGENT_*` settings. */
   env?: Record<string, string>;
+  /** The command and its first arguments that start gf-agent; default: this repository's, through tsx. */
+  command?: [string, ...string[]];
 }
 
 /** A real `gf-agent` enrolled with the marketplace, in simulated mode, in a folder of its own. */
@@ -56,6 +58,7 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
   // The agent reads only its own GF_AGENT_* variables; none of this process's leak into it.
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
   const childEnv = { ...base, ...env };
+  const [file, ...prefix] = options.command ?? [process.execPath, BIN];
   const processes: TestProcess[] = [];
   let machineId: string | null = null;
   market.cleanups.push(async () => {
@@ -66,7 +69,7 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
   });
 
   const token = await market.createEnrollmentToken({ farm: options.farm, region: options.region ?? 'europe-west', priceUsd: options.priceUsd ?? '0.50', payout: options.payout });
-  const enroll = spawnProcess(`${options.name}-enroll`, process.execPath, [BIN, 'enroll', '--server', market.url, '--token', token], { env: childEnv });
+  const enroll = spawnProcess(`${options.name}-enroll`, file, [...prefix, 'enroll', '--server', market.url, '--token', token], { env: childEnv });
   const code = await enroll.exited;
   if (code !== 0) throw new Error(`gf-agent enroll failed (exit ${String(code)}):\n${enroll.tail()}`);
   machineId = (JSON.parse(readFileSync(join(stateDir, 'machine.json'), 'utf8')) as { machineId: string }).machineId;
@@ -83,7 +86,7 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
     stateDir,
     current: null,
     start(env) {
-      const p = spawnProcess(options.name, process.execPath, [BIN, 'run'], { env: { ...childEnv, ...env } });
+      const p = spawnProcess(options.name, file, [...prefix, 'run'], { env: { ...childEnv, ...env } });
       processes.push(p);
       market.processes.push(p);
       agent.current = p;

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { loadConfig, workDirOf, type AgentConfig } from '../config/config.js';
 import { dockerGpuProbe } from '../inventory/gpu-probe.js';
@@ -6,6 +5,7 @@ import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
 import { systemHostReader } from '../inventory/host.js';
 import { InventoryMonitor } from '../inventory/monitor.js';
 import { parseSimulatedGpus } from '../inventory/simulated.js';
+import { AGENT_VERSION } from './version.js';
 
 /** Options every command takes. */
 export interface GlobalOptions {
@@ -15,7 +15,7 @@ export interface GlobalOptions {
   server?: string;
 }
 
-export const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+export { AGENT_VERSION };
 
 export function configFrom(opts: GlobalOptions): AgentConfig {
   return loadConfig({ path: opts.config, overrides: { stateDir: opts.stateDir, simulateGpus: opts.simulateGpus, server: opts.server } });
