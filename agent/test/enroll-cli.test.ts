@@ -1,7 +1,8 @@
 import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import t from 'tap';
 import { gfAgent } from './helpers/cli.js';
 import { TestPeer } from './helpers/peer.js';
@@ -79,6 +80,17 @@ t.test('gf-agent install-service writes a systemd unit and says how to enable it
   t.match(unit, /^Restart=always$/m);
   t.match(unit, /^KillMode=process$/m, 'stopping the agent leaves the job containers running');
   t.match(unit, /^WantedBy=multi-user.target$/m);
+  const docs = /^Documentation=(.+)$/m.exec(unit)?.[1];
+  t.equal(docs, pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '../README.md')).href, "Documentation= is the agent package's README");
+  t.ok(existsSync(fileURLToPath(docs!)), 'which exists');
+  t.match(unit, /^User=root$/m);
+  t.notMatch(unit, /SupplementaryGroups/, 'root needs no group for the Docker socket');
+  const userUnit = join(dir, 'user.service');
+  const asUser = await gfAgent(['install-service', '--path', userUnit, '--user', 'gf-agent', '--docs', 'file:///usr/lib/gf-agent/README.md'], {});
+  t.equal(asUser.code, 0, asUser.stderr);
+  const userText = readFileSync(userUnit, 'utf8');
+  t.match(userText, /^User=gf-agent\nSupplementaryGroups=docker$/m, 'another user gets the docker group for the socket');
+  t.match(userText, /^Documentation=file:\/\/\/usr\/lib\/gf-agent\/README.md$/m, '--docs sets Documentation=');
   const again = await gfAgent(['install-service', '--path', path], {});
   t.equal(again.code, 1);
   t.match(again.stderr, /exists; pass --force/);

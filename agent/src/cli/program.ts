@@ -10,7 +10,7 @@ import { formatDoctor, runDoctor } from '../doctor/checks.js';
 import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
 import { toWireInventory } from '../inventory/snapshot.js';
 import { SimulatedGpuSpecError } from '../inventory/simulated.js';
-import { systemdUnit } from '../service/systemd.js';
+import { packageReadme, systemdUnit } from '../service/systemd.js';
 import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, type GlobalOptions } from './context.js';
 import { enroll } from './enroll.js';
 import { runDaemon } from './run.js';
@@ -174,11 +174,12 @@ export function buildProgram(): Command {
     .option('--path <file>', 'where to write the unit', '/etc/systemd/system/gf-agent.service')
     .option('--exec <command>', 'the command that starts the daemon', `${resolve(process.argv[1] ?? 'gf-agent')} run`)
     .option('--user <name>', 'the user the agent runs as (needs the Docker socket)', 'root')
+    .option('--docs <url>', 'the unit\'s Documentation= (default: this package\'s README as a file:// URL)')
     .addOption(new Option('--force', 'overwrite an existing unit').default(false))
-    .action(action(async (opts: { path: string; exec: string; user: string; force: boolean }) => {
+    .action(action(async (opts: { path: string; exec: string; user: string; docs?: string; force: boolean }) => {
       const config = configFrom(globals());
       if (existsSync(opts.path) && !opts.force) throw new Error(`${opts.path} exists; pass --force to overwrite it`);
-      const unit = systemdUnit({ execStart: opts.exec, configPath: globals().config ? resolve(globals().config!) : null, stateDir: config.stateDir, user: opts.user });
+      const unit = systemdUnit({ execStart: opts.exec, configPath: globals().config ? resolve(globals().config!) : null, stateDir: config.stateDir, user: opts.user, documentation: opts.docs ?? packageReadme() });
       mkdirSync(dirname(opts.path), { recursive: true });
       writeFileAtomic(opts.path, unit, 0o644);
       out(`wrote ${opts.path}. Enable and start it:\n  systemctl daemon-reload\n  systemctl enable --now ${opts.path.split('/').pop()!.replace(/\.service$/, '')}\nthen follow it with: journalctl -u ${opts.path.split('/').pop()!.replace(/\.service$/, '')} -f`);

@@ -1,8 +1,14 @@
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
 /**
- * The systemd unit of the agent (pure). The agent runs as root by default because it talks to
- * the Docker socket and loop-mounts output file systems; `Restart=always` brings it back after a
- * crash, and since containers outlive the agent (they are found again by label), a restart
- * costs a running job nothing.
+ * The systemd unit of the agent (pure), written by `gf-agent install-service` and by the .deb's
+ * build. The agent runs as root by default because it talks to the Docker socket and
+ * loop-mounts output file systems; another user gets the `docker` group for the socket, and
+ * jobs' `/output` falls back to the watchdog. `Restart=always` brings it back after a crash, and
+ * since containers outlive the agent (they are found again by label), a restart costs a running
+ * job nothing.
  */
 export interface UnitOptions {
   /** The command line that starts the daemon, such as `/usr/local/bin/gf-agent run`. */
@@ -11,6 +17,8 @@ export interface UnitOptions {
   configPath: string | null;
   stateDir: string;
   user: string;
+  /** A `file://` URL of the agent's README, when there is one to point at. */
+  documentation: string | null;
 }
 
 export function systemdUnit(o: UnitOptions): string {
@@ -18,15 +26,14 @@ export function systemdUnit(o: UnitOptions): string {
   return `# gpufarm agent, written by "gf-agent install-service".
 [Unit]
 Description=gpufarm agent (gf-agent): rents this machine's GPUs by the job
-Documentation=https://github.com/gpufarm/gpufarm#agent
-After=network-online.target docker.service
+${o.documentation ? `Documentation=${o.documentation}\n` : ''}After=network-online.target docker.service
 Wants=network-online.target
 Requires=docker.service
 
 [Service]
 Type=simple
 User=${o.user}
-ExecStart=${exec}
+${o.user === 'root' || o.user === '0' ? '' : 'SupplementaryGroups=docker\n'}ExecStart=${exec}
 Restart=always
 RestartSec=5
 # Containers outlive the agent: stop only the daemon, never the jobs it supervises.
@@ -40,4 +47,15 @@ LimitNOFILE=65536
 [Install]
 WantedBy=multi-user.target
 `;
+}
+
+/**
+ * The README beside the package the running code belongs to (the nearest folder above it with a
+ * package.json: `dist/` in the installed package, `src/service/` here), as a `file://` URL.
+ */
+export function packageReadme(from: string = import.meta.url): string | null {
+  for (let dir = dirname(fileURLToPath(from)); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return existsSync(join(dir, 'README.md')) ? pathToFileURL(join(dir, 'README.md')).href : null;
+    if (dirname(dir) === dir) return null;
+  }
 }
