@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -24,6 +24,8 @@ export interface AgentOptions {
   env?: Record<string, string>;
   /** The command and its first arguments that start gf-agent; default: this repository's, through tsx. */
   command?: [string, ...string[]];
+  /** The user and group `command` runs gf-agent as, when it switches users: the agent's folder is given to them. */
+  owner?: { uid: number; gid: number };
 }
 
 /** A real `gf-agent` enrolled with the marketplace, in simulated mode, in a folder of its own. */
@@ -44,6 +46,7 @@ export interface TestAgent {
  */
 export async function enrollAgent(market: Marketplace, options: AgentOptions): Promise<TestAgent> {
   const root = mkdtempSync(join(tmpdir(), `gf-e2e-${options.name}-`));
+  if (options.owner) chownSync(root, options.owner.uid, options.owner.gid);
   const stateDir = join(root, 'state');
   const env: Record<string, string> = {
     GF_AGENT_STATE_DIR: stateDir,
