@@ -1,64 +1,227 @@
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import { promisify } from 'node:util';
+import t, { type Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { installGlobally, outside, packWorkspace, workspaceImportsUnder } from '../client/test/helpers/package.js';
+import { agentConfigSchema } from '../agent/src/config/config.js';
+import { systemdUnit } from '../agent/src/service/systemd.js';
+import { installGlobally, outside, unpackTarball, workspaceImportsUnder } from '../client/test/helpers/package.js';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer, linesOf } from './helpers/customer.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace, ROOT } from './helpers/marketplace.js';
 
 /**
- * The agent as a farm operator installs it: the `npm pack` tarball installed with `npm install -g`
- * into a prefix of its own, run with plain node and no NODE_OPTIONS (no tsx, no source
- * condition), then enrolled with a real control plane and given a real job.
+ * The agent as a farm operator installs it, both ways `scripts/build-agent-deb.sh` packages it
+ * (built once here: two files building agent/dist at once would pull it from under each other).
+ * The npm tarball: installed with `npm install -g` into a prefix of its own, run with plain node
+ * and no NODE_OPTIONS (no tsx, no source condition), enrolled with a real control plane and given
+ * a real job. The .deb: its fields and files, then a real `dpkg -i` in a throwaway root, a
+ * copy-on-write view of this Debian machine (overlayfs over `/`, entered with chroot): dpkg
+ * checks the dependencies against what this machine has installed (nodejs, adduser) and runs
+ * the maintainer scripts for real, and every write lands in the overlay, not here. The gf-agent
+ * it installed prints its version, passes doctor as the gf-agent user, enrolls and runs a job;
+ * a purge removes it.
  */
 
-// A pack, an install from the registry, a marketplace and a container: minutes.
+// A pack, installs from the registry, two marketplaces and containers: minutes.
 t.setTimeout(300_000);
 
-t.test('default: the packed agent installs with npm outside the repository; the installed gf-agent prints its version, passes doctor, enrolls and runs a job', async (t) => {
-  const work = await mkdtemp(join(tmpdir(), 'gf-agent-pack-'));
-  t.teardown(() => rm(work, { recursive: true, force: true }));
-  const version = (JSON.parse(await readFile(join(ROOT, 'agent/package.json'), 'utf8')) as { version: string }).version;
+const run = promisify(execFile);
+/** PATH inside the throwaway root: the system's, as a service or a login shell has it. */
+const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** Runs the rest as the gf-agent user and its groups, as the service does; it execs, so a kill reaches gf-agent itself. */
+const AS_AGENT_USER = ['setpriv', '--reuid=gf-agent', '--regid=gf-agent', '--init-groups', '--'];
 
-  // prepack builds dist/ before npm packs it.
-  const { tarball, paths, dir: pkgDir, manifest } = await packWorkspace(ROOT, 'agent', work);
+/**
+ * A copy-on-write view of this machine's root file system (overlayfs: `/` below, a folder of
+ * our own above), with /proc, /dev, /tmp and the Docker socket of this machine mounted in.
+ */
+class ThrowawayRoot {
+  private constructor(
+    private readonly base: string,
+    private readonly mounts: string[],
+  ) {}
+
+  /** The folders under `parent`; nothing mounted yet (`mountAll`), so a teardown can be in place first. */
+  static in(parent: string): ThrowawayRoot {
+    return new ThrowawayRoot(join(parent, 'overlay'), []);
+  }
+
+  get dir(): string {
+    return join(this.base, 'root');
+  }
+
+  async mountAll(): Promise<void> {
+    const [upper, workdir, dir] = ['upper', 'work', 'root'].map((name) => join(this.base, name)) as [string, string, string];
+    for (const d of [upper, workdir, dir]) await mkdir(d, { recursive: true });
+    await this.mount(['-t', 'overlay', 'overlay', '-o', `lowerdir=/,upperdir=${upper},workdir=${workdir}`, dir], dir);
+    for (const shared of ['/proc', '/dev', '/tmp']) await this.mount(['--bind', shared, join(dir, shared)], join(dir, shared));
+    // A socket seen through overlayfs refuses connections; the real one is mounted over it.
+    const socket = join(dir, 'run/docker.sock');
+    if (!existsSync(socket)) await writeFile(socket, '');
+    await this.mount(['--bind', '/run/docker.sock', socket], socket);
+  }
+
+  private async mount(args: string[], target: string): Promise<void> {
+    await run('mount', args);
+    this.mounts.push(target);
+  }
+
+  /** Unmounts everything; true when nothing is mounted under the root any more, so its folder may be deleted. */
+  async destroy(): Promise<boolean> {
+    for (const target of this.mounts.reverse()) await run('umount', [target]).catch(() => run('umount', ['-l', target]).catch(() => undefined));
+    const mounted = (await readFile('/proc/mounts', 'utf8')).split('\n').map((line) => line.split(' ')[1] ?? '');
+    return !mounted.some((point) => point.startsWith(this.base));
+  }
+}
+
+const work = await mkdtemp(join(tmpdir(), 'gf-agent-package-'));
+const version = (JSON.parse(await readFile(join(ROOT, 'agent/package.json'), 'utf8')) as { version: string }).version;
+const built = await run('bash', [join(ROOT, 'scripts/build-agent-deb.sh'), '--out', join(work, 'out')], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
+const [tarball, deb] = built.stdout.trim().split('\n');
+const throwaway = ThrowawayRoot.in(work);
+t.teardown(async () => {
+  // Deleting a folder with this machine's /tmp or /dev still mounted in it would delete theirs.
+  if (await throwaway.destroy()) await rm(work, { recursive: true, force: true });
+  else console.error(`agent-package: mounts are left under ${work}; it was not deleted`);
+});
+await throwaway.mountAll();
+
+/** Runs a command in the throwaway root with the system's PATH and no NODE_OPTIONS; never rejects. */
+async function inRoot(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return run('chroot', [throwaway.dir, 'env', '-u', 'NODE_OPTIONS', `PATH=${SYSTEM_PATH}`, ...args], { maxBuffer: 16 * 1024 * 1024 }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? 1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' }),
+  );
+}
+
+/**
+ * A control plane of its own (stopped when `t` ends), the installed gf-agent that `command`
+ * starts enrolled with it, and a job with an output: it completes on that agent, streams its
+ * line, and its output (packed and hashed by the worker file beside the command) matches.
+ */
+async function enrollAndRunJob(t: Test, agentOptions: { name: string; command: [string, ...string[]]; owner?: { uid: number; gid: number } }): Promise<void> {
+  const market = await Marketplace.start(t);
+  const farm = `farm-${agentOptions.name}`;
+  const agent = await enrollAgent(market, { ...agentOptions, farm, payout: privateKeyToAddress(generatePrivateKey()) });
+  agent.start();
+  await market.waitForCapacity(farm, 1);
+  const customer = await Customer.create(market, 1);
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, `echo from ${agentOptions.name}; echo data > /output/data.txt`));
+  const { lines, jobStatus } = await customer.tailLogs(created.job.id);
+  t.equal(jobStatus, 'COMPLETED', `the job ran to COMPLETED on ${agentOptions.name}`);
+  t.same(linesOf(lines, 'stdout').map((l) => l.line), [`from ${agentOptions.name}`], 'its stdout streamed through the link');
+  const job = await customer.getJob(created.job.id);
+  t.equal(job.assignment?.farm.slug, farm, "on that agent's farm");
+  t.equal(job.result?.hashesMatch, true, 'the output hash matches the server re-hash');
+  const download = await customer.download(job.result!.outputArtifactId!);
+  t.equal(download.sha256, job.result!.serverHash, 'the output downloads with the recorded hash');
+}
+
+t.test('default: the packed agent installs with npm outside the repository; the installed gf-agent prints its version, passes doctor, enrolls and runs a job', async (t) => {
+  const npmWork = join(work, 'npm');
+  await mkdir(npmWork);
+  const { paths, dir: pkgDir, manifest } = await unpackTarball(tarball!, npmWork);
   t.same(paths, ['README.md', 'dist/gf-agent.js', 'dist/pack-worker.js', 'package.json'], 'the compiled command, its worker, the manifest and the README, nothing else');
   t.same(Object.keys(manifest.dependencies ?? {}).sort(), ['dockerode', 'systeminformation'], 'npm installs dockerode and systeminformation, no @gpufarm/* package');
   t.equal(manifest.bin?.['gf-agent'], './dist/gf-agent.js', 'the gf-agent bin is the compiled entry');
   t.same(await workspaceImportsUnder(join(pkgDir, 'dist')), [], 'no import of a workspace package is left in dist/');
   t.match(await readFile(join(pkgDir, 'dist/gf-agent.js'), 'utf8'), /^#!\/usr\/bin\/env node\n/, 'gf-agent.js starts with its shebang');
 
-  const prefix = await installGlobally(tarball, work);
+  const prefix = await installGlobally(tarball!, npmWork);
   const installed = join(prefix, 'lib/node_modules/@gpufarm/agent');
   t.notOk(existsSync(join(installed, 'node_modules/tsx')) || existsSync(join(installed, 'node_modules/typescript')), 'neither tsx nor typescript is installed with it');
   const gfAgent = join(prefix, 'bin/gf-agent');
 
-  const versionOut = await outside(gfAgent, ['--version'], work);
+  const versionOut = await outside(gfAgent, ['--version'], npmWork);
   t.equal(versionOut.stdout.trim(), version, 'gf-agent --version prints the package version');
 
-  const doctorEnv = { GF_AGENT_STATE_DIR: join(work, 'doctor-state'), GF_AGENT_SIMULATE_GPUS: '1x rtx-4090-24gb', GF_AGENT_MIN_FREE_DISK_BYTES: '0' };
-  const doctor = await outside(gfAgent, ['doctor', '--json'], work, doctorEnv);
+  const doctorEnv = { GF_AGENT_STATE_DIR: join(npmWork, 'doctor-state'), GF_AGENT_SIMULATE_GPUS: '1x rtx-4090-24gb', GF_AGENT_MIN_FREE_DISK_BYTES: '0' };
+  const doctor = await outside(gfAgent, ['doctor', '--json'], npmWork, doctorEnv);
   const checks = JSON.parse(doctor.stdout) as Array<{ name: string; status: string }>;
   t.equal(checks.find((c) => c.name === 'docker socket')?.status, 'ok', 'doctor reached Docker through the installed dockerode');
   t.same(checks.filter((c) => c.status === 'fail'), [], 'doctor exits 0 with no failed check');
 
-  const market = await Marketplace.start(t);
-  const farm = 'agent-package';
-  const agent = await enrollAgent(market, { name: 'installed-agent', farm, payout: privateKeyToAddress(generatePrivateKey()), command: ['env', '-u', 'NODE_OPTIONS', gfAgent] });
-  agent.start();
-  await market.waitForCapacity(farm, 1);
-  const customer = await Customer.create(market, 1);
-  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo from the installed agent; echo data > /output/data.txt'));
-  const { lines, jobStatus } = await customer.tailLogs(created.job.id);
-  t.equal(jobStatus, 'COMPLETED', 'the job ran to COMPLETED on the installed agent');
-  t.same(linesOf(lines, 'stdout').map((l) => l.line), ['from the installed agent'], 'its stdout streamed through the installed agent');
-  const job = await customer.getJob(created.job.id);
-  t.equal(job.assignment?.farm.slug, farm, "on the installed agent's farm");
-  t.equal(job.result?.hashesMatch, true, 'the output the worker thread packed and hashed matches the server re-hash');
-  const download = await customer.download(job.result!.outputArtifactId!);
-  t.equal(download.sha256, job.result!.serverHash, 'the output downloads with the recorded hash');
+  await enrollAndRunJob(t, { name: 'npm-agent', command: ['env', '-u', 'NODE_OPTIONS', gfAgent] });
+});
+
+t.test('default: the .deb is built from the npm tarball with its fields, the app under /usr/lib/gf-agent, the command, the unit and the conffile', async (t) => {
+  t.ok(tarball && existsSync(tarball), `the script wrote the npm tarball beside it (${tarball})`);
+  t.equal(deb, join(work, 'out', `gf-agent_${version}_all.deb`), 'named gf-agent_<version>_all.deb');
+  const field = async (name: string) => (await run('dpkg-deb', ['-f', deb!, name])).stdout.trim();
+  t.equal(await field('Package'), 'gf-agent');
+  t.equal(await field('Version'), version, 'the version of agent/package.json');
+  t.equal(await field('Architecture'), 'all', 'no compiled code: every architecture');
+  t.equal(await field('Depends'), 'nodejs (>= 20.11), adduser', 'Node 20.11 or newer from the system, adduser for the postinst');
+  t.match(await field('Recommends'), /docker\.io/, 'Docker recommended');
+
+  const listing = (await run('dpkg-deb', ['-c', deb!], { maxBuffer: 64 * 1024 * 1024 })).stdout.split('\n');
+  const paths = listing.map((line) => line.split(/\s+/).slice(5).join(' ')).filter(Boolean);
+  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
+    t.ok(paths.includes(path), `${path} is in the package`);
+  }
+  t.ok(paths.includes('./usr/bin/gf-agent -> ../lib/gf-agent/dist/gf-agent.js'), '/usr/bin/gf-agent links to the compiled command');
+  t.same(paths.filter((p) => p.startsWith('./usr/lib/gf-agent/node_modules/@gpufarm/') || /\/node_modules\/(tsx|typescript)\//.test(p)), [], 'no workspace package, no tsx, no typescript');
+  t.same(paths.filter((p) => p.endsWith('.node')), [], 'no native addon');
+  t.same(listing.filter((l) => l && !l.includes(' root/root ')), [], 'every file is owned by root');
+
+  const conffiles = (await run('dpkg-deb', ['-I', deb!, 'conffiles'])).stdout;
+  t.equal(conffiles, '/etc/gf-agent/agent.toml\n', 'agent.toml is a conffile: an upgrade keeps local edits');
+  const fsys = async (path: string) => (await run('sh', ['-c', 'dpkg-deb --fsys-tarfile "$1" | tar -xOf - "$2"', 'sh', deb!, path])).stdout;
+  const unit = await fsys('./usr/lib/systemd/system/gf-agent.service');
+  t.equal(
+    unit,
+    systemdUnit({ execStart: '/usr/bin/gf-agent run', configPath: null, stateDir: '/var/lib/gf-agent', user: 'gf-agent', documentation: 'file:///usr/lib/gf-agent/README.md' }),
+    'the unit is the text gf-agent install-service writes, for the gf-agent user, pointing at the packaged README',
+  );
+  const toml = await fsys('./etc/gf-agent/agent.toml');
+  const listed = [...toml.matchAll(/^# ([a-z_]+) = /gm)].map((m) => m[1]).sort();
+  const known = Object.keys(agentConfigSchema.shape).map((k) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)).sort();
+  t.same(listed, known, 'agent.toml lists every setting the agent reads, and no other');
+  t.notMatch(toml, /^[a-z_]+ = /m, 'all of them commented: the defaults apply');
+});
+
+t.test('default: dpkg -i installs it in a throwaway root: the user, the state folder, the conffile; gf-agent --version and doctor run, and so does a job', async (t) => {
+  const install = await inRoot(['dpkg', '-i', deb!]);
+  t.equal(install.code, 0, `dpkg -i succeeds:\n${install.stdout}${install.stderr}`);
+  t.match(install.stdout, /gf-agent enroll/, 'the postinst says how to enroll');
+  const user = (await inRoot(['getent', 'passwd', 'gf-agent'])).stdout.trim().split(':');
+  t.equal(user[5], '/var/lib/gf-agent', 'a system user gf-agent with its home at the state folder');
+  t.ok(Number(user[2]) < 1000, `a system uid (${user[2]})`);
+  t.match((await inRoot(['id', '-nG', 'gf-agent'])).stdout, /\bdocker\b/, 'in the docker group');
+  t.equal((await inRoot(['stat', '-c', '%U:%G %a', '/var/lib/gf-agent'])).stdout.trim(), 'gf-agent:gf-agent 700', '/var/lib/gf-agent belongs to it, mode 0700');
+  t.match((await inRoot(['dpkg-query', '-W', '-f=${Conffiles}', 'gf-agent'])).stdout, /\/etc\/gf-agent\/agent\.toml [0-9a-f]{32}/, 'dpkg records agent.toml as a conffile');
+  t.notOk(existsSync('/usr/lib/gf-agent') || existsSync('/etc/gf-agent'), 'nothing was installed on this machine itself');
+
+  const versionOut = await inRoot(['gf-agent', '--version']);
+  t.equal(versionOut.stdout.trim(), version, 'the installed gf-agent --version prints the package version');
+  const doctor = await inRoot([...AS_AGENT_USER, 'gf-agent', 'doctor', '--json', '--simulate-gpus', '1x rtx-4090-24gb']);
+  const checks = JSON.parse(doctor.stdout) as Array<{ name: string; status: string; detail: string }>;
+  t.equal(checks.find((c) => c.name === 'docker socket')?.status, 'ok', 'as gf-agent, doctor reaches Docker through the docker group');
+  t.equal(checks.find((c) => c.name === 'free disk')?.detail.includes('/var/lib/gf-agent'), true, 'and measures the packaged state folder');
+
+  const again = await inRoot(['dpkg', '-i', deb!]);
+  t.equal(again.code, 0, `installing it again succeeds:\n${again.stderr}`);
+  t.equal((await inRoot(['getent', 'passwd', 'gf-agent'])).stdout.trim().split(':')[2], user[2], 'the same user: the postinst is idempotent');
+
+  // The installed command, as the gf-agent user, enrolled with a real control plane. Its folders
+  // are under /tmp, which the root shares with this machine: Docker, outside the root, mounts
+  // the job's folders by the same paths.
+  await enrollAndRunJob(t, {
+    name: 'deb-agent',
+    command: ['chroot', throwaway.dir, ...AS_AGENT_USER, 'env', '-u', 'NODE_OPTIONS', `PATH=${SYSTEM_PATH}`, '/usr/bin/gf-agent'],
+    owner: { uid: Number(user[2]), gid: Number(user[3]) },
+  });
+});
+
+t.test('default: dpkg --purge removes the files and the state folder', async (t) => {
+  const purge = await inRoot(['dpkg', '--purge', 'gf-agent']);
+  t.equal(purge.code, 0, `dpkg --purge succeeds:\n${purge.stderr}`);
+  for (const path of ['/usr/bin/gf-agent', '/usr/lib/gf-agent', '/etc/gf-agent/agent.toml', '/var/lib/gf-agent']) {
+    t.equal((await inRoot(['test', '-e', path])).code, 1, `${path} is gone`);
+  }
 });

@@ -31,7 +31,7 @@ export async function workspaceImportsUnder(dir: string): Promise<string[]> {
 
 export interface PackedWorkspace {
   tarball: string;
-  /** The paths npm packed, sorted. */
+  /** The paths in the tarball (below `package/`), sorted. */
   paths: string[];
   /** The tarball unpacked (its `package/` folder). */
   dir: string;
@@ -41,15 +41,21 @@ export interface PackedWorkspace {
 /** `npm pack -w <workspace>` into `work` (prepack builds it first), unpacked beside the tarball. */
 export async function packWorkspace(root: string, workspace: string, work: string): Promise<PackedWorkspace> {
   const packed = await run('npm', ['pack', '-w', workspace, '--pack-destination', work, '--json'], { cwd: root, maxBuffer: 16 * 1024 * 1024 });
-  const [report] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  const [report] = JSON.parse(packed.stdout) as Array<{ filename: string }>;
   if (!report) throw new Error(`npm pack -w ${workspace} reported no tarball: ${packed.stdout}`);
-  const tarball = join(work, report.filename);
+  return unpackTarball(join(work, report.filename), work);
+}
+
+/** An npm tarball unpacked into `<work>/unpacked`. */
+export async function unpackTarball(tarball: string, work: string): Promise<PackedWorkspace> {
+  const listed = await run('tar', ['-tzf', tarball]);
+  const paths = listed.stdout.split('\n').filter(Boolean).map((p) => p.replace(/^package\//, '')).sort();
   const unpacked = join(work, 'unpacked');
   await mkdir(unpacked, { recursive: true });
   await run('tar', ['-xzf', tarball, '-C', unpacked]);
   const dir = join(unpacked, 'package');
   const manifest = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as PackedWorkspace['manifest'];
-  return { tarball, paths: report.files.map((f) => f.path).sort(), dir, manifest };
+  return { tarball, paths, dir, manifest };
 }
 
 /** `npm install -g` of a tarball into the prefix `<work>/prefix`, outside the repository; returns the prefix. */
