@@ -3,8 +3,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /**
- * The systemd unit of the agent (pure), written by `gf-agent install-service` and by the .deb's
- * build. The agent runs as root by default because it talks to the Docker socket and
+ * The systemd unit of the agent (`systemdUnit` is pure), written by `gf-agent install-service`
+ * and, through it, by the .deb's build. The agent runs as root by default because it talks to the Docker socket and
  * loop-mounts output file systems; another user gets the `docker` group for the socket, and
  * jobs' `/output` falls back to the watchdog. `Restart=always` brings it back after a crash, and
  * since containers outlive the agent (they are found again by label), a restart costs a running
