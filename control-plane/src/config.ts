@@ -53,6 +53,8 @@ const envSchema = z.object({
   GF_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   GF_S3_FORCE_PATH_STYLE: booleanFromEnv.default(false),
   GF_ARTIFACT_TTL_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  // As long as the job's log artifact lives by default, so the lines and their durable copy go together.
+  GF_LOG_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   GF_MAX_INPUT_BYTES: z.coerce.number().int().min(1).default(1024 * 1024 * 1024),
   GF_INPUT_QUOTA_BYTES: z.coerce.number().int().min(1).default(10 * 1024 ** 3),
   GF_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),
@@ -161,6 +163,8 @@ export interface ExecutionConfig {
   /** The S3-compatible artifact store (`GF_ARTIFACT_STORE=s3`); null: the filesystem store. */
   s3: S3StoreConfig | null;
   artifactTtlDays: number;
+  /** Days a job's log lines stay queryable, counted from the end of the day the job was created. */
+  logRetentionDays: number;
   /** Largest input upload (`POST /v1/artifacts`). */
   maxInputBytes: number;
   /** Bytes of unexpired inputs one account may keep stored. */
@@ -264,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
             }
           : null,
       artifactTtlDays: e.GF_ARTIFACT_TTL_DAYS,
+      logRetentionDays: e.GF_LOG_RETENTION_DAYS,
       maxInputBytes: e.GF_MAX_INPUT_BYTES,
       inputQuotaBytes: e.GF_INPUT_QUOTA_BYTES,
       canaryImage: e.GF_CANARY_IMAGE

@@ -25,6 +25,7 @@ import { createUrlSigner } from './artifacts/signing.js';
 import type { ExecutionDeps } from './execution/deps.js';
 import { executionLifecycle } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
+import { startLogPartitionLoop } from './logs/partitions.js';
 import { startMatcher } from './matching/loop.js';
 import { createQueueFigures } from './matching/queue-figures.js';
 
@@ -114,6 +115,8 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       ],
     });
     opened.push(() => executionWorker.close());
+    const logPartitions = startLogPartitionLoop({ db, log }, { retentionDays: config.execution.logRetentionDays });
+    opened.push(() => logPartitions.close());
     const worker = escrow
       ? startEscrowWorker(
           { db, escrow, startBlock: config.chain?.startBlock ?? 0, refundGraceMs: 60_000, log },

@@ -4,6 +4,8 @@ import { addJobLogBytes, capJobLog, findJobLogUsage, takeServiceLogSeq } from '.
 
 /**
  * Log lines of jobs: each (assignment, seq) stored once, `id` the only-growing public cursor.
+ * Partitioned by day of the job's creation (`job_created_at`), which retention drops whole
+ * (`logs/partitions.ts`).
  * The agent's lines carry its assignment id and seq; the service's own `system` lines (queued,
  * matched, verified…) use the job id as their assignment id and a per-job counter as seq.
  */
@@ -46,11 +48,12 @@ export async function insertAgentLines(
   let inserted = 0;
   if (kept.length > 0) {
     const rows = await db.query<{ bytes: number }>(
-      `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
-       SELECT $1, $2, x.seq, x.stream, x.line, to_timestamp(x.at_ms / 1000.0)
+      `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at, job_created_at)
+       SELECT $1, $2, x.seq, x.stream, x.line, to_timestamp(x.at_ms / 1000.0), j.created_at
          FROM jsonb_to_recordset($3::jsonb) AS x(seq int, stream text, line text, at_ms float8)
+         JOIN jobs j ON j.id = $1
         ORDER BY x.seq
-       ON CONFLICT (assignment_id, seq) DO NOTHING
+       ON CONFLICT (assignment_id, seq, job_created_at) DO NOTHING
        RETURNING octet_length(line) AS bytes`,
       [params.jobId, params.assignmentId, JSON.stringify(kept.map((l) => ({ seq: l.seq, stream: l.stream, line: l.line, at_ms: l.atMs })))],
     );
@@ -78,8 +81,9 @@ export async function appendServiceLine(db: Queryable, jobId: string, line: stri
 export async function insertServiceLines(db: Queryable, lines: ReadonlyArray<{ jobId: string; seq: number; line: string }>): Promise<void> {
   if (lines.length === 0) return;
   await db.query(
-    `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at)
-     SELECT x.job_id, x.job_id, x.seq, 'system', x.line, now() FROM jsonb_to_recordset($1::jsonb) AS x(job_id text, seq int, line text)`,
+    `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at, job_created_at)
+     SELECT x.job_id, x.job_id, x.seq, 'system', x.line, now(), j.created_at
+       FROM jsonb_to_recordset($1::jsonb) AS x(job_id text, seq int, line text) JOIN jobs j ON j.id = x.job_id`,
     [JSON.stringify(lines.map((l) => ({ job_id: l.jobId, seq: l.seq, line: l.line })))],
   );
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Database } from '../../src/db/database.js';
-import { migrate } from '../../src/db/migrate.js';
+import { migrate, type Migration } from '../../src/db/migrate.js';
 import { openPglite } from '../../src/db/pglite.js';
 import { openPostgres } from '../../src/db/postgres.js';
 import { syncCatalog } from '../../src/fleet/store.js';
@@ -19,8 +19,18 @@ export interface TestDatabase {
   url: string | null;
 }
 
+/** Which migrations a fresh test database gets (default: all, then the GPU class catalog). */
+export interface TestDatabaseOptions {
+  migrations?: Migration[];
+}
+
+async function prepare(db: Database, options: TestDatabaseOptions): Promise<void> {
+  await migrate(db, options.migrations);
+  if (!options.migrations) await syncCatalog(db);
+}
+
 /** A fresh, migrated PostgreSQL database, dropped when the test ends. */
-export async function createPostgresTestDatabase(t: Teardown): Promise<TestDatabase> {
+export async function createPostgresTestDatabase(t: Teardown, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = `gf_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
@@ -39,17 +49,15 @@ export async function createPostgresTestDatabase(t: Teardown): Promise<TestDatab
     await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await dropper.end();
   });
-  await migrate(db);
-  await syncCatalog(db);
+  await prepare(db, options);
   return { db, url: url.toString() };
 }
 
 /** A fresh, migrated in-memory PGlite database. */
-export async function createPgliteTestDatabase(t: Teardown): Promise<TestDatabase> {
+export async function createPgliteTestDatabase(t: Teardown, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const db = await openPglite(undefined);
   t.teardown(() => db.close());
-  await migrate(db);
-  await syncCatalog(db);
+  await prepare(db, options);
   return { db, url: null };
 }
 
