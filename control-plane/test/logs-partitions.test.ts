@@ -4,7 +4,7 @@ import type { Database } from '../src/db/database.js';
 import { loadMigrations, migrate } from '../src/db/migrate.js';
 import { openPostgres } from '../src/db/postgres.js';
 import { LOG_PARTITION_DAYS_AHEAD, maintainLogPartitions } from '../src/logs/partitions.js';
-import { insertAgentLines, listLogLines } from '../src/logs/store.js';
+import { insertAgentLines, listLogLines, type LogLineRow } from '../src/logs/store.js';
 import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
 import { BACKENDS } from './helpers/database.js';
 
@@ -43,7 +43,8 @@ for (const [backend, create] of BACKENDS) {
       [older],
     );
     await db.query(`INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at) VALUES ($1, $1, 0, 'system', 'queued', now())`, [recent]);
-    const before = await listLogLines(db, { jobId: older, afterId: 0, limit: 100, stream: null });
+    // Read as the 010 schema's store did (no partition key yet).
+    const before = await db.query<LogLineRow>('SELECT id, assignment_id, seq, stream, line, at FROM log_lines WHERE job_id = $1 ORDER BY id', [older]);
     const cursor = before[1]!.id;
     const [{ max } = { max: 0 }] = await db.query<{ max: number }>('SELECT max(id)::int AS max FROM log_lines');
 

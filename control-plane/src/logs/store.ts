@@ -101,8 +101,11 @@ export async function lastStoredSeqs(db: Queryable, assignmentIds: readonly stri
 /** A page of a job's lines after cursor `afterId`, optionally of one stream, in id order. */
 export async function listLogLines(db: Queryable, params: { jobId: string; afterId: number; limit: number; stream: LogStream | null }): Promise<LogLineRow[]> {
   return db.query<LogLineRow>(
+    // The job's creation time is the partition key: the executor reads the one partition holding
+    // the job's lines (or the default) rather than probing every day's index.
     `SELECT id, assignment_id, seq, stream, line, at FROM log_lines
       WHERE job_id = $1 AND id > $2 AND ($3::text IS NULL OR stream = $3)
+        AND job_created_at = (SELECT created_at FROM jobs WHERE id = $1)
       ORDER BY id LIMIT $4`,
     [params.jobId, params.afterId, params.stream, params.limit],
   );
