@@ -15,6 +15,8 @@ t.test('defaults', async (t) => {
   t.equal(config.publicUrl, 'http://127.0.0.1:8080');
   t.equal(config.stableToken, null);
   t.same(loadConfig({ GF_BANNED_IMAGES: ' acme/tool , evil/* ' }).bannedImages, ['acme/tool', 'evil/*']);
+  t.equal(config.execution.logRetentionDays, 30);
+  t.equal(loadConfig({ GF_LOG_RETENTION_DAYS: '7' }).execution.logRetentionDays, 7);
   t.equal(config.rateLimitStore, 'memory', 'PGlite serves one process: limits in memory');
   t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db' }).rateLimitStore, 'postgres', 'replicas on PostgreSQL share their limits');
   t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db', GF_RATE_LIMIT_STORE: 'memory' }).rateLimitStore, 'memory', 'unless told otherwise');
@@ -58,6 +60,7 @@ t.test('error: a bad value names the variable', async (t) => {
     ['GF_ADMIN_TOKEN', 'short'],
     ['GF_STABLE_TOKEN_ADDRESS', '0x123'],
     ['GF_BANNED_IMAGES', 'acme/tool, *'],
+    ['GF_LOG_RETENTION_DAYS', '0'],
     ['GF_WEI_PER_USD', '1.5'],
     ['GF_ARTIFACT_STORE', 'gcs'],
     ['GF_S3_ENDPOINT', 'ftp://s3.local'],
