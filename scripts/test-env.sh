@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
-# may create databases (each test file makes its own), tap built with our plugins, Docker Engine,
-# a local registry on 127.0.0.1:5000 and the local test images pushed to it (the agent's tests
-# run real containers), and Chromium for the page tests. As root it installs and starts what is missing; otherwise it says
-# exactly what to run.
+# may create databases (each test file makes its own), tap built with our plugins, Docker Engine
+# and a local registry on 127.0.0.1:5000 (scripts/prepare-docker.sh, which `npm start` runs too),
+# the local test images pushed to it (the agent's tests run real containers), and Chromium for
+# the page tests. As root it installs and starts what is missing; otherwise it says exactly what
+# to run.
 set -euo pipefail
 
 PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
@@ -71,86 +72,9 @@ ensure_tap_built() {
 }
 
 # --- Docker Engine, the local registry and the local images (the agent's runtime tests) ---
-DOCKER_PIDFILE=/tmp/gpufarm-dockerd.pid
-DOCKER_LOG=/var/log/gpufarm-dockerd.log
-REGISTRY_ADDR=127.0.0.1:5000
-if is_root; then REGISTRY_HOME=/var/lib/gpufarm-registry; else REGISTRY_HOME="${XDG_STATE_HOME:-$HOME/.local/state}/gpufarm-registry"; fi
-
-docker_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
-registry_answers() { curl -fsS -m 2 "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1; }
-
-# Debian packages the runtime tests need, each checked by a file it installs.
-ensure_docker_packages() {
-  local missing=()
-  command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
-  command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
-  { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || missing+=(busybox-static)
-  [ -f /usr/include/openssl/sha.h ] || missing+=(libssl-dev)
-  command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
-  command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
-  command -v curl >/dev/null 2>&1 || missing+=(curl)
-  [ ${#missing[@]} -eq 0 ] && return
-  if ! is_root; then
-    fail "missing packages for the agent's Docker tests. Install them with: sudo apt-get update && sudo apt-get install -y ${missing[*]}"
-  fi
-  say "installing ${missing[*]} from Debian's packages"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
-ensure_docker_running() {
-  if docker_answers; then return; fi
-  if ! is_root; then
-    if [ -S /var/run/docker.sock ]; then
-      fail "Docker Engine runs but this user cannot use /var/run/docker.sock. Add yourself to the docker group: sudo usermod -aG docker $USER (then log in again)"
-    fi
-    fail "Docker Engine is not running. Start it with: sudo sh -c 'dockerd --storage-driver=vfs >$DOCKER_LOG 2>&1 & echo \$! >$DOCKER_PIDFILE'"
-  fi
-  if [ -f "$DOCKER_PIDFILE" ] && kill -0 "$(cat "$DOCKER_PIDFILE")" 2>/dev/null; then
-    say "dockerd (pid $(cat "$DOCKER_PIDFILE")) is starting; waiting"
-  else
-    say "starting dockerd --storage-driver=vfs (log $DOCKER_LOG, pid in $DOCKER_PIDFILE)"
-    setsid nohup dockerd --storage-driver=vfs >>"$DOCKER_LOG" 2>&1 </dev/null &
-    echo $! >"$DOCKER_PIDFILE"
-  fi
-  for _ in $(seq 1 60); do docker_answers && return; sleep 0.5; done
-  fail "dockerd did not answer on /var/run/docker.sock within 30 s; see $DOCKER_LOG"
-}
-
-# Debian's default registry config asks for htpasswd auth; ours listens on 127.0.0.1 only,
-# with no auth, storing blobs in a folder of ours that outlives any one clone of the repository.
-ensure_registry_running() {
-  if registry_answers; then return; fi
-  mkdir -p "$REGISTRY_HOME/data"
-  cat >"$REGISTRY_HOME/config.yml" <<YAML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $REGISTRY_HOME/data
-  delete:
-    enabled: true
-http:
-  addr: $REGISTRY_ADDR
-YAML
-  local pidfile="$REGISTRY_HOME/registry.pid"
-  # A registry of ours that is still starting (or still stopping): give it a moment.
-  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-    say "the registry (pid $(cat "$pidfile")) does not answer yet; waiting"
-    for _ in $(seq 1 60); do
-      registry_answers && return
-      kill -0 "$(cat "$pidfile")" 2>/dev/null || break
-      sleep 0.5
-    done
-    kill -0 "$(cat "$pidfile")" 2>/dev/null \
-      && fail "the registry (pid $(cat "$pidfile")) runs but does not answer on http://$REGISTRY_ADDR/v2/; see $REGISTRY_HOME/registry.log"
-  fi
-  say "starting docker-registry on $REGISTRY_ADDR (storage and log in $REGISTRY_HOME, pid in $pidfile)"
-  setsid nohup docker-registry serve "$REGISTRY_HOME/config.yml" >>"$REGISTRY_HOME/registry.log" 2>&1 </dev/null &
-  echo $! >"$pidfile"
-  for _ in $(seq 1 40); do registry_answers && return; sleep 0.25; done
-  fail "the registry did not answer on http://$REGISTRY_ADDR/v2/; see $REGISTRY_HOME/registry.log (is the port taken?)"
+# scripts/prepare-docker.sh is shared with `npm start`, which prepares the same.
+ensure_docker() {
+  bash "$(dirname "${BASH_SOURCE[0]}")/prepare-docker.sh"
 }
 
 ensure_images_built() {
@@ -174,13 +98,11 @@ ensure_chromium() {
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
-ensure_docker_packages
-ensure_docker_running
-ensure_registry_running
+ensure_docker
 ensure_images_built
 ensure_chromium
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.
 is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"
-say "Docker Engine $(docker version --format '{{.Server.Version}}') and the registry on $REGISTRY_ADDR ready; test images in .gpufarm/images.json"
+say "test images in .gpufarm/images.json"
 say "$("$CHROMIUM" --version 2>/dev/null | head -n 1) at $CHROMIUM"

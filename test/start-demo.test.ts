@@ -19,9 +19,10 @@ t.test('behavior: without Docker, npm start says how to install and start it, an
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-nodocker-'));
   const start = await npmStart(t, dataDir, { DOCKER_HOST: `unix://${join(dataDir, 'no-docker.sock')}` });
   await start.waitForOutput(/Stop with Ctrl-C/, 'the banner');
-  t.match(start.output(), /Docker Engine does not answer on .*no-docker\.sock/);
-  t.match(start.output(), /apt-get install -y docker\.io|systemctl start docker/, 'says how');
-  t.match(start.output(), /No local agent/);
+  t.match(start.output(), /^\[start\] preparing Docker Engine and the local registry \(scripts\/prepare-docker\.sh\)$/m, 'it ran the Docker preparation');
+  // dockerd already runs on this machine, so the preparation starts no second one on that socket.
+  t.match(start.output(), /^\[start\] prepare-docker: Docker Engine does not answer on \S+no-docker\.sock \(DOCKER_HOST\), and dockerd \(pid \d+\) already runs on this machine: point DOCKER_HOST at its socket, or unset DOCKER_HOST/m, 'says what to do');
+  t.match(start.output(), /No local agent: Docker Engine or the local registry is not ready, so no local agent runs: jobs are accepted and funded but stay QUEUED\./);
   const url = /API\s+(http:\/\/\S+)\/v1/.exec(start.output())![1]!;
   t.equal((await fetch(`${url}/v1/pricing`)).status, 200, 'the control plane answers');
   await start.stop();
@@ -32,6 +33,7 @@ t.test('behavior: npm start runs the marketplace with a local agent; npm run dem
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-demo-'));
   const start = await npmStart(t, dataDir);
   await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
+  t.match(start.output(), /^\[start\] prepare-docker: Docker Engine \S+ answers on \S+, the registry on http:\/\/127\.0\.0\.1:5000\/v2\/$/m, 'it prepared Docker and the registry first');
   t.match(start.output(), /Local agent: machine \S+ \(enrolled now\), farm local/, `the banner names the agent:\n${start.tail(40)}`);
   t.match(start.output(), /offers\s+1x RTX 4090 24GB \(simulated\) in \/v1\/capacity/, 'and what it offers');
   const url = /API\s+(http:\/\/\S+)\/v1/.exec(start.output())![1]!;

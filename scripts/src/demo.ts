@@ -132,7 +132,7 @@ async function main(argv: string[]): Promise<void> {
   const market = findMarketplace(dataDir);
   info(`control plane ${market.url}, chain ${market.chainId} at ${market.rpcUrl}`);
   const canary = process.env.GF_CANARY_IMAGE || readLocalImages()?.images.canary.reference;
-  if (!canary) throw new DemoError('no canary image: .gpufarm/images.json is missing. Run sudo bash scripts/test-env.sh (Docker, the local registry and the images), then restart npm start.');
+  if (!canary) throw new DemoError('no canary image: .gpufarm/images.json is missing. Restart npm start: it prepares Docker, the local registry and the images, or says what to install.');
   const capacity = await attempt('GET /v1/capacity', market.url, () => createClient({ baseUrl: market.url }).capacity.list({ farm: 'local' }));
   const offer = capacity.data[0];
   if (offer) info(`local farm: ${offer.count}x ${offer.gpu.label} in ${offer.region.key}${offer.simulated ? ' (simulated)' : ''}, ${offer.available} available, ${usd(offer.price.perGpuHourMicroUsd)} per GPU-hour`);

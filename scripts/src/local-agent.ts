@@ -1,6 +1,5 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
@@ -14,46 +13,6 @@ const GF_AGENT = join(REPO_ROOT, 'agent/bin/gf-agent.js');
 export const LOCAL_FARM = { slug: 'local', name: 'Local Farm', region: 'europe-west', priceUsd: '0.50' } as const;
 /** Simulated GPUs of the local agent on a machine without `nvidia-smi` (`GF_LOCAL_AGENT_GPUS` overrides). */
 export const LOCAL_SIMULATED_GPUS = '1x rtx-4090-24gb';
-
-/** Where Docker Engine is reached: `DOCKER_HOST` (unix sockets only here) or the default socket. */
-export function dockerSocket(): string {
-  const host = process.env.DOCKER_HOST;
-  if (host?.startsWith('unix://')) return host.slice('unix://'.length);
-  return '/var/run/docker.sock';
-}
-
-/** True when Docker Engine answers `GET /_ping` on its socket within two seconds. */
-export function dockerAnswers(socketPath = dockerSocket()): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = request({ socketPath, path: '/_ping', method: 'GET', timeout: 2_000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(false));
-    req.end();
-  });
-}
-
-/** The advice `npm start` prints when Docker Engine does not answer. */
-export function dockerAdvice(socketPath = dockerSocket()): string {
-  const installed = spawnSync('sh', ['-c', 'command -v dockerd'], { encoding: 'utf8' }).status === 0;
-  const lines = [`Docker Engine does not answer on ${socketPath}, so no local agent runs: jobs are accepted and funded but stay QUEUED.`];
-  if (!installed) {
-    lines.push(
-      'Install Docker Engine (Debian/Ubuntu):',
-      '  sudo apt-get update && sudo apt-get install -y docker.io docker-registry busybox-static libssl-dev gcc e2fsprogs',
-      'or follow https://docs.docker.com/engine/install/ for other systems; then start it:',
-    );
-  } else {
-    lines.push('Docker Engine is installed but not running; start it:');
-  }
-  lines.push(
-    '  sudo systemctl start docker        (or, without systemd: sudo dockerd --storage-driver=vfs &)',
-    'then run `sudo bash scripts/test-env.sh` once (local registry on 127.0.0.1:5000 and the images) and `npm start` again.',
-  );
-  return lines.join('\n');
-}
 
 /** `.gpufarm/images.json` (scripts/build-images.sh): the local registry's images, pinned by digest. */
 export interface LocalImages {
@@ -73,27 +32,47 @@ export function readLocalImages(): LocalImages | null {
 }
 
 /**
- * Runs `scripts/build-images.sh` (nothing to do when the images are up to date), its output
- * through `log`. Resolves with the images, or throws with the script's last words.
+ * Runs `scripts/<name>` with the system's basics and GF_LOCAL_REGISTRY, each line of its output
+ * through `log`. Resolves with its exit code and its last three lines.
  */
-export function ensureImages(log: (line: string) => void): Promise<LocalImages> {
+function runScript(name: string, log: (line: string) => void): Promise<{ code: number | null; last: string }> {
   return new Promise((resolve, reject) => {
     const env = { ...systemEnvironment(), ...(process.env.GF_LOCAL_REGISTRY ? { GF_LOCAL_REGISTRY: process.env.GF_LOCAL_REGISTRY } : {}) };
-    const child = spawn('bash', [join(REPO_ROOT, 'scripts/build-images.sh')], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
+    const child = spawn('bash', [join(REPO_ROOT, 'scripts', name)], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const tail = new LineTail();
     const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      for (const line of chunk.toString().split('\n')) if (line.trim()) log(line);
+      for (const line of tail.push(chunk)) if (line.trim()) log(line);
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
     child.once('error', (err) => reject(err));
-    child.once('exit', (code) => {
-      const images = readLocalImages();
-      if (code === 0 && images) resolve(images);
-      else reject(new Error(output.trim().split('\n').slice(-3).join('\n') || `build-images.sh exited with ${String(code)}`));
+    child.once('close', (code) => {
+      // A last line without its newline.
+      onData(Buffer.from('\n'));
+      resolve({ code, last: tail.lines().slice(-3).join('\n') });
     });
   });
+}
+
+/**
+ * Runs `scripts/prepare-docker.sh`: Docker Engine and the local registry answer when it exits 0
+ * (as root it installs and starts them); otherwise it throws with the script's last words,
+ * which say what to run.
+ */
+export async function prepareDocker(log: (line: string) => void): Promise<void> {
+  const { code, last } = await runScript('prepare-docker.sh', log);
+  if (code !== 0) throw new Error(last || `prepare-docker.sh exited with ${String(code)}`);
+}
+
+/**
+ * Runs `scripts/build-images.sh` (nothing to do when the images are up to date). Resolves with
+ * the images, or throws with the script's last words.
+ */
+export async function ensureImages(log: (line: string) => void): Promise<LocalImages> {
+  const { code, last } = await runScript('build-images.sh', log);
+  const images = readLocalImages();
+  if (code === 0 && images) return images;
+  throw new Error(last || `build-images.sh exited with ${String(code)}`);
 }
 
 export interface LocalAgentOptions {

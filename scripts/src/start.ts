@@ -8,8 +8,7 @@ import { openDatabase } from '@gpufarm/control-plane/db/open.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
-import { dockerAdvice, dockerAnswers, dockerSocket, ensureImages, LOCAL_FARM, LOCAL_SIMULATED_GPUS, readLocalImages, startLocalAgent, type LocalAgent, type LocalImages } from './local-agent.js';
-import { registryAnswers, registryInstalled, startLocalRegistry, type LocalRegistry } from './local-registry.js';
+import { ensureImages, LOCAL_FARM, LOCAL_SIMULATED_GPUS, prepareDocker, startLocalAgent, type LocalAgent, type LocalImages } from './local-agent.js';
 import { startControlPlaneChild } from './control-plane-child.js';
 import { Supervisor } from './supervisor.js';
 
@@ -17,38 +16,28 @@ import { Supervisor } from './supervisor.js';
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
 /** The local farm's payout address: anvil dev account 2, so the release's split shows on its own. */
 const LOCAL_PAYOUT = ANVIL_ACCOUNTS[2];
-const DEFAULT_REGISTRY = '127.0.0.1:5000';
 
 const say = (line: string) => console.log(`[start] ${line}`);
 
 /**
- * What `npm start` needs for a local agent: Docker Engine, the local registry (started here
- * when Debian's `docker-registry` is installed and nothing answers) and the images
- * (`scripts/build-images.sh`, nothing to do when up to date). Resolves with the images, or
- * with the reason no agent can run.
+ * What `npm start` needs for a local agent: Docker Engine and the local registry
+ * (`scripts/prepare-docker.sh`, as `npm test` prepares them) and the images
+ * (`scripts/build-images.sh`, nothing to do when up to date). Resolves with the images, or with
+ * the reason no agent can run.
  */
-async function prepareDocker(dataDir: string): Promise<{ images: LocalImages | null; registry: LocalRegistry | null; problem: string | null }> {
-  if (process.env.GF_LOCAL_AGENT === '0' || process.env.GF_LOCAL_AGENT === 'false') return { images: null, registry: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
-  if (!(await dockerAnswers())) return { images: null, registry: null, problem: dockerAdvice(dockerSocket()) };
-  const address = readLocalImages()?.registry ?? process.env.GF_LOCAL_REGISTRY ?? DEFAULT_REGISTRY;
-  let registry: LocalRegistry | null = null;
-  if (!(await registryAnswers(address))) {
-    if (!registryInstalled()) {
-      return { images: null, registry: null, problem: `no image registry answers on http://${address}/v2/ and docker-registry is not installed: sudo apt-get install -y docker-registry (or run sudo bash scripts/test-env.sh), then npm start again` };
-    }
-    say(`starting docker-registry on ${address} (storage in ${join(dataDir, 'registry')})`);
-    try {
-      registry = await startLocalRegistry(address, join(dataDir, 'registry'));
-    } catch (err) {
-      return { images: null, registry: null, problem: (err as Error).message };
-    }
+async function prepareAgentImages(): Promise<{ images: LocalImages | null; problem: string | null }> {
+  if (process.env.GF_LOCAL_AGENT === '0' || process.env.GF_LOCAL_AGENT === 'false') return { images: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
+  say('preparing Docker Engine and the local registry (scripts/prepare-docker.sh)');
+  try {
+    await prepareDocker((line) => say(line));
+  } catch (err) {
+    return { images: null, problem: `Docker Engine or the local registry is not ready, so no local agent runs: jobs are accepted and funded but stay QUEUED.\n${(err as Error).message}\nOnce that is done, run npm start again.` };
   }
   say('checking the local images (scripts/build-images.sh; it builds them only when missing or stale)');
   try {
-    const images = await ensureImages((line) => say(line));
-    return { images, registry, problem: null };
+    return { images: await ensureImages((line) => say(line)), problem: null };
   } catch (err) {
-    return { images: null, registry, problem: `the images could not be built: ${(err as Error).message}` };
+    return { images: null, problem: `the images could not be built: ${(err as Error).message}` };
   }
 }
 
@@ -124,8 +113,7 @@ async function main(): Promise<number> {
   let agentProblem: string | null;
   let offered: string | null = null;
   try {
-    const docker = await prepareDocker(preliminary.dataDir);
-    if (docker.registry) supervisor.onStop('the registry', () => docker.registry!.stop());
+    const docker = await prepareAgentImages();
     agentProblem = docker.problem;
     if (docker.images && !process.env.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
 

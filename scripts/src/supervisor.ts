@@ -42,11 +42,6 @@ export class Supervisor {
 
   constructor(private readonly say: (line: string) => void) {}
 
-  /** Something to stop at the end (in reverse order of adding), not watched. */
-  onStop(name: string, stop: () => Promise<void>): void {
-    this.stops.set(name, stop);
-  }
-
   /** Watches `child`; with a policy it is restarted when it exits, else its exit stops everything. */
   watch(name: string, child: Supervised, policy?: RestartPolicy, quickExits = 0): void {
     const startedAt = Date.now();
