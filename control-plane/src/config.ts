@@ -10,6 +10,8 @@ const envSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   GF_DATA_DIR: z.string().min(1).default('.gpufarm'),
+  // On for the embedded quick path; a deployment runs `migrate` once and starts its replicas with false.
+  GF_MIGRATE_ON_START: booleanFromEnv.default(true),
   GF_ENVIRONMENT: z.enum(ENVIRONMENTS).default('local'),
   GF_CHAIN_ID: z.coerce.number().int().positive().default(DEFAULT_CHAIN_ID),
   GF_PUBLIC_URL: z.url().optional(),
@@ -110,6 +112,8 @@ export interface Config {
   host: string;
   databaseUrl: string | undefined;
   dataDir: string;
+  /** Apply pending migrations at start; when false, a start with any pending refuses to serve. */
+  migrateOnStart: boolean;
   environment: (typeof ENVIRONMENTS)[number];
   chainId: number;
   /** The base of the links in responses (signed artifact URLs, job links, the agent's input routes). */
@@ -218,6 +222,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
     dataDir: e.GF_DATA_DIR,
+    migrateOnStart: e.GF_MIGRATE_ON_START,
     environment: e.GF_ENVIRONMENT,
     chainId: e.GF_CHAIN_ID,
     publicUrl: (e.GF_PUBLIC_URL ?? defaultPublicUrl(e.HOST, e.PORT)).replace(/\/$/, ''),

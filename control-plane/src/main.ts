@@ -1,10 +1,24 @@
-#!/usr/bin/env -S npx tsx
+#!/usr/bin/env node
 import { withDeploymentFile } from './chain/deployment-file.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { migrate } from './db/migrate.js';
+import { openDatabase } from './db/open.js';
 import { closeOnSignals, startControlPlane } from './server.js';
 
+/** `migrate`: applies the pending migrations to the configured database, says which, and exits. */
+async function runMigrate(config: Config): Promise<void> {
+  const db = await openDatabase(config);
+  try {
+    const { applied } = await migrate(db);
+    console.log(applied.length === 0 ? 'gpufarm control plane: no pending migrations' : `gpufarm control plane: applied ${applied.length} migration(s):\n${applied.map((name) => `  ${name}`).join('\n')}`);
+  } finally {
+    await db.close();
+  }
+}
+
 /**
- * The control plane process: configuration from the environment, then serve until a signal.
+ * The control plane process: configuration from the environment, then serve until a signal
+ * (no argument) or apply the migrations and exit (`migrate`).
  * A supervisor (systemd, or `npm start` through the IPC channel it opens) learns the URL once
  * it listens, and restarts the process when it exits.
  */
@@ -18,6 +32,12 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     throw err;
+  }
+  const [command, ...extra] = process.argv.slice(2);
+  if (command === 'migrate' && extra.length === 0) return runMigrate(config);
+  if (command !== undefined) {
+    console.error(`gpufarm control plane: unknown arguments ${JSON.stringify(process.argv.slice(2).join(' '))}; run it with none to serve, or with \`migrate\``);
+    process.exit(2);
   }
   const controlPlane = await startControlPlane(config);
   const log = controlPlane.app.log;

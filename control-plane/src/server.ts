@@ -5,7 +5,7 @@ import { startChainHealth } from './chain/health.js';
 import { createOfferIndex, type OfferIndex } from './capacity/offer-index.js';
 import { defaultPublicUrl, type Config } from './config.js';
 import type { Database } from './db/database.js';
-import { migrate } from './db/migrate.js';
+import { migrate, MigrationsPendingError, pendingMigrations } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
 import { syncCatalog } from './fleet/store.js';
 import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.js';
@@ -41,7 +41,7 @@ export interface ControlPlane {
 }
 
 /**
- * Wires the control plane once: database (migrated, catalog synced), rate-limit store, offer
+ * Wires the control plane once: database (migrated when `migrateOnStart`, else checked to be; catalog synced), rate-limit store, offer
  * index, HTTP app; then listens. Everything opened here is closed by `close()`, and by a start
  * that fails part way, so a failed start leaves no timer, loop or connection behind.
  */
@@ -63,7 +63,11 @@ export async function startControlPlane(config: Config, options: { logger?: bool
   };
   let app: FastifyInstance | undefined;
   try {
-    await migrate(db);
+    if (config.migrateOnStart) await migrate(db);
+    else {
+      const pending = await pendingMigrations(db);
+      if (pending.length > 0) throw new MigrationsPendingError(pending);
+    }
     await syncCatalog(db);
     const rateLimitStore = config.rateLimitStore === 'postgres' ? createPostgresRateLimitStore(db) : createMemoryRateLimitStore();
     opened.push(() => rateLimitStore.close());

@@ -12,6 +12,8 @@ t.test('defaults', async (t) => {
   t.equal(config.chainId, 4663);
   t.equal(config.databaseUrl, undefined, 'PGlite unless DATABASE_URL is set');
   t.equal(config.dataDir, '.gpufarm');
+  t.equal(config.migrateOnStart, true, 'migrations applied at start unless told otherwise');
+  t.equal(loadConfig({ GF_MIGRATE_ON_START: 'false' }).migrateOnStart, false);
   t.equal(config.publicUrl, 'http://127.0.0.1:8080');
   t.equal(config.stableToken, null);
   t.same(loadConfig({ GF_BANNED_IMAGES: ' acme/tool , evil/* ' }).bannedImages, ['acme/tool', 'evil/*']);
@@ -57,6 +59,7 @@ t.test('error: a bad value names the variable', async (t) => {
     ['DATABASE_URL', 'mysql://x'],
     ['GF_PLATFORM_FEE_BPS', '12.5'],
     ['GF_TRUST_PROXY', 'maybe'],
+    ['GF_MIGRATE_ON_START', 'yes'],
     ['GF_ADMIN_TOKEN', 'short'],
     ['GF_STABLE_TOKEN_ADDRESS', '0x123'],
     ['GF_BANNED_IMAGES', 'acme/tool, *'],

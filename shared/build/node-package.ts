@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import { z } from 'zod';
 
-/** One workspace package's installable build (`npm run build -w client`, `-w agent`). */
+/** One workspace package's installable build (`npm run build -w client`, `-w agent`, `-w control-plane`). */
 export interface NodePackageBuild {
   /** The package's folder (its package.json names the `dependencies` left to npm). */
   packageDir: string;
@@ -36,7 +36,9 @@ export async function bundleNodePackage(o: NodePackageBuild): Promise<string> {
     target: 'node20.11',
     chunkNames: 'chunks/[name]-[hash]',
     // A subpath import (`viem/accounts`) belongs to its package too.
-    external: Object.keys(manifest.dependencies).flatMap((name) => [name, `${name}/*`]),
+    external: Object.keys(manifest.dependencies)
+      .filter((name) => name !== '@gpufarm/shared')
+      .flatMap((name) => [name, `${name}/*`]),
     conditions: ['@gpufarm/source'],
     // Bundled CommonJS (commander, ws) calls require(); an ES module has none of its own.
     banner: { js: "import { createRequire as __gfCreateRequire } from 'node:module'; const require = __gfCreateRequire(import.meta.url);" },

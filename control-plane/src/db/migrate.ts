@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { GpufarmError } from '@gpufarm/shared';
+import { MIGRATIONS_DIR } from '../package-files.js';
 import type { Database } from './database.js';
 
-const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 /** Any constant shared by all replicas: serialises concurrent starts. */
 const MIGRATION_LOCK_KEY = 4663_0001;
 
@@ -64,4 +64,22 @@ export async function migrate(db: Database, migrations = loadMigrations()): Prom
     });
   }
   return { applied };
+}
+
+/** The start found migrations not applied while GF_MIGRATE_ON_START is false. */
+export class MigrationsPendingError extends GpufarmError<'migrations_pending'> {
+  constructor(readonly pending: string[]) {
+    super(
+      'migrations_pending',
+      `the database lacks ${pending.length} migration(s) (${pending.join(', ')}); run \`gpufarm-control-plane migrate\` (node dist/main.js migrate) with the same environment, or set GF_MIGRATE_ON_START=true`,
+    );
+  }
+}
+
+/** The migrations not yet recorded in `schema_migrations` (all of them on an empty database). */
+export async function pendingMigrations(db: Database, migrations = loadMigrations()): Promise<string[]> {
+  const [table] = await db.query<{ exists: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS exists");
+  if (!table?.exists) return migrations.map((m) => m.name);
+  const done = new Set((await db.query<{ version: number }>('SELECT version FROM schema_migrations')).map((row) => row.version));
+  return migrations.filter((m) => !done.has(m.version)).map((m) => m.name);
 }

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { ApiError } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
+import { ASSETS_DIR } from '../package-files.js';
 import { buildOpenApiDocument, DOCUMENTED_ROUTES, openApiPath } from './document.js';
 
 const SWAGGER_UI_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -74,7 +75,7 @@ export const openApiRoutes: FastifyPluginAsync = async (app) => {
   const page = docsPage();
   const assets = new Map<string, { type: string; bytes: Buffer | string }>([['init.js', { type: 'text/javascript; charset=utf-8', bytes: INIT_SCRIPT }]]);
   for (const [name, type] of Object.entries(ASSETS)) assets.set(name, { type, bytes: await readFile(join(SWAGGER_UI_DIR, name)) });
-  assets.set('docs-page.css', { type: 'text/css; charset=utf-8', bytes: await readFile(new URL('./docs-page.css', import.meta.url)) });
+  assets.set('docs-page.css', { type: 'text/css; charset=utf-8', bytes: await readFile(join(ASSETS_DIR, 'docs-page.css')) });
 
   app.get('/v1/openapi.json', { config: { auth: 'public' } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(document));
 

@@ -22,14 +22,17 @@ export interface TestDatabase {
 /** Which migrations a fresh test database gets (default: all, then the GPU class catalog). */
 export interface TestDatabaseOptions {
   migrations?: Migration[];
+  /** No table at all, not even `schema_migrations`: a database as an operator creates it. */
+  empty?: boolean;
 }
 
 async function prepare(db: Database, options: TestDatabaseOptions): Promise<void> {
+  if (options.empty) return;
   await migrate(db, options.migrations);
   if (!options.migrations) await syncCatalog(db);
 }
 
-/** A fresh, migrated PostgreSQL database, dropped when the test ends. */
+/** A fresh PostgreSQL database, migrated unless `empty`, dropped when the test ends. */
 export async function createPostgresTestDatabase(t: Teardown, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = `gf_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });

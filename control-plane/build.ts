@@ -1,0 +1,17 @@
+/**
+ * `npm run build -w control-plane`: `dist/main.js`, the control plane run by plain `node`
+ * (`node dist/main.js` serves, `node dist/main.js migrate` applies the migrations), an ES module
+ * for Node 20.11 with `@gpufarm/shared` bundled in and every package of `dependencies` left to
+ * npm. Not split: `import.meta.url` is `dist/main.js`, one level below the package like
+ * `src/package-files.ts`, so `migrations/` and `assets/` are found beside `dist/` either way.
+ */
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleNodePackage } from '../shared/build/node-package.js';
+
+await bundleNodePackage({
+  packageDir: dirname(fileURLToPath(import.meta.url)),
+  entryPoints: { main: 'src/main.ts' },
+  commands: ['main'],
+  splitting: false,
+});
