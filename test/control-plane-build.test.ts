@@ -29,6 +29,15 @@ t.before(async () => {
   await run('npm', ['run', 'build', '-w', 'control-plane'], { cwd: ROOT });
 });
 
+t.test('default: dist/main.js imports only the control plane\'s dependencies (what npm ci --omit=dev installs) and no workspace package', async (t) => {
+  const manifest = JSON.parse(await readFile(join(ROOT, 'control-plane/package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  const bundle = await readFile(MAIN, 'utf8');
+  const specifiers = [...bundle.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\(\s*)["']([^"'.][^"']*)["']/g)].map((m) => m[1]!).filter((s) => !s.startsWith('node:'));
+  const packages = [...new Set(specifiers.map((s) => (s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0]!)))];
+  t.ok(packages.includes('fastify') && packages.includes('pg'), `the imports are found: ${packages.join(', ')}`);
+  t.same(packages.filter((name) => !(name in manifest.dependencies) || name.startsWith('@gpufarm/')), [], 'each is a dependency, none a workspace package');
+});
+
 t.test('default: migrate applies every migration to an empty database; the compiled server then serves on it with GF_MIGRATE_ON_START=false', async (t) => {
   const work = await mkdtemp(join(tmpdir(), 'gf-cp-build-'));
   t.teardown(() => rm(work, { recursive: true, force: true }));
