@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { OffThreadPacker } from '../src/artifacts/off-thread.js';
 import { ArtifactTooLargeError, CHUNK_BYTES, packOutputRule, type ArtifactSource } from '../src/artifacts/pack.js';
-import { SHA256_HEADER, uploadArtifact } from '../src/artifacts/upload.js';
+import { SHA256_HEADER, uploadArtifact, UploadError } from '../src/artifacts/upload.js';
 import { uploadSink } from './helpers/docker.js';
 
 const run = promisify(execFile);
@@ -211,4 +211,43 @@ t.test('behavior: the worker keeps a process alive while a source is open, and n
   // without its unref the process never ends (the timeout).
   const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 30_000 });
   t.equal(stdout.trim(), sha256(readFileSync(join(dir, 'big.bin'))));
+});
+
+t.test('behavior: an upload made whole on the worker sends the in-thread packer\'s bytes with their hash, retries, and its errors cross the thread', async (t) => {
+  const dir = outputFolder(t);
+  const p = packer(t);
+  const rule = { path: '/output', maxBytes: 64 * CHUNK_BYTES };
+  // One 503 first: the worker retries as uploadArtifact does.
+  const upload = await uploadSink(t, { failFirst: 1 });
+  const result = await p.upload({ kind: 'rule', outputDir: dir, rule }, { url: `${upload.url}/x`, backoffMs: 1 });
+  t.equal(result.attempts, 2);
+  const got = upload.received.at(-1)!;
+  t.ok(got.body.equals(await drain(packOutputRule(dir, rule))), 'the bytes of the in-thread packer (its buffers were read into again and again)');
+  t.equal(sha256(got.body), result.sha256);
+  t.equal(got.trailers[SHA256_HEADER.toLowerCase()], result.sha256);
+  const file = await p.upload({ kind: 'file', path: join(dir, 'big.bin'), limitBytes: 64 * CHUNK_BYTES }, { url: `${upload.url}/y` });
+  t.equal(file.sha256, sha256(readFileSync(join(dir, 'big.bin'))));
+
+  const tooLarge = await p.upload({ kind: 'rule', outputDir: dir, rule: { path: '/output', maxBytes: CHUNK_BYTES } }, { url: `${upload.url}/z` }).catch((e: unknown) => e);
+  t.ok(tooLarge instanceof ArtifactTooLargeError, String(tooLarge));
+  const refused = await uploadSink(t, { maxBytes: 2 });
+  const failed = await p.upload({ kind: 'file', path: join(dir, 'sub', 'small.txt'), limitBytes: 1000 }, { url: `${refused.url}/x` }).catch((e: unknown) => e);
+  t.ok(failed instanceof UploadError, String(failed));
+  t.equal((failed as UploadError).status, 413);
+  t.equal((failed as UploadError).retryable, false);
+});
+
+t.test('behavior: a rule of many files does not run out of read buffers (the read at each file end gives its buffer back)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gf-offthread-many-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (let i = 0; i < 40; i++) writeFileSync(join(dir, `f${String(i).padStart(2, '0')}.txt`), `file ${i}\n`);
+  const p = packer(t);
+  const rule = { path: '/output', maxBytes: 1e6 };
+  const expected = await drain(packOutputRule(dir, rule));
+  const source = p.rule(dir, rule);
+  t.ok((await drain(source)).equals(expected), 'the lent source packs all 40 files');
+  const upload = await uploadSink(t);
+  const result = await p.upload({ kind: 'rule', outputDir: dir, rule }, { url: `${upload.url}/x`, attempts: 1 });
+  t.ok(upload.received[0]!.body.equals(expected), 'and so does an upload on the worker');
+  t.equal(result.sha256, sha256(expected));
 });

@@ -3,6 +3,7 @@ import { MAX_BODY_BYTES } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminRoutes } from './admin/routes.js';
 import { enforceAuth, resolveCredentials } from './auth/plugin.js';
+import { agentDirectUploadRoutes } from './artifacts/agent-direct-upload.js';
 import { agentArtifactRoutes } from './artifacts/agent-upload.js';
 import type { BlobStore } from './artifacts/blob-store.js';
 import { artifactRoutes } from './artifacts/routes.js';
@@ -104,6 +105,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(logRoutes, { db: deps.db, ...(deps.logStream ? { stream: deps.logStream } : {}) });
   await app.register(artifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
   await app.register(agentArtifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
+  // Its own plugin: the PUT's plugin takes raw bodies, these routes JSON.
+  await app.register(agentDirectUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
   await app.register(billingRoutes, { db: deps.db });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

@@ -44,6 +44,7 @@ const envSchema = z.object({
   GF_MACHINE_LOST_GRACE_SECONDS: z.coerce.number().int().min(0).max(7 * 86_400).default(DEFAULT_MACHINE_LOST_GRACE_SECONDS),
   GF_ASSIGN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(60),
   GF_MATCH_INTERVAL_MS: z.coerce.number().int().min(10).default(1_000),
+  GF_MATCHER: booleanFromEnv.default(true),
   GF_EXECUTION_SWEEP_MS: z.coerce.number().int().min(10).default(5_000),
   GF_LOG_CAP_BYTES: z.coerce.number().int().min(1024).default(100 * 1024 * 1024),
   GF_ARTIFACT_STORE: z.enum(['fs', 's3']).default('fs'),
@@ -159,6 +160,8 @@ export interface ExecutionConfig {
   /** An offered assignment not accepted within this is taken back and the machine excluded. */
   assignTimeoutSeconds: number;
   matchIntervalMs: number;
+  /** Whether this process runs the matcher loop (replicas may leave it to others). */
+  runMatcher: boolean;
   sweepIntervalMs: number;
   /** Bytes of log text stored per job; a system line says when it is reached. */
   logCapBytes: number;
@@ -259,6 +262,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       machineLostGraceSeconds: e.GF_MACHINE_LOST_GRACE_SECONDS,
       assignTimeoutSeconds: e.GF_ASSIGN_TIMEOUT_SECONDS,
       matchIntervalMs: e.GF_MATCH_INTERVAL_MS,
+      runMatcher: e.GF_MATCHER,
       sweepIntervalMs: e.GF_EXECUTION_SWEEP_MS,
       logCapBytes: e.GF_LOG_CAP_BYTES,
       artifactDir: e.GF_ARTIFACT_DIR ?? `${e.GF_DATA_DIR}/artifacts`,

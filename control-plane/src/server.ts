@@ -17,6 +17,7 @@ import type { EscrowDeps } from './jobs/funding.js';
 import { removeLocalState, writeLocalState } from './local-state.js';
 import { deploymentSecret } from './settings/store.js';
 import { createAgentGateway } from './agent-gateway/gateway.js';
+import { sweepAbandonedUploads } from './artifacts/agent-direct-upload.js';
 import { sweepExpiredArtifacts } from './artifacts/expiry.js';
 import { openBlobStore } from './artifacts/open-blob-store.js';
 import { agentInputUrl } from './artifacts/agent-upload.js';
@@ -106,15 +107,18 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gateway = await createAgentGateway({ app, deps: execution, lifecycle: executionLifecycle(execution) });
     opened.push(() => gateway.close());
-    const matcher = startMatcher(
-      { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
-      { intervalMs: config.execution.matchIntervalMs, queue },
-    );
-    opened.push(() => matcher.close());
+    if (config.execution.runMatcher) {
+      const matcher = startMatcher(
+        { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
+        { intervalMs: config.execution.matchIntervalMs, queue },
+      );
+      opened.push(() => matcher.close());
+    }
     const executionWorker = startExecutionWorker(execution, {
       intervalMs: config.execution.sweepIntervalMs,
       sweeps: [
         { name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) },
+        { name: 'abandoned artifact uploads', run: () => sweepAbandonedUploads({ db, blobs }) },
         { name: 'unfunded job expiry', run: () => expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],
     });

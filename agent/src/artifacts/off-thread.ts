@@ -2,7 +2,8 @@ import { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
 import { ArtifactTooLargeError, fileSource, packOutputRule, type ArtifactSource, type PackedDigest } from './pack.js';
-import { lendingMemory, packerReply, type PackerRequest } from './packer-protocol.js';
+import { lendingMemory, packerReply, type PackedArtifact, type PackerReply, type PackerRequest } from './packer-protocol.js';
+import { UploadError, type UploadOptions, type UploadResult } from './upload.js';
 
 /** Where artifact sources come from: packed on this thread or on a worker. */
 export interface ArtifactSources {
@@ -10,6 +11,11 @@ export interface ArtifactSources {
   rule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource;
   /** A file as it is (the log). */
   file(path: string, limitBytes?: number): ArtifactSource;
+  /**
+   * Packs and uploads an artifact where it is packed (`uploadArtifact` with a source of its
+   * own); absent: the caller uploads what `rule` and `file` give.
+   */
+  upload?(artifact: PackedArtifact, options: Omit<UploadOptions, 'open'>): Promise<UploadResult>;
 }
 
 /** Sources read, packed and hashed on the calling thread. */
@@ -36,6 +42,7 @@ export class OffThreadPacker implements ArtifactSources {
   private worker: Worker | null = null;
   private nextId = 1;
   private readonly open = new Map<number, Open>();
+  private readonly uploads = new Map<number, { resolve: (r: UploadResult) => void; reject: (e: Error) => void }>();
 
   rule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource {
     return this.start({ kind: 'rule', outputDir, rule });
@@ -43,6 +50,18 @@ export class OffThreadPacker implements ArtifactSources {
 
   file(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
     return this.start({ kind: 'file', path, limitBytes });
+  }
+
+  /**
+   * Packs, hashes and uploads on the worker, retries included: the bytes never cross threads
+   * and this thread only waits for the result. Throws what `uploadArtifact` throws.
+   */
+  upload(artifact: PackedArtifact, options: Omit<UploadOptions, 'open'>): Promise<UploadResult> {
+    const id = this.nextId++;
+    const done = new Promise<UploadResult>((resolve, reject) => this.uploads.set(id, { resolve, reject }));
+    this.post({ type: 'upload', id, artifact, options });
+    this.worker?.ref();
+    return done;
   }
 
   /** Stops the worker; open sources fail. */
@@ -79,10 +98,10 @@ export class OffThreadPacker implements ArtifactSources {
     return { stream, digest, release };
   }
 
-  /** Drops an open source; an idle worker does not keep the process alive. Returns whether it was open. */
+  /** Drops an open source or upload; an idle worker does not keep the process alive. Returns whether it was open. */
   private forget(id: number): boolean {
-    const was = this.open.delete(id);
-    if (this.open.size === 0) this.worker?.unref();
+    const was = this.open.delete(id) || this.uploads.delete(id);
+    if (this.open.size === 0 && this.uploads.size === 0) this.worker?.unref();
     return was;
   }
 
@@ -107,6 +126,13 @@ export class OffThreadPacker implements ArtifactSources {
 
   private onReply(raw: unknown): void {
     const reply = packerReply.parse(raw);
+    const upload = this.uploads.get(reply.id);
+    if (upload) {
+      this.forget(reply.id);
+      if (reply.type === 'uploaded') upload.resolve(reply.result);
+      else if (reply.type === 'error') upload.reject(packerError(reply));
+      return;
+    }
     const open = this.open.get(reply.id);
     if (!open) return;
     if (reply.type === 'chunk' || reply.type === 'lent') {
@@ -116,7 +142,7 @@ export class OffThreadPacker implements ArtifactSources {
       open.stream.push(null);
       open.settle.resolve(reply.digest);
     } else {
-      this.fail(reply.id, open, reply.tooLarge ? new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path) : new Error(reply.message));
+      this.fail(reply.id, open, reply.type === 'error' ? packerError(reply) : new Error(`unexpected ${reply.type} for a source`));
     }
   }
 
@@ -134,7 +160,18 @@ export class OffThreadPacker implements ArtifactSources {
 
   private failAll(err: Error): void {
     for (const [id, open] of this.open) this.fail(id, open, err);
+    for (const [id, upload] of this.uploads) {
+      this.forget(id);
+      upload.reject(new UploadError(`the upload stopped: ${err.message}`, true, null, { cause: err }));
+    }
   }
+}
+
+/** The worker's error as the error its functions threw there. */
+function packerError(reply: Extract<PackerReply, { type: 'error' }>): Error {
+  if (reply.tooLarge) return new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path);
+  if (reply.upload) return new UploadError(reply.message, reply.upload.retryable, reply.upload.status);
+  return new Error(reply.message);
 }
 
 /**

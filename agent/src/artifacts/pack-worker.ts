@@ -6,16 +6,20 @@
  * them: no memory is allocated per chunk, so a big upload leaves no garbage to collect. Other
  * chunks (tar headers) are copied. At most `WINDOW_CHUNKS` are on their way: the consumer
  * releases each chunk, lent or copied, once done with it.
+ *
+ * An upload asked of the worker (`OffThreadPacker.upload`) runs here whole: read, tar, hash and
+ * the HTTP requests, so its bytes never cross threads.
  */
 import { parentPort } from 'node:worker_threads';
-import { ArtifactTooLargeError, CHUNK_BYTES, READ_ALIGN, fileSource, packOutputRule, type ArtifactSource } from './pack.js';
-import { LENDING_SLOTS, packerRequest, type PackerReply } from './packer-protocol.js';
+import { ArtifactTooLargeError, CHUNK_BYTES, ChunkPool, READ_ALIGN, fileSource, packOutputRule, type ArtifactSource, type ChunkMemory } from './pack.js';
+import { LENDING_SLOTS, packerRequest, type PackedArtifact, type PackerReply } from './packer-protocol.js';
+import { uploadArtifact, UploadError, type UploadOptions } from './upload.js';
 
 /** Chunks sent and not yet released by the consumer, per source. */
 const WINDOW_CHUNKS = 8;
 
 /** A source's shared memory (`lendingMemory()`), handed out a slot at a time. */
-class LendingMemory {
+class LendingMemory implements ChunkMemory {
   private readonly free: number[] = [];
   private readonly waiting: { resolve: (b: Buffer) => void; reject: (e: Error) => void }[] = [];
 
@@ -28,6 +32,12 @@ class LendingMemory {
     const offset = this.free.pop();
     if (offset !== undefined) return Promise.resolve(this.slot(offset));
     return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  };
+
+  /** A slot taken and not filled (the read at a file's end) is free again. */
+  readonly putBack = (chunk: Buffer): void => {
+    const offset = this.offsetOf(chunk);
+    if (offset !== null) this.release(offset);
   };
 
   /** Where `chunk` lies in this memory, or null when it is other memory. */
@@ -64,10 +74,14 @@ const send = (reply: PackerReply, transfer: ArrayBuffer[] = []) => port.postMess
 
 port.on('message', (raw: unknown) => {
   const request = packerRequest.parse(raw);
+  if (request.type === 'upload') {
+    void upload(request.id, request.artifact, request.options);
+    return;
+  }
   if (request.type === 'open') {
     const memory = new LendingMemory(request.memory);
     const { artifact } = request;
-    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, memory.take) : fileSource(artifact.path, artifact.limitBytes, memory.take);
+    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, memory) : fileSource(artifact.path, artifact.limitBytes, memory);
     start(request.id, source, memory);
     return;
   }
@@ -113,4 +127,33 @@ function stop(id: number): boolean {
   const run = running.get(id);
   run?.memory.close();
   return running.delete(id);
+}
+
+/**
+ * Read size and buffers of an upload made here: small buffers, each read into, hashed and
+ * written to the socket on this one thread and read into again once the socket took it, stay in
+ * the CPU's cache; 4 MiB in all keep the socket busy. Handing 1 MiB chunks to another thread
+ * cost more CPU than sending them.
+ */
+const UPLOAD_CHUNK_BYTES = 256 * 1024;
+const UPLOAD_SLOTS = 16;
+
+/** Packs, hashes and uploads an artifact on this thread, retries included; answers its result or error. */
+async function upload(id: number, artifact: PackedArtifact, options: Omit<UploadOptions, 'open'>): Promise<void> {
+  const pools: ChunkPool[] = [];
+  const open = (): ArtifactSource => {
+    const pool = new ChunkPool(UPLOAD_SLOTS, UPLOAD_CHUNK_BYTES);
+    pools.push(pool);
+    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, pool) : fileSource(artifact.path, artifact.limitBytes, pool);
+    return { ...source, release: pool.release };
+  };
+  try {
+    send({ type: 'uploaded', id, result: await uploadArtifact({ ...options, open }) });
+  } catch (err) {
+    const tooLarge = err instanceof ArtifactTooLargeError ? { limitBytes: err.limitBytes, path: err.path } : null;
+    const failed = err instanceof UploadError ? { retryable: err.retryable, status: err.status } : null;
+    send({ type: 'error', id, message: (err as Error).message, tooLarge, upload: failed });
+  } finally {
+    for (const pool of pools) pool.close();
+  }
 }

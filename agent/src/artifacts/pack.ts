@@ -40,8 +40,15 @@ export class ArtifactTooLargeError extends GpufarmError<'artifact_too_large'> {
 /** Read size for files and uploads. */
 export const CHUNK_BYTES = 1024 * 1024;
 
-/** Gives the memory a file chunk is read into: `CHUNK_BYTES` that nothing else uses meanwhile. */
-type ChunkMemory = () => Promise<Buffer>;
+/**
+ * Where file chunks are read into: `take` gives memory a read fills, which nothing else uses
+ * meanwhile; `putBack` returns memory taken and not filled (the read at the end of a file, or
+ * one that failed), or a pool of a few buffers would lose one per file and stall.
+ */
+export interface ChunkMemory {
+  take(): Promise<Buffer>;
+  putBack(chunk: Buffer): void;
+}
 
 /**
  * Where in an allocation a file chunk starts. Large allocations begin 16 bytes past a page
@@ -56,7 +63,48 @@ export function alignedChunk(): Buffer {
   return Buffer.allocUnsafeSlow(READ_ALIGN + CHUNK_BYTES).subarray(READ_ALIGN);
 }
 
-const freshMemory: ChunkMemory = () => Promise.resolve(alignedChunk());
+const freshMemory: ChunkMemory = { take: () => Promise.resolve(alignedChunk()), putBack: () => undefined };
+
+/**
+ * A few chunk buffers used over and over, for a source read and sent on one thread: `take`
+ * gives a free one (or waits for one), `release` takes a chunk back once the socket took it. The
+ * buffer just released is the next one read into, while it is still in the CPU's cache.
+ */
+export class ChunkPool implements ChunkMemory {
+  private readonly free: Buffer[] = [];
+  private readonly whole = new Map<ArrayBufferLike, Buffer>();
+  private waiting: { resolve: (b: Buffer) => void; reject: (e: Error) => void }[] = [];
+
+  constructor(slots: number, bytes: number) {
+    for (let i = 0; i < slots; i++) {
+      const buffer = Buffer.allocUnsafeSlow(READ_ALIGN + bytes).subarray(READ_ALIGN);
+      this.whole.set(buffer.buffer, buffer);
+      this.free.push(buffer);
+    }
+  }
+
+  readonly take = (): Promise<Buffer> => {
+    const free = this.free.pop();
+    if (free) return Promise.resolve(free);
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  };
+
+  /** Takes back a chunk of this pool (others, such as tar headers, are ignored). */
+  readonly release = (chunk: Buffer): void => {
+    const buffer = this.whole.get(chunk.buffer);
+    if (!buffer) return;
+    const next = this.waiting.shift();
+    if (next) next.resolve(buffer);
+    else this.free.push(buffer);
+  };
+
+  readonly putBack = this.release;
+
+  /** Fails reads still waiting for a buffer (their source was given up), so their files close. */
+  close(): void {
+    for (const w of this.waiting.splice(0)) w.reject(new Error('the artifact source was closed'));
+  }
+}
 
 /**
  * On a worker thread (`OffThreadPacker`) files are read synchronously: that thread has nothing
@@ -64,17 +112,22 @@ const freshMemory: ChunkMemory = () => Promise.resolve(alignedChunk());
  */
 const READ_SYNC = !isMainThread;
 
-/** A file's bytes in chunks of `CHUNK_BYTES`, each read into memory from `memory`. */
+/** A file's bytes in chunks, each read into (and as long as) memory from `memory`. */
 function fileChunks(path: string, memory: ChunkMemory): Readable {
   return Readable.from(
     (async function* () {
       const file = await open(path, 'r');
       try {
         for (;;) {
-          const chunk = await memory();
-          const bytesRead = READ_SYNC ? readSync(file.fd, chunk, 0, CHUNK_BYTES, null) : (await file.read(chunk, 0, CHUNK_BYTES, null)).bytesRead;
+          const chunk = await memory.take();
+          let bytesRead = 0;
+          try {
+            bytesRead = READ_SYNC ? readSync(file.fd, chunk, 0, chunk.length, null) : (await file.read(chunk, 0, chunk.length, null)).bytesRead;
+          } finally {
+            if (bytesRead === 0) memory.putBack(chunk);
+          }
           if (bytesRead === 0) return;
-          yield bytesRead === CHUNK_BYTES ? chunk : chunk.subarray(0, bytesRead);
+          yield bytesRead === chunk.length ? chunk : chunk.subarray(0, bytesRead);
         }
       } finally {
         await file.close();

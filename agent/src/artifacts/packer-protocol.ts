@@ -10,6 +10,24 @@ export function lendingMemory(): SharedArrayBuffer {
   return new SharedArrayBuffer(READ_ALIGN + LENDING_SLOTS * CHUNK_BYTES);
 }
 
+/** What to pack: what an output rule covers (a tar), or a file as it is. */
+const artifactSpec = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('rule'), outputDir: z.string(), rule: assignmentOutputRuleSchema }),
+  z.object({ kind: z.literal('file'), path: z.string(), limitBytes: z.number().int().positive() }),
+]);
+export type PackedArtifact = z.infer<typeof artifactSpec>;
+
+/** `uploadArtifact`'s options but its source (see upload.ts). */
+export const uploadRequestOptions = z.object({
+  url: z.string(),
+  planUrl: z.string().optional(),
+  headers: z.record(z.string(), z.string()).optional(),
+  contentType: z.string().optional(),
+  attempts: z.number().int().positive().optional(),
+  backoffMs: z.number().nonnegative().optional(),
+  idleTimeoutMs: z.number().positive().optional(),
+});
+
 /** What `OffThreadPacker` asks its worker (off-thread.ts, pack-worker.ts). */
 export const packerRequest = z.discriminatedUnion('type', [
   z.object({
@@ -17,11 +35,10 @@ export const packerRequest = z.discriminatedUnion('type', [
     id: z.number().int(),
     /** Where the worker reads the source's file chunks into: `LENDING_SLOTS` chunks from `READ_ALIGN` on. */
     memory: z.instanceof(SharedArrayBuffer),
-    artifact: z.discriminatedUnion('kind', [
-      z.object({ kind: z.literal('rule'), outputDir: z.string(), rule: assignmentOutputRuleSchema }),
-      z.object({ kind: z.literal('file'), path: z.string(), limitBytes: z.number().int().positive() }),
-    ]),
+    artifact: artifactSpec,
   }),
+  /** Pack and upload an artifact on the worker, start to end (`uploadArtifact` there). */
+  z.object({ type: z.literal('upload'), id: z.number().int(), artifact: artifactSpec, options: uploadRequestOptions }),
   /**
    * The consumer is done with a chunk: the worker may send another. `offset` is where a lent
    * chunk lies in the source's memory, which the worker reads into again; null for a copied one.
@@ -44,6 +61,14 @@ export const packerReply = z.discriminatedUnion('type', [
     message: z.string(),
     /** Set when the error was `ArtifactTooLargeError`, which the main thread throws again. */
     tooLarge: z.object({ limitBytes: z.number(), path: z.string() }).nullable(),
+    /** Set when the error was `UploadError` (an upload's), thrown again likewise. */
+    upload: z.object({ retryable: z.boolean(), status: z.number().int().nullable() }).nullable().optional(),
+  }),
+  /** An upload's result. */
+  z.object({
+    type: z.literal('uploaded'),
+    id: z.number().int(),
+    result: z.object({ sha256: z.string(), sizeBytes: z.number().int(), attempts: z.number().int(), status: z.number().int() }),
   }),
 ]);
 export type PackerReply = z.infer<typeof packerReply>;

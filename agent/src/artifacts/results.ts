@@ -1,10 +1,11 @@
 import type { KeyObject } from 'node:crypto';
 import type { AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
 import type { JobExit } from '../runtime/job-state.js';
-import { argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
+import { ARTIFACT_UPLOADS_SUFFIX, argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
 import { inThreadSources, type ArtifactSources } from './off-thread.js';
 import { ArtifactTooLargeError, ruleContentBytes } from './pack.js';
-import { uploadArtifact, type UploadOptions } from './upload.js';
+import type { PackedArtifact } from './packer-protocol.js';
+import { uploadArtifact, type UploadOptions, type UploadResult } from './upload.js';
 
 /** One output rule's result. `exceeded`: more than maxBytes, nothing uploaded. */
 export interface OutputResult {
@@ -23,6 +24,11 @@ export interface CollectOptions {
   logFile: string;
   /** The upload URL of an artifact by name (`output-0`, …, `log`). */
   urlFor: (name: string) => string;
+  /**
+   * Ask the control plane how to upload first (`<upload URL>/uploads`): it may hand out
+   * presigned URLs of its object store (see `uploadArtifact`'s `planUrl`).
+   */
+  askPlan?: boolean;
   headers?: Record<string, string>;
   machineKey: KeyObject | string;
   upload?: Pick<UploadOptions, 'attempts' | 'backoffMs' | 'idleTimeoutMs'>;
@@ -36,6 +42,18 @@ export interface CollectedResults {
   log: { sha256: string; sizeBytes: number };
   record: ExecutionRecord;
   signed: SignedRecord;
+}
+
+/** Where an artifact goes: its upload URL, and where to ask how first when `askPlan`. */
+function target(opts: CollectOptions, name: string): Pick<UploadOptions, 'url' | 'planUrl'> {
+  const url = opts.urlFor(name);
+  return opts.askPlan ? { url, planUrl: `${url}${ARTIFACT_UPLOADS_SUFFIX}` } : { url };
+}
+
+/** Uploads an artifact where `sources` packs it when they can (`OffThreadPacker`), else from their stream here. */
+function upload(sources: ArtifactSources, artifact: PackedArtifact, options: Omit<UploadOptions, 'open'>): Promise<UploadResult> {
+  if (sources.upload) return sources.upload(artifact, options);
+  return uploadArtifact({ ...options, open: () => (artifact.kind === 'rule' ? sources.rule(artifact.outputDir, artifact.rule) : sources.file(artifact.path, artifact.limitBytes)) });
 }
 
 /** The artifact name of an output rule. */
@@ -55,7 +73,7 @@ export async function collectResults(opts: CollectOptions): Promise<CollectedRes
   for (const [index, rule] of opts.spec.outputRules.entries()) {
     outputs.push(await uploadRule(opts, sources, rule, index, say));
   }
-  const logUpload = await uploadArtifact({ ...opts.upload, url: opts.urlFor('log'), headers: opts.headers, contentType: 'application/x-ndjson', open: () => sources.file(opts.logFile) });
+  const logUpload = await upload(sources, { kind: 'file', path: opts.logFile, limitBytes: Number.MAX_SAFE_INTEGER }, { ...opts.upload, ...target(opts, 'log'), headers: opts.headers, contentType: 'application/x-ndjson' });
   const log = { sha256: logUpload.sha256, sizeBytes: logUpload.sizeBytes };
   const record: ExecutionRecord = {
     version: 1,
@@ -84,7 +102,7 @@ async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: 
     return exceeded;
   }
   try {
-    const done = await uploadArtifact({ ...opts.upload, url: opts.urlFor(name), headers: opts.headers, contentType: 'application/x-tar', open: () => sources.rule(opts.outputDir, rule) });
+    const done = await upload(sources, { kind: 'rule', outputDir: opts.outputDir, rule }, { ...opts.upload, ...target(opts, name), headers: opts.headers, contentType: 'application/x-tar' });
     say(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
     return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false };
   } catch (err) {

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
-import { GpufarmError } from '@gpufarm/shared';
+import { GpufarmError, uploadPlanSchema, type UploadCompletion, type UploadPlan } from '@gpufarm/shared';
 import type { ArtifactSource, PackedDigest } from './pack.js';
 import { ArtifactTooLargeError } from './pack.js';
 
@@ -11,6 +11,11 @@ export const SHA256_HEADER = 'X-Content-Sha256';
 export interface UploadOptions {
   /** Where to PUT (the control plane's `/agent/v1/assignments/:id/outputs/:name`, or a signed URL). */
   url: string;
+  /**
+   * Where to ask first how to upload (`<url>/uploads`): the control plane may answer presigned
+   * part URLs of its object store, and the bytes then go there, not to `url`. Absent: PUT to `url`.
+   */
+  planUrl?: string;
   /** Makes a fresh source for each attempt (a retry re-reads and re-hashes the bytes). */
   open: () => ArtifactSource;
   /** Extra request headers (the machine token). */
@@ -51,6 +56,11 @@ export class UploadError extends GpufarmError<'upload_failed'> {
  * network errors, 408, 429 and 5xx; other 4xx fail at once. A retry that hashes differently
  * from the first pass fails (the files changed under us).
  *
+ * With `planUrl` each attempt first asks the control plane how to upload: a multipart plan
+ * sends the bytes to its object store instead (`multipartOnce`), the same retry rules applying
+ * to the plan, the parts (each also retried on its own) and the completion; a 409 from the
+ * completion (the store holds other bytes than were hashed) is not retried.
+ *
  * @throws ArtifactTooLargeError when the source passes its limit (nothing past it was sent)
  * @throws UploadError
  */
@@ -61,9 +71,12 @@ export async function uploadArtifact(opts: UploadOptions): Promise<UploadResult>
   let lastError: UploadError | null = null;
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (attempt > 1) await new Promise((r) => setTimeout(r, backoff * 2 ** (attempt - 2) * (0.5 + Math.random() / 2)));
-    const source = opts.open();
+    let source: ArtifactSource | null = null;
     try {
-      const { status, digest } = await putOnce(opts, source, known);
+      const plan = opts.planUrl ? await askPlan(opts, opts.planUrl) : null;
+      source = opts.open();
+      const sent: { status: number; digest: PackedDigest } = plan?.method === 'multipart' ? await multipartOnce(opts, plan, source) : await putOnce(opts, source, known);
+      const { status, digest } = sent;
       if (known && digest.sha256 !== '' && (known.sha256 !== digest.sha256 || known.sizeBytes !== digest.sizeBytes)) {
         throw new UploadError(`the artifact changed between attempts (sha256 ${known.sha256}, now ${digest.sha256})`, false, null);
       }
@@ -73,7 +86,7 @@ export async function uploadArtifact(opts: UploadOptions): Promise<UploadResult>
       lastError = new UploadError(`PUT ${redact(opts.url)} answered HTTP ${status}`, retryable, status);
       if (!retryable) throw lastError;
     } catch (err) {
-      source.stream.destroy();
+      source?.stream.destroy();
       if (err instanceof ArtifactTooLargeError) throw err;
       if (err instanceof UploadError && !err.retryable) throw err;
       lastError = err instanceof UploadError ? err : new UploadError(`PUT ${redact(opts.url)} failed: ${(err as Error).message}`, true, null, { cause: err });
@@ -108,10 +121,12 @@ async function putOnce(opts: UploadOptions, source: ArtifactSource, known: Packe
   );
   const { stream, release } = source;
   // Each chunk is written with backpressure and no per-chunk promise, and a lent chunk goes back
-  // once the socket took it. The request stays open for the trailer.
+  // once the socket took it. Reading stops only past PUT_WINDOW_BYTES queued, not at the
+  // request's 16 KiB: waiting for the socket to empty after every chunk left it idle between
+  // chunks and cost more system time per byte. The request stays open for the trailer.
   const write = (chunk: Buffer) => {
     const more = release ? req.write(chunk, () => release(chunk)) : req.write(chunk);
-    if (!more) {
+    if (!more && req.writableLength >= PUT_WINDOW_BYTES) {
       stream.pause();
       req.once('drain', () => stream.resume());
     }
@@ -149,6 +164,119 @@ async function putOnce(opts: UploadOptions, source: ArtifactSource, known: Packe
   await once(res, 'end').catch(() => undefined);
   return { status: res.statusCode ?? 0, digest };
 }
+
+/** An answer's status as an UploadError: 408, 429 and 5xx may go better later, other codes not. */
+function refused(what: string, status: number, body = ''): UploadError {
+  const message = /"message":"([^"]*)"/.exec(body)?.[1];
+  return new UploadError(`${what} answered HTTP ${status}${message ? `: ${message}` : ''}`, status === 408 || status === 429 || status >= 500, status);
+}
+
+/** A request that could not be made or answered at all, which a later attempt may get through. */
+const unreachable = (what: string, err: unknown) => new UploadError(`${what} failed: ${(err as Error).message}`, true, null, { cause: err });
+
+/**
+ * Asks the control plane how to upload. A control plane without the route (404, an older one)
+ * takes the bytes itself, as `{method: 'put'}` says.
+ */
+async function askPlan(opts: UploadOptions, planUrl: string): Promise<UploadPlan> {
+  const what = `POST ${redact(planUrl)}`;
+  let res: Response;
+  try {
+    res = await fetch(planUrl, { method: 'POST', headers: { ...opts.headers }, signal: AbortSignal.timeout(opts.idleTimeoutMs ?? 60_000) });
+  } catch (err) {
+    throw unreachable(what, err);
+  }
+  const body = await res.text().catch(() => '');
+  // A 404 may be an older control plane (no such route) or no such assignment: the PUT tells.
+  if (res.status === 404) return { method: 'put' };
+  if (res.status < 200 || res.status >= 300) throw refused(what, res.status, body);
+  const plan = uploadPlanSchema.safeParse(JSON.parse(body || 'null'));
+  if (!plan.success) throw new UploadError(`${what} answered a plan this agent cannot read: ${plan.error.message}`, false, res.status);
+  return plan.data;
+}
+
+/**
+ * Sends the artifact straight to the object store as the plan's parts (each must be whole
+ * before it goes: the store needs its length), one part filling while the previous one is sent,
+ * then asks the control plane to complete it with the parts' ETags and the host's hash and
+ * size. The control plane reads the object back and refuses it when it hashes otherwise.
+ */
+async function multipartOnce(opts: UploadOptions, plan: Extract<UploadPlan, { method: 'multipart' }>, source: ArtifactSource): Promise<{ status: number; digest: PackedDigest }> {
+  const parts: UploadCompletion['parts'] = [];
+  const timeoutMs = opts.idleTimeoutMs ?? 60_000;
+  const sendPart = async (partNumber: number, body: Buffer) => {
+    const url = plan.partUrls[partNumber - 1];
+    if (!url) throw new UploadError(`the artifact needs more than the ${plan.partUrls.length} parts of ${plan.partBytes} bytes its limit allows`, false, null);
+    const what = `PUT part ${partNumber} to ${redact(url)}`;
+    // A part is retried on its own: it is still in memory.
+    for (let tries = 1; ; tries++) {
+      let failure: UploadError;
+      try {
+        const res = await fetch(url, { method: 'PUT', body, headers: { 'Content-Type': 'application/octet-stream' }, signal: AbortSignal.timeout(timeoutMs) });
+        const text = await res.text().catch(() => '');
+        const etag = res.headers.get('etag');
+        if (res.ok && etag) {
+          parts.push({ partNumber, etag });
+          return;
+        }
+        failure = res.ok ? new UploadError(`${what} answered no ETag`, false, res.status) : refused(what, res.status, text);
+      } catch (err) {
+        failure = unreachable(what, err);
+      }
+      if (!failure.retryable || tries >= PART_TRIES) throw failure;
+      await new Promise((r) => setTimeout(r, 250 * 2 ** tries));
+    }
+  };
+  const spare = [Buffer.allocUnsafe(plan.partBytes), Buffer.allocUnsafe(plan.partBytes)];
+  let buffer = spare[0]!;
+  let filled = 0;
+  let sending: Promise<void> = Promise.resolve();
+  let count = 0;
+  const flush = async () => {
+    await sending;
+    const body = buffer.subarray(0, filled);
+    sending = sendPart(++count, body);
+    // Looked at on the next flush or at the end; until then its failure must not count as unhandled.
+    sending.catch(() => undefined);
+    buffer = buffer === spare[0] ? spare[1]! : spare[0]!;
+    filled = 0;
+  };
+  for await (const chunk of source.stream as AsyncIterable<Buffer>) {
+    for (let offset = 0; offset < chunk.length; ) {
+      const n = Math.min(chunk.length - offset, plan.partBytes - filled);
+      chunk.copy(buffer, filled, offset, offset + n);
+      filled += n;
+      offset += n;
+      if (filled === plan.partBytes) await flush();
+    }
+    source.release?.(chunk);
+  }
+  const digest = await source.digest;
+  // An empty artifact is one empty part: an upload has at least one.
+  if (filled > 0 || count === 0) await flush();
+  await sending;
+  parts.sort((a, b) => a.partNumber - b.partNumber);
+  const completeUrl = `${opts.planUrl}/${plan.uploadId}`;
+  const what = `POST ${redact(completeUrl)}`;
+  const completion: UploadCompletion = { parts, sha256: digest.sha256, sizeBytes: digest.sizeBytes };
+  let res: Response;
+  try {
+    res = await fetch(completeUrl, { method: 'POST', headers: { ...opts.headers, 'Content-Type': 'application/json' }, body: JSON.stringify(completion), signal: AbortSignal.timeout(COMPLETE_TIMEOUT_MS) });
+  } catch (err) {
+    throw unreachable(what, err);
+  }
+  const text = await res.text().catch(() => '');
+  if (res.status < 200 || res.status >= 300) throw refused(what, res.status, text);
+  return { status: res.status, digest };
+}
+
+/** Bytes a PUT may have queued for its socket before the source is paused (pooled sources hold less). */
+const PUT_WINDOW_BYTES = 4 * 1024 * 1024;
+
+/** Tries of one part before the attempt fails. */
+const PART_TRIES = 3;
+/** The completion reads the whole object back before it answers: 5 GiB at 100 MB/s is under a minute. */
+const COMPLETE_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** A URL without its query (signed URLs carry credentials there). */
 function redact(url: string): string {

@@ -151,6 +151,8 @@ export class DockerAssignmentRunner implements AssignmentRunner {
           outputDir,
           logFile: await this.options.runtime.logArtifact(logFile),
           urlFor: (name) => this.options.uploadUrl(spec.assignmentId, name),
+          // The control plane says whether the bytes go to it or straight to its object store.
+          askPlan: true,
           headers: this.options.uploadHeaders(),
           machineKey: this.options.machineKey,
           ...(this.options.artifacts ? { sources: this.options.artifacts } : {}),

@@ -163,12 +163,18 @@ export interface ReceivedUpload {
 /**
  * A local HTTP server that stores PUT bodies (the control plane's upload endpoint stands in).
  * `failFirst` answers that many requests with 503 before accepting; a body over `maxBytes` is
- * answered 413, as the control plane answers an artifact over its limit.
+ * answered 413, as the control plane answers an artifact over its limit. It has no direct
+ * uploads: an agent's `POST …/uploads` gets 404, as from a control plane without them.
  */
 export async function uploadSink(t: Test, opts: { failFirst?: number; maxBytes?: number } = {}): Promise<{ url: string; received: ReceivedUpload[]; server: Server }> {
   const received: ReceivedUpload[] = [];
   let failures = opts.failFirst ?? 0;
   const server = createServer((req, res) => {
+    if (req.method === 'POST') {
+      req.resume();
+      res.writeHead(404).end();
+      return;
+    }
     const chunks: Buffer[] = [];
     const entry: ReceivedUpload = { path: req.url ?? '', body: Buffer.alloc(0), headers: req.headers, trailers: {}, complete: false };
     req.on('data', (c: Buffer) => chunks.push(c));

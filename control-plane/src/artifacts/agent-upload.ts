@@ -69,6 +69,87 @@ async function machineAssignment(db: Database, authorization: string | undefined
   return target;
 }
 
+/** An assignment open for uploads of `name`, that name's byte limit, and how errors call the upload. */
+export interface OpenUpload {
+  target: UploadTarget;
+  name: string;
+  maxBytes: number;
+  what: string;
+}
+
+/**
+ * The calling machine's assignment `params.id` if it takes an upload of `params.name` now
+ * (accepted, running, or finished or failed within LATE_UPLOAD_MS), with the upload's limit:
+ * an output rule's `maxBytes` (the agent's tar stream counts against it, headers included) or
+ * LOG_ARTIFACT_MAX_BYTES.
+ */
+export async function openUpload(db: Database, authorization: string | undefined, params: unknown): Promise<OpenUpload> {
+  const { id, name } = parseParams(uploadParams, params);
+  const target = await machineAssignment(db, authorization, id);
+  const endedAt = target.finished_at ?? target.updated_at;
+  const open =
+    target.state === 'accepted' ||
+    target.state === 'running' ||
+    ((target.state === 'finished' || target.state === 'failed') && Date.now() - endedAt.getTime() <= LATE_UPLOAD_MS);
+  if (!open) {
+    throw new ApiError('conflict', `The assignment ${id} is ${target.state}; it takes no uploads.`, { details: [fieldDetail('state', `is ${target.state}`, { subject: true })] });
+  }
+  let maxBytes = LOG_ARTIFACT_MAX_BYTES;
+  if (name !== 'log') {
+    const index = Number(name.slice('output-'.length));
+    const rules = assignmentSpecSchema.shape.outputRules.safeParse((target.spec as { outputRules?: unknown } | null)?.outputRules);
+    const rule = rules.success ? rules.data[index] : undefined;
+    if (!rule) throw new ApiError('not_found', `The assignment ${id} has no output rule ${index}.`);
+    maxBytes = rule.maxBytes;
+  }
+  return { target, name, maxBytes, what: name === 'log' ? 'log upload' : `upload of ${name}` };
+}
+
+/**
+ * Once the assignment finished, its result was taken from what was stored: a late retry may
+ * repeat those bytes (`sha256`), never change them (409).
+ */
+export async function checkLateUpload(db: Database, target: UploadTarget, name: string, sha256: string): Promise<void> {
+  if (target.state !== 'finished' && target.state !== 'failed') return;
+  const kept = await findAssignmentArtifact(db, target.id, name);
+  if (kept && kept.sha256 !== sha256) {
+    throw new ApiError('conflict', `The assignment ${target.id} is ${target.state} and its ${name} is stored with other bytes (sha256 ${kept.sha256}); it cannot change now.`, {
+      details: [fieldDetail('body', `hashes to ${sha256}, the stored ${name} to ${kept.sha256}`, { subject: true })],
+    });
+  }
+}
+
+/** Writes (or replaces) the artifact row of a stored upload and answers it. */
+export async function recordUpload(
+  deps: { db: Database; blobs: BlobStore; config: Pick<ExecutionConfig, 'artifactTtlDays'> },
+  target: UploadTarget,
+  name: string,
+  stored: { sha256: string; sizeBytes: number },
+  declared: string | null,
+): Promise<AgentUploadAnswer> {
+  const { row, replacedSha256 } = await upsertAssignmentArtifact(deps.db, {
+    id: newArtifactId(),
+    accountId: target.account_id,
+    jobId: target.job_id,
+    assignmentId: target.id,
+    kind: name === 'log' ? 'log' : 'output',
+    name,
+    filename: name === 'log' ? `${target.job_id}-log.ndjson` : `${target.job_id}-${name}.tar`,
+    sizeBytes: stored.sizeBytes,
+    sha256: stored.sha256,
+    declaredSha256: declared,
+    ttlDays: deps.config.artifactTtlDays,
+  });
+  if (replacedSha256) await deleteIfUnreferenced({ db: deps.db, blobs: deps.blobs }, replacedSha256);
+  return {
+    artifactId: row.id,
+    sha256: row.sha256,
+    sizeBytes: Number(row.size_bytes),
+    declaredSha256: declared,
+    hashesMatch: declared === null ? null : declared === row.sha256,
+  };
+}
+
 /**
  * `PUT /agent/v1/assignments/:id/outputs/:name`: an agent streams
  * an output (`output-<rule index>`, a tar of at most the rule's maxBytes) or the job's log
@@ -88,26 +169,7 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
   takeRawBodies(app);
 
   app.put(AGENT_UPLOAD_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
-    const { id, name } = parseParams(uploadParams, request.params);
-    const target = await machineAssignment(db, request.headers.authorization, id);
-    const endedAt = target.finished_at ?? target.updated_at;
-    const open =
-      target.state === 'accepted' ||
-      target.state === 'running' ||
-      ((target.state === 'finished' || target.state === 'failed') && Date.now() - endedAt.getTime() <= LATE_UPLOAD_MS);
-    if (!open) {
-      throw new ApiError('conflict', `The assignment ${id} is ${target.state}; it takes no uploads.`, { details: [fieldDetail('state', `is ${target.state}`, { subject: true })] });
-    }
-    let maxBytes = LOG_ARTIFACT_MAX_BYTES;
-    if (name !== 'log') {
-      const index = Number(name.slice('output-'.length));
-      const rules = assignmentSpecSchema.shape.outputRules.safeParse((target.spec as { outputRules?: unknown } | null)?.outputRules);
-      const rule = rules.success ? rules.data[index] : undefined;
-      if (!rule) throw new ApiError('not_found', `The assignment ${id} has no output rule ${index}.`);
-      // The agent's tar stream counts against the rule's limit itself, headers included.
-      maxBytes = rule.maxBytes;
-    }
-    const what = name === 'log' ? 'log upload' : `upload of ${name}`;
+    const { target, name, maxBytes, what } = await openUpload(db, request.headers.authorization, request.params);
     checkDeclaredLength(request, maxBytes, () => tooLarge(maxBytes, what));
     const headerHash = declaredSha256(request.headers[UPLOAD_SHA256_HEADER], 'header');
 
@@ -121,42 +183,12 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
     let declared: string | null;
     try {
       declared = declaredSha256(request.raw.trailers[UPLOAD_SHA256_HEADER], 'trailer') ?? headerHash;
+      await checkLateUpload(db, target, name, stored.sha256);
     } catch (err) {
       await deleteIfUnreferenced({ db, blobs }, stored.sha256);
       throw err;
     }
-    if (target.state === 'finished' || target.state === 'failed') {
-      // The result was taken from what was stored: a late retry may repeat those bytes, never change them.
-      const kept = await findAssignmentArtifact(db, target.id, name);
-      if (kept && kept.sha256 !== stored.sha256) {
-        await deleteIfUnreferenced({ db, blobs }, stored.sha256);
-        throw new ApiError('conflict', `The assignment ${id} is ${target.state} and its ${name} is stored with other bytes (sha256 ${kept.sha256}); it cannot change now.`, {
-          details: [fieldDetail('body', `hashes to ${stored.sha256}, the stored ${name} to ${kept.sha256}`, { subject: true })],
-        });
-      }
-    }
-    const { row, replacedSha256 } = await upsertAssignmentArtifact(db, {
-      id: newArtifactId(),
-      accountId: target.account_id,
-      jobId: target.job_id,
-      assignmentId: target.id,
-      kind: name === 'log' ? 'log' : 'output',
-      name,
-      filename: name === 'log' ? `${target.job_id}-log.ndjson` : `${target.job_id}-${name}.tar`,
-      sizeBytes: stored.sizeBytes,
-      sha256: stored.sha256,
-      declaredSha256: declared,
-      ttlDays: config.artifactTtlDays,
-    });
-    if (replacedSha256) await deleteIfUnreferenced({ db, blobs }, replacedSha256);
-    const answer: AgentUploadAnswer = {
-      artifactId: row.id,
-      sha256: row.sha256,
-      sizeBytes: Number(row.size_bytes),
-      declaredSha256: declared,
-      hashesMatch: declared === null ? null : declared === row.sha256,
-    };
-    return reply.code(201).send(answer);
+    return reply.code(201).send(await recordUpload({ db, blobs, config }, target, name, stored, declared));
   });
 
   app.get(AGENT_INPUT_PATH, { config: { auth: 'machine' } }, async (request, reply) => {

@@ -7,5 +7,12 @@ import { createS3BlobStore, createS3Client } from './s3-blob-store.js';
 export function openBlobStore(config: Pick<ExecutionConfig, 'artifactDir' | 's3'>): { blobs: BlobStore; close(): void } {
   if (!config.s3) return { blobs: createFsBlobStore(config.artifactDir), close: () => undefined };
   const client = createS3Client(config.s3);
-  return { blobs: createS3BlobStore(client, config.s3.bucket), close: () => client.destroy() };
+  const presigner = createS3Client(config.s3, { presigning: true });
+  return {
+    blobs: createS3BlobStore(client, config.s3.bucket, presigner),
+    close: () => {
+      client.destroy();
+      presigner.destroy();
+    },
+  };
 }

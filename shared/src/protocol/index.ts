@@ -1,2 +1,3 @@
 export * from './assignment.js';
 export * from './agent-messages.js';
+export * from './artifact-upload.js';
