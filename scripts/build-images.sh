@@ -14,6 +14,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/node-rootfs.sh
+. "$ROOT/scripts/lib/node-rootfs.sh"
 REGISTRY="${GF_LOCAL_REGISTRY:-127.0.0.1:5000}"
 OUT="$ROOT/.gpufarm/images.json"
 BUSYBOX_BIN="${BUSYBOX_BIN:-/bin/busybox}"
@@ -42,10 +44,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/egress-proxy"
 "$ESBUILD" "$ROOT/agent/src/egress/main.ts" --bundle --platform=node --format=esm --target=node20 \
   --legal-comments=none --log-level=warning --outfile="$work/egress-proxy.mjs" || fail "bundling the egress proxy failed"
-node_libs=$(ldd "$NODE_BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
 
-fingerprint=$( { cat "$ROOT/scripts/build-images.sh" "$ROOT"/images/canary/* "$ROOT"/images/busybox/* "$ROOT"/images/egress-proxy/* "$BUSYBOX_BIN" \
-  "$work/egress-proxy.mjs" "$NODE_BIN"; for lib in $node_libs; do cat "$(readlink -f "$lib")"; done; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
+fingerprint=$( { cat "$ROOT/scripts/build-images.sh" "$ROOT/scripts/lib/node-rootfs.sh" "$ROOT"/images/canary/* "$ROOT"/images/busybox/* "$ROOT"/images/egress-proxy/* "$BUSYBOX_BIN" \
+  "$work/egress-proxy.mjs" "$NODE_BIN"; for lib in $(node_libs "$NODE_BIN"); do cat "$(readlink -f "$lib")"; done; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
 IMAGES=(canary busybox egress-proxy)
 
 # The manifest digest the registry serves for repo:tag (or repo@digest), empty when absent.
@@ -95,18 +96,11 @@ tar -C "$rootfs" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf 
 
 say "making the egress proxy rootfs ($NODE_BIN and its libraries)"
 rootfs="$work/egress-rootfs"
-mkdir -p "$rootfs"/{egress,etc,tmp,usr/bin}
-chmod 1777 "$rootfs/tmp"
-cp "$NODE_BIN" "$rootfs/usr/bin/node"
-for lib in $node_libs; do
-  mkdir -p "$rootfs$(dirname "$lib")"
-  cp -L "$lib" "$rootfs$lib"
-done
+node_rootfs "$rootfs" "$NODE_BIN"
+mkdir -p "$rootfs/egress"
 cp "$work/egress-proxy.mjs" "$rootfs/egress/proxy.mjs"
 printf 'nobody:x:65534:65534:nobody:/:/bin/false\n' >"$rootfs/etc/passwd"
 printf 'nogroup:x:65534:\n' >"$rootfs/etc/group"
-# /etc/hosts and /etc/resolv.conf come from Docker; glibc 2.34+ has files and dns built in.
-printf 'hosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
 cp "$ROOT"/images/egress-proxy/Dockerfile "$work/egress-proxy/"
 tar -C "$rootfs" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$work/egress-proxy/rootfs.tar" .
 

@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { serviceIndexSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { loadMigrations } from '../control-plane/src/db/migrate.js';
 import { createPostgresTestDatabase } from '../control-plane/test/helpers/database.js';
+import { checkEveryMigrationApplied } from './helpers/migrations.js';
 import { spawnProcess } from './helpers/processes.js';
 
 const run = promisify(execFile);
@@ -43,17 +43,10 @@ t.test('default: migrate applies every migration to an empty database; the compi
   t.teardown(() => rm(work, { recursive: true, force: true }));
   const { db, url } = await createPostgresTestDatabase(t, { empty: true });
   const env = { DATABASE_URL: url!, GF_DATA_DIR: join(work, 'data'), GF_MIGRATE_ON_START: 'false', HOST: '127.0.0.1', PORT: '0', GF_LOG_LEVEL: 'info' };
-  const names = loadMigrations().map((m) => m.name);
 
   const migrated = await compiled(['migrate'], env, work);
   t.equal(migrated.code, 0, `migrate exits 0:\n${migrated.stderr}`);
-  for (const name of names) t.match(migrated.stdout, name, `it names ${name}`);
-  const recorded = await db.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY version');
-  t.same(
-    recorded.map((r) => r.name),
-    names,
-    'schema_migrations records every migration',
-  );
+  await checkEveryMigrationApplied(t, db, migrated.stdout);
   const [jobs] = await db.query<{ present: boolean }>("SELECT to_regclass('jobs') IS NOT NULL AS present");
   t.ok(jobs?.present, 'the jobs table exists');
 

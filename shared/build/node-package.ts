@@ -13,6 +13,8 @@ export interface NodePackageBuild {
   commands: string[];
   /** Shared code in `dist/chunks/` (lazily loaded parts stay out of a command's start); off: each entry is self-contained. */
   splitting: boolean;
+  /** Where the build goes; default `<packageDir>/dist`. Another folder leaves the package's `dist` alone for whoever runs it. */
+  outDir?: string;
 }
 
 const manifestSchema = z.object({ dependencies: z.record(z.string(), z.string()).default({}) });
@@ -20,10 +22,10 @@ const manifestSchema = z.object({ dependencies: z.record(z.string(), z.string())
 /**
  * Bundles a package into `<packageDir>/dist` as ES modules for Node 20.11: `@gpufarm/shared`
  * (never published) and every import that is not one of the package's `dependencies` go inside;
- * the `dependencies` stay imports for npm to install beside the package. Returns `dist`.
+ * the `dependencies` stay imports for npm to install beside the package. Returns the output folder.
  */
 export async function bundleNodePackage(o: NodePackageBuild): Promise<string> {
-  const dist = join(o.packageDir, 'dist');
+  const dist = o.outDir ?? join(o.packageDir, 'dist');
   const manifest = manifestSchema.parse(JSON.parse(readFileSync(join(o.packageDir, 'package.json'), 'utf8')));
   rmSync(dist, { recursive: true, force: true });
   await build({
