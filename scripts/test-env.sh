@@ -2,9 +2,9 @@
 # Prepares what the tests need, idempotently: a running PostgreSQL with a `gpufarm` role that
 # may create databases (each test file makes its own), tap built with our plugins, Docker Engine
 # and a local registry on 127.0.0.1:5000 (scripts/prepare-docker.sh, which `npm start` runs too),
-# the local test images pushed to it (the agent's tests run real containers), and Chromium for
-# the page tests. As root it installs and starts what is missing; otherwise it says exactly what
-# to run.
+# the local test images pushed to it (the agent's tests run real containers), Chromium for
+# the page tests and HAProxy for the replica tests. As root it installs and starts what is
+# missing; otherwise it says exactly what to run.
 set -euo pipefail
 
 PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
@@ -95,12 +95,26 @@ ensure_chromium() {
   [ -x "$CHROMIUM" ] || fail "the chromium package installed no $CHROMIUM"
 }
 
+# --- HAProxy (the replica tests and `npm run cluster` put Debian's haproxy in front of the control planes) ---
+ensure_haproxy() {
+  if command -v haproxy >/dev/null 2>&1; then return; fi
+  if ! is_root; then
+    fail "HAProxy is missing for the replica tests. Install it with: sudo apt-get update && sudo apt-get install -y haproxy"
+  fi
+  say "installing haproxy from Debian's packages"
+  apt-get update -qq
+  # Only the binary is used: each test or cluster runs its own haproxy with a generated config.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+  command -v haproxy >/dev/null 2>&1 || fail "the haproxy package installed no haproxy command"
+}
+
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
 ensure_docker
 ensure_images_built
 ensure_chromium
+ensure_haproxy
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.
 is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"

@@ -19,6 +19,7 @@ import { matchingSection } from './bench/matching.js';
 import { logLatencySection } from './bench/log-latency.js';
 import { artifactDownloadSection } from './bench/artifact-download.js';
 import { clientColdStartSection } from './bench/client-cold-start.js';
+import { replicasSection } from './bench/replicas.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -47,6 +48,8 @@ STANDALONE_SECTIONS.push(matchingSection);
 STANDALONE_SECTIONS.push(logLatencySection, artifactDownloadSection);
 // The installable client's `gf --version` beside `node -e 0` (BENCH_SECTIONS=gf).
 STANDALONE_SECTIONS.push(clientColdStartSection);
+// One and two replicas behind HAProxy, and failover of the agent link (BENCH_SECTIONS=replicas).
+STANDALONE_SECTIONS.push(replicasSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -73,6 +73,36 @@ export async function ensureImages(log: (line: string) => void): Promise<LocalIm
   const images = readLocalImages();
   if (code === 0 && images) return images;
   throw new Error(last || `build-images.sh exited with ${String(code)}`);
+}
+
+/**
+ * What `npm start` and `npm run cluster` need for local agents: Docker Engine and the local registry
+ * (`scripts/prepare-docker.sh`, as `npm test` prepares them) and the images
+ * (`scripts/build-images.sh`, nothing to do when up to date). Resolves with the images, or with
+ * the reason no agent can run (ending with "run `command` again").
+ */
+export async function prepareAgentImages(say: (line: string) => void, command = 'npm start'): Promise<{ images: LocalImages | null; problem: string | null }> {
+  if (process.env.GF_LOCAL_AGENT === '0' || process.env.GF_LOCAL_AGENT === 'false') return { images: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
+  say('preparing Docker Engine and the local registry (scripts/prepare-docker.sh)');
+  try {
+    await prepareDocker((line) => say(line));
+  } catch (err) {
+    return { images: null, problem: `Docker Engine or the local registry is not ready, so no local agent runs: jobs are accepted and funded but stay QUEUED.\n${(err as Error).message}\nOnce that is done, run ${command} again.` };
+  }
+  say('checking the local images (scripts/build-images.sh; it builds them only when missing or stale)');
+  try {
+    return { images: await ensureImages((line) => say(line)), problem: null };
+  } catch (err) {
+    return { images: null, problem: `the images could not be built: ${(err as Error).message}` };
+  }
+}
+
+/** Real GPUs when `nvidia-smi` answers, simulated ones otherwise; `GF_LOCAL_AGENT_GPUS` decides when set (`real`, or a spec such as `2x l4-24gb`). */
+export function localGpus(): string | null {
+  const set = process.env.GF_LOCAL_AGENT_GPUS;
+  if (set === 'real') return null;
+  if (set) return set;
+  return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;
 }
 
 export interface LocalAgentOptions {

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
@@ -8,7 +7,7 @@ import { openDatabase } from '@gpufarm/control-plane/db/open.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
-import { ensureImages, LOCAL_FARM, LOCAL_SIMULATED_GPUS, prepareDocker, startLocalAgent, type LocalAgent, type LocalImages } from './local-agent.js';
+import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalAgent } from './local-agent.js';
 import { startControlPlaneChild } from './control-plane-child.js';
 import { Supervisor } from './supervisor.js';
 
@@ -18,36 +17,6 @@ const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
 const LOCAL_PAYOUT = ANVIL_ACCOUNTS[2];
 
 const say = (line: string) => console.log(`[start] ${line}`);
-
-/**
- * What `npm start` needs for a local agent: Docker Engine and the local registry
- * (`scripts/prepare-docker.sh`, as `npm test` prepares them) and the images
- * (`scripts/build-images.sh`, nothing to do when up to date). Resolves with the images, or with
- * the reason no agent can run.
- */
-async function prepareAgentImages(): Promise<{ images: LocalImages | null; problem: string | null }> {
-  if (process.env.GF_LOCAL_AGENT === '0' || process.env.GF_LOCAL_AGENT === 'false') return { images: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
-  say('preparing Docker Engine and the local registry (scripts/prepare-docker.sh)');
-  try {
-    await prepareDocker((line) => say(line));
-  } catch (err) {
-    return { images: null, problem: `Docker Engine or the local registry is not ready, so no local agent runs: jobs are accepted and funded but stay QUEUED.\n${(err as Error).message}\nOnce that is done, run npm start again.` };
-  }
-  say('checking the local images (scripts/build-images.sh; it builds them only when missing or stale)');
-  try {
-    return { images: await ensureImages((line) => say(line)), problem: null };
-  } catch (err) {
-    return { images: null, problem: `the images could not be built: ${(err as Error).message}` };
-  }
-}
-
-/** Real GPUs when `nvidia-smi` answers, simulated ones otherwise; `GF_LOCAL_AGENT_GPUS` decides when set (`real`, or a spec such as `2x l4-24gb`). */
-function localGpus(): string | null {
-  const set = process.env.GF_LOCAL_AGENT_GPUS;
-  if (set === 'real') return null;
-  if (set) return set;
-  return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;
-}
 
 /**
  * What `/v1/capacity` lists for the local farm once the agent's inventory is in and its
@@ -113,7 +82,7 @@ async function main(): Promise<number> {
   let agentProblem: string | null;
   let offered: string | null = null;
   try {
-    const docker = await prepareAgentImages();
+    const docker = await prepareAgentImages(say);
     agentProblem = docker.problem;
     if (docker.images && !process.env.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
 

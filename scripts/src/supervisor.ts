@@ -40,7 +40,11 @@ export class Supervisor {
   /** Resolves with the exit code `npm start` should end with, once everything stopped. */
   readonly done = new Promise<number>((resolve) => (this.finish = resolve));
 
-  constructor(private readonly say: (line: string) => void) {}
+  /** `command`: what the user runs to start again (`npm start`, `npm run cluster`). */
+  constructor(
+    private readonly say: (line: string) => void,
+    private readonly command = 'npm start',
+  ) {}
 
   /** Watches `child`; with a policy it is restarted when it exits, else its exit stops everything. */
   watch(name: string, child: Supervised, policy?: RestartPolicy, quickExits = 0): void {
@@ -51,11 +55,11 @@ export class Supervisor {
       const lines = child.lastLines();
       this.say(`${name} (pid ${child.pid}) exited with ${describeExit(exit)}${lines.length ? '; its last lines:' : ' and printed nothing'}`);
       for (const line of lines) this.say(`  | ${line}`);
-      if (!policy) return this.stopAll(`${name} is gone and nothing runs without it: stopping the marketplace. Start it again with npm start.`, 1);
+      if (!policy) return this.stopAll(`${name} is gone and nothing runs without it: stopping the marketplace. Start it again with ${this.command}.`, 1);
       let quick = Date.now() - startedAt < QUICK_EXIT_MS ? quickExits + 1 : 0;
       for (;;) {
         if (quick >= MAX_QUICK_EXITS) {
-          return this.stopAll(`${name} failed ${quick} times in a row within a minute of starting: stopping the marketplace. Fix what its last lines say, then npm start again.`, 1);
+          return this.stopAll(`${name} failed ${quick} times in a row within a minute of starting: stopping the marketplace. Fix what its last lines say, then ${this.command} again.`, 1);
         }
         const delay = restartDelayMs(quick + 1);
         this.say(`restarting ${name} in ${delay / 1000} s`);

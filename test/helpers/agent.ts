@@ -106,8 +106,8 @@ async function removeContainers(machineId: string): Promise<void> {
   if (ids.length > 0) await run('docker', ['rm', '-fv', ...ids]).catch(() => undefined);
 }
 
-/** Unmounts the loop-mounted `/output` folders the agent left under `root`. */
-async function releaseMounts(root: string): Promise<void> {
+/** Unmounts the loop-mounted `/output` folders an agent left under `root`. */
+export async function releaseMounts(root: string): Promise<void> {
   const mounts = readFileSync('/proc/mounts', 'utf8')
     .split('\n')
     .map((line) => line.split(' ')[1] ?? '')

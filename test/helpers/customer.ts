@@ -30,6 +30,8 @@ export class Customer {
     readonly market: Marketplace,
     readonly wallet: WalletClient<Transport, Chain, Account>,
     readonly apiKey: string,
+    /** Where its calls go: the marketplace's URL, or one replica's (`via`). */
+    readonly baseUrl: string = market.url,
   ) {}
 
   static async create(market: Marketplace, walletIndex: 1 | 2 | 3): Promise<Customer> {
@@ -37,8 +39,13 @@ export class Customer {
     return new Customer(market, wallet, await market.createApiKey(wallet.account.address));
   }
 
+  /** The same customer calling `baseUrl` (one replica, past the load balancer). */
+  via(baseUrl: string): Customer {
+    return new Customer(this.market, this.wallet, this.apiKey, baseUrl);
+  }
+
   request<T = unknown>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpAnswer<T>> {
-    return apiRequest<T>(this.market.url, this.apiKey, method, path, { body, headers });
+    return apiRequest<T>(this.baseUrl, this.apiKey, method, path, { body, headers });
   }
 
   /** `POST /v1/jobs`; throws unless 201. */
@@ -140,7 +147,7 @@ export class Customer {
     const redirect = await this.request('GET', `/v1/artifacts/${artifactId}`);
     const location = redirect.headers.get('location');
     if (redirect.status !== 302 || !location) throw new Error(`GET /v1/artifacts/${artifactId} answered ${redirect.status}, not a 302: ${JSON.stringify(redirect.body)}`);
-    const target = new URL(location, this.market.url);
+    const target = new URL(location, this.baseUrl);
     const res = await fetch(target);
     if (res.status !== 200) throw new Error(`the signed URL ${target.pathname} answered ${res.status}: ${await res.text()}`);
     const bytes = Buffer.from(await res.arrayBuffer());

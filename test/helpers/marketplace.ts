@@ -10,6 +10,8 @@ import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
 import { deploymentEnv } from '@gpufarm/control-plane/chain/deployment-file.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { startS3rver, type S3rverProcess } from '@gpufarm/control-plane/artifacts/s3rver.js';
+import { startHaproxy, waitForServersUp, type HaproxyProcess } from '../../scripts/src/cluster/haproxy.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
 import { until } from './wait.js';
 
@@ -57,6 +59,21 @@ export interface MarketplaceOptions {
   postgresUrl?: string;
   /** More anvil arguments, such as `--state <file>` for a chain that survives `restartAnvil`. */
   anvilArgs?: string[];
+  /**
+   * A cluster: this many control-plane replicas on the one database, artifacts in s3rver, and
+   * HAProxy in front (its URL is the marketplace's `url`; scripts/src/cluster/haproxy.ts).
+   */
+  replicas?: number;
+  /** Per replica (0-based): more environment, and whether HAProxy gives it agent links only as a backup. */
+  replica?: (index: number) => { env?: Record<string, string>; agentLinksBackup?: boolean };
+}
+
+/** The parts of a marketplace started with `replicas`. */
+export interface Cluster {
+  /** The replicas, named `cp1`, `cp2`, … as HAProxy's servers are. */
+  replicas: { name: string; url: string; process: TestProcess }[];
+  haproxy: HaproxyProcess;
+  s3: S3rverProcess;
 }
 
 export interface EnrollmentTokenParams {
@@ -70,7 +87,7 @@ export interface EnrollmentTokenParams {
 /**
  * The marketplace as separate processes: a fresh PostgreSQL database, anvil with the escrow and
  * the test stablecoin, and the control plane (`control-plane/src/main.ts` through tsx) on a
- * free port. Agents are started with `startAgent` (./agent.ts). Everything is stopped by pid,
+ * free port, or with `replicas` several of them behind HAProxy with artifacts in s3rver. Agents are started with `startAgent` (./agent.ts). Everything is stopped by pid,
  * containers of its agents removed and the database dropped when the test ends.
  */
 export class Marketplace {
@@ -89,6 +106,8 @@ export class Marketplace {
     readonly images: LocalImages,
     /** The marketplace's own PostgreSQL database. */
     readonly databaseUrl: string,
+    /** The replicas, HAProxy and s3rver when started with `replicas`; null for one control plane. */
+    readonly cluster: Cluster | null,
   ) {}
 
   static async start(t: Teardown, options: MarketplaceOptions = {}): Promise<Marketplace> {
@@ -142,13 +161,10 @@ export class Marketplace {
     const chain = chainFor(CHAIN_ID, anvil.rpcUrl);
     const publicClient = createPublicClient({ chain, transport: http(anvil.rpcUrl, { retryCount: 0 }), pollingInterval: 100 });
 
-    const port = await freePort();
     const adminToken = randomBytes(32).toString('base64url');
     const env: Record<string, string> = {
-      PORT: String(port),
       HOST: '127.0.0.1',
       DATABASE_URL: databaseUrl.toString(),
-      GF_DATA_DIR: join(root, 'control-plane'),
       GF_ENVIRONMENT: 'local',
       ...deploymentEnv({ ...deployment, rpcUrl: anvil.rpcUrl }),
       GF_ADMIN_TOKEN: adminToken,
@@ -164,22 +180,67 @@ export class Marketplace {
       GF_CHAIN_FILE: '',
       ...options.env,
     };
-    const controlPlane = spawnProcess('control-plane', process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/main.ts')], { cwd: ROOT, env });
-    stops.push(() => controlPlane.stop());
-    const url = `http://127.0.0.1:${port}`;
-    await until(
-      async () => {
-        if (!controlPlane.running()) throw new Error(`the control plane exited:\n${controlPlane.tail()}`);
-        const res = await fetch(`${url}/v1`).catch(() => null);
-        return res?.status === 200;
-      },
-      'the control plane to answer GET /v1',
-      { timeoutMs: 60_000, describe: () => controlPlane.tail(20) },
-    ).catch((err: unknown) => {
-      throw controlPlane.running() ? err : new Error(`the control plane exited:\n${controlPlane.tail()}`);
-    });
-    market = new Marketplace(root, url, adminToken, anvil, anvilArgs, deployment, chain, publicClient, controlPlane, images, databaseUrl.toString());
-    market.processes.push(controlPlane);
+    const startControlPlane = async (name: string, extra: Record<string, string>): Promise<{ process: TestProcess; url: string }> => {
+      const port = await freePort();
+      const child = spawnProcess(name, process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/main.ts')], {
+        cwd: ROOT,
+        env: { ...env, PORT: String(port), GF_DATA_DIR: join(root, name), ...extra },
+      });
+      stops.push(() => child.stop());
+      const url = `http://127.0.0.1:${port}`;
+      await until(
+        async () => {
+          if (!child.running()) throw new Error(`${name} exited:\n${child.tail()}`);
+          const res = await fetch(`${url}/v1`).catch(() => null);
+          return res?.status === 200;
+        },
+        `${name} to answer GET /v1`,
+        { timeoutMs: 60_000, describe: () => child.tail(20) },
+      ).catch((err: unknown) => {
+        throw child.running() ? err : new Error(`${name} exited:\n${child.tail()}`);
+      });
+      return { process: child, url };
+    };
+
+    let cluster: Cluster | null = null;
+    let controlPlane: TestProcess;
+    let url: string;
+    if (options.replicas) {
+      const s3 = await startS3rver({ dir: join(root, 's3') });
+      const forgetS3 = onEmergencyExit(() => process.kill(s3.pid, 'SIGKILL'));
+      stops.push(async () => {
+        await s3.stop();
+        forgetS3();
+      });
+      const [front, stats] = [await freePort(), await freePort()];
+      url = `http://127.0.0.1:${front}`;
+      // Started one after the other: the first applies the migrations, the others find them done.
+      const replicas: Cluster['replicas'] = [];
+      for (let i = 1; i <= options.replicas; i++) {
+        const name = `cp${i}`;
+        replicas.push({ name, ...(await startControlPlane(name, { ...s3.env, GF_PUBLIC_URL: url, GF_TRUST_PROXY: 'true', ...options.replica?.(i - 1).env })) });
+      }
+      const haproxy = await startHaproxy({
+        dir: root,
+        bind: `127.0.0.1:${front}`,
+        statsBind: `127.0.0.1:${stats}`,
+        servers: replicas.map((r, i) => ({ name: r.name, address: new URL(r.url).host, agentLinksBackup: options.replica?.(i).agentLinksBackup ?? false })),
+      });
+      const forgetHaproxy = onEmergencyExit(() => process.kill(haproxy.pid, 'SIGKILL'));
+      stops.push(async () => {
+        await haproxy.stop();
+        forgetHaproxy();
+      });
+      await waitForServersUp(haproxy.statsUrl);
+      cluster = { replicas, haproxy, s3 };
+      controlPlane = replicas[0]!.process;
+    } else {
+      const single = await startControlPlane('control-plane', {});
+      controlPlane = single.process;
+      url = single.url;
+    }
+    market = new Marketplace(root, url, adminToken, anvil, anvilArgs, deployment, chain, publicClient, controlPlane, images, databaseUrl.toString(), cluster);
+    market.processes.push(...(cluster ? cluster.replicas.map((r) => r.process) : [controlPlane]));
     return market;
   }
 

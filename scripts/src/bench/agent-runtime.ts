@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -11,7 +11,6 @@ import type { AssignmentSpec } from '@gpufarm/shared';
 import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
 import { toContainerConfig } from '@gpufarm/agent/runtime/container-config.js';
 import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
-import { measureArtifactUpload } from './artifact-upload.js';
 import type { StandaloneSection } from './standalone.js';
 import { median } from './report.js';
 
@@ -30,13 +29,8 @@ const signedMs = (x: number) => `${x >= 0 ? '+' : ''}${ms(x)}`;
  *   labels, limits) against the Engine API's create + start of the same image;
  *   target: at most 50 ms more at the median;
  * - the whole cycle (start, exit, release) against `docker run --rm` of the same image;
- *   target: no slower at the median;
- * - artifact hash + upload (tar packed and hashed in one pass on the daemon's packer worker,
- *   PUT to a local HTTP sink) against reading and hashing the same bytes with no upload,
- *   1 MiB reads into aligned memory as the agent reads, both in a process of their own
- *   (artifact-upload.ts); target: at least 0.8 of its throughput. Read+hash through
- *   `createReadStream` is printed beside it, and the CPU seconds per GiB of both sides: on a
- *   small machine the sink shares the cores.
+ *   target: no slower at the median.
+ * The artifact upload is a section of its own ("artifact upload", artifact-upload.ts).
  * Needs dockerd, the local registry and the images of scripts/build-images.sh.
  */
 export const agentRuntimeSection: StandaloneSection = {
@@ -123,23 +117,11 @@ export const agentRuntimeSection: StandaloneSection = {
       if (!cycleOk) missed.push(`agent whole cycle ${ms(median(cycleAgent))} ms vs docker run --rm ${ms(median(cycleCli))} ms`);
       log(`${CONTAINER_RUNS} runs each, busybox \`true\` by digest; the agent's /output is a loop-mounted 16 MiB ext4, the raw baseline's a plain folder`);
 
-      const artifact = await measureArtifactUpload();
-      const ratio = median(artifact.upload) / median(artifact.readHash);
-      if (ratio < 0.8) missed.push(`artifact hash+upload ${ratio.toFixed(2)} of read+hash (target >= 0.8)`);
-      const perGib = (xs: number[]) => median(xs).toFixed(2);
-      log(
-        `artifact, ${artifact.readHash.length} runs each in a process of its own; CPU-s per GiB (medians, ${availableParallelism()} cores): ` +
-          `read+hash ${perGib(artifact.cpu.readHash)} in ${(1024 / median(artifact.readHash)).toFixed(2)} s; ` +
-          `upload: agent ${perGib(artifact.cpu.agent)} + sink ${perGib(artifact.cpu.sink)} in ${(1024 / median(artifact.upload)).toFixed(2)} s; ` +
-          `read+hash through createReadStream ${median(artifact.readHashStream).toFixed(0)} MiB/s (upload x${(median(artifact.upload) / median(artifact.readHashStream)).toFixed(2)} of it)`,
-      );
-
       const row = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(58) : c.padStart(12))).join('  ');
       const table = [
         row(['measure', 'median', 'baseline', 'difference', 'target', 'result']),
         row(['assignment to running, ms (baseline: Engine create+start)', ms(median(agent)), ms(median(raw)), signedMs(startDelta), '<= +50 ms', startDelta <= 50 ? 'PASS' : 'FAIL']),
         row(['whole cycle, ms (baseline: docker run --rm)', ms(median(cycleAgent)), ms(median(cycleCli)), signedMs(median(cycleAgent) - median(cycleCli)), '<= 0 ms', cycleOk ? 'PASS' : 'FAIL']),
-        row([`artifact tar+hash+PUT, MiB/s (baseline: read+hash, ${artifact.artifactMiB} MiB)`, median(artifact.upload).toFixed(0), median(artifact.readHash).toFixed(0), `x${ratio.toFixed(2)}`, '>= x0.80', ratio >= 0.8 ? 'PASS' : 'FAIL']),
       ];
       return { table, missed };
     } finally {

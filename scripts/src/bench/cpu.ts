@@ -45,7 +45,7 @@ function postgresCpuSeconds(database: string): number {
 const SHARED_PROCESS = /: (?:checkpointer|background writer|walwriter|logger)\b/;
 
 export interface CpuUse {
-  /** CPU seconds of the control-plane process. */
+  /** CPU seconds of the control-plane process (or the replicas together). */
   server: number;
   /** CPU seconds of PostgreSQL for the bench database (backends that ended during the window are missed). */
   postgres: number;
@@ -56,14 +56,16 @@ export interface CpuUse {
  * the use since. CPU per request is steadier than requests per second on a shared 2-core
  * machine, so the table shows it beside the rates.
  */
-/** What a measurement counts: the control-plane process and the database it serves from. */
+/** What a measurement counts: the control-plane process (or several replicas, summed) and the database it serves from. */
 export interface CpuSubjects {
-  serverPid: number;
+  serverPid: number | readonly number[];
   database: string;
 }
 
 export function startCpuMeter({ serverPid, database }: CpuSubjects): () => CpuUse {
-  const server = processCpuSeconds(serverPid);
+  const pids = typeof serverPid === 'number' ? [serverPid] : serverPid;
+  const serverSeconds = () => pids.reduce((sum, pid) => sum + processCpuSeconds(pid), 0);
+  const server = serverSeconds();
   const postgres = postgresCpuSeconds(database);
-  return () => ({ server: processCpuSeconds(serverPid) - server, postgres: Math.max(0, postgresCpuSeconds(database) - postgres) });
+  return () => ({ server: serverSeconds() - server, postgres: Math.max(0, postgresCpuSeconds(database) - postgres) });
 }

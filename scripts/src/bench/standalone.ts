@@ -1,5 +1,6 @@
 import { agentLinkSection } from './agent-link.js';
 import { agentRuntimeSection } from './agent-runtime.js';
+import { artifactUploadSection } from './artifact-upload.js';
 import { egressSection } from './egress.js';
 
 /**
@@ -21,4 +22,5 @@ export interface StandaloneResult {
 export const STANDALONE_SECTIONS: StandaloneSection[] = [];
 STANDALONE_SECTIONS.push(agentLinkSection);
 STANDALONE_SECTIONS.push(agentRuntimeSection);
+STANDALONE_SECTIONS.push(artifactUploadSection);
 STANDALONE_SECTIONS.push(egressSection);
