@@ -39,7 +39,8 @@ t.test('behavior: a job writing 2 GiB of log completes, billed, its log artifact
   const job = await customer.getJob(created.job.id);
   t.equal(job.assignment?.exitCode, 0);
   t.ok(job.cost && job.cost.totalMicroUsd > 0, 'billed for the time it ran');
-  t.equal(job.receipt?.status, 'completed', 'the completion is on chain');
+  // The test's challenge window is short: on a busy machine the release may already be mined.
+  t.match(job.receipt?.status, /^(completed|released)$/, 'the completion is on chain');
   const [runs] = await market.query<{ n: number }>('SELECT count(*)::int AS n FROM assignments WHERE job_id = $1', [created.job.id]);
   t.equal(runs!.n, 1, 'it ran once: the log upload did not fail');
   const log = await customer.download(job.result!.logArtifactId!);

@@ -30,7 +30,8 @@ interface ContainerFacts {
   id: string;
   owner: string;
   running: boolean;
-  startedAt: number;
+  /** Null until the container started (Docker reports year 1 for a container only created). */
+  startedAt: number | null;
   finishedAt: number | null;
 }
 
@@ -45,7 +46,7 @@ async function containersOf(jobId: string): Promise<ContainerFacts[]> {
     id: c.Id,
     owner: c.Config.Labels['org.gpufarm.owner'] ?? '',
     running: c.State.Running,
-    startedAt: Date.parse(c.State.StartedAt),
+    startedAt: c.State.StartedAt.startsWith('0001-') ? null : Date.parse(c.State.StartedAt),
     finishedAt: c.State.FinishedAt.startsWith('0001-') ? null : Date.parse(c.State.FinishedAt),
   }));
 }
@@ -116,7 +117,7 @@ t.test('behavior: a partition longer than the requeue: the job runs on one machi
   // The control plane requeues the job after A's silence; B is the farm's other machine.
   const [onB] = await until(
     async () => {
-      const found = (await containersOf(id)).filter((c) => c.owner === agentB.machineId);
+      const found = (await containersOf(id)).filter((c) => c.owner === agentB.machineId && c.startedAt !== null);
       return found.length > 0 ? found : undefined;
     },
     'the requeued job to start on machine B',
@@ -125,7 +126,7 @@ t.test('behavior: a partition longer than the requeue: the job runs on one machi
   const aWhenBStarted = (await containersOf(id)).find((c) => c.owner === agentA.machineId);
   t.ok(aWhenBStarted, "A's container is still there (its agent cannot report while cut off)");
   t.equal(aWhenBStarted?.running, false, "A's container was stopped before the job started on B");
-  t.ok(aWhenBStarted?.finishedAt !== null && aWhenBStarted!.finishedAt! <= onB!.startedAt, `A's run ended (${aWhenBStarted?.finishedAt}) before B's began (${onB!.startedAt})`);
+  t.ok(aWhenBStarted?.finishedAt !== null && aWhenBStarted!.finishedAt! <= onB!.startedAt!, `A's run ended (${aWhenBStarted?.finishedAt}) before B's began (${onB!.startedAt})`);
 
   // A second job waits while B is busy; A comes back while it waits.
   const second = await customer.createFundedJob(busyboxSpec(market.images, 'echo second; echo second > /output/second.txt', { title: 'after the partition' }));

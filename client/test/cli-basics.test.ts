@@ -15,6 +15,8 @@ import { listening } from './helpers/control-plane.js';
 import { gf, gfHome, gfOnTerminal, gfShellLine } from './helpers/gf.js';
 
 const run = promisify(execFile);
+// Every case spawns gf as a fresh process through tsx: minutes when other test files share the cores.
+t.setTimeout(300_000);
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };
 
 /** A listening control plane with artifacts, one key and one machine on offer. */

@@ -13,6 +13,8 @@ import { listening } from './helpers/control-plane.js';
 import { installGlobally, outside, packWorkspace, workspaceImportsUnder } from './helpers/package.js';
 
 const run = promisify(execFile);
+// npm pack, the build and npm install -g into a prefix: minutes when other test files share the cores.
+t.setTimeout(300_000);
 const CLIENT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ROOT = join(CLIENT, '..');
 const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc');

@@ -48,7 +48,7 @@ for (const [backend, create] of BACKENDS) {
     const cursor = before[1]!.id;
     const [{ max } = { max: 0 }] = await db.query<{ max: number }>('SELECT max(id)::int AS max FROM log_lines');
 
-    t.same((await migrate(db)).applied, ['011_log_partitions']);
+    t.same((await migrate(db, loadMigrations().filter((m) => m.version <= 11))).applied, ['011_log_partitions']);
     const [kind] = await db.query<{ relkind: string }>(`SELECT relkind::text FROM pg_class WHERE relname = 'log_lines'`);
     t.equal(kind?.relkind, 'p', 'log_lines is partitioned');
     t.same(await listLogLines(db, { jobId: older, afterId: 0, limit: 100, stream: null }), before, 'the same lines with the same ids');

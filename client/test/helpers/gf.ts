@@ -1,12 +1,21 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { bundleNodePackage } from '../../../shared/build/node-package.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
-const MAIN = join(ROOT, 'client/src/cli/main.ts');
-// Resolved here, so the CLI runs from any working directory.
-const TSX = import.meta.resolve('tsx');
+const CLIENT = join(ROOT, 'client');
+
+// gf is bundled from the sources once per test process, as `npm run build -w client` bundles it:
+// a bundled start costs a fraction of the CPU of one through tsx, and these tests start gf many
+// times. The folder sits under node_modules so the bundle's dependencies (zod, viem) resolve.
+const cache = join(ROOT, 'node_modules/.cache');
+mkdirSync(cache, { recursive: true });
+const BUILD = mkdtempSync(join(cache, 'gf-test-'));
+process.on('exit', () => rmSync(BUILD, { recursive: true, force: true }));
+await bundleNodePackage({ packageDir: CLIENT, entryPoints: { gf: 'src/cli/main.ts' }, commands: ['gf'], splitting: true, outDir: BUILD });
+const GF = join(BUILD, 'gf.js');
 
 export interface GfRun {
   code: number;
@@ -31,12 +40,11 @@ export function gfHome(t: { teardown(fn: () => unknown): void }): GfHome {
 
 /** The command line that runs `gf args` (for `script`, which gives it a terminal). */
 export function gfCommandLine(args: string[]): string[] {
-  // The source condition resolves workspace packages to their TypeScript, as npm's runs do here.
-  return [process.execPath, '--conditions=@gpufarm/source', '--import', TSX, MAIN, ...args];
+  return [process.execPath, GF, ...args];
 }
 
 /**
- * Runs `gf args` as a child process (node --import tsx main.ts), without the caller's GF_*
+ * Runs `gf args` as a child process (the bundled gf.js), without the caller's GF_*
  * variables, with `env` added and `input` on stdin; answers its exit code and output.
  */
 export function gf(args: string[], options: { env?: Record<string, string>; input?: string; cwd?: string } = {}): Promise<GfRun> {

@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { INT8_OID, parseInt8, type Database, type SqlParam } from './database.js';
 
 /**
@@ -8,7 +8,14 @@ import { INT8_OID, parseInt8, type Database, type SqlParam } from './database.js
  */
 export async function openPglite(dataDir: string | undefined): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const db = await PGlite.create(dataDir, { parsers: { [INT8_OID]: parseInt8 } });
+  return pgliteDatabase(await PGlite.create(dataDir, PGLITE_OPTIONS));
+}
+
+/** How every PGlite of ours is opened: int8 read as our `Database` reads it. */
+export const PGLITE_OPTIONS = { parsers: { [INT8_OID]: parseInt8 } } satisfies PGliteOptions;
+
+/** A PGlite opened with `PGLITE_OPTIONS` as a `Database`; closing it closes the PGlite. */
+export function pgliteDatabase(db: PGlite): Database {
   const toParams = (params?: readonly SqlParam[]) => params as unknown[] | undefined;
   return {
     kind: 'pglite',

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { Database } from '../../src/db/database.js';
 import { migrate, type Migration } from '../../src/db/migrate.js';
-import { openPglite } from '../../src/db/pglite.js';
+import { openPglite, PGLITE_OPTIONS, pgliteDatabase } from '../../src/db/pglite.js';
 import { openPostgres } from '../../src/db/postgres.js';
 import { syncCatalog } from '../../src/fleet/store.js';
 
@@ -56,11 +57,26 @@ export async function createPostgresTestDatabase(t: Teardown, options: TestDatab
   return { db, url: url.toString() };
 }
 
+// A fully migrated PGlite, dumped once per test process: a PGlite started from that dump costs
+// about a quarter of the CPU of one that runs initdb and every migration again.
+let migratedPglite: Promise<Blob> | undefined;
+
+async function dumpMigratedPglite(): Promise<Blob> {
+  const raw = await PGlite.create(PGLITE_OPTIONS);
+  try {
+    await prepare(pgliteDatabase(raw), {});
+    return await raw.dumpDataDir('none');
+  } finally {
+    await raw.close();
+  }
+}
+
 /** A fresh, migrated in-memory PGlite database. */
 export async function createPgliteTestDatabase(t: Teardown, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
-  const db = await openPglite(undefined);
+  const migratedFully = !options.empty && !options.migrations;
+  const db = migratedFully ? pgliteDatabase(await PGlite.create({ ...PGLITE_OPTIONS, loadDataDir: await (migratedPglite ??= dumpMigratedPglite()) })) : await openPglite(undefined);
   t.teardown(() => db.close());
-  await prepare(db, options);
+  if (!migratedFully) await prepare(db, options);
   return { db, url: null };
 }
 
