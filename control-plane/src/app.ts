@@ -1,8 +1,10 @@
 import type { IncomingMessage } from 'node:http';
+import fastifyCookie from '@fastify/cookie';
 import { MAX_BODY_BYTES } from '@gpufarm/shared';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
+import type { Chain, Client, Transport } from 'viem';
 import { adminRoutes } from './admin/routes.js';
-import { enforceAuth, resolveCredentials } from './auth/plugin.js';
+import { DASHBOARD_API_PREFIX, enforceAuth, resolveCredentials } from './auth/plugin.js';
 import { agentDirectUploadRoutes } from './artifacts/agent-direct-upload.js';
 import { agentArtifactRoutes } from './artifacts/agent-upload.js';
 import type { BlobStore } from './artifacts/blob-store.js';
@@ -32,6 +34,10 @@ import { openApiRoutes } from './openapi/routes.js';
 import { appendServiceLine } from './logs/store.js';
 import type { LogStreamOptions } from './logs/stream.js';
 import { pricingRoutes } from './pricing/routes.js';
+import { s3PublicOrigin } from './artifacts/s3-blob-store.js';
+import { offlineChainClient } from './chain/client.js';
+import { webRoutes } from './web/routes.js';
+import { webStatic } from './web/static.js';
 
 /** Everything the HTTP app needs, built once in `server.ts` (or a test) and passed in. */
 export interface AppDeps {
@@ -50,6 +56,11 @@ export interface AppDeps {
   artifacts: { blobs: BlobStore; signer: UrlSigner };
   /** The live log stream's heartbeat and per-key cap; tests shorten the heartbeat. */
   logStream?: LogStreamOptions;
+  /**
+   * Checks dashboard sign-in signatures of contract wallets; default: the escrow's public client,
+   * else a client without a chain (wallets that sign with a key still sign in).
+   */
+  chainClient?: Client<Transport, Chain>;
 }
 
 /** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
@@ -91,23 +102,34 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => stampResponse(request, reply));
   installJsonBodies(app);
   installErrorHandling(app, routes);
+  // Cookies are parsed only where they are a credential (`/dashboard/api`, see `auth/plugin.ts`).
+  await app.register(fastifyCookie, { hook: false });
   await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken });
   await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt, ...(deps.now ? { now: deps.now } : {}) });
   await app.register(enforceAuth);
   installCors(app, routes);
 
-  await app.register(indexRoutes, { config });
   await app.register(openApiRoutes);
-  await app.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
-  await app.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
   const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };
-  await app.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null, effects });
-  await app.register(logRoutes, { db: deps.db, ...(deps.logStream ? { stream: deps.logStream } : {}) });
-  await app.register(artifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
-  await app.register(agentArtifactRoutes, { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution });
+  const artifactOptions = { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution };
+  // The customer API: at /v1 with API keys, and the same handlers again under /dashboard/api
+  // with the session (so the dashboard calls the very rules /v1 does).
+  const customerRoutes: FastifyPluginAsync<{ signedFiles: boolean }> = async (scope, { signedFiles }) => {
+    await scope.register(indexRoutes, { config });
+    await scope.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
+    await scope.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
+    await scope.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null, effects });
+    await scope.register(logRoutes, { db: deps.db, ...(deps.logStream ? { stream: deps.logStream } : {}) });
+    await scope.register(artifactRoutes, { ...artifactOptions, signedFiles });
+    await scope.register(billingRoutes, { db: deps.db });
+  };
+  await app.register(customerRoutes, { signedFiles: true });
+  await app.register(customerRoutes, { signedFiles: false, prefix: DASHBOARD_API_PREFIX });
+  await app.register(agentArtifactRoutes, artifactOptions);
   // Its own plugin: the PUT's plugin takes raw bodies, these routes JSON.
   await app.register(agentDirectUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
-  await app.register(billingRoutes, { db: deps.db });
+  await app.register(webRoutes, { db: deps.db, config, chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId) });
+  await app.register(webStatic, { dir: config.web.dir, connectOrigins: config.execution.s3 ? [s3PublicOrigin(config.execution.s3)] : [] });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { WEB_DIST_DIR } from './package-files.js';
 import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError, parseBannedImagePattern } from '@gpufarm/shared';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -67,6 +68,9 @@ const envSchema = z.object({
     .string()
     .regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, 'must be the canary image pinned by digest: <repository>@sha256:<64 hex>')
     .optional(),
+  // A working day: the dashboard asks for a new signature after it.
+  GF_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(30 * 86_400).default(28_800),
+  GF_WEB_DIR: z.string().min(1).optional(),
   GF_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -143,7 +147,16 @@ export interface Config {
   /** null: funding is unavailable (`fundingUnavailable.code` `escrow_not_deployed`). */
   chain: ChainConfig | null;
   execution: ExecutionConfig;
+  web: WebConfig;
   logLevel: Env['GF_LOG_LEVEL'];
+}
+
+/** The customer dashboard: its built files and its sign-in sessions. */
+export interface WebConfig {
+  /** The built web app (`web/dist`, or `GF_WEB_DIR`); absent: `/dashboard/` answers 503. */
+  dir: string;
+  /** How long a dashboard session lasts after sign-in. */
+  sessionTtlSeconds: number;
 }
 
 /** Machines, assignments, logs and artifacts (the Execution slice). */
@@ -284,6 +297,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
         : null,
     },
+    web: { dir: e.GF_WEB_DIR ?? WEB_DIST_DIR, sessionTtlSeconds: e.GF_SESSION_TTL_SECONDS },
     logLevel: e.GF_LOG_LEVEL,
   };
 }

@@ -11,3 +11,5 @@ const PACKAGE_ROOT = new URL('../', import.meta.url);
 export const MIGRATIONS_DIR = fileURLToPath(new URL('migrations/', PACKAGE_ROOT));
 /** `assets/`: static files the HTTP app serves (the reference page's stylesheet). */
 export const ASSETS_DIR = fileURLToPath(new URL('assets/', PACKAGE_ROOT));
+/** `web/dist`: the dashboard as `npm run build -w web` builds it, beside this package in the repository. */
+export const WEB_DIST_DIR = fileURLToPath(new URL('../web/dist/', PACKAGE_ROOT));

@@ -28,6 +28,8 @@ import { executionLifecycle } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
 import { startLogPartitionLoop } from './logs/partitions.js';
 import { startMatcher } from './matching/loop.js';
+import { deleteExpiredWebSessions } from './auth/session-store.js';
+import { deleteExpiredSiweNonces } from './web/store.js';
 import { createQueueFigures } from './matching/queue-figures.js';
 
 export interface ControlPlane {
@@ -119,6 +121,8 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       sweeps: [
         { name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) },
         { name: 'abandoned artifact uploads', run: () => sweepAbandonedUploads({ db, blobs }) },
+        { name: 'expired dashboard sessions', run: () => deleteExpiredWebSessions(db) },
+        { name: 'expired sign-in nonces', run: () => deleteExpiredSiweNonces(db) },
         { name: 'unfunded job expiry', run: () => expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],
     });

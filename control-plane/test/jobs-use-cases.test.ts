@@ -23,7 +23,7 @@ async function setup(t: Test) {
   await offerIndex.start();
   t.teardown(() => offerIndex.close());
   const key = await createTestKey(db);
-  const principal = { accountId: key.accountId, keyId: key.keyId, walletAddress: key.walletAddress };
+  const principal = { accountId: key.accountId, apiKeyId: key.keyId, walletAddress: key.walletAddress };
   const deps: CreateJobDeps = { db, offerIndex, config: loadConfig({}), escrow: null };
   const canceled: string[] = [];
   const cancelDeps = { db, escrow: null, effects: { canceledWhileMatching: async (jobId: string) => void canceled.push(jobId) } };

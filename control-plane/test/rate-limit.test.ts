@@ -59,7 +59,7 @@ t.test('route buckets (jobs_create 30/min) bind before the per-key limit', async
   installErrorHandling(app, recordRoutes(app));
   app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request) => {
-    request.principal = { keyId: String(request.headers['x-key']), accountId: 'a', walletAddress: '0x', scopes: [] };
+    request.principal = { keyId: String(request.headers['x-key']), apiKeyId: null, accountId: 'a', walletAddress: '0x', scopes: [] };
   });
   await app.register(rateLimit, { store, clientHashSalt: 's', now: MID_WINDOW });
   app.post('/jobs', { config: { rateBucket: 'jobs_create' } }, async () => ({ ok: true }));

@@ -90,7 +90,7 @@ async function databasePort(config: Config): Promise<AdminPort> {
   await syncCatalog(db);
   return {
     createKey: (params) => createApiKey(db, { ...params, environment: keyEnvironmentFor(config.environment) }),
-    revokeKey: (id) => revokeApiKey(db, id),
+    revokeKey: async (id) => (await revokeApiKey(db, id)) !== null,
     setAccountStatus: (id, action) => setAccountStatus(db, id, action === 'suspend' ? 'suspended' : 'active'),
     async createEnrollmentToken(params) {
       const price = parseUsdToMicroUsd(params.pricePerGpuHour);

@@ -2,7 +2,7 @@ import { API_KEY_SCOPES, ApiError, errorForField, formatMicroUsd, parseUsdToMicr
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
-import { keyEnvironmentFor } from '../auth/api-keys.js';
+import { apiKeyParams, keyEnvironmentFor } from '../auth/api-keys.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '../auth/store.js';
 import type { Database } from '../db/database.js';
 import { parseBody, parseParams } from '../http/parse.js';
@@ -30,7 +30,6 @@ export const createEnrollmentTokenBodySchema = z.strictObject({
   ttlSeconds: z.int().min(60).max(30 * 86_400).optional(),
 });
 
-const keyParams = z.object({ id: z.string().regex(/^key_[0-9a-z]{26}$/, 'is not an API key id') });
 const accountParams = z.object({ id: z.string().regex(/^acct_[0-9a-z]{26}$/, 'is not an account id') });
 const machineParams = z.object({ id: z.string().regex(/^mach_[0-9a-z]{26}$/, 'is not a machine id') });
 
@@ -55,7 +54,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
   });
 
   app.post('/admin/v1/api-keys/:id/revoke', admin, async (request) => {
-    const { id } = parseParams(keyParams, request.params);
+    const { id } = parseParams(apiKeyParams, request.params);
     if (!(await revokeApiKey(db, id))) throw new ApiError('not_found', `No API key ${id}.`);
     return { object: 'api_key', id, revoked: true };
   });

@@ -18,6 +18,11 @@ export interface ArtifactRoutesOptions {
   /** Signs and checks `/files/<id>` URLs (key from `deploymentSecret(db, 'artifact_url_key')`). */
   signer: UrlSigner;
   config: Pick<ExecutionConfig, 'artifactTtlDays' | 'maxInputBytes' | 'inputQuotaBytes'>;
+  /**
+   * false: only the customer routes (the dashboard's copy under `/dashboard/api`); the signed
+   * URLs are `<publicUrl>/files/<id>`, served once, at the root.
+   */
+  signedFiles?: boolean;
 }
 
 /** Names an uploaded input may have: shell- and header-safe, like a mount name. */
@@ -55,7 +60,7 @@ function gone(row: ArtifactRow): ApiError {
  * `POST /v1/artifacts` (a job input, streamed), and the signed URL itself, `GET|HEAD /files/:id`,
  * which needs no API key: the signature is the credential, for 120 seconds.
  */
-export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (app, { db, blobs, signer, config }) => {
+export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (app, { db, blobs, signer, config, signedFiles = true }) => {
   takeRawBodies(app);
 
   app.get('/v1/artifacts/:id', { config: { auth: 'artifacts:read', rateBucket: 'artifact_download' } }, async (request, reply) => {
@@ -149,6 +154,7 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
     return reply.send(blobs.open(row.sha256));
   };
 
+  if (!signedFiles) return;
   app.get('/files/:id', { exposeHeadRoute: false, config: { auth: 'signed_url' } }, (request, reply) => serveFile(request, reply, false));
   app.head('/files/:id', { config: { auth: 'signed_url' } }, (request, reply) => serveFile(request, reply, true));
 };

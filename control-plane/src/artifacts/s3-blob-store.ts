@@ -30,6 +30,16 @@ export const S3_BLOB_PREFIX = 'blobs/';
 export const S3_TMP_PREFIX = 'tmp/';
 
 /**
+ * The origin presigned URLs of `config`'s bucket point to (a browser following a download's
+ * redirect fetches from it): the endpoint's with path-style, the bucket's own host otherwise.
+ */
+export function s3PublicOrigin(config: S3StoreConfig): string {
+  if (!config.endpoint) return `https://${config.bucket}.s3.${config.region}.amazonaws.com`;
+  const endpoint = new URL(config.endpoint);
+  return config.forcePathStyle ? endpoint.origin : `${endpoint.protocol}//${config.bucket}.${endpoint.host}`;
+}
+
+/**
  * The SDK client for `config`: path-style for self-hosted servers, static credentials when given.
  * `presigning`: for presigned part URLs, with request checksums only where S3 requires them, else
  * the SDK signs the CRC32 of the empty body it presigns into the URL and S3 refuses every part.

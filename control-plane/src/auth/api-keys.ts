@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Environment } from '@gpufarm/shared';
+import { z } from 'zod';
 
 /** `gf_live_` or `gf_test_`, then 32 random bytes as base64url (43 characters). */
 const KEY_FORMAT = /^gf_(live|test)_([A-Za-z0-9_-]{43})$/;
@@ -24,3 +25,6 @@ export function parseApiKey(key: string): { environment: KeyEnvironment } | null
   const match = KEY_FORMAT.exec(key);
   return match ? { environment: match[1] as KeyEnvironment } : null;
 }
+
+/** `:id` of a key's routes (the admin's and the dashboard's). */
+export const apiKeyParams = z.object({ id: z.string().regex(/^key_[0-9a-z]{26}$/, 'is not an API key id') });

@@ -1,11 +1,27 @@
 import { timingSafeEqual } from 'node:crypto';
-import { ApiError, type Environment } from '@gpufarm/shared';
-import type { FastifyRequest } from 'fastify';
+import '@fastify/cookie';
+import { API_KEY_SCOPES, ApiError, type Environment } from '@gpufarm/shared';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { createBatcher } from '../db/batcher.js';
 import type { Queryable } from '../db/database.js';
+import { DASHBOARD_PREFIX } from '../http/route-config.js';
 import { hashApiKey, keyEnvironmentFor, parseApiKey } from './api-keys.js';
-import { findApiKeysByHash } from './store.js';
+import { findWebSession, SESSION_COOKIE, type WebSession } from './session-store.js';
+import { findApiKeysByHash, touchApiKey, type ApiKeyRecord } from './store.js';
+
+/** Where the dashboard's API lives: the session cookie is the credential there, and only there. */
+export const DASHBOARD_API_PREFIX = `${DASHBOARD_PREFIX}/api`;
+
+export function isDashboardApi(url: string): boolean {
+  return url.startsWith(`${DASHBOARD_API_PREFIX}/`) || url === DASHBOARD_API_PREFIX;
+}
+
+/** The header a dashboard write must carry: the session's CSRF token. */
+export const CSRF_HEADER = 'x-csrf-token';
+
+/** `lastUsedAt` is kept to this precision: a busy key costs one write a minute. */
+const KEY_USE_RECORD_MS = 60_000;
 
 export interface AuthOptions {
   db: Queryable;
@@ -17,6 +33,10 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** A credential the request carried and `resolveCredentials` refused; `enforceAuth` raises it. */
     credentialError: ApiError | null;
+    /** The dashboard session of the cookie (under `/dashboard/api/` only), unexpired and of an active account. */
+    webSession: WebSession | null;
+    /** The cookie named a session that expired: "sign in again" rather than "not signed in". */
+    webSessionExpired: boolean;
   }
 }
 
@@ -47,10 +67,14 @@ export const resolveCredentials = fp<AuthOptions>(
     app.decorateRequest('principal', null);
     app.decorateRequest('isAdmin', false);
     app.decorateRequest('credentialError', null);
+    app.decorateRequest('webSession', null);
+    app.decorateRequest('webSessionExpired', false);
+    const recordKeyUse = keyUseRecorder(app, options.db);
     app.addHook('onRequest', async (request) => {
-      const auth = request.routeOptions.config.auth;
-      // Those routes check their own credential (a machine token is no API key).
-      if (auth === 'machine' || auth === 'signed_url') return;
+      const { auth, webFile } = request.routeOptions.config;
+      // Those routes check their own credential (a machine token is no API key); the web app's files need none.
+      if (auth === 'machine' || auth === 'signed_url' || webFile) return;
+      if (isDashboardApi(request.url)) return resolveSession(app, options.db, request);
       const token = bearerToken(request);
       if (token === undefined) return;
       if (auth === 'admin') {
@@ -85,12 +109,59 @@ export const resolveCredentials = fp<AuthOptions>(
       } else if (record.accountStatus === 'suspended') {
         request.credentialError = new ApiError('account_suspended');
       } else {
-        request.principal = { keyId: record.keyId, accountId: record.accountId, walletAddress: record.walletAddress, scopes: record.scopes };
+        request.principal = { keyId: record.keyId, apiKeyId: record.keyId, accountId: record.accountId, walletAddress: record.walletAddress, scopes: record.scopes };
+        recordKeyUse(record);
       }
     });
   },
-  { name: 'gpufarm-resolve-credentials' },
+  { name: 'gpufarm-resolve-credentials', dependencies: ['@fastify/cookie'] },
 );
+
+/**
+ * Under `/dashboard/api/` the session cookie is the credential, with all four customer scopes;
+ * an Authorization header there is refused, so a page cannot be made to act with someone's key.
+ * An unknown cookie is no credential at all (the caller is "not signed in").
+ */
+async function resolveSession(app: FastifyInstance, db: Queryable, request: FastifyRequest): Promise<void> {
+  if (request.headers.authorization !== undefined) {
+    request.credentialError = new ApiError(
+      'invalid_api_key',
+      'The dashboard API takes no Authorization header: its credential is the session cookie. Call /v1 with an API key instead.',
+    );
+    return;
+  }
+  const cookie = sessionCookieOf(app, request);
+  if (!cookie) return;
+  const session = await findWebSession(db, cookie);
+  if (!session) return;
+  if (session.expiresAt.getTime() <= Date.now()) {
+    request.webSessionExpired = true;
+    return;
+  }
+  if (session.accountStatus === 'suspended') {
+    request.credentialError = new ApiError('account_suspended');
+    return;
+  }
+  request.webSession = session;
+  // Rate limits and the live-log cap count per session, as they count per key.
+  request.principal = { keyId: `ses_${session.id.slice(0, 26)}`, apiKeyId: null, accountId: session.accountId, walletAddress: session.walletAddress, scopes: API_KEY_SCOPES };
+}
+
+/**
+ * Records a key's use (`last_used_at`) at most once a minute per key, after the request goes on:
+ * the write is not awaited, one per key is in flight at a time, and a failure is only logged.
+ */
+function keyUseRecorder(app: FastifyInstance, db: Queryable): (record: ApiKeyRecord) => void {
+  const inFlight = new Set<string>();
+  return (record) => {
+    if (record.lastUsedAt && Date.now() - record.lastUsedAt.getTime() < KEY_USE_RECORD_MS) return;
+    if (inFlight.has(record.keyId)) return;
+    inFlight.add(record.keyId);
+    touchApiKey(db, record.keyId)
+      .catch((err: unknown) => app.log.warn({ err, keyId: record.keyId }, 'could not record the API key use'))
+      .finally(() => inFlight.delete(record.keyId));
+  };
+}
 
 export const enforceAuth = fp(
   async (app) => {
@@ -102,7 +173,21 @@ export const enforceAuth = fp(
         if (request.headers.authorization === undefined) throw new ApiError('missing_api_key', 'No admin token was sent. Send it as "Authorization: Bearer <GF_ADMIN_TOKEN>".');
         return;
       }
-      if (!request.principal) throw new ApiError('missing_api_key');
+      if (!request.principal) {
+        if (!isDashboardApi(request.url)) throw new ApiError('missing_api_key');
+        throw new ApiError('missing_api_key', request.webSessionExpired ? 'Your session expired: sign in again.' : 'Not signed in: sign in with your wallet.');
+      }
+      if (request.webSession && request.method !== 'GET' && request.method !== 'HEAD') {
+        // A cross-site form or fetch carries the cookie (SameSite aside) but cannot read the token.
+        const sent = request.headers[CSRF_HEADER];
+        if (typeof sent !== 'string' || !sameSecret(sent, request.webSession.csrfToken)) {
+          throw new ApiError('forbidden', 'The X-CSRF-Token header is missing or wrong: reload the dashboard.');
+        }
+      }
+      if (auth === 'session') {
+        if (!request.webSession) throw new ApiError('missing_api_key', 'Not signed in: sign in with your wallet.');
+        return;
+      }
       if (!request.principal.scopes.includes(auth)) {
         throw new ApiError('insufficient_scope', `This endpoint needs the ${auth} scope; the key has ${request.principal.scopes.join(', ') || 'no scopes'}.`);
       }
@@ -110,3 +195,8 @@ export const enforceAuth = fp(
   },
   { name: 'gpufarm-enforce-auth' },
 );
+
+/** The dashboard session cookie's value the request carried, if any. */
+export function sessionCookieOf(app: FastifyInstance, request: FastifyRequest): string | null {
+  return (request.headers.cookie ? app.parseCookie(request.headers.cookie)[SESSION_COOKIE] : undefined) ?? null;
+}

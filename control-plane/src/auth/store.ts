@@ -10,6 +10,11 @@ export interface ApiKeyRecord {
   accountStatus: 'active' | 'suspended';
   scopes: ApiKeyScope[];
   revokedAt: Date | null;
+  lastUsedAt: Date | null;
+}
+
+function knownScopes(scopes: readonly string[]): ApiKeyScope[] {
+  return scopes.filter((s): s is ApiKeyScope => (API_KEY_SCOPES as readonly string[]).includes(s));
 }
 
 /** The keys of these hashes with their accounts, one answer per hash in the same order (null when unknown). */
@@ -22,8 +27,9 @@ export async function findApiKeysByHash(db: Queryable, keyHashes: readonly strin
     account_status: 'active' | 'suspended';
     scopes: string[];
     revoked_at: Date | null;
+    last_used_at: Date | null;
   }>(
-    `SELECT k.key_hash, k.id AS key_id, k.account_id, a.wallet_address, a.status AS account_status, k.scopes, k.revoked_at
+    `SELECT k.key_hash, k.id AS key_id, k.account_id, a.wallet_address, a.status AS account_status, k.scopes, k.revoked_at, k.last_used_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE k.key_hash = ANY($1::text[])`,
     [keyHashes],
@@ -36,8 +42,9 @@ export async function findApiKeysByHash(db: Queryable, keyHashes: readonly strin
         accountId: row.account_id,
         walletAddress: row.wallet_address,
         accountStatus: row.account_status,
-        scopes: row.scopes.filter((s): s is ApiKeyScope => (API_KEY_SCOPES as readonly string[]).includes(s)),
+        scopes: knownScopes(row.scopes),
         revokedAt: row.revoked_at,
+        lastUsedAt: row.last_used_at,
       },
     ]),
   );
@@ -63,12 +70,7 @@ export async function createApiKey(
   params: { walletAddress: string; scopes: ApiKeyScope[]; environment: KeyEnvironment; label?: string | null },
 ): Promise<CreatedApiKey> {
   const wallet = params.walletAddress.toLowerCase();
-  const inserted = await db.query<{ id: string }>(
-    'INSERT INTO accounts (id, wallet_address) VALUES ($1, $2) ON CONFLICT (wallet_address) DO NOTHING RETURNING id',
-    [newId('acct'), wallet],
-  );
-  const [account] = inserted.length > 0 ? inserted : await db.query<{ id: string }>('SELECT id FROM accounts WHERE wallet_address = $1', [wallet]);
-  if (!account) throw new Error(`account for ${wallet} vanished while creating a key`);
+  const account = await ensureAccount(db, wallet);
   const key = generateApiKey(params.environment);
   const keyId = newId('key');
   const scopes = [...new Set(params.scopes)];
@@ -76,13 +78,89 @@ export async function createApiKey(
     'INSERT INTO api_keys (id, account_id, key_hash, environment, last_four, scopes, label) VALUES ($1, $2, $3, $4, $5, $6, $7)',
     [keyId, account.id, hashApiKey(key), params.environment, key.slice(-4), scopes, params.label ?? null],
   );
-  return { key, keyId, accountId: account.id, walletAddress: wallet, scopes, accountCreated: inserted.length > 0 };
+  return { key, keyId, accountId: account.id, walletAddress: wallet, scopes, accountCreated: account.created };
 }
 
-/** Revokes a key; returns false when there is no such key. Revoking twice keeps the first time. */
-export async function revokeApiKey(db: Queryable, keyId: string): Promise<boolean> {
-  const rows = await db.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id', [keyId]);
-  return rows.length > 0;
+/** The account whose primary wallet is `walletAddress` (lower-case), created when there is none. */
+export async function ensureAccount(db: Queryable, walletAddress: string): Promise<{ id: string; status: 'active' | 'suspended'; created: boolean }> {
+  const inserted = await db.query<{ id: string; status: 'active' | 'suspended' }>(
+    'INSERT INTO accounts (id, wallet_address) VALUES ($1, $2) ON CONFLICT (wallet_address) DO NOTHING RETURNING id, status',
+    [newId('acct'), walletAddress],
+  );
+  if (inserted[0]) return { ...inserted[0], created: true };
+  const [found] = await db.query<{ id: string; status: 'active' | 'suspended' }>('SELECT id, status FROM accounts WHERE wallet_address = $1', [walletAddress]);
+  if (!found) throw new Error(`account for ${walletAddress} vanished while it was being created`);
+  return { ...found, created: false };
+}
+
+/** A key as its owner sees it: never the key, its hash or its account. */
+export interface ApiKeySummary {
+  id: string;
+  environment: KeyEnvironment;
+  lastFour: string;
+  label: string | null;
+  scopes: ApiKeyScope[];
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+interface ApiKeySummaryRow {
+  id: string;
+  environment: KeyEnvironment;
+  last_four: string;
+  label: string | null;
+  scopes: string[];
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const SUMMARY_COLUMNS = 'id, environment, last_four, label, scopes, created_at, last_used_at, revoked_at';
+
+function toSummary(row: ApiKeySummaryRow): ApiKeySummary {
+  return {
+    id: row.id,
+    environment: row.environment,
+    lastFour: row.last_four,
+    label: row.label,
+    scopes: knownScopes(row.scopes),
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+/** The account's keys, newest first, revoked ones included. */
+export async function listApiKeys(db: Queryable, accountId: string): Promise<ApiKeySummary[]> {
+  const rows = await db.query<ApiKeySummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC`, [accountId]);
+  return rows.map(toSummary);
+}
+
+/** One key of the account; null when it has no such key. */
+export async function findApiKey(db: Queryable, accountId: string, keyId: string): Promise<ApiKeySummary | null> {
+  const [row] = await db.query<ApiKeySummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM api_keys WHERE id = $1 AND account_id = $2`, [keyId, accountId]);
+  return row ? toSummary(row) : null;
+}
+
+/**
+ * Records that the key was used now, unless that was already recorded within the last minute
+ * (so a busy key costs one write a minute, and concurrent callers write at most once between them).
+ */
+export async function touchApiKey(db: Queryable, keyId: string): Promise<void> {
+  await db.query(`UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`, [keyId]);
+}
+
+/**
+ * Revokes a key (of `accountId` when given: another account's key is no such key); returns the
+ * revoked key, or null when there is no such key. Revoking twice keeps the first time.
+ */
+export async function revokeApiKey(db: Queryable, keyId: string, accountId: string | null = null): Promise<ApiKeySummary | null> {
+  const [row] = await db.query<ApiKeySummaryRow>(
+    `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND ($2::text IS NULL OR account_id = $2) RETURNING ${SUMMARY_COLUMNS}`,
+    [keyId, accountId],
+  );
+  return row ? toSummary(row) : null;
 }
 
 export async function setAccountStatus(db: Queryable, accountId: string, status: 'active' | 'suspended'): Promise<boolean> {

@@ -1,6 +1,7 @@
 import {
   createPublicClient,
   createWalletClient,
+  custom,
   defineChain,
   http,
   nonceManager,
@@ -62,4 +63,20 @@ export function connectChain(options: ConnectChainOptions): EscrowChain {
     operator,
     confirmations: options.confirmations ?? 1,
   };
+}
+
+/**
+ * A public client for a deployment with no chain configured: every request fails, so what needs
+ * the chain (a contract wallet's signature) is refused and what does not (recovering a key's
+ * signature) still works.
+ */
+export function offlineChainClient(chainId: number): PublicClient<Transport, Chain> {
+  return createPublicClient({
+    chain: chainFor(chainId, 'http://chain.invalid'),
+    transport: custom({
+      request: async () => {
+        throw new Error('no chain RPC is configured (GF_RPC_URL and GF_ESCROW_ADDRESS)');
+      },
+    }),
+  });
 }

@@ -25,8 +25,8 @@ export const rateLimit = fp<RateLimitOptions>(
   async (app, options) => {
     const now = options.now ?? Date.now;
     app.addHook('onRequest', async (request, reply) => {
-      const { auth, rateBucket } = request.routeOptions.config;
-      if ((auth === 'admin' && request.isAdmin) || auth === 'machine' || auth === 'signed_url') return;
+      const { auth, rateBucket, webFile } = request.routeOptions.config;
+      if ((auth === 'admin' && request.isAdmin) || auth === 'machine' || auth === 'signed_url' || webFile) return;
       const subject = request.principal ? `key:${request.principal.keyId}` : `addr:${hashClientAddress(options.clientHashSalt, request.ip)}`;
       const limits: Limit[] = [request.principal ? LIMITS.perKey : LIMITS.anonymous];
       if (rateBucket) limits.push(LIMITS[rateBucket]);

@@ -1,9 +1,15 @@
 import type { ApiKeyScope } from '@gpufarm/shared';
 import type { RouteTable } from './route-table.js';
 
-/** Who is calling: the API key and the account that owns it. */
+/** Where the dashboard (its files and its API, `/dashboard/api`) is served: same-origin only, never CORS. */
+export const DASHBOARD_PREFIX = '/dashboard';
+
+/** Who is calling: the API key (or dashboard session) and the account that owns it. */
 export interface Principal {
+  /** What rate limits count against: the key's id, or `ses_…` for a dashboard session. */
   keyId: string;
+  /** The API key, recorded on what it creates (a job); null for a dashboard session. */
+  apiKeyId: string | null;
   accountId: string;
   walletAddress: string;
   scopes: readonly ApiKeyScope[];
@@ -17,13 +23,16 @@ declare module 'fastify' {
     /**
      * Who may call the route: `public` (no key needed), an API key scope, `admin` (the admin
      * token), `machine` (an agent's machine token `gfa_…`, checked by the route itself) or
-     * `signed_url` (the URL's signature is the credential). Every /v1 route states one; the
+     * `signed_url` (the URL's signature is the credential) or `session` (a dashboard session
+     * cookie, under `/dashboard/api/` only). Every /v1 route states one; the
      * not-found handler has none. `machine` and `signed_url` calls are not counted as anonymous
      * calls: a farm behind one address uploads for many jobs, and each signed URL was counted
      * when `GET /v1/artifacts/:id` issued it.
      */
-    auth?: 'public' | ApiKeyScope | 'admin' | 'machine' | 'signed_url';
+    auth?: 'public' | ApiKeyScope | 'admin' | 'machine' | 'signed_url' | 'session';
     rateBucket?: RouteRateBucket;
+    /** A file of the dashboard's web app: not rate limited (a page load fetches several) and sent no CORS header. */
+    webFile?: true;
   }
   interface FastifyInstance {
     /** The app's routes as registered (see `route-table.ts`). */

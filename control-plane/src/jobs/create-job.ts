@@ -37,8 +37,8 @@ export interface CreateJobDeps {
 }
 
 export interface CreateJobParams {
-  /** Who creates it: the account, the key (or session) it acts through, and the wallet that funds it. */
-  principal: { accountId: string; keyId: string; walletAddress: string };
+  /** Who creates it: the account, the API key it acts through (null: a dashboard session), and the wallet that funds it. */
+  principal: { accountId: string; apiKeyId: string | null; walletAddress: string };
   /** The request body as received; validated here. */
   body: unknown;
   /** A key the client chose so a retry creates the job once; the same key with another body is a conflict. */
@@ -154,7 +154,7 @@ export async function createJob(deps: CreateJobDeps, params: CreateJobParams): P
   const newJob: NewJob = {
     id: jobId,
     account_id: principal.accountId,
-    api_key_id: principal.keyId,
+    api_key_id: principal.apiKeyId,
     spec: accepted.spec,
     spec_hash: sha256(stringify(accepted.spec) ?? ''),
     title: spec.title ?? null,

@@ -63,7 +63,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
   const insertJob = createBatcher((jobs: readonly NewJob[]) => insertJobs(db, jobs), { maxInFlight: 2, maxBatch: 64 });
 
   app.post('/v1/jobs', { config: { auth: 'jobs:create', rateBucket: 'jobs_create' } }, async (request, reply) => {
-    const { accountId, keyId, walletAddress } = request.principal!;
+    const { accountId, apiKeyId, walletAddress } = request.principal!;
     const keyHeader = request.headers['idempotency-key'];
     if (keyHeader !== undefined && (typeof keyHeader !== 'string' || !IDEMPOTENCY_KEY.test(keyHeader))) {
       throw new ApiError('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', {
@@ -72,7 +72,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     }
     const created = await createJob(
       { db, offerIndex, config, escrow, insertJob },
-      { principal: { accountId, keyId, walletAddress }, body: request.body, ...(keyHeader === undefined ? {} : { idempotencyKey: keyHeader as string }) },
+      { principal: { accountId, apiKeyId, walletAddress }, body: request.body, ...(keyHeader === undefined ? {} : { idempotencyKey: keyHeader as string }) },
     );
     return reply.code(created.idempotentReplay ? 200 : 201).send(created);
   });

@@ -103,7 +103,7 @@ const ESCROW_DEFAULTS = {
   failure_reason: null,
 } as const satisfies Partial<JobRow>;
 
-export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'deterministic' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string };
+export type NewJob = Omit<JobRow, 'seq' | 'status' | 'cancel_reason' | 'deterministic' | 'created_at' | 'updated_at' | keyof typeof ESCROW_DEFAULTS> & { api_key_id: string | null };
 
 /**
  * Inserts new jobs (status CREATED) in one statement and returns their rows in the order given.

@@ -1,0 +1,85 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Queryable } from '../db/database.js';
+
+/** The dashboard's session cookie; its value is the session's only credential. */
+export const SESSION_COOKIE = 'gf_session';
+
+/** A signed-in dashboard browser, as `auth/plugin.ts` resolves it from the cookie. */
+export interface WebSession {
+  /** The SHA-256 (hex) of the cookie value. */
+  id: string;
+  accountId: string;
+  accountStatus: 'active' | 'suspended';
+  walletAddress: string;
+  chainId: number;
+  csrfToken: string;
+  expiresAt: Date;
+}
+
+/** The stored form of a cookie value: only its SHA-256 is kept, so a database read gives no session away. */
+export function hashSessionCookie(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+/**
+ * Opens a session for the account and returns the cookie value to set (shown once, never
+ * stored) with the session; `replacing`, a cookie value the browser already held, is deleted
+ * first so that each sign-in gets a fresh cookie.
+ */
+export async function createWebSession(
+  db: Queryable,
+  params: { accountId: string; walletAddress: string; chainId: number; ttlSeconds: number; replacing: string | null },
+): Promise<{ cookie: string; session: Omit<WebSession, 'accountStatus'> }> {
+  if (params.replacing) await deleteWebSession(db, params.replacing);
+  const cookie = randomBytes(32).toString('base64url');
+  const csrfToken = randomBytes(32).toString('base64url');
+  const [row] = await db.query<{ id: string; expires_at: Date }>(
+    `INSERT INTO web_sessions (id, account_id, wallet_address, chain_id, csrf_token, expires_at)
+     VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING id, expires_at`,
+    [hashSessionCookie(cookie), params.accountId, params.walletAddress, params.chainId, csrfToken, params.ttlSeconds],
+  );
+  if (!row) throw new Error('the session insert returned no row');
+  return {
+    cookie,
+    session: { id: row.id, accountId: params.accountId, walletAddress: params.walletAddress, chainId: params.chainId, csrfToken, expiresAt: row.expires_at },
+  };
+}
+
+/** The session of this cookie value, expired or not (the caller tells the two apart); null when unknown. */
+export async function findWebSession(db: Queryable, cookie: string): Promise<WebSession | null> {
+  const [row] = await db.query<{
+    id: string;
+    account_id: string;
+    account_status: 'active' | 'suspended';
+    wallet_address: string;
+    chain_id: number;
+    csrf_token: string;
+    expires_at: Date;
+  }>(
+    `SELECT s.id, s.account_id, a.status AS account_status, s.wallet_address, s.chain_id, s.csrf_token, s.expires_at
+       FROM web_sessions s JOIN accounts a ON a.id = s.account_id
+      WHERE s.id = $1`,
+    [hashSessionCookie(cookie)],
+  );
+  if (!row) return null;
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    accountStatus: row.account_status,
+    walletAddress: row.wallet_address,
+    chainId: row.chain_id,
+    csrfToken: row.csrf_token,
+    expiresAt: row.expires_at,
+  };
+}
+
+/** Signs the cookie's session out; nothing happens when there is none. */
+export async function deleteWebSession(db: Queryable, cookie: string): Promise<void> {
+  await db.query('DELETE FROM web_sessions WHERE id = $1', [hashSessionCookie(cookie)]);
+}
+
+/** Deletes sessions that expired; returns how many. */
+export async function deleteExpiredWebSessions(db: Queryable): Promise<number> {
+  const rows = await db.query('DELETE FROM web_sessions WHERE expires_at <= now() RETURNING id');
+  return rows.length;
+}
