@@ -41,6 +41,11 @@ t.test('default: the /v1 routes answer under /dashboard/api with the session, sa
   const cancel = await app.inject({ method: 'POST', url: `/dashboard/api/v1/jobs/${jobId}/cancel`, headers: session(signedIn, { csrf: true }), payload: {} });
   t.equal(cancel.statusCode, 200, cancel.body);
   t.equal(cancel.json().status, 'CANCELED');
+  // The job has ended, so its live stream sends what there is and closes.
+  const stream = await app.inject({ url: `/dashboard/api/v1/jobs/${jobId}/logs/stream`, headers: { ...session(signedIn), accept: 'text/event-stream' } });
+  t.equal(stream.statusCode, 200);
+  t.match(stream.headers['content-type'], /^text\/event-stream/);
+  t.match(stream.body, /event: end/);
 });
 
 t.test('error: forbidden without or with a wrong CSRF token; the token works', async (t) => {

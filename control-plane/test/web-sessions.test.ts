@@ -141,3 +141,13 @@ t.test('behavior: GF_SESSION_TTL_SECONDS sets the session length and Max-Age', a
   t.equal(signedIn.res.cookies.find((c) => c.name === 'gf_session')!.maxAge, 600);
   t.ok(Math.abs(Date.parse(signedIn.res.json().expiresAt) - (Date.now() + 600_000)) < 30_000);
 });
+
+t.test('error: account_suspended for a suspended account’s session and sign-in', async (t) => {
+  const { app, db } = await buildWebTestApp(t);
+  const signedIn = await signIn(app);
+  await db.query(`UPDATE accounts SET status = 'suspended'`);
+  assertError(t, await app.inject({ url: '/dashboard/api/keys', headers: session(signedIn) }), 'account_suspended', 403);
+  const wallet = devWallet(1);
+  const message = siweMessage(wallet.address, await issueNonce(app));
+  assertError(t, await postSignIn(app, { message, signature: await wallet.signMessage(message) }), 'account_suspended', 403);
+});
