@@ -156,6 +156,7 @@ No local agent: ${agentProblem}
     console.log(`
 gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${config.databaseUrl ? 'PostgreSQL' : `embedded in ${config.dataDir}/db`})
 
+  dashboard  ${url}/dashboard/   (sign in with your wallet; create API keys there)
   API        ${url}/v1   (control plane pid ${cp.pid})
   capacity   curl -s '${url}/v1/capacity?limit=3'
   pricing    curl -s ${url}/v1/pricing
