@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import t from 'tap';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { buildOpenApiDocument } from '../src/openapi/document.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, createTestKey, type TestApp } from './helpers/app.js';
 import { buildWebTestApp, devWallet, HOST, PUBLIC_URL, session, signIn, type SignedIn } from './helpers/web.js';
@@ -151,6 +152,7 @@ t.test('behavior: CORS stays on /v1; the route table answers 405 and 404 under /
   assertError(t, unknown, 'not_found', 404);
   t.match(unknown.headers['content-type'], /application\/json/);
   assertError(t, await app.inject({ url: '/dashboard/api/files/art_x' }), 'not_found', 404);
+  t.same(Object.keys(buildOpenApiDocument().paths!).filter((path) => !path.startsWith('/v1')), ['/files/{id}'], 'the document describes /v1 (and the signed URL) only');
 });
 
 t.test('behavior: an artifact downloads from /dashboard/api through a same-origin signed URL', async (t) => {

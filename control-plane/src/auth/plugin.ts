@@ -54,10 +54,11 @@ function sameSecret(a: string, b: string): boolean {
 }
 
 /**
- * Two hooks around the rate limiter. `onRequest` (this plugin) resolves the API key into
- * `request.principal` and remembers any credential error; the limiter then counts the call
- * against the key or the anonymous address; `enforceAuth` (a later hook) raises the remembered
- * error or the route's scope requirement. So bad keys are rate limited too.
+ * Two hooks around the rate limiter. `onRequest` (this plugin) resolves the API key (under
+ * `/dashboard/api/`: the session cookie) into `request.principal` and remembers any credential
+ * error; the limiter then counts the call against the key, session or anonymous address;
+ * `enforceAuth` (a later hook) raises the remembered error, a session write's missing CSRF token
+ * or the route's scope requirement. So bad keys are rate limited too.
  */
 export const resolveCredentials = fp<AuthOptions>(
   async (app, options) => {
