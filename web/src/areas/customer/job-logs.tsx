@@ -93,15 +93,15 @@ export function JobLogs({ job }: { job: Job }) {
   const deferredSearch = useDeferredValue(search);
   const [download, setDownload] = useState<string | null>(null);
   const total = useMemo(() => chunks.reduce((n, c) => n + c.length, 0), [chunks, version]);
-  const logArtifact = job.result?.logArtifactId ?? job.artifacts.find((a) => a.kind === 'log')?.id ?? null;
+  const logArtifact = job.artifacts.find((a) => a.id === job.result?.logArtifactId) ?? job.artifacts.find((a) => a.kind === 'log') ?? null;
 
   const downloadLog = async () => {
     setDownload(null);
     try {
       if (logArtifact) {
-        const res = await api.fetch(`/dashboard/api/v1/artifacts/${encodeURIComponent(logArtifact)}`);
+        const res = await api.fetch(`/dashboard/api/v1/artifacts/${encodeURIComponent(logArtifact.id)}`);
         if (!res.ok) throw new Error(`the stored log answered HTTP ${res.status}`);
-        saveBlob(await res.blob(), `${job.id}.log`);
+        saveBlob(await res.blob(), logArtifact.filename);
       } else {
         saveBlob(new Blob([logText(chunks)], { type: 'text/plain' }), `${job.id}.log`);
       }

@@ -101,7 +101,7 @@ function Timeline({ job }: { job: Job }) {
     { label: 'Queued', state: queued ? (assigned || final ? 'done' : 'current') : 'todo' },
     { label: 'Assigned', state: assigned ? 'done' : 'todo', note: job.assignment ? `${job.assignment.farm.name}` : undefined },
     { label: 'Running', state: running ? (final ? 'done' : 'current') : 'todo', at: job.assignment?.startedAt },
-    { label: final ? s.replace('_', ' ').toLowerCase() : 'Final', state: final ? 'done' : 'todo', at: job.assignment?.finishedAt },
+    { label: final ? `${s.charAt(0)}${s.slice(1).replace('_', ' ').toLowerCase()}` : 'Final', state: final ? 'done' : 'todo', at: job.assignment?.finishedAt },
   ];
   return (
     <section aria-labelledby="timeline-heading" className="card">

@@ -1,8 +1,8 @@
 import { useMutation } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useLocation, useSearch } from 'wouter';
-import { useConfig, useConnection, useConnectors, type Connector } from 'wagmi';
-import { connect, disconnect, signMessage, switchChain } from 'wagmi/actions';
+import { ConnectorAlreadyConnectedError, useConfig, useConnection, useConnectors, type Connector } from 'wagmi';
+import { connect, disconnect, getConnection, signMessage, switchChain } from 'wagmi/actions';
 import { createSiweMessage } from 'viem/siwe';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
@@ -36,8 +36,15 @@ export default function SignInPage() {
 
   const connectWallet = useMutation({
     mutationFn: async (connector: Connector) => {
-      if (connection.status === 'connected' && connection.connector?.uid !== connector.uid) await disconnect(config);
-      return connect(config, { connector });
+      // wagmi may have reconnected an authorized wallet on load already.
+      const current = getConnection(config);
+      if (current.connector?.uid === connector.uid && current.status !== 'disconnected') return;
+      if (current.status !== 'disconnected') await disconnect(config);
+      try {
+        await connect(config, { connector });
+      } catch (err) {
+        if (!(err instanceof ConnectorAlreadyConnectedError)) throw err;
+      }
     },
   });
 
