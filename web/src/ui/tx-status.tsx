@@ -1,6 +1,6 @@
 import { Hash } from './hash';
 
-/** Where a wallet action is: waiting for the wallet, sent (pending), mined, or failed with the reason. */
+/** Where a wallet action is: waiting for the wallet, sent (pending), mined (a step without a transaction: done), or failed with the reason. */
 export type TxState =
   | { phase: 'idle' }
   | { phase: 'wallet'; step: string }
@@ -35,7 +35,7 @@ export function TxStatus({ state }: { state: TxState }) {
         </>
       ) : (
         <>
-          <strong>Mined:</strong> {state.step}
+          <strong>{state.hash ? 'Mined:' : 'Done:'}</strong> {state.step}
           {state.hash ? (
             <>
               {' '}

@@ -70,7 +70,7 @@ export function CapacityPage() {
         </label>
         <label className="field">
           <span>Region</span>
-          <input {...field('region')} placeholder="e.g. eu-west" />
+          <input {...field('region')} placeholder="e.g. europe-west" />
         </label>
         <label className="field">
           <span>Min VRAM (GB)</span>

@@ -38,7 +38,7 @@ async function escrowAddress(config: ReturnType<typeof useConfig>, chainId: numb
 }
 
 /** "Fund job" for a CREATED job: the SDK's fundJob with the connected wallet, each step shown. */
-export function FundJob({ job, onDone }: { job: Job; onDone: () => void }) {
+export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => void; onDone: () => void }) {
   const { gf } = useApi();
   const wallet = useChainWallet();
   const [steps, setSteps] = useState<TxState[]>([]);
@@ -56,6 +56,7 @@ export function FundJob({ job, onDone }: { job: Job; onDone: () => void }) {
     else if (step.kind === 'confirmed') show({ phase: 'mined', step: 'Funding confirmed by gpufarm: the job is queued', hash: null });
   };
   const fund = async () => {
+    onStart();
     setBusy(true);
     setSteps([{ phase: 'wallet', step: 'Preparing the funding' }]);
     try {
@@ -72,9 +73,11 @@ export function FundJob({ job, onDone }: { job: Job; onDone: () => void }) {
   };
   return (
     <div className="action">
-      <button type="button" className="primary" onClick={() => void fund()} disabled={busy}>
-        Fund job
-      </button>
+      {job.status === 'CREATED' ? (
+        <button type="button" className="primary" onClick={() => void fund()} disabled={busy}>
+          Fund job
+        </button>
+      ) : null}
       <ol className="tx-steps">
         {steps.map((state, i) => (
           <li key={i}>

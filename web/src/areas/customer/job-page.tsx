@@ -32,6 +32,8 @@ export default function JobPage({ id }: { id: string }) {
   const { gf } = useApi();
   const queryClient = useQueryClient();
   const [awaiting, setAwaiting] = useState<AwaitChange | null>(null);
+  // The funding steps stay on the page after the job left CREATED, so their outcome can be read.
+  const [fundingStarted, setFundingStarted] = useState(false);
   const job = useQuery({
     queryKey: ['job', id],
     queryFn: () => gf.jobs.get(id),
@@ -68,13 +70,13 @@ export default function JobPage({ id }: { id: string }) {
           Waiting for gpufarm to see the transaction…
         </p>
       ) : null}
-      {j.status === 'CREATED' ? (
+      {j.status === 'CREATED' || fundingStarted ? (
         <section aria-labelledby="fund-heading" className="card">
-          <h2 id="fund-heading">Fund this job</h2>
+          <h2 id="fund-heading">{j.status === 'CREATED' ? 'Fund this job' : 'Funding'}</h2>
           <p>
             The job waits for its escrow: at most {tokenAmount(j.payment.maxPayment, j.payment.decimals, j.payment.symbol)} (up to {usd(j.pricing.maxCostMicroUsd)}) is locked; what it does not cost comes back.
           </p>
-          <FundJob job={j} onDone={watchForChange} />
+          <FundJob job={j} onStart={() => setFundingStarted(true)} onDone={watchForChange} />
         </section>
       ) : null}
       <Timeline job={j} />
@@ -141,7 +143,13 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
     <section aria-labelledby="escrow-heading" className="card">
       <h2 id="escrow-heading">Escrow</h2>
       {!r ? (
-        <p className="muted">{job.status === 'CREATED' ? 'Not funded yet.' : 'The escrow has not recorded this job yet.'}</p>
+        <p className="muted">
+          {job.status === 'CREATED'
+            ? 'Not funded yet.'
+            : job.status === 'CANCELED' || job.status === 'EXPIRED'
+              ? 'The escrow holds nothing for this job.'
+              : "The escrow holds the payment; its receipt and transactions appear here when the job completes."}
+        </p>
       ) : (
         <>
           <p>
