@@ -1,11 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import react from '@vitejs/plugin-react';
 import { defineConfig, type Plugin } from 'vite';
 
 /** Where `npm run dev -w web` sends API calls: a control plane started with `npm start`. */
 const apiUrl = process.env.GF_API_URL ?? 'http://127.0.0.1:8080';
+
+/** Stands in for the Node builtins `@gpufarm/shared`'s Node-only modules import (see the file). */
+const NODE_BUILTINS_STUB = fileURLToPath(new URL('./src/lib/node-builtins-stub.ts', import.meta.url));
 
 /** The issue's budget for the dashboard's first load: the JS and CSS index.html loads, gzipped. */
 const FIRST_LOAD_BUDGET_BYTES = 250 * 1024;
@@ -46,6 +50,10 @@ export default defineConfig({
     conditions: ['@gpufarm/source', 'browser', 'module', 'import', 'default'],
     // tap's reporter keeps React 18 at the root of node_modules; the app and its React libraries use this workspace's React 19.
     dedupe: ['react', 'react-dom'],
+    alias: {
+      'node:net': NODE_BUILTINS_STUB,
+      'node:crypto': NODE_BUILTINS_STUB,
+    },
   },
   build: {
     outDir: 'dist',
@@ -54,15 +62,6 @@ export default defineConfig({
     assetsInlineLimit: 0,
     modulePreload: { polyfill: false },
     sourcemap: false,
-    rolldownOptions: {
-      onLog(level, log, handler) {
-        // `@gpufarm/shared`'s Node-only modules (execution records, host names) are reached through its
-        // barrel and dropped by tree-shaking (the package has no side effects); the warning that their
-        // `node:` imports were stubbed says nothing about what ships.
-        if (level === 'warn' && /node:(crypto|net)" has been externalized/.test(log.message) && log.message.includes('/shared/src/')) return;
-        handler(level, log);
-      },
-    },
   },
   server: {
     proxy: {
