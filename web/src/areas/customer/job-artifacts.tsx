@@ -1,4 +1,4 @@
-import type { ArtifactSummary, Job } from '@gpufarm/shared';
+import { isTerminalStatus, type ArtifactSummary, type Job } from '@gpufarm/shared';
 import { useEffect, useState } from 'react';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
@@ -26,9 +26,15 @@ export function JobArtifacts({ job }: { job: Job }) {
     <section aria-labelledby="artifacts-heading" className="card">
       <h2 id="artifacts-heading">Artifacts</h2>
       {shown.length === 0 ? (
-        <EmptyState title="No artifacts yet">
-          <p>The output and the stored log appear here when the job has finished.</p>
-        </EmptyState>
+        isTerminalStatus(job.status) ? (
+          <EmptyState title="This job has no artifacts">
+            <p>It ended without storing an output or a log.</p>
+          </EmptyState>
+        ) : (
+          <EmptyState title="No artifacts yet">
+            <p>The output and the stored log appear here when the job has finished.</p>
+          </EmptyState>
+        )
       ) : (
         <ul className="artifact-list">
           {shown.map((artifact) => (

@@ -80,6 +80,8 @@ const LogChunk = memo(function LogChunk({ lines, streams, search }: { lines: Log
   );
 });
 
+const linesText = (count: number) => `${count} ${count === 1 ? 'line' : 'lines'}`;
+
 function logText(chunks: LogLine[][]): string {
   return chunks.flatMap((chunk) => chunk.map((l) => `${l.at} ${l.stream} ${l.line}\n`)).join('');
 }
@@ -146,10 +148,10 @@ export function JobLogs({ job }: { job: Job }) {
         {follow.state === 'connecting'
           ? 'Connecting to the live log…'
           : follow.state === 'live'
-            ? `${total} lines, following live`
+            ? `${linesText(total)}, following live`
             : follow.state === 'ended'
-              ? `${total} lines; the job ended (${follow.jobStatus})`
-              : `${total} lines; following stopped: ${follow.reason} Reload the page to resume.`}
+              ? `${linesText(total)}; the job ended (${follow.jobStatus})`
+              : `${linesText(total)}; following stopped: ${follow.reason} Reload the page to resume.`}
       </p>
       {download ? <p role="alert">{download}</p> : null}
       {total === 0 ? (
