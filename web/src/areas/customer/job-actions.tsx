@@ -89,8 +89,12 @@ export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => voi
   );
 }
 
-/** One escrow call (`approve`, `dispute`, `claimRefund`) of this job from the wallet, with its state. */
-export function EscrowButton({ job, action, onMined }: { job: Job; action: EscrowAction; onMined: () => void }) {
+/**
+ * One escrow call (`approve`, `dispute`, `claimRefund`) of this job from the wallet, with its
+ * state. The button shows while `available`; the state of a call made here stays after the
+ * receipt moved on, so its outcome can still be read.
+ */
+export function EscrowButton({ job, action, available, onMined }: { job: Job; action: EscrowAction; available: boolean; onMined: () => void }) {
   const wallet = useChainWallet();
   const [state, setState] = useState<TxState>({ phase: 'idle' });
   const label = ACTION_LABEL[action];
@@ -114,11 +118,14 @@ export function EscrowButton({ job, action, onMined }: { job: Job; action: Escro
     }
   };
   const busy = state.phase === 'wallet' || state.phase === 'pending';
+  if (!available && state.phase === 'idle') return null;
   return (
     <div className="action">
-      <button type="button" className={action === 'dispute' ? 'danger' : 'primary'} onClick={() => void run()} disabled={busy}>
-        {label}
-      </button>
+      {available ? (
+        <button type="button" className={action === 'dispute' ? 'danger' : 'primary'} onClick={() => void run()} disabled={busy}>
+          {label}
+        </button>
+      ) : null}
       <TxStatus state={state} />
     </div>
   );

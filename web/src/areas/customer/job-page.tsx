@@ -178,14 +178,10 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
             {r.status === 'refund_authorized' || r.status === 'refunded' ? <TxRow label={r.status === 'refunded' ? 'Refunded' : 'Refund authorized'} hash={r.transactions.refund} /> : null}
           </dl>
           <div className="actions">
-            {r.status === 'completed' && windowOpen ? (
-              <>
-                <p className="muted">Inside the challenge window you can release the payment now, or dispute the result to hold it.</p>
-                <EscrowButton job={job} action="approve" onMined={onMined} />
-                <EscrowButton job={job} action="dispute" onMined={onMined} />
-              </>
-            ) : null}
-            {r.status === 'refund_authorized' ? <EscrowButton job={job} action="claimRefund" onMined={onMined} /> : null}
+            {r.status === 'completed' && windowOpen ? <p className="muted">Inside the challenge window you can release the payment now, or dispute the result to hold it.</p> : null}
+            <EscrowButton job={job} action="approve" available={r.status === 'completed' && windowOpen} onMined={onMined} />
+            <EscrowButton job={job} action="dispute" available={r.status === 'completed' && windowOpen} onMined={onMined} />
+            <EscrowButton job={job} action="claimRefund" available={r.status === 'refund_authorized'} onMined={onMined} />
           </div>
         </>
       )}
