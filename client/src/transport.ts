@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { errorEnvelopeSchema, issuesToDetails } from '@gpufarm/shared';
 import type { z } from 'zod';
 import { GfError } from './errors.js';
@@ -29,7 +28,7 @@ export type Query = Record<string, string | number | boolean | readonly string[]
 
 export interface CallOptions<T> {
   method: 'GET' | 'POST';
-  /** The path under the base address, starting with `/v1`. */
+  /** The path under the base address: `/v1/…`, or a dashboard route such as `/auth/session` under `…/dashboard/api`. */
   path: string;
   query?: Query;
   /** JSON-encoded unless it is raw bytes. */
@@ -67,7 +66,7 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | n
 }
 
 /** A key in the server's accepted form (1-255 visible ASCII characters), unique per creation. */
-export const newIdempotencyKey = (): string => `gf-${randomUUID()}`;
+export const newIdempotencyKey = (): string => `gf-${globalThis.crypto.randomUUID()}`;
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {

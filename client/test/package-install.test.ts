@@ -39,7 +39,7 @@ t.test('default: the packed tarball installs with npm outside the repository; gf
   // prepack builds dist/ (esbuild and the declaration rollup) before npm packs it.
   const { tarball, paths, dir: pkgDir, manifest } = await packWorkspace(ROOT, 'client', work);
   t.ok(existsSync(tarball), `${tarball} written`);
-  for (const path of ['dist/gf.js', 'dist/index.js', 'dist/index.d.ts', 'README.md']) t.ok(paths.includes(path), `${path} is packed`);
+  for (const path of ['dist/gf.js', 'dist/index.js', 'dist/index.d.ts', 'dist/browser.js', 'dist/browser.d.ts', 'README.md']) t.ok(paths.includes(path), `${path} is packed`);
   t.same(paths.filter((p) => !p.startsWith('dist/') && p !== 'package.json' && p !== 'README.md'), [], 'only dist/, package.json and README.md');
   t.same(paths.filter((p) => /\.[cm]?tsx?$/.test(p) && !p.endsWith('.d.ts')), [], 'no TypeScript source');
 

@@ -1,0 +1,103 @@
+import type { BillingEntry, BillingEntryType } from '@gpufarm/shared';
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { Link } from 'wouter';
+import { useApi } from '../../lib/api';
+import { usd, when } from '../../lib/format';
+import { Page } from '../../ui/page';
+import { QueryState } from '../../ui/query-state';
+import { Hash } from '../../ui/hash';
+import { Pager, Table, useCursorPages } from '../../ui/table';
+
+const PAGE_SIZE = 50;
+// The totals read every entry; an account past this many sees the newest ones summed and is told so.
+const TOTALS_MAX_ENTRIES = 5_000;
+
+interface MonthTotals {
+  month: string;
+  totals: Record<BillingEntryType, bigint>;
+}
+
+/** Sums per calendar month (UTC) and entry type, in micro-USD as bigint: never a float. */
+export function monthlyTotals(entries: readonly BillingEntry[]): MonthTotals[] {
+  const months = new Map<string, Record<BillingEntryType, bigint>>();
+  for (const entry of entries) {
+    const month = entry.createdAt.slice(0, 7);
+    const totals = months.get(month) ?? { funded: 0n, charge: 0n, refund: 0n, release: 0n };
+    totals[entry.type] += BigInt(entry.amountMicroUsd);
+    months.set(month, totals);
+  }
+  return [...months].sort(([a], [b]) => b.localeCompare(a)).map(([month, totals]) => ({ month, totals }));
+}
+
+/** Billing: totals per month and the entries, newest first. */
+export function BillingPage() {
+  const { gf } = useApi();
+  const pages = useCursorPages();
+  const { cursor } = pages;
+  const page = useQuery({ queryKey: ['billing', cursor], queryFn: () => gf.billing.list({ limit: PAGE_SIZE, cursor }), placeholderData: keepPreviousData });
+  const totals = useQuery({
+    queryKey: ['billing-totals'],
+    queryFn: async () => {
+      const entries: BillingEntry[] = [];
+      for await (const entry of gf.billing.listAll({ limit: 100 })) {
+        entries.push(entry);
+        if (entries.length >= TOTALS_MAX_ENTRIES) return { months: monthlyTotals(entries), capped: true };
+      }
+      return { months: monthlyTotals(entries), capped: false };
+    },
+  });
+  return (
+    <Page title="Billing">
+      <section aria-labelledby="totals-heading">
+        <h2 id="totals-heading">Totals per month</h2>
+        <QueryState
+          query={totals}
+          loading="Adding up your entries…"
+          errorTitle="Could not add up your billing"
+          isEmpty={(t) => t.months.length === 0}
+          empty={{ title: 'Nothing billed yet', body: <p>Entries appear when a job is funded, charged, released or refunded.</p> }}
+        >
+          {(t) => (
+            <>
+              <Table
+                caption="Totals per month"
+                rows={t.months}
+                rowKey={(m) => m.month}
+                columns={[
+                  { header: 'Month', cell: (m) => m.month },
+                  { header: 'Funded', cell: (m) => usd(m.totals.funded), className: 'num' },
+                  { header: 'Charged', cell: (m) => usd(m.totals.charge), className: 'num' },
+                  { header: 'Refunded', cell: (m) => usd(m.totals.refund), className: 'num' },
+                  { header: 'Released', cell: (m) => usd(m.totals.release), className: 'num' },
+                ]}
+              />
+              {t.capped ? <p className="muted">Totals cover your newest {TOTALS_MAX_ENTRIES} entries.</p> : null}
+            </>
+          )}
+        </QueryState>
+      </section>
+      <section aria-labelledby="entries-heading">
+        <h2 id="entries-heading">Entries</h2>
+        <QueryState query={page} loading="Loading entries…" errorTitle="Could not load billing entries" isEmpty={(p) => p.data.length === 0} empty={{ title: 'No billing entries' }}>
+          {(p) => (
+            <>
+              <Table
+                caption="Billing entries"
+                rows={p.data}
+                rowKey={(e) => e.id}
+                columns={[
+                  { header: 'Date', cell: (e) => when(e.createdAt) },
+                  { header: 'Type', cell: (e) => e.type },
+                  { header: 'Job', cell: (e) => (e.jobId ? <Link href={`/jobs/${encodeURIComponent(e.jobId)}`}>{e.jobId}</Link> : '—') },
+                  { header: 'Amount', cell: (e) => usd(e.amountMicroUsd), className: 'num' },
+                  { header: 'Transaction', cell: (e) => (e.txHash ? <Hash value={e.txHash} label="transaction hash" /> : '—') },
+                ]}
+              />
+              <Pager pages={pages} nextCursor={p.nextCursor} busy={page.isFetching} />
+            </>
+          )}
+        </QueryState>
+      </section>
+    </Page>
+  );
+}

@@ -1,0 +1,219 @@
+import { isTerminalStatus, type Job, type VerificationLevel } from '@gpufarm/shared';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useCallback, useState, type ReactNode } from 'react';
+import { Link } from 'wouter';
+import { useApi } from '../../lib/api';
+import { tokenAmount, usd, when } from '../../lib/format';
+import { Countdown } from '../../ui/countdown';
+import { Hash } from '../../ui/hash';
+import { Page } from '../../ui/page';
+import { ErrorState, Loading } from '../../ui/states';
+import { EscrowButton, FundJob } from './job-actions';
+import { JobArtifacts } from './job-artifacts';
+import { JobLogs } from './job-logs';
+import { StatusBadge } from './status-badge';
+
+const VERIFICATION_WORDS: Record<VerificationLevel, string> = {
+  RESULT_VERIFIED: 'Result verified: the output was checked against an independent result, so it is what the job computed.',
+  EXECUTION_VERIFIED: 'Execution verified: the machine signed a record of what it ran and the hashes match; the output itself was not recomputed.',
+  HOST_REPORTED: 'Host reported: the result is what the machine reported; nothing independent checked it.',
+};
+
+/** What the page waits for after a wallet action: the job or its receipt leaving these states. */
+interface AwaitChange {
+  status: Job['status'];
+  receipt: string | null;
+}
+
+const changed = (job: Job, from: AwaitChange) => job.status !== from.status || (job.receipt?.status ?? null) !== from.receipt;
+
+/** The job: status, timeline, escrow with its transactions and wallet actions, logs and artifacts. */
+export default function JobPage({ id }: { id: string }) {
+  const { gf } = useApi();
+  const queryClient = useQueryClient();
+  const [awaiting, setAwaiting] = useState<AwaitChange | null>(null);
+  // The funding steps stay on the page after the job left CREATED, so their outcome can be read.
+  const [fundingStarted, setFundingStarted] = useState(false);
+  const job = useQuery({
+    queryKey: ['job', id],
+    queryFn: () => gf.jobs.get(id),
+    refetchInterval: (query) => {
+      const data = query.state.data;
+      if (!data) return false;
+      if (awaiting && !changed(data, awaiting)) return 1_000;
+      const live = !isTerminalStatus(data.status) || data.receipt?.status === 'completed' || data.receipt?.status === 'disputed' || data.receipt?.status === 'refund_authorized';
+      return live ? 3_000 : false;
+    },
+  });
+  const data = job.data;
+  if (awaiting && data && changed(data, awaiting)) setAwaiting(null);
+  const watchForChange = useCallback(() => {
+    if (data) setAwaiting({ status: data.status, receipt: data.receipt?.status ?? null });
+    void queryClient.invalidateQueries({ queryKey: ['job', id] });
+  }, [data, id, queryClient]);
+
+  if (job.isPending) return <Loading label="Loading the job…" />;
+  if (job.isError) return <ErrorState error={job.error} title={`Could not load job ${id}`} retry={() => void job.refetch()} />;
+  const j = job.data;
+  return (
+    <Page
+      title={`Job ${j.id}`}
+      heading={
+        <>
+          Job <code>{j.id}</code> <StatusBadge status={j.status} />
+        </>
+      }
+      actions={<Link href="/jobs">All jobs</Link>}
+    >
+      {awaiting ? (
+        <p className="muted" role="status">
+          Waiting for gpufarm to see the transaction…
+        </p>
+      ) : null}
+      {j.status === 'CREATED' || fundingStarted ? (
+        <section aria-labelledby="fund-heading" className="card">
+          <h2 id="fund-heading">{j.status === 'CREATED' ? 'Fund this job' : 'Funding'}</h2>
+          <p>
+            The job waits for its escrow: at most {tokenAmount(j.payment.maxPayment, j.payment.decimals, j.payment.symbol)} (up to {usd(j.pricing.maxCostMicroUsd)}) is locked; what it does not cost comes back.
+          </p>
+          <FundJob job={j} onStart={() => setFundingStarted(true)} onDone={watchForChange} />
+        </section>
+      ) : null}
+      <Timeline job={j} />
+      <Escrow job={j} onMined={watchForChange} />
+      <Details job={j} />
+      <JobLogs job={j} />
+      <JobArtifacts job={j} />
+    </Page>
+  );
+}
+
+type StepState = 'done' | 'current' | 'todo';
+
+function Timeline({ job }: { job: Job }) {
+  const s = job.status;
+  const funded = s !== 'CREATED' && (job.receipt?.transactions.fund != null || !['CANCELED', 'EXPIRED'].includes(s));
+  const queued = funded && s !== 'FUNDED';
+  const assigned = job.assignment !== null;
+  const running = job.assignment?.startedAt != null;
+  const final = isTerminalStatus(s);
+  const steps: { label: string; state: StepState; at?: string | null; note?: string }[] = [
+    { label: 'Created', state: 'done' },
+    { label: 'Funded', state: funded ? 'done' : s === 'CREATED' ? 'current' : 'todo' },
+    { label: 'Queued', state: queued ? (assigned || final ? 'done' : 'current') : 'todo' },
+    { label: 'Assigned', state: assigned ? 'done' : 'todo', note: job.assignment ? `${job.assignment.farm.name}` : undefined },
+    { label: 'Running', state: running ? (final ? 'done' : 'current') : 'todo', at: job.assignment?.startedAt },
+    { label: final ? `${s.charAt(0)}${s.slice(1).replace('_', ' ').toLowerCase()}` : 'Final', state: final ? 'done' : 'todo', at: job.assignment?.finishedAt },
+  ];
+  return (
+    <section aria-labelledby="timeline-heading" className="card">
+      <h2 id="timeline-heading">Timeline</h2>
+      <ol className="timeline">
+        {steps.map((step) => (
+          <li key={step.label} className={`step step-${step.state}`} aria-current={step.state === 'current' ? 'step' : undefined}>
+            <span className="step-label">{step.label}</span>
+            <span className="visually-hidden">{step.state === 'done' ? ' (done)' : step.state === 'current' ? ' (now)' : ' (not yet)'}</span>
+            {step.at ? <span className="step-at">{when(step.at)}</span> : null}
+            {step.note ? <span className="step-at">{step.note}</span> : null}
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+function TxRow({ label, hash, children }: { label: string; hash: string | null; children?: ReactNode }) {
+  return (
+    <div className="escrow-row">
+      <dt>{label}</dt>
+      <dd>
+        {children}
+        {hash ? <Hash value={hash} label={`${label.toLowerCase()} transaction hash`} /> : children ? null : <span className="muted">no transaction yet</span>}
+      </dd>
+    </div>
+  );
+}
+
+function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
+  const r = job.receipt;
+  const [windowOpen, setWindowOpen] = useState(() => (r?.challengeEndsAt ? Date.parse(r.challengeEndsAt) > Date.now() : false));
+  const closeWindow = useCallback(() => setWindowOpen(false), []);
+  if (r?.challengeEndsAt && Date.parse(r.challengeEndsAt) > Date.now() && !windowOpen) setWindowOpen(true);
+  return (
+    <section aria-labelledby="escrow-heading" className="card">
+      <h2 id="escrow-heading">Escrow</h2>
+      {!r ? (
+        <p className="muted">
+          {job.status === 'CREATED'
+            ? 'Not funded yet.'
+            : job.status === 'CANCELED' || job.status === 'EXPIRED'
+              ? 'The escrow holds nothing for this job.'
+              : "The escrow holds the payment; its receipt and transactions appear here when the job completes."}
+        </p>
+      ) : (
+        <>
+          <p>
+            Escrow status: <strong>{r.status.replace('_', ' ')}</strong>, amount {tokenAmount(r.amount, job.payment.decimals, job.payment.symbol)}
+          </p>
+          <dl className="escrow">
+            <TxRow label="Funded" hash={r.transactions.fund} />
+            {r.transactions.completion ? <TxRow label="Completed" hash={r.transactions.completion} /> : null}
+            {r.challengeEndsAt ? (
+              <TxRow label="Challenge window" hash={null}>
+                {r.status === 'completed' ? (
+                  <>
+                    ends {when(r.challengeEndsAt)}: <Countdown to={r.challengeEndsAt} onEnd={closeWindow} />
+                  </>
+                ) : (
+                  <>closed ({when(r.challengeEndsAt)})</>
+                )}
+              </TxRow>
+            ) : null}
+            {r.status === 'disputed' ? (
+              <TxRow label="Disputed" hash={null}>
+                held until gpufarm resolves the dispute
+              </TxRow>
+            ) : null}
+            {r.transactions.release ? <TxRow label={r.status === 'released' ? 'Released' : 'Resolved'} hash={r.transactions.release} /> : null}
+            {r.status === 'refund_authorized' || r.status === 'refunded' ? <TxRow label={r.status === 'refunded' ? 'Refunded' : 'Refund authorized'} hash={r.transactions.refund} /> : null}
+          </dl>
+          <div className="actions">
+            {r.status === 'completed' && windowOpen ? <p className="muted">Inside the challenge window you can release the payment now, or dispute the result to hold it.</p> : null}
+            <EscrowButton job={job} action="approve" available={r.status === 'completed' && windowOpen} onMined={onMined} />
+            <EscrowButton job={job} action="dispute" available={r.status === 'completed' && windowOpen} onMined={onMined} />
+            <EscrowButton job={job} action="claimRefund" available={r.status === 'refund_authorized'} onMined={onMined} />
+          </div>
+        </>
+      )}
+    </section>
+  );
+}
+
+function Details({ job }: { job: Job }) {
+  const a = job.assignment;
+  return (
+    <section aria-labelledby="details-heading" className="card">
+      <h2 id="details-heading">Details</h2>
+      <dl className="details">
+        <dt>GPU</dt>
+        <dd>{a ? `${a.gpu.count} × ${a.gpu.model}` : 'not assigned yet'}</dd>
+        <dt>Farm</dt>
+        <dd>{a ? a.farm.name : '—'}</dd>
+        <dt>Region</dt>
+        <dd>{a ? a.region : '—'}</dd>
+        <dt>Price</dt>
+        <dd>{a ? `${usd(a.pricePerGpuHourMicroUsd)} per GPU-hour` : `at most ${usd(job.pricing.maxPricePerGpuHourMicroUsd)} per GPU-hour`}</dd>
+        <dt>Cost</dt>
+        <dd>
+          {job.cost
+            ? `${usd(job.cost.totalMicroUsd)} (${usd(job.cost.computeMicroUsd)} compute for ${job.cost.billableGpuSeconds} GPU-seconds + ${usd(job.cost.feeMicroUsd)} fee)`
+            : `estimated ${usd(job.pricing.estimateLowMicroUsd)}–${usd(job.pricing.estimateHighMicroUsd)}, at most ${usd(job.pricing.maxCostMicroUsd)}`}
+        </dd>
+        <dt>Exit code</dt>
+        <dd>{a?.exitCode ?? '—'}</dd>
+        <dt>Verification</dt>
+        <dd>{job.verificationLevel ? VERIFICATION_WORDS[job.verificationLevel] : 'Decided when the job has a result.'}</dd>
+      </dl>
+    </section>
+  );
+}

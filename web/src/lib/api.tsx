@@ -1,0 +1,64 @@
+import { createBrowserClient, type BrowserClient } from '@gpufarm/client/browser';
+import { createContext, useContext, useMemo, useRef, type ReactNode } from 'react';
+import type { z } from 'zod';
+import { apiKeyCreatedSchema, apiKeyListSchema, apiKeyViewSchema, csrfFetch, DASHBOARD_API, nonceSchema, sessionViewSchema, type ApiKeyScope, type SessionView } from './session-api';
+
+/** Everything the pages call: the SDK over `/dashboard/api` and the session-only endpoints. */
+export interface DashboardApi {
+  gf: BrowserClient;
+  /** The fetch the SDK uses (cookie + CSRF header), for raw calls such as artifact bytes. */
+  fetch: typeof fetch;
+  auth: {
+    nonce: () => Promise<{ nonce: string }>;
+    signIn: (message: string, signature: string) => Promise<SessionView>;
+    session: () => Promise<SessionView>;
+    signOut: () => Promise<void>;
+  };
+  keys: {
+    list: () => Promise<ReturnType<typeof apiKeyListSchema.parse>>;
+    create: (body: { label?: string; scopes: ApiKeyScope[] }) => Promise<ReturnType<typeof apiKeyCreatedSchema.parse>>;
+    revoke: (id: string) => Promise<ReturnType<typeof apiKeyViewSchema.parse>>;
+  };
+  /** Remembers the CSRF token of the current session (null after sign-out). */
+  setCsrfToken: (token: string | null) => void;
+}
+
+function createDashboardApi(origin: string, csrf: { current: string | null }): DashboardApi {
+  const doFetch = csrfFetch(() => csrf.current);
+  const gf = createBrowserClient({ baseUrl: `${origin}${DASHBOARD_API}`, fetch: doFetch });
+  // The dashboard's own routes go through the SDK's transport too: same timeouts, errors and schema checks.
+  const call = async <T,>(method: 'GET' | 'POST', path: string, status: number, schema: z.ZodType<T> | null, body?: unknown): Promise<T> =>
+    (await gf.transport.request<T>({ method, path, body, expect: { [status]: schema }, retry: method === 'GET' })).body;
+  return {
+    gf,
+    fetch: doFetch,
+    auth: {
+      nonce: () => call('POST', '/auth/nonce', 201, nonceSchema),
+      signIn: (message, signature) => call('POST', '/auth/sign-in', 200, sessionViewSchema, { message, signature }),
+      session: () => call('GET', '/auth/session', 200, sessionViewSchema),
+      signOut: () => call<void>('POST', '/auth/sign-out', 204, null),
+    },
+    keys: {
+      list: () => call('GET', '/keys', 200, apiKeyListSchema),
+      create: (body) => call('POST', '/keys', 201, apiKeyCreatedSchema, body),
+      revoke: (id) => call('POST', `/keys/${encodeURIComponent(id)}/revoke`, 200, apiKeyViewSchema),
+    },
+    setCsrfToken: (token) => {
+      csrf.current = token;
+    },
+  };
+}
+
+const ApiContext = createContext<DashboardApi | null>(null);
+
+export function ApiProvider({ children }: { children: ReactNode }) {
+  const csrf = useRef<string | null>(null);
+  const api = useMemo(() => createDashboardApi(location.origin, csrf), []);
+  return <ApiContext.Provider value={api}>{children}</ApiContext.Provider>;
+}
+
+export function useApi(): DashboardApi {
+  const api = useContext(ApiContext);
+  if (!api) throw new Error('useApi needs an ApiProvider above it');
+  return api;
+}

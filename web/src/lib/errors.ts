@@ -1,0 +1,22 @@
+import { GfError } from '@gpufarm/client/browser';
+import { BaseError, ContractFunctionRevertedError, UserRejectedRequestError } from 'viem';
+
+/** What went wrong, for a person: the server's message, a wallet's short message or the revert's error name. */
+export function reasonOf(err: unknown): string {
+  if (err instanceof GfError) return err.message;
+  if (err instanceof BaseError) {
+    if (err.walk((e) => e instanceof UserRejectedRequestError)) return 'You rejected the request in your wallet.';
+    const revert = err.walk((e) => e instanceof ContractFunctionRevertedError);
+    if (revert instanceof ContractFunctionRevertedError) {
+      const name = revert.data?.errorName ?? revert.reason;
+      return name ? `The contract refused it: ${name}.` : revert.shortMessage;
+    }
+    return err.shortMessage;
+  }
+  return err instanceof Error ? err.message.split('\n')[0]! : String(err);
+}
+
+/** The server's request id of a failed call, when there was an answer. */
+export function requestIdOf(err: unknown): string | null {
+  return err instanceof GfError ? err.requestId : null;
+}
