@@ -11,6 +11,9 @@ const apiUrl = process.env.GF_API_URL ?? 'http://127.0.0.1:8080';
 /** Stands in for the Node builtins `@gpufarm/shared`'s Node-only modules import (see the file). */
 const NODE_BUILTINS_STUB = fileURLToPath(new URL('./src/lib/node-builtins-stub.ts', import.meta.url));
 
+/** `zod` with jitless parsing set before any schema exists (see the file). */
+const ZOD_JITLESS = fileURLToPath(new URL('./src/lib/zod-jitless.ts', import.meta.url));
+
 /** The issue's budget for the dashboard's first load: the JS and CSS index.html loads, gzipped. */
 const FIRST_LOAD_BUDGET_BYTES = 250 * 1024;
 
@@ -50,10 +53,11 @@ export default defineConfig({
     conditions: ['@gpufarm/source', 'browser', 'module', 'import', 'default'],
     // tap's reporter keeps React 18 at the root of node_modules; the app and its React libraries use this workspace's React 19.
     dedupe: ['react', 'react-dom'],
-    alias: {
-      'node:net': NODE_BUILTINS_STUB,
-      'node:crypto': NODE_BUILTINS_STUB,
-    },
+    alias: [
+      { find: 'node:net', replacement: NODE_BUILTINS_STUB },
+      { find: 'node:crypto', replacement: NODE_BUILTINS_STUB },
+      { find: /^zod$/, replacement: ZOD_JITLESS },
+    ],
   },
   build: {
     outDir: 'dist',

@@ -1,13 +1,9 @@
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
-import { config as zodConfig } from 'zod';
 import { App } from './app';
 import { ApiProvider } from './lib/api';
 import './styles/app.css';
-
-// The CSP has no 'unsafe-eval': zod must not try to compile parsers with new Function.
-zodConfig({ jitless: true });
 
 const queryClient = new QueryClient({
   defaultOptions: { queries: { refetchOnWindowFocus: false, retry: 1 } },
