@@ -1,0 +1,166 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
+import { createClient, type JobSpec } from '@gpufarm/client';
+import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
+import { createFsBlobStore } from '@gpufarm/control-plane/artifacts/fs-blob-store.js';
+import type { Job } from '@gpufarm/shared';
+import { enrollAgent } from './helpers/agent.js';
+import { Customer } from './helpers/customer.js';
+import { lookAt, signInToDashboard, type DashboardSession } from './helpers/dashboard.js';
+import { escrowJob } from './helpers/escrow.js';
+import { busyboxSpec } from './helpers/jobs.js';
+import { Marketplace } from './helpers/marketplace.js';
+import { until } from './helpers/wait.js';
+
+/**
+ * The customer dashboard as a person uses it, in Chromium, against the real control plane, anvil
+ * and an agent running containers: the wallet is the test EIP-1193 provider signing with an
+ * anvil dev key; everything else is the production code.
+ */
+
+t.setTimeout(600_000);
+
+const FARM = 'dash-farm';
+// Long enough to approve or dispute from the page inside the window.
+const market = await Marketplace.start(t, { challengeWindowSeconds: 900 });
+const agent = await enrollAgent(market, { name: 'agent', farm: FARM, payout: privateKeyToAddress(generatePrivateKey()), priceUsd: '0.50', gpus: '1x rtx-4090-24gb' });
+agent.start();
+await market.waitForCapacity(FARM, 1);
+const CUSTOMER = ANVIL_ACCOUNTS[1];
+
+/** A job printing `live-1` … `live-<count>` a second apart, then writing its output. */
+const liveJob = (count: number) =>
+  busyboxSpec(market.images, `i=1; while [ $i -le ${count} ]; do echo live-$i; i=$((i+1)); sleep 1; done; echo result > /output/result.txt`);
+
+const logText = (session: DashboardSession) => session.page.getByLabel('Log lines').textContent();
+
+async function jobOf(apiKey: string, id: string): Promise<Job> {
+  return createClient({ baseUrl: market.url, apiKey }).jobs.get(id);
+}
+
+t.test('behavior: sign in, create a key and use it with the SDK, fund the job from the page, watch its lines arrive live, download the output verified, approve early and see the release on chain', async (t) => {
+  const session = await signInToDashboard(t, market, CUSTOMER.privateKey);
+  const { page } = session;
+  t.same(session.consoleErrors.filter((e) => !/401/.test(e)), [], 'no console error while signing in (but the first session check)');
+
+  await page.getByRole('link', { name: 'API keys' }).click();
+  await page.getByLabel('Label').fill('sdk from the dashboard test');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const shown = page.getByRole('region', { name: 'New API key' });
+  const apiKey = /gf_test_[A-Za-z0-9_-]{43}/.exec((await shown.textContent()) ?? '')?.[0];
+  if (!apiKey) throw new Error('the new key is not shown');
+  await lookAt(t, session, 'keys: the new key shown once');
+  await page.getByRole('button', { name: 'I saved the key' }).click();
+  t.equal(await page.getByText(apiKey).count(), 0, 'the key is no longer on the page once saved');
+
+  const gf = createClient({ baseUrl: market.url, apiKey });
+  const created = await gf.jobs.create(liveJob(15) as JobSpec);
+  t.equal(created.job.status, 'CREATED', 'the key made on the page creates a job through the SDK');
+  await page.reload();
+  await page.getByRole('table', { name: 'API keys' }).getByText('sdk from the dashboard test').waitFor();
+  await until(async () => (await session.api('GET', '/keys')).status === 200 && JSON.stringify((await session.api('GET', '/keys')).body).includes('"lastUsedAt":"'), 'the key shows when it was last used');
+
+  await page.goto(created.job.links.dashboard);
+  await page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} CREATED`) }).waitFor();
+  await lookAt(t, session, 'job: created, to fund');
+  await page.getByRole('button', { name: 'Fund job' }).click();
+  await page.getByText('Done: Funding confirmed').waitFor({ timeout: 120_000 });
+  t.ok(session.wallet.calls.includes('eth_sendTransaction'), 'the page sent the funding transactions through the wallet');
+
+  // Live: a line shows while the job still runs, and later lines follow on the same page.
+  const navigations: string[] = [];
+  page.on('framenavigated', (frame) => navigations.push(frame.url()));
+  await page.getByLabel('Log lines').getByText('live-3').waitFor({ timeout: 180_000 });
+  const whileRunning = await jobOf(apiKey, created.job.id);
+  t.equal(whileRunning.status, 'RUNNING', 'live-3 was shown while the job was running');
+  t.notMatch((await logText(session)) ?? '', /live-15/, 'before the last line was written');
+  await lookAt(t, session, 'job: running with live logs');
+  await page.getByLabel('Log lines').getByText('live-15').waitFor({ timeout: 120_000 });
+  t.same(navigations, [], 'the lines arrived without a reload');
+
+  await page.getByRole('checkbox', { name: 'stdout' }).uncheck();
+  t.notMatch((await logText(session)) ?? '', /live-1/, 'stdout lines hidden when unchecked');
+  await page.getByRole('checkbox', { name: 'stdout' }).check();
+  await page.getByRole('searchbox', { name: 'Search logs' }).fill('live-12');
+  t.match((await logText(session)) ?? '', /live-12/);
+  t.notMatch((await logText(session)) ?? '', /live-11/, 'the search keeps only matching lines');
+  await page.getByRole('searchbox', { name: 'Search logs' }).fill('');
+
+  await page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} COMPLETED`) }).waitFor({ timeout: 120_000 });
+  const job = await jobOf(apiKey, created.job.id);
+  const output = job.artifacts.find((a) => a.id === job.result?.outputArtifactId);
+  if (!output) throw new Error('the job stored no output');
+  const item = page.getByRole('listitem').filter({ hasText: output.filename });
+  const saved = page.waitForEvent('download');
+  await item.getByRole('button', { name: 'Download and verify' }).click();
+  await item.getByRole('status', { name: 'Verified' }).waitFor();
+  t.match((await item.getByRole('status', { name: 'Verified' }).textContent()) ?? '', job.result!.serverHash!, 'the page shows the verified hash');
+  const file = await (await saved).path();
+  t.equal(createHash('sha256').update(readFileSync(file)).digest('hex'), job.result!.serverHash, 'the saved file has the recorded bytes');
+  await lookAt(t, session, 'job: completed, output verified');
+
+  t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Completed', 'the challenge window is open');
+  await page.getByRole('button', { name: 'Approve early' }).click();
+  await page.getByText(/Mined: Approve early/).waitFor({ timeout: 60_000 });
+  t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Released', 'released on chain by the approval');
+  await page.getByText('Escrow status: released').waitFor({ timeout: 60_000 });
+  const released = await jobOf(apiKey, created.job.id);
+  t.match(released.receipt?.transactions.release, /^0x[0-9a-f]{64}$/, 'the release transaction is recorded');
+  await page.getByText(released.receipt!.transactions.release!.slice(0, 10)).first().waitFor();
+  await lookAt(t, session, 'job: released by early approval');
+
+  await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+  await page.getByRole('table', { name: 'Jobs' }).getByRole('link', { name: new RegExp(created.job.id) }).waitFor();
+  await lookAt(t, session, 'jobs list');
+  await page.getByRole('link', { name: 'Billing' }).click();
+  await page.getByRole('table', { name: 'Totals per month' }).waitFor();
+  await lookAt(t, session, 'billing');
+  await page.getByRole('link', { name: 'Capacity' }).click();
+  await page.getByRole('table', { name: 'Capacity offers' }).getByText(/RTX 4090/i).first().waitFor();
+  await lookAt(t, session, 'capacity');
+  await page.setViewportSize({ width: 375, height: 800 });
+  await page.goto(created.job.links.dashboard);
+  await page.getByText('Escrow status: released').waitFor();
+  await lookAt(t, session, 'job on a phone');
+  t.same(session.cspViolations, [], 'no Content-Security-Policy violation');
+});
+
+t.test('behavior: dispute a completed job from the page and see it held; a tampered artifact is shown as an integrity error, never as verified', async (t) => {
+  const customer = await Customer.create(market, 2);
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo disputed; echo bytes > /output/result.txt'));
+  const done = await customer.waitForStatus(created.job.id, ['COMPLETED'], 180_000);
+  const session = await signInToDashboard(t, market, ANVIL_ACCOUNTS[2].privateKey);
+  const { page } = session;
+  await page.goto(created.job.links.dashboard);
+  await page.getByRole('button', { name: 'Dispute' }).click();
+  await page.getByText(/Mined: Dispute/).waitFor({ timeout: 60_000 });
+  t.equal((await escrowJob(market, done.receipt!.jobKey as Hex)).statusName, 'Disputed', 'disputed on chain: no release until resolved');
+  await page.getByText('Escrow status: disputed').waitFor({ timeout: 60_000 });
+  t.equal(await page.getByRole('button', { name: 'Approve early' }).count(), 0, 'no approval offered once disputed');
+  await lookAt(t, session, 'job: disputed');
+  const held = await until(async () => {
+    const j = await customer.getJob(created.job.id);
+    return j.receipt?.status === 'disputed' ? j : undefined;
+  }, 'the service to record the dispute');
+  t.equal(held.receipt?.transactions.release ?? null, null, 'nothing released');
+
+  const output = done.artifacts.find((a) => a.id === done.result?.outputArtifactId)!;
+  const stored = createFsBlobStore(join(market.root, 'control-plane', 'artifacts')).pathOf(output.sha256);
+  const bytes = readFileSync(stored);
+  bytes[0] = bytes[0]! ^ 0xff;
+  writeFileSync(stored, bytes);
+  let downloads = 0;
+  page.on('download', () => (downloads += 1));
+  const item = page.getByRole('listitem').filter({ hasText: output.filename });
+  await item.getByRole('button', { name: 'Download and verify' }).click();
+  const alert = item.getByRole('alert', { name: 'Integrity error' });
+  await alert.waitFor();
+  t.match((await alert.textContent()) ?? '', output.sha256, 'the recorded hash is shown beside the computed one');
+  t.equal(await item.getByRole('status', { name: 'Verified' }).count(), 0, 'never shown as verified');
+  t.equal(downloads, 0, 'no file offered');
+  await lookAt(t, session, 'artifact: integrity error');
+});
