@@ -115,7 +115,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The customer API: at /v1 with API keys, and the same handlers again under /dashboard/api
   // with the session (so the dashboard calls the very rules /v1 does).
   const customerRoutes: FastifyPluginAsync<{ signedFiles: boolean }> = async (scope, { signedFiles }) => {
-    await scope.register(indexRoutes, { config });
+    await scope.register(indexRoutes, { config, escrowAddress: deps.escrow?.chain.escrowAddress ?? null });
     await scope.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
     await scope.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
     await scope.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null, effects });

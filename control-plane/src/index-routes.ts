@@ -1,5 +1,6 @@
 import { SERVICE_VERSION, type ServiceIndex } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
+import { getAddress } from 'viem';
 import type { Config } from './config.js';
 
 /**
@@ -13,17 +14,23 @@ function canaryOf(config: Config) {
   return { image: `${canary.repository}@${canary.digest}`, repository: canary.repository, digest: canary.digest, command: ['sha256-chain', '<iterations>'] };
 }
 
+export interface IndexRoutesOptions {
+  config: Config;
+  /** The escrow the funding calls go to (the app's escrow deployment); null without one. */
+  escrowAddress: string | null;
+}
+
 /** `GET /v1`: what this deployment is and where everything lives. */
-export const indexRoutes: FastifyPluginAsync<{ config: Config }> = async (app, { config }) => {
+export const indexRoutes: FastifyPluginAsync<IndexRoutesOptions> = async (app, { config, escrowAddress }) => {
   // Serialized once per public URL, which with PORT=0 is known only once the server listens.
   let built = { publicUrl: '', body: '' };
   app.get('/v1', { config: { auth: 'public' } }, async (_request, reply) => {
-    if (built.publicUrl !== config.publicUrl) built = { publicUrl: config.publicUrl, body: indexBody(config) };
+    if (built.publicUrl !== config.publicUrl) built = { publicUrl: config.publicUrl, body: indexBody(config, escrowAddress) };
     return reply.type('application/json; charset=utf-8').send(built.body);
   });
 };
 
-function indexBody(config: Config): string {
+function indexBody(config: Config, escrowAddress: string | null): string {
   const base = `${config.publicUrl}/v1`;
   const body: ServiceIndex = {
     object: 'index',
@@ -33,6 +40,7 @@ function indexBody(config: Config): string {
     environment: config.environment,
     apiKeyPrefix: config.environment === 'mainnet' ? 'gf_live_' : 'gf_test_',
     canary: canaryOf(config),
+    escrow: escrowAddress ? { address: getAddress(escrowAddress) } : null,
     links: {
       self: base,
       capacity: `${base}/capacity`,

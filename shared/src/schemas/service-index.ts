@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ENVIRONMENTS } from '../constants.js';
-import { httpUrlSchema } from './common.js';
+import { addressSchema, httpUrlSchema } from './common.js';
 
 /** The canary as a customer runs it: `<iterations>` in `command` is replaced by a count. */
 export const serviceCanarySchema = z.strictObject({
@@ -10,7 +10,10 @@ export const serviceCanarySchema = z.strictObject({
   command: z.array(z.string()),
 });
 
-/** `GET /v1`: what this deployment is and where each resource lives. `canary` is null without a canary image. */
+/**
+ * `GET /v1`: what this deployment is and where each resource lives. `canary` is null without a
+ * canary image; `escrow` is null when the deployment has no escrow (funding is unavailable).
+ */
 export const serviceIndexSchema = z.strictObject({
   object: z.literal('index'),
   service: z.literal('gpufarm'),
@@ -19,6 +22,8 @@ export const serviceIndexSchema = z.strictObject({
   environment: z.enum(ENVIRONMENTS),
   apiKeyPrefix: z.enum(['gf_live_', 'gf_test_']),
   canary: serviceCanarySchema.nullable(),
+  /** The escrow contract customers fund, approve, dispute and claim refunds on. */
+  escrow: z.strictObject({ address: addressSchema }).nullable(),
   links: z.strictObject({
     self: httpUrlSchema,
     capacity: httpUrlSchema,
