@@ -5,6 +5,7 @@ export * from './constants.js';
 export * from './money.js';
 export * from './net/public-name.js';
 export * from './schemas/index.js';
+export * from './dashboard/job-timeline.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';
 export * from './records/index.js';

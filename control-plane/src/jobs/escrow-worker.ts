@@ -91,7 +91,7 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
           });
           break;
         case 'JobDisputed':
-          await updateEscrowRecord(deps.db, job.id, { settlement_status: 'disputed' }, { settlementStatus: 'completed' });
+          await updateEscrowRecord(deps.db, job.id, { settlement_status: 'disputed', dispute_tx_hash: txHash, disputed_at: (deps.now ?? (() => new Date()))() }, { settlementStatus: 'completed' });
           break;
         case 'JobReleased':
           if (!job.release_tx_hash) await recordRelease(deps.db, job, txHash);

@@ -13,9 +13,9 @@ import { createJob } from './create-job.js';
 import type { JobEffects } from './effects.js';
 import { confirmFunding, RETRY_AFTER_SECONDS } from './fund-confirm.js';
 import { ensureEscrowTerms, fundingFor, requireChain, type EscrowDeps } from './funding.js';
-import { JobNotFoundError } from './job-errors.js';
+import { jobParams, requireAccountJob } from './account-job.js';
 import { loadJobExtras, toJob } from './serialize.js';
-import { findJob, insertJobs, listJobs, type JobRow, type NewJob } from './store.js';
+import { insertJobs, listJobs, type JobRow, type NewJob } from './store.js';
 
 export interface JobRoutesOptions {
   db: Database;
@@ -28,9 +28,6 @@ export interface JobRoutesOptions {
 }
 
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
-const JOB_ID = /^job_[0-9a-z]{26}$/;
-
-export const jobParams = z.object({ id: z.string().regex(JOB_ID, 'is not a job id (job_…)') });
 export const listQuery = z.strictObject({
   status: z
     .string()
@@ -90,12 +87,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
     };
   });
 
-  const loadJob = async (accountId: string, params: unknown): Promise<JobRow> => {
-    const { id } = parseParams(jobParams, params);
-    const row = await findJob(db, accountId, id);
-    if (!row) throw new JobNotFoundError(id);
-    return row;
-  };
+  const loadJob = (accountId: string, params: unknown): Promise<JobRow> => requireAccountJob(db, accountId, params);
 
   /** Job objects with their assignment and artifacts (two statements for any number of jobs). */
   const toJobs = async (rows: readonly JobRow[]) => {

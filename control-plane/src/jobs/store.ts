@@ -44,6 +44,9 @@ export interface JobRow {
   refund_status: 'pending' | 'authorized' | 'claimed' | null;
   refund_authorize_tx_hash: string | null;
   refund_tx_hash: string | null;
+  /** The customer's `dispute` as the escrow event scan saw it (kept after a resolution). */
+  dispute_tx_hash: string | null;
+  disputed_at: Date | null;
   /** Assignments made so far (the matcher sets it to the attempt number of the one it just made). */
   attempts: number;
   /** The live assignment (MATCHING, RUNNING), or the one that produced the result. */
@@ -70,7 +73,7 @@ const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count,
   max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment::text AS max_payment,
   wei_per_usd::text AS wei_per_usd, escrow_job_key, escrow_address, job_hash, cancel_reason, funding_hold, fund_tx_hash, settlement_status,
   settlement_amount::text AS settlement_amount, compute_seconds, result_hash, challenge_ends_at, completion_tx_hash, release_tx_hash,
-  refund_status, refund_authorize_tx_hash, refund_tx_hash, attempts, assignment_id, verification_level, host_hash, server_hash,
+  refund_status, refund_authorize_tx_hash, refund_tx_hash, dispute_tx_hash, disputed_at, attempts, assignment_id, verification_level, host_hash, server_hash,
   hashes_match, output_artifact_id, log_artifact_id, billable_gpu_seconds, compute_micro_usd, fee_micro_usd, total_micro_usd,
   failure_reason, deterministic, created_at, updated_at`;
 
@@ -88,6 +91,8 @@ const ESCROW_DEFAULTS = {
   refund_status: null,
   refund_authorize_tx_hash: null,
   refund_tx_hash: null,
+  dispute_tx_hash: null,
+  disputed_at: null,
   attempts: 0,
   assignment_id: null,
   verification_level: null,
@@ -273,7 +278,7 @@ export async function recordLateFunding(db: Queryable, params: { jobId: string; 
 export async function updateEscrowRecord(
   db: Queryable,
   jobId: string,
-  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'funding_hold'>>,
+  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'dispute_tx_hash' | 'disputed_at' | 'funding_hold'>>,
   guard: { refundStatus?: JobRow['refund_status']; settlementStatus?: JobRow['settlement_status'] } = {},
 ): Promise<JobRow | null> {
   const entries = Object.entries(fields);

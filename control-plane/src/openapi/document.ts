@@ -24,7 +24,8 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import { artifactParams, artifactQuery, uploadQuery } from '../artifacts/routes.js';
 import { querySchema as billingQuerySchema } from '../billing/routes.js';
 import { querySchema as capacityQuerySchema } from '../capacity/query.js';
-import { cancelBody, IDEMPOTENCY_KEY, jobParams, listQuery as jobListQuery } from '../jobs/routes.js';
+import { jobParams } from '../jobs/account-job.js';
+import { cancelBody, IDEMPOTENCY_KEY, listQuery as jobListQuery } from '../jobs/routes.js';
 import { logsQuery, logStreamQuery } from '../logs/routes.js';
 
 type Method = 'get' | 'head' | 'post';

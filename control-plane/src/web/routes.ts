@@ -9,6 +9,8 @@ import { createApiKey, ensureAccount, findApiKey, listApiKeys, revokeApiKey, typ
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { parseBody, parseParams } from '../http/parse.js';
+import { requireAccountJob } from '../jobs/account-job.js';
+import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
 import { insertSiweNonce } from './store.js';
 
@@ -50,7 +52,7 @@ export interface WebRoutesOptions {
 
 /**
  * The dashboard's own API under `/dashboard/api`: Sign-In with Ethereum sessions (nonce,
- * sign-in, session, sign-out) and the account's API keys. The `/v1` routes it also serves
+ * sign-in, session, sign-out), the account's API keys and a job's timeline. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
 export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient }) => {
@@ -115,5 +117,11 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
     const revoked = await revokeApiKey(db, id, sessionOf(request.webSession).accountId);
     if (!revoked) throw new ApiError('not_found', `No API key ${id}.`);
     return apiKeyView(revoked);
+  });
+
+  // Dashboard only: the public Job resource has no per-state times (shared/src/dashboard/job-timeline.ts).
+  app.get(`${base}/jobs/:id/timeline`, { config: { auth: 'session' } }, async (request) => {
+    const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
+    return jobTimeline(db, { job, chainId: config.chainId });
   });
 };
