@@ -111,6 +111,10 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   const released = await jobOf(apiKey, created.job.id);
   t.match(released.receipt?.transactions.release, /^0x[0-9a-f]{64}$/, 'the release transaction is recorded');
   await page.getByText(released.receipt!.transactions.release!.slice(0, 10)).first().waitFor();
+  const timeline = page.getByRole('region', { name: 'Timeline' });
+  await timeline.getByText(released.receipt!.transactions.fund!).first().waitFor();
+  await timeline.getByText(released.receipt!.transactions.release!).first().waitFor({ timeout: 30_000 });
+  t.pass('the timeline shows the funding and release transactions');
   await lookAt(t, session, 'job: released by early approval');
 
   await page.getByRole('link', { name: 'Jobs', exact: true }).click();

@@ -1,4 +1,5 @@
 import { createBrowserClient, type BrowserClient } from '@gpufarm/client/browser';
+import { jobTimelineSchema, type JobTimeline } from '@gpufarm/shared';
 import { createContext, useContext, useMemo, useRef, type ReactNode } from 'react';
 import type { z } from 'zod';
 import { apiKeyCreatedSchema, apiKeyListSchema, apiKeyViewSchema, csrfFetch, DASHBOARD_API, nonceSchema, sessionViewSchema, type ApiKeyScope, type SessionView } from './session-api';
@@ -18,6 +19,10 @@ export interface DashboardApi {
     list: () => Promise<ReturnType<typeof apiKeyListSchema.parse>>;
     create: (body: { label?: string; scopes: ApiKeyScope[] }) => Promise<ReturnType<typeof apiKeyCreatedSchema.parse>>;
     revoke: (id: string) => Promise<ReturnType<typeof apiKeyViewSchema.parse>>;
+  };
+  jobs: {
+    /** `GET /dashboard/api/jobs/:id/timeline`: each state with its time and transaction (dashboard only). */
+    timeline: (id: string) => Promise<JobTimeline>;
   };
   /** Remembers the CSRF token of the current session (null after sign-out). */
   setCsrfToken: (token: string | null) => void;
@@ -42,6 +47,9 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
       list: () => call('GET', '/keys', 200, apiKeyListSchema),
       create: (body) => call('POST', '/keys', 201, apiKeyCreatedSchema, body),
       revoke: (id) => call('POST', `/keys/${encodeURIComponent(id)}/revoke`, 200, apiKeyViewSchema),
+    },
+    jobs: {
+      timeline: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/timeline`, 200, jobTimelineSchema),
     },
     setCsrfToken: (token) => {
       csrf.current = token;

@@ -3,7 +3,7 @@ import { gpuFarmEscrowAbi, type Job } from '@gpufarm/shared';
 import { useState } from 'react';
 import type { Address, Hash as TxHash, Hex } from 'viem';
 import { useConfig } from 'wagmi';
-import { getConnection, getTransaction, getWalletClient, switchChain, waitForTransactionReceipt, writeContract } from 'wagmi/actions';
+import { getConnection, getWalletClient, switchChain, waitForTransactionReceipt, writeContract } from 'wagmi/actions';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { useServiceIndex } from '../../lib/index';
@@ -13,28 +13,24 @@ type EscrowAction = 'approve' | 'dispute' | 'claimRefund';
 
 const ACTION_LABEL: Record<EscrowAction, string> = { approve: 'Approve early', dispute: 'Dispute', claimRefund: 'Claim refund' };
 
-/** A wallet on the deployment's chain: connected (else a clear error) and switched if needed. */
+/**
+ * A wallet on the deployment's chain: connected (else a clear error) and switched if needed, and
+ * the escrow the deployment names in its service index (null: it has none).
+ */
 function useChainWallet() {
   const config = useConfig();
-  const chainId = useServiceIndex().data!.chainId;
+  const index = useServiceIndex().data!;
+  const chainId = index.chainId;
   return {
     chainId,
     config,
+    escrow: (index.escrow?.address ?? null) as Address | null,
     ready: async () => {
       const connection = getConnection(config);
       if (connection.status !== 'connected') throw new Error('No wallet is connected: sign in again with your wallet.');
       if (connection.chainId !== chainId) await switchChain(config, { chainId });
     },
   };
-}
-
-/** The escrow contract: where the job's funding transaction went (reads through the wallet). */
-async function escrowAddress(config: ReturnType<typeof useConfig>, chainId: number, job: Job): Promise<Address> {
-  const fundTx = job.receipt?.transactions.fund ?? job.receipt?.transactions.completion;
-  if (!fundTx) throw new Error('The escrow has no transaction of this job yet; reload the page in a moment.');
-  const tx = await getTransaction(config, { hash: fundTx as TxHash, chainId });
-  if (!tx.to) throw new Error('The funding transaction has no contract address.');
-  return tx.to;
 }
 
 /** "Fund job" for a CREATED job: the SDK's fundJob with the connected wallet, each step shown. */
@@ -103,7 +99,8 @@ export function EscrowButton({ job, action, available, onMined }: { job: Job; ac
     try {
       setState({ phase: 'wallet', step: label });
       await wallet.ready();
-      const address = await escrowAddress(wallet.config, wallet.chainId, job);
+      const address = wallet.escrow;
+      if (!address) throw new Error('This deployment has no escrow contract: gpufarm cannot take escrow actions here.');
       hash = await writeContract(wallet.config, { address, abi: gpuFarmEscrowAbi, functionName: action, args: [job.payment.escrowJobKey as Hex], chainId: wallet.chainId });
       setState({ phase: 'pending', step: label, hash });
       const receipt = await waitForTransactionReceipt(wallet.config, { hash, chainId: wallet.chainId });

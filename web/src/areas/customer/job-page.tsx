@@ -11,6 +11,7 @@ import { ErrorState, Loading } from '../../ui/states';
 import { EscrowButton, FundJob } from './job-actions';
 import { JobArtifacts } from './job-artifacts';
 import { JobLogs } from './job-logs';
+import { Timeline, useJobTimeline } from './job-timeline';
 import { StatusBadge } from './status-badge';
 
 const VERIFICATION_WORDS: Record<VerificationLevel, string> = {
@@ -27,7 +28,7 @@ interface AwaitChange {
 
 const changed = (job: Job, from: AwaitChange) => job.status !== from.status || (job.receipt?.status ?? null) !== from.receipt;
 
-/** The job: status, timeline, escrow with its transactions and wallet actions, logs and artifacts. */
+/** The job: title, status, timeline (each state's time and transaction), escrow with its transactions and wallet actions, logs and artifacts. */
 export default function JobPage({ id }: { id: string }) {
   const { gf } = useApi();
   const queryClient = useQueryClient();
@@ -46,6 +47,7 @@ export default function JobPage({ id }: { id: string }) {
     },
   });
   const data = job.data;
+  const timeline = useJobTimeline(data, id);
   if (awaiting && data && changed(data, awaiting)) setAwaiting(null);
   const watchForChange = useCallback(() => {
     if (data) setAwaiting({ status: data.status, receipt: data.receipt?.status ?? null });
@@ -65,6 +67,13 @@ export default function JobPage({ id }: { id: string }) {
       }
       actions={<Link href="/jobs">All jobs</Link>}
     >
+      {timeline.data ? (
+        <p className="job-meta">
+          {timeline.data.title ? <strong className="job-title">{timeline.data.title}</strong> : <span className="muted">No title</span>}
+          {' · created '}
+          <time dateTime={timeline.data.createdAt}>{when(timeline.data.createdAt)}</time>
+        </p>
+      ) : null}
       {awaiting ? (
         <p className="muted" role="status">
           Waiting for gpufarm to see the transaction…
@@ -79,46 +88,12 @@ export default function JobPage({ id }: { id: string }) {
           <FundJob job={j} onStart={() => setFundingStarted(true)} onDone={watchForChange} />
         </section>
       ) : null}
-      <Timeline job={j} />
+      <Timeline job={j} timeline={timeline} />
       <Escrow job={j} onMined={watchForChange} />
       <Details job={j} />
       <JobLogs job={j} />
       <JobArtifacts job={j} />
     </Page>
-  );
-}
-
-type StepState = 'done' | 'current' | 'todo';
-
-function Timeline({ job }: { job: Job }) {
-  const s = job.status;
-  const funded = s !== 'CREATED' && (job.receipt?.transactions.fund != null || !['CANCELED', 'EXPIRED'].includes(s));
-  const queued = funded && s !== 'FUNDED';
-  const assigned = job.assignment !== null;
-  const running = job.assignment?.startedAt != null;
-  const final = isTerminalStatus(s);
-  const steps: { label: string; state: StepState; at?: string | null; note?: string }[] = [
-    { label: 'Created', state: 'done' },
-    { label: 'Funded', state: funded ? 'done' : s === 'CREATED' ? 'current' : 'todo' },
-    { label: 'Queued', state: queued ? (assigned || final ? 'done' : 'current') : 'todo' },
-    { label: 'Assigned', state: assigned ? 'done' : 'todo', note: job.assignment ? `${job.assignment.farm.name}` : undefined },
-    { label: 'Running', state: running ? (final ? 'done' : 'current') : 'todo', at: job.assignment?.startedAt },
-    { label: final ? `${s.charAt(0)}${s.slice(1).replace('_', ' ').toLowerCase()}` : 'Final', state: final ? 'done' : 'todo', at: job.assignment?.finishedAt },
-  ];
-  return (
-    <section aria-labelledby="timeline-heading" className="card">
-      <h2 id="timeline-heading">Timeline</h2>
-      <ol className="timeline">
-        {steps.map((step) => (
-          <li key={step.label} className={`step step-${step.state}`} aria-current={step.state === 'current' ? 'step' : undefined}>
-            <span className="step-label">{step.label}</span>
-            <span className="visually-hidden">{step.state === 'done' ? ' (done)' : step.state === 'current' ? ' (now)' : ' (not yet)'}</span>
-            {step.at ? <span className="step-at">{when(step.at)}</span> : null}
-            {step.note ? <span className="step-at">{step.note}</span> : null}
-          </li>
-        ))}
-      </ol>
-    </section>
   );
 }
 
