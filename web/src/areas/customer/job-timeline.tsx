@@ -56,7 +56,7 @@ function Step({ event, now }: { event: JobTimelineEvent; now: number }) {
       <span className="step-label">{label}</span>
       <span className="visually-hidden">{ahead ? ' (ahead)' : ' (done)'}</span>
       <span className="step-at">{event.at ? <time dateTime={event.at}>{when(event.at)}</time> : 'time not recorded'}</span>
-      {event.txHash ? <Hash value={event.txHash} label={`${label.toLowerCase()} transaction hash`} /> : null}
+      {event.txHash ? <Hash value={event.txHash} label={`the ${event.state.replace(/_/g, ' ')} transaction hash`} /> : null}
     </li>
   );
 }
