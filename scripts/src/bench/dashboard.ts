@@ -115,6 +115,21 @@ async function pageTimeWhenLines(page: Page, count: number, atLeast: boolean): P
 interface LoadFigures {
   shownMs: number;
   interactiveMs: number;
+  /** When each step's request started (ms from navigation start; NaN when not seen): where the time goes. */
+  steps: Record<keyof typeof STEPS, number>;
+}
+
+/** The requests that mark the job page's steps, by a part of their URL. */
+const STEPS = { session: '/dashboard/api/auth/session', jobPageChunk: '/dashboard/assets/job-page-', job: '/dashboard/api/v1/jobs/', stream: '/logs/stream' };
+
+/** The start time of the first request of each step (the Resource Timing entries of the page). */
+async function stepTimes(page: Page): Promise<LoadFigures['steps']> {
+  const entries = await page.evaluate(() => {
+    const { performance } = globalThis as unknown as { performance: { getEntriesByType(type: string): Array<{ name: string; startTime: number }> } };
+    return performance.getEntriesByType('resource').map((e) => ({ name: e.name, startTime: e.startTime }));
+  });
+  const first = (part: string) => entries.find((e) => e.name.includes(part))?.startTime ?? NaN;
+  return { session: first(STEPS.session), jobPageChunk: first(STEPS.jobPageChunk), job: first(STEPS.job), stream: first(STEPS.stream) };
 }
 
 /**
@@ -131,7 +146,7 @@ async function loadJobPage(browser: Browser, market: BenchMarketplace, state: Aw
       const shownMs = await pageTimeWhenLines(page, lines, true);
       await page.getByRole('searchbox', { name: 'Search logs' }).fill('page line 777 ');
       const interactiveMs = await pageTimeWhenLines(page, 1, false);
-      return { shownMs, interactiveMs };
+      return { shownMs, interactiveMs, steps: await stepTimes(page) };
     } catch (err) {
       const text = await page.locator('body').innerText({ timeout: 5_000 }).catch(() => '(no text)');
       throw new Error(`the job page at ${page.url()}: ${(err as Error).message}\nthe page said: ${text.slice(0, 1500)}`, { cause: err });
@@ -199,6 +214,8 @@ export const dashboardSection: StandaloneSection = {
       const shown = median(loads.map((l) => l.shownMs));
       const interactive = median(loads.map((l) => l.interactiveMs));
       log(`job page loads (lines shown / search answered, ms): ${loads.map((l) => `${l.shownMs.toFixed(0)}/${l.interactiveMs.toFixed(0)}`).join(', ')}`);
+      const stepMedian = (step: keyof typeof STEPS) => median(loads.map((l) => l.steps[step])).toFixed(0);
+      log(`job page requests start, median ms from navigation: session ${stepMedian('session')}, job page chunk ${stepMedian('jobPageChunk')}, job ${stepMedian('job')}, log stream ${stepMedian('stream')}`);
 
       // (c) the page open on a job before it runs; the lines arrive while it is watched.
       const count = RATE * SECONDS;
