@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -100,8 +100,7 @@ export interface WebBuild {
  * Makes web/dist current: builds the dashboard with Vite when web/dist is missing or was built
  * from other inputs (web/, client/src, shared/src, the lockfile), then stamps it; otherwise does
  * nothing. `log` gets one line saying which. Throws a WebBuildError carrying Vite's output when
- * the build fails (web/dist is then absent or partial, and the control plane answers 503 at
- * /dashboard/).
+ * the build fails (web/dist then holds what the failure left: the previous build, or nothing).
  *
  * @example await ensureWebBuilt((line) => console.log(`[start] ${line}`));
  */
@@ -120,16 +119,17 @@ export async function ensureWebBuilt(log: (line: string) => void): Promise<WebBu
   return { built: true, fingerprint, dir: WEB_DIST };
 }
 
-/** The last lines of a failed build's output, for a message that fits a terminal. */
+/** The last lines of a failed build's output without npm's notices and stack frames, for a message that fits a terminal. */
 export function buildOutputTail(err: WebBuildError, lines = 20): string {
-  return err.output.trimEnd().split('\n').slice(-lines).join('\n');
+  const said = err.output.trimEnd().split('\n').filter((line) => !/^npm (error|warn)\b/.test(line) && !/^\s+at /.test(line));
+  return said.slice(-lines).join('\n');
 }
 
 /**
  * For `npm start` and `npm run cluster`: `ensureWebBuilt`, but a failed build is printed (Vite's
  * last lines on stderr, then what to do) instead of thrown, since the API works without the
- * dashboard and the server answers 503 at /dashboard/ until it is built. Answers null when
- * web/dist is current, else a short note for the banner.
+ * dashboard (the server serves the previous build, or answers 503 at /dashboard/ when there is
+ * none). Answers null when web/dist is current, else a short note for the banner.
  */
 export async function buildDashboardOrExplain(log: (line: string) => void): Promise<string | null> {
   try {
@@ -138,8 +138,10 @@ export async function buildDashboardOrExplain(log: (line: string) => void): Prom
   } catch (err) {
     if (err instanceof WebBuildError) console.error(buildOutputTail(err));
     const reason = err instanceof Error ? err.message : String(err);
-    log(`the dashboard did not build (${reason}): fix the error above, then run npm run build:web (no restart needed); until then /dashboard/ answers 503`);
-    return `not built (${reason}): fix the error printed above, run npm run build:web, then reload`;
+    // Vite fails before it empties web/dist on most errors: the previous build, if any, stays served.
+    const serving = existsSync(join(WEB_DIST, 'index.html')) ? 'serves the previous build' : 'answers 503';
+    log(`the dashboard did not build (${reason}): fix the error above, then run npm run build:web (no restart needed); until then /dashboard/ ${serving}`);
+    return `not built (${reason}): fix the error printed above, run npm run build:web, then reload; until then it ${serving}`;
   }
 }
 
