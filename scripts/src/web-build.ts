@@ -38,14 +38,14 @@ function listFiles(path: string, into: string[]): void {
   }
 }
 
-/** SHA-256 over every input file's path and bytes, in a stable order. */
-export function webFingerprint(): string {
+/** SHA-256 over every input file's path (relative to `root`, the repository) and bytes, in a stable order. */
+export function webFingerprint(root = ROOT): string {
   const files: string[] = [];
-  for (const input of INPUTS) listFiles(join(ROOT, input), files);
+  for (const input of INPUTS) listFiles(join(root, input), files);
   const hash = createHash('sha256');
-  for (const file of files.map((f) => relative(ROOT, f)).sort()) {
+  for (const file of files.map((f) => relative(root, f)).sort()) {
     hash.update(`${file}\0`);
-    hash.update(readFileSync(join(ROOT, file)));
+    hash.update(readFileSync(join(root, file)));
     hash.update('\0');
   }
   return hash.digest('hex');
