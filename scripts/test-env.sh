@@ -3,8 +3,8 @@
 # may create databases (each test file makes its own), tap built with our plugins, Docker Engine
 # and a local registry on 127.0.0.1:5000 (scripts/prepare-docker.sh, which `npm start` runs too),
 # the local test images pushed to it (the agent's tests run real containers), Chromium for
-# the page tests and HAProxy for the replica tests. As root it installs and starts what is
-# missing; otherwise it says exactly what to run.
+# the page tests, HAProxy for the replica tests and the dashboard built into web/dist. As root
+# it installs and starts what is missing; otherwise it says exactly what to run.
 set -euo pipefail
 
 PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
@@ -95,6 +95,12 @@ ensure_chromium() {
   [ -x "$CHROMIUM" ] || fail "the chromium package installed no $CHROMIUM"
 }
 
+# --- The dashboard's build (the page tests and the control plane serve web/dist; rebuilt only when its inputs changed) ---
+ensure_web_built() {
+  (cd "$(dirname "${BASH_SOURCE[0]}")/.." && NODE_OPTIONS='' node_modules/.bin/tsx scripts/src/web-build.ts) \
+    || fail "the dashboard did not build (see above)"
+}
+
 # --- HAProxy (the replica tests and `npm run cluster` put Debian's haproxy in front of the control planes) ---
 ensure_haproxy() {
   if command -v haproxy >/dev/null 2>&1; then return; fi
@@ -115,6 +121,7 @@ ensure_docker
 ensure_images_built
 ensure_chromium
 ensure_haproxy
+ensure_web_built
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.
 is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"
 say "PostgreSQL ready at ${PG_URL%%@*}@… (set TEST_DATABASE_URL to use another server)"

@@ -97,10 +97,10 @@ t.test('default: the image runs Node 24 as the non-root user gpufarm, with no sh
   t.same(config.Entrypoint, ['/usr/bin/node', '/app/dist/main.js'], 'the entry point is the compiled control plane');
   t.equal(config.WorkingDir, '/app', 'WorkingDir');
   t.same(Object.keys(config.ExposedPorts), ['8080/tcp'], 'it exposes 8080');
-  for (const setting of ['HOST=0.0.0.0', 'PORT=8080', 'GF_DATA_DIR=/var/lib/gpufarm', 'GF_MIGRATE_ON_START=false']) t.ok(config.Env.includes(setting), `ENV ${setting}`);
+  for (const setting of ['HOST=0.0.0.0', 'PORT=8080', 'GF_DATA_DIR=/var/lib/gpufarm', 'GF_MIGRATE_ON_START=false', 'GF_WEB_DIR=/app/web']) t.ok(config.Env.includes(setting), `ENV ${setting}`);
 });
 
-t.test('default: migrate on an empty database, then the server on it answers GET /v1 and the OpenAPI document, as uid 10001', async (t) => {
+t.test('default: migrate on an empty database, then the server on it answers GET /v1, the OpenAPI document and the dashboard, as uid 10001', async (t) => {
   const { db, url } = await createPostgresTestDatabase(t, { empty: true });
 
   const migrated = await docker(['run', '--rm', '--name', containerName(t), '--network', 'host', '-e', `DATABASE_URL=${url!}`, image, 'migrate']);
@@ -118,6 +118,17 @@ t.test('default: migrate on an empty database, then the server on it answers GET
   const openapi = await fetch(`${base}/v1/openapi.json`);
   t.equal(openapi.status, 200, 'GET /v1/openapi.json answers');
   t.match(await openapi.json(), { openapi: /^3\.1\./, paths: { '/v1/jobs': {} } }, 'with the OpenAPI 3.1 document');
+  // The image carries the dashboard the build script built (GF_WEB_DIR=/app/web).
+  const indexHtml = await readFile(join(ROOT, 'web/dist/index.html'), 'utf8');
+  const dashboard = await fetch(`${base}/dashboard/`);
+  t.equal(dashboard.status, 200, 'GET /dashboard/ answers');
+  t.equal(await dashboard.text(), indexHtml, "with the web app's index.html");
+  t.match(dashboard.headers.get('content-type'), /^text\/html/, 'as HTML');
+  t.match(dashboard.headers.get('content-security-policy'), /default-src 'self'; script-src 'self'.*frame-ancestors 'none'/, 'with the Content-Security-Policy');
+  const script = /<script[^>]* src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(indexHtml)?.[1];
+  const asset = await fetch(`${base}${script ?? '/dashboard/assets/missing.js'}`);
+  t.equal(asset.status, 200, `the app's script ${script ?? '(none in index.html)'} answers`);
+  t.match(asset.headers.get('cache-control'), /immutable/, 'with a long cache');
 
   const top = await docker(['top', name, '-eo', 'pid,uid,args']);
   const processes = top.stdout.trim().split('\n').slice(1);

@@ -20,6 +20,7 @@ import { logLatencySection } from './bench/log-latency.js';
 import { artifactDownloadSection } from './bench/artifact-download.js';
 import { clientColdStartSection } from './bench/client-cold-start.js';
 import { replicasSection } from './bench/replicas.js';
+import { dashboardSection } from './bench/dashboard.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -50,6 +51,8 @@ STANDALONE_SECTIONS.push(logLatencySection, artifactDownloadSection);
 STANDALONE_SECTIONS.push(clientColdStartSection);
 // One and two replicas behind HAProxy, and failover of the agent link (BENCH_SECTIONS=replicas).
 STANDALONE_SECTIONS.push(replicasSection);
+// The dashboard in Chromium: first load, the job page with 1,000 lines, live lines on the page (BENCH_SECTIONS=dashboard).
+STANDALONE_SECTIONS.push(dashboardSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

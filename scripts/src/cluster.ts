@@ -10,6 +10,7 @@ import { HAPROXY_INSTALL_HINT, haproxyVersion } from './cluster/haproxy.js';
 import { startReplicaSet } from './cluster/replica-set.js';
 import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalAgent } from './local-agent.js';
 import { Supervisor } from './supervisor.js';
+import { buildDashboardOrExplain } from './web-build.js';
 
 /** The PostgreSQL server `npm test` prepares (scripts/test-env.sh); the cluster gets a database of its own in it. */
 const POSTGRES_URL = process.env.GF_CLUSTER_POSTGRES_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
@@ -86,6 +87,9 @@ async function main(): Promise<number> {
     const s3 = await startS3rver({ dir: join(dir, 's3'), detached: true, log: logTo('s3rver') });
     supervisor.watch('s3rver', s3);
 
+    // The replicas serve web/dist at /dashboard/.
+    const dashboardProblem = await buildDashboardOrExplain(say);
+
     const adminToken = process.env.GF_ADMIN_TOKEN || randomBytes(32).toString('base64url');
     writeFileSync(join(dir, 'admin-token'), `${adminToken}\n`, { mode: 0o600 });
     say(`starting ${REPLICAS} control-plane replicas and HAProxy (logs in ${logDir})`);
@@ -138,6 +142,7 @@ async function main(): Promise<number> {
 gpufarm cluster is running: ${REPLICAS} replicas on PostgreSQL (${DATABASE}), artifacts in s3rver, HAProxy in front
 
   API (HAProxy)    ${set.url}/v1   (pid ${set.haproxy.pid}; config ${set.haproxy.configFile})
+  dashboard        ${set.url}/dashboard/${dashboardProblem ? `   ${dashboardProblem}` : ''}
   HAProxy stats    ${set.statsUrl}
 ${set.replicas.map((r) => `  replica ${r.name}      ${r.url}/v1   (pid ${r.child.pid})`).join('\n')}
   S3 (s3rver)      ${s3.endpoint}   (bucket ${s3.bucket}, objects in ${s3.dir}, pid ${s3.pid})

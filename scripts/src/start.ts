@@ -10,6 +10,7 @@ import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalCh
 import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalAgent } from './local-agent.js';
 import { startControlPlaneChild } from './control-plane-child.js';
 import { Supervisor } from './supervisor.js';
+import { buildDashboardOrExplain } from './web-build.js';
 
 /** The escrow's challenge window on the local chain: short, so a release is seen in minutes. */
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
@@ -95,6 +96,8 @@ async function main(): Promise<number> {
     }
     const config = loadConfig();
     await seedIfAsked(config);
+    // Before the control plane, which serves web/dist at /dashboard/.
+    const dashboardProblem = await buildDashboardOrExplain(say);
 
     // The control plane logs every request, so its last lines say something when it dies; only
     // its warnings and errors are printed, unless GF_LOG_LEVEL asks for a level.
@@ -153,10 +156,13 @@ Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''
       : `
 No local agent: ${agentProblem}
 `;
+    const dashboardLine =
+      dashboardProblem ??
+      `(open it in a browser, sign in with your wallet, create API keys there)${local ? `\n             local wallet: the customer key below in a browser wallet, on chain ${config.chainId} at the RPC URL below` : ''}`;
     console.log(`
 gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${config.databaseUrl ? 'PostgreSQL' : `embedded in ${config.dataDir}/db`})
 
-  dashboard  ${url}/dashboard/   (sign in with your wallet; create API keys there)
+  dashboard  ${url}/dashboard/   ${dashboardLine}
   API        ${url}/v1   (control plane pid ${cp.pid})
   capacity   curl -s '${url}/v1/capacity?limit=3'
   pricing    curl -s ${url}/v1/pricing
@@ -164,7 +170,7 @@ ${chainLines}${agentLines}
 Run a canary job as a customer would (in another terminal):
   npm run demo
 
-Create an API key of your own (printed once):
+Create an API key of your own in the dashboard (API keys), or as an operator (printed once):
   npm run admin -- create-key --wallet ${local ? LOCAL_CUSTOMER.address : '<your wallet address>'} --scopes jobs:create,jobs:read,artifacts:read,billing:read
 
 The control plane and the agent are restarted if they die; if the chain dies, everything stops.

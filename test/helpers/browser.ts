@@ -3,24 +3,9 @@ import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { z } from 'zod';
+import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/src/chromium.js';
 
-/** Debian's Chromium, which `scripts/test-env.sh` installs; playwright-core downloads no browser. */
-export const CHROMIUM = '/usr/bin/chromium';
-
-/**
- * What works on a headless container machine: no sandbox (root, no user namespaces), no GPU, and
- * nothing Chromium would fetch on its own (QUIC probes, component updates, sync), so the only
- * requests are the page's. Playwright adds `--headless` and a fresh temporary `--user-data-dir`.
- */
-export const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
+export { CHROMIUM, CHROMIUM_ARGS };
 
 /** Where screenshots are kept (gitignored; `.ci/run` lists them): `<file>/<test>/<name>.png`. */
 export const SCREENSHOT_DIR = join(new URL('../../', import.meta.url).pathname, 'test-output/screenshots');

@@ -96,3 +96,15 @@ export function median(xs: readonly number[]): number {
   const mid = Math.floor(s.length / 2);
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
+
+/**
+ * A standalone section's table: the header row, a rule, then the rows; every column but the
+ * first and the last two (target, result) holds figures and is right-aligned.
+ */
+export function alignedTable(rows: readonly string[][]): string[] {
+  const header = rows[0]!;
+  const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const numeric = (i: number) => i >= 1 && i < header.length - 2;
+  const render = (r: readonly string[]) => r.map((c, i) => pad(c, widths[i]!, numeric(i))).join('  ').trimEnd();
+  return [render(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(render)];
+}

@@ -24,16 +24,17 @@ function useFollowedLines(jobId: string) {
     const flush = () => {
       frame = null;
       const all = chunks.current;
+      // The last chunk is copied before lines are added: a chunk React rendered must keep its
+      // lines, or its memoized rendering would miss those added once the batch has filled it.
+      let last = [...all[all.length - 1]!];
+      all[all.length - 1] = last;
       for (const line of pending) {
-        let last = all[all.length - 1]!;
         if (last.length >= CHUNK) {
           last = [];
           all.push(last);
         }
         last.push(line);
       }
-      // The last chunk gets a new identity so its memoized rendering sees the change.
-      all[all.length - 1] = [...all[all.length - 1]!];
       pending = [];
       setVersion((v) => v + 1);
     };

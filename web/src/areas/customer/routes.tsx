@@ -1,4 +1,4 @@
-import { lazy, Suspense } from 'react';
+import { lazy, Suspense, type ComponentType } from 'react';
 import { Redirect, Route, Switch } from 'wouter';
 import { useSession } from '../../lib/session';
 import { AppShell, RequireSession, type NavItem } from '../../ui/app-shell';
@@ -8,8 +8,32 @@ import { CapacityPage } from './capacity-page';
 import { JobsPage } from './jobs-page';
 import { KeysPage } from './keys-page';
 
+/**
+ * A lazily loaded page whose chunk can be fetched ahead of its first render. Once fetched it
+ * renders directly: a lazy component suspends at its first render even when its chunk is in,
+ * and React then holds the Suspense fallback on screen for up to 300 ms.
+ */
+function preloadablePage<P extends object>(load: () => Promise<{ default: ComponentType<P> }>) {
+  let loaded: ComponentType<P> | null = null;
+  let loading: Promise<{ default: ComponentType<P> }> | null = null;
+  const fetchChunk = () =>
+    (loading ??= load().then((module) => {
+      loaded = module.default;
+      return module;
+    }));
+  const Lazy = lazy(fetchChunk);
+  function Page(props: P) {
+    const Loaded = loaded;
+    return Loaded ? <Loaded {...props} /> : <Lazy {...props} />;
+  }
+  return { Page, preload: () => void fetchChunk().catch(() => undefined) };
+}
+
 // The job page (wallet actions, logs, verification) and sign-in (SIWE) load on first visit.
-const JobPage = lazy(() => import('./job-page'));
+const jobPage = preloadablePage(() => import('./job-page'));
+const JobPage = jobPage.Page;
+// A job's `links.dashboard` opens the app on its page: fetch that chunk while the session is checked.
+if (window.location.pathname.startsWith(`${import.meta.env.BASE_URL}jobs/`)) jobPage.preload();
 const SignInPage = lazy(() => import('./sign-in-page'));
 
 const NAV: NavItem[] = [
