@@ -2,7 +2,7 @@ import type { Test } from 'tap';
 import type { Hex } from 'viem';
 import { openBrowserPage, type BrowserPage } from './browser.js';
 import { CHAIN_ID, type Marketplace } from './marketplace.js';
-import { injectTestWallet, TEST_WALLET_NAME, type TestWallet } from './test-wallet.js';
+import { injectTestWallet, TEST_WALLET_NAME, type TestWallet } from '../../scripts/src/page-wallet.js';
 
 /** A Chromium page with the test wallet holding `privateKey`, signed in to the dashboard. */
 export interface DashboardSession extends BrowserPage {
@@ -19,7 +19,7 @@ export interface DashboardSession extends BrowserPage {
 export async function signInToDashboard(t: Test, market: Marketplace, privateKey: Hex): Promise<DashboardSession> {
   const browser = await openBrowserPage(t);
   const { page } = browser;
-  const wallet = await injectTestWallet(page, { privateKey, rpcUrl: market.anvil.rpcUrl, chainId: CHAIN_ID });
+  const wallet = await injectTestWallet(page.context(), { privateKey, rpcUrl: market.anvil.rpcUrl, chainId: CHAIN_ID });
   let signInBody = '';
   page.on('request', (request) => {
     if (request.method() === 'POST' && request.url().endsWith('/dashboard/api/auth/sign-in')) signInBody = request.postData() ?? '';

@@ -10,7 +10,7 @@ import { LOCAL_CUSTOMER } from '../chain/local-chain.js';
 import { ensureWebBuilt, WEB_DIST } from '../web-build.js';
 import { figureCells, figures, followStream, LEAD_SECONDS, Reader, writerScript } from './log-lines.js';
 import { startBenchMarketplace, type BenchMarketplace } from './marketplace.js';
-import { injectPageWallet, PAGE_WALLET_NAME } from './page-wallet.js';
+import { injectTestWallet, TEST_WALLET_NAME } from '../page-wallet.js';
 import { alignedTable, median } from './report.js';
 import type { StandaloneSection } from './standalone.js';
 
@@ -76,14 +76,14 @@ function missingLines(reader: Reader, count: number): string {
 async function walletContext(browser: Browser, market: BenchMarketplace, storageState?: Awaited<ReturnType<BrowserContext['storageState']>>): Promise<BrowserContext> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, storageState });
   context.setDefaultTimeout(60_000);
-  await injectPageWallet(context, { privateKey: LOCAL_CUSTOMER.privateKey, chainId: market.chain.deployment.chainId, rpcUrl: market.chain.anvil.rpcUrl });
+  await injectTestWallet(context, { privateKey: LOCAL_CUSTOMER.privateKey, chainId: market.chain.deployment.chainId, rpcUrl: market.chain.anvil.rpcUrl });
   return context;
 }
 
 /** Signs in through the sign-in page as a customer does: the wallet's button, then "Sign in with Ethereum". */
 async function signIn(page: Page, baseUrl: string): Promise<void> {
   await page.goto(`${baseUrl}/dashboard/sign-in`);
-  await page.getByRole('button', { name: PAGE_WALLET_NAME }).click();
+  await page.getByRole('button', { name: TEST_WALLET_NAME }).click();
   await page.getByText('Connected:').waitFor();
   await page.getByRole('button', { name: 'Sign in with Ethereum' }).click();
   await page.waitForURL(/\/dashboard\/jobs$/);

@@ -1,13 +1,13 @@
-import type { Page } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { createWalletClient, http, numberToHex, type Hex, type WalletClient, type Transport, type Chain, type Account } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { z } from 'zod';
 
 /**
- * The browser wallet of the page tests: an EIP-1193 provider injected into the page (as
- * `window.ethereum` and announced through EIP-6963) whose requests are answered here, in Node,
- * signing with an anvil dev key and sending to anvil. The dashboard's code is the production code;
- * only the wallet extension is replaced.
+ * The browser wallet of the page tests and the dashboard bench: an EIP-1193 provider injected
+ * into every page of a browser context (as `window.ethereum` and announced through EIP-6963)
+ * whose requests are answered here, in Node, signing with an anvil dev key and sending to anvil.
+ * The dashboard's code is the production code; only the wallet extension is replaced.
  */
 export interface TestWallet {
   /** The connected account. */
@@ -70,13 +70,16 @@ const PAGE_PROVIDER = `(() => {
 })();`;
 
 /**
- * Injects the wallet into `page` (call before the first navigation). `rpcUrl` is anvil's;
- * `chainId` the chain the wallet starts on.
+ * Injects the wallet into the pages of `context` (call before the first navigation). `rpcUrl` is
+ * anvil's; `chainId` the chain the wallet starts on and the only one it can switch to.
  */
-export async function injectTestWallet(page: Page, options: { privateKey: Hex; rpcUrl: string; chainId: number }): Promise<TestWallet> {
+export async function injectTestWallet(context: BrowserContext, options: { privateKey: Hex; rpcUrl: string; chainId: number }): Promise<TestWallet> {
   let account = privateKeyToAccount(options.privateKey);
   let chainId = options.chainId;
   const calls: string[] = [];
+  const emit = async (event: 'accountsChanged' | 'chainChanged', value: unknown) => {
+    for (const page of context.pages()) await page.evaluate(`window.__gfWalletEmit(${JSON.stringify(event)}, ${JSON.stringify(value)})`);
+  };
   const chainFor = (id: number): Chain => ({
     id,
     name: `chain ${id}`,
@@ -105,7 +108,7 @@ export async function injectTestWallet(page: Page, options: { privateKey: Hex; r
         if (wanted !== options.chainId) throw new ProviderError(UNRECOGNIZED_CHAIN, `chain ${wanted} is not added to this wallet`);
         if (wanted !== chainId) {
           chainId = wanted;
-          await page.evaluate(`window.__gfWalletEmit('chainChanged', ${JSON.stringify(numberToHex(wanted))})`);
+          await emit('chainChanged', numberToHex(wanted));
         }
         return null;
       }
@@ -133,7 +136,7 @@ export async function injectTestWallet(page: Page, options: { privateKey: Hex; r
     }
   };
 
-  await page.exposeBinding('__gfWallet', async (_source, raw: string) => {
+  await context.exposeBinding('__gfWallet', async (_source, raw: string) => {
     const { method, params = [] } = requestSchema.parse(JSON.parse(raw));
     calls.push(method);
     try {
@@ -143,7 +146,7 @@ export async function injectTestWallet(page: Page, options: { privateKey: Hex; r
       return JSON.stringify({ error: { code, message: err instanceof Error ? err.message : String(err) } });
     }
   });
-  await page.addInitScript(PAGE_PROVIDER);
+  await context.addInitScript(PAGE_PROVIDER);
 
   return {
     get address() {
@@ -152,11 +155,11 @@ export async function injectTestWallet(page: Page, options: { privateKey: Hex; r
     calls,
     async switchAccount(privateKey) {
       account = privateKeyToAccount(privateKey);
-      await page.evaluate(`window.__gfWalletEmit('accountsChanged', [${JSON.stringify(account.address)}])`);
+      await emit('accountsChanged', [account.address]);
     },
     async switchChain(id) {
       chainId = id;
-      await page.evaluate(`window.__gfWalletEmit('chainChanged', ${JSON.stringify(numberToHex(id))})`);
+      await emit('chainChanged', numberToHex(id));
     },
   };
 }
