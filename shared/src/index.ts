@@ -11,4 +11,5 @@ export * from './contracts/escrow.generated.js';
 export * from './records/index.js';
 export * from './process/line-tail.js';
 export * from './process/environment.js';
+export * from './process/owned-child.js';
 export * from './image-patterns.js';

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared';
 import { Secret, type S3StoreConfig } from '../config.js';
 
 /** s3rver accepts these credentials (its documented defaults). */
@@ -43,18 +43,9 @@ export async function startS3rver(options: { dir: string; bucket?: string; port?
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached ?? false,
   });
-  const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const tail = new LineTail();
-  const stop = async () => {
-    process.off('exit', killOnExit);
-    killOnExit();
-    await exited;
-  };
   // However this process ends (short of SIGKILL), s3rver goes with it.
-  const killOnExit = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-  };
-  process.once('exit', killOnExit);
+  const { exited, stop } = ownChild(child);
+  const tail = new LineTail();
   child.stderr.on('data', (chunk: Buffer) => {
     for (const line of tail.push(chunk)) options.log?.(line);
   });
@@ -83,6 +74,7 @@ export async function startS3rver(options: { dir: string; bucket?: string; port?
     endpoint,
     bucket,
     dir: options.dir,
+    // Listening, it has a pid: a spawn failure rejects above.
     pid: child.pid!,
     config: { endpoint, bucket, region: 'us-east-1', credentials: { accessKeyId: S3RVER_ACCESS_KEY, secretAccessKey: new Secret(S3RVER_ACCESS_KEY) }, forcePathStyle: true },
     env: {

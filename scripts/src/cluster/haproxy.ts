@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared';
 import { z } from 'zod';
 
 /** The HAProxy binary of Debian's `haproxy` package. */
@@ -128,27 +128,20 @@ export async function startHaproxy(options: HaproxyConfigOptions & { dir: string
   const check = spawnSync(HAPROXY_BINARY, ['-c', '-q', '-f', configFile], { encoding: 'utf8' });
   if (check.status !== 0) throw new Error(`HAProxy refused ${configFile}:\n${check.stdout}${check.stderr}`);
   const child = spawn(HAPROXY_BINARY, ['-db', '-f', configFile], { env: systemEnvironment(), stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
-  const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const owned = ownChild(child);
   const tail = new LineTail();
   const onOutput = (chunk: Buffer) => {
     for (const line of tail.push(chunk)) if (line.trim()) options.log?.(line);
   };
   child.stdout.on('data', onOutput);
   child.stderr.on('data', onOutput);
-  const killOnExit = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-  };
-  process.once('exit', killOnExit);
-  const stop = async () => {
-    process.off('exit', killOnExit);
-    killOnExit();
-    await exited;
-  };
-  const proxy: HaproxyProcess = { pid: child.pid!, url: `http://${options.bind}`, statsUrl: `http://${options.statsBind}/stats`, configFile, exited, lastLines: () => tail.lines(), stop };
+  const { exited, stop } = owned;
+  const statsUrl = `http://${options.statsBind}/stats`;
   const deadline = Date.now() + 10_000;
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`HAProxy exited before it listened:\n${tail.lines().join('\n')}`);
-    if ((await fetch(`${proxy.statsUrl};csv`).then((r) => r.status, () => 0)) === 200) return proxy;
+    if (!owned.running()) throw new Error(`HAProxy exited before it listened:\n${tail.lines().join('\n')}`);
+    // Listening, it has a pid: a spawn failure ends the loop above.
+    if ((await fetch(`${statsUrl};csv`).then((r) => r.status, () => 0)) === 200) return { pid: child.pid!, url: `http://${options.bind}`, statsUrl, configFile, exited, lastLines: () => tail.lines(), stop };
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`HAProxy's stats page did not answer within 10 s:\n${tail.lines().join('\n')}`);
