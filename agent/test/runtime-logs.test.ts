@@ -92,18 +92,20 @@ t.test('args: linesAfter drops every piece of the cursor\'s line and ends the sk
 t.test('behavior: stdout and stderr lines arrive in order with their streams', async (t) => {
   const runtime = testRuntime(t);
   const { lines, sink, of } = collectLines();
-  // Back to back, then 10 ms apart: within a stream order always holds; across the two pipes
-  // Docker orders lines as it reads them, which matches the writes when they are apart in time.
+  // Back to back, then 100 ms apart: within a stream order always holds; across the two pipes
+  // Docker orders lines as it reads them, which matches the writes when they are further apart
+  // than the daemon's read delay (10 ms was not, with four test files running on two cores).
+  const APART = 10;
   const script = 'i=0; while [ $i -lt 50 ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); done; ' +
-    'i=0; while [ $i -lt 20 ]; do echo apart-out-$i; usleep 10000; echo apart-err-$i >&2; usleep 10000; i=$((i+1)); done; printf "no-newline"';
+    `i=0; while [ $i -lt ${APART} ]; do echo apart-out-$i; usleep 100000; echo apart-err-$i >&2; usleep 100000; i=$((i+1)); done; printf "no-newline"`;
   const job = await runtime.start(busyboxSpec({ command: ['sh', '-c', script] }), sink);
   const exit = await job.done;
   t.equal(exit.exitCode, 0);
   const range = (n: number, f: (i: number) => string) => Array.from({ length: n }, (_, i) => f(i));
-  t.same(of('stdout'), [...range(50, (i) => `out-${i}`), ...range(20, (i) => `apart-out-${i}`), 'no-newline'], 'stdout complete and in order, the last line without its newline');
-  t.same(of('stderr'), [...range(50, (i) => `err-${i}`), ...range(20, (i) => `apart-err-${i}`)], 'stderr complete and in order');
+  t.same(of('stdout'), [...range(50, (i) => `out-${i}`), ...range(APART, (i) => `apart-out-${i}`), 'no-newline'], 'stdout complete and in order, the last line without its newline');
+  t.same(of('stderr'), [...range(50, (i) => `err-${i}`), ...range(APART, (i) => `apart-err-${i}`)], 'stderr complete and in order');
   const apart = lines.filter((l) => l.line.startsWith('apart-')).map((l) => l.line);
-  t.same(apart, Array.from({ length: 20 }, (_, i) => [`apart-out-${i}`, `apart-err-${i}`]).flat(), 'the two streams interleave in the order they were written');
+  t.same(apart, Array.from({ length: APART }, (_, i) => [`apart-out-${i}`, `apart-err-${i}`]).flat(), 'the two streams interleave in the order they were written');
   t.ok(lines.every((l) => Number.isInteger(l.ts) && l.ts > 0));
   t.ok(lines.filter((l) => l.stream !== 'system').every((l) => l.cursor !== null));
   t.match(of('system').at(-1), /^exited with code 0/);
