@@ -104,6 +104,13 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await lookAt(t, session, 'job: completed, output verified');
 
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Completed', 'the challenge window is open');
+  session.wallet.rejectNextTransaction();
+  await page.getByRole('button', { name: 'Approve early' }).click();
+  const refused = page.getByRole('alert').filter({ hasText: /Failed: Approve early/ });
+  await refused.waitFor();
+  t.match((await refused.textContent()) ?? '', /rejected/i, 'a refused transaction shows as failed, with the reason');
+  await lookAt(t, session, 'job: approval refused in the wallet');
+  t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Completed', 'nothing changed on chain');
   await page.getByRole('button', { name: 'Approve early' }).click();
   await page.getByText(/Mined: Approve early/).waitFor({ timeout: 60_000 });
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Released', 'released on chain by the approval');

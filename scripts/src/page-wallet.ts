@@ -18,6 +18,8 @@ export interface TestWallet {
   switchChain(chainId: number): Promise<void>;
   /** Every JSON-RPC method the page asked for, in order. */
   readonly calls: string[];
+  /** Makes the wallet refuse the next transaction as a person pressing Reject does (EIP-1193 code 4001). */
+  rejectNextTransaction(): void;
 }
 
 export const TEST_WALLET_NAME = 'gpufarm Test Wallet';
@@ -25,6 +27,7 @@ export const TEST_WALLET_NAME = 'gpufarm Test Wallet';
 const requestSchema = z.object({ method: z.string().min(1), params: z.array(z.unknown()).optional() });
 
 /** EIP-1193 error codes the dashboard reacts to. */
+const USER_REJECTED = 4001;
 const UNRECOGNIZED_CHAIN = 4902;
 const UNSUPPORTED_METHOD = 4200;
 
@@ -77,6 +80,7 @@ export async function injectTestWallet(context: BrowserContext, options: { priva
   let account = privateKeyToAccount(options.privateKey);
   let chainId = options.chainId;
   const calls: string[] = [];
+  let rejectNext = false;
   const emit = async (event: 'accountsChanged' | 'chainChanged', value: unknown) => {
     for (const page of context.pages()) await page.evaluate(`window.__gfWalletEmit(${JSON.stringify(event)}, ${JSON.stringify(value)})`);
   };
@@ -120,6 +124,10 @@ export async function injectTestWallet(context: BrowserContext, options: { priva
         return account.signMessage({ message: { raw: message as Hex } });
       }
       case 'eth_sendTransaction': {
+        if (rejectNext) {
+          rejectNext = false;
+          throw new ProviderError(USER_REJECTED, 'User rejected the request.');
+        }
         const tx = z
           .object({ to: z.string().optional(), data: z.string().optional(), value: z.string().optional(), gas: z.string().optional() })
           .parse(params[0]);
@@ -153,6 +161,9 @@ export async function injectTestWallet(context: BrowserContext, options: { priva
       return account.address;
     },
     calls,
+    rejectNextTransaction() {
+      rejectNext = true;
+    },
     async switchAccount(privateKey) {
       account = privateKeyToAccount(privateKey);
       await emit('accountsChanged', [account.address]);
