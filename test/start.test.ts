@@ -45,6 +45,11 @@ t.test('npm start: the control plane on the embedded database with a seeded flee
   t.match(output(), /seeded a simulated fleet/);
   t.match(output(), /npm run admin -- create-key/, 'says how to create a key');
   t.match(output(), /No local agent: GF_LOCAL_AGENT=0/, 'says why no agent runs');
+  t.ok(output().includes(`dashboard  ${url}/dashboard/`), 'prints the dashboard URL');
+  const dashboard = await fetch(`${url}/dashboard/`);
+  t.equal(dashboard.status, 200, 'the dashboard answers there');
+  t.match(await dashboard.text(), /<div id="root"><\/div>/, 'with the web app');
+  t.match(dashboard.headers.get('content-security-policy'), /script-src 'self'/, 'under its CSP');
 
   const capacity = await fetch(`${url}/v1/capacity?limit=3`);
   t.equal(capacity.status, 200);
