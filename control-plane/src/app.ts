@@ -104,9 +104,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app, routes);
   // Cookies are parsed only where they are a credential (`/dashboard/api`, see `auth/plugin.ts`).
   await app.register(fastifyCookie, { hook: false });
-  await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken });
+  await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken, adminWallets: config.adminWallets });
   await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt, ...(deps.now ? { now: deps.now } : {}) });
-  await app.register(enforceAuth);
+  await app.register(enforceAuth, { adminWallets: config.adminWallets });
   installCors(app, routes);
 
   await app.register(openApiRoutes);

@@ -20,6 +20,11 @@ const envSchema = z.object({
   GF_RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).optional(),
   GF_TRUST_PROXY: booleanFromEnv.default(false),
   GF_ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
+  GF_ADMIN_WALLETS: z
+    .string()
+    .default('')
+    .transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''))
+    .pipe(z.array(address)),
   GF_STABLE_TOKEN_ADDRESS: address.optional(),
   GF_STABLE_TOKEN_SYMBOL: z.string().min(1).max(11).default('USDC'),
   GF_STABLE_TOKEN_DECIMALS: z.coerce.number().int().min(6, 'must be at least 6 (micro-USD precision)').max(36).default(6),
@@ -136,6 +141,8 @@ export interface Config {
   /** A request head (line and headers) must arrive within this; else 408 `request_timeout`. */
   headersTimeoutMs: number;
   adminToken: string | undefined;
+  /** Wallets (lower case) that sign in to the admin area. */
+  adminWallets: readonly string[];
   stableToken: { address: string; symbol: string; decimals: number } | null;
   /** The fixed ETH price source: wei per USD, frozen into each ETH job at creation. */
   weiPerUsd: bigint;
@@ -250,6 +257,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxConnections: e.GF_MAX_CONNECTIONS,
     headersTimeoutMs: e.GF_HEADERS_TIMEOUT_MS,
     adminToken: e.GF_ADMIN_TOKEN,
+    adminWallets: [...new Set(e.GF_ADMIN_WALLETS.map((wallet) => wallet.toLowerCase()))],
     stableToken: e.GF_STABLE_TOKEN_ADDRESS
       ? { address: e.GF_STABLE_TOKEN_ADDRESS.toLowerCase(), symbol: e.GF_STABLE_TOKEN_SYMBOL, decimals: e.GF_STABLE_TOKEN_DECIMALS }
       : null,

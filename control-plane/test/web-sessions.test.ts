@@ -14,7 +14,8 @@ t.test('default: a nonce, a signed message, a session cookie and the session', a
   const wallet = devWallet(1);
   const signedIn = await signIn(app, wallet);
   const view = signedIn.res.json();
-  t.same(Object.keys(view).sort(), ['address', 'chainId', 'csrfToken', 'expiresAt']);
+  t.same(Object.keys(view).sort(), ['address', 'chainId', 'csrfToken', 'expiresAt', 'roles']);
+  t.same(view.roles, { admin: false, operatorFarms: [] }, 'a wallet with no role is a customer only');
   t.equal(view.address, wallet.address.toLowerCase());
   t.equal(view.chainId, 4663);
   t.ok(Math.abs(Date.parse(view.expiresAt) - (Date.now() + 8 * 3600_000)) < 60_000, 'eight hours by default');

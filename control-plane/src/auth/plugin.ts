@@ -5,16 +5,19 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { createBatcher } from '../db/batcher.js';
 import type { Queryable } from '../db/database.js';
-import { DASHBOARD_PREFIX } from '../http/route-config.js';
+import { ADMIN_PREFIX, DASHBOARD_PREFIX, OPERATOR_PREFIX, webApiAreaOf } from '../http/route-config.js';
 import { hashApiKey, keyEnvironmentFor, parseApiKey } from './api-keys.js';
+import { isAdminWallet, operatorFarmsOf, type OperatorFarm } from './roles.js';
 import { findWebSession, SESSION_COOKIE, type WebSession } from './session-store.js';
 import { findApiKeysByHash, touchApiKey, type ApiKeyRecord } from './store.js';
 
-/** Where the dashboard's API lives: the session cookie is the credential there, and only there. */
+/** The session APIs of the web app's areas: the session cookie is the credential there, and only there. */
 export const DASHBOARD_API_PREFIX = `${DASHBOARD_PREFIX}/api`;
+export const OPERATOR_API_PREFIX = `${OPERATOR_PREFIX}/api`;
+export const ADMIN_API_PREFIX = `${ADMIN_PREFIX}/api`;
 
-export function isDashboardApi(url: string): boolean {
-  return url.startsWith(`${DASHBOARD_API_PREFIX}/`) || url === DASHBOARD_API_PREFIX;
+export function isWebApi(url: string): boolean {
+  return webApiAreaOf(url) !== null;
 }
 
 /** The header a dashboard write must carry: the session's CSRF token. */
@@ -27,14 +30,18 @@ export interface AuthOptions {
   db: Queryable;
   environment: Environment;
   adminToken: string | undefined;
+  /** Wallets (lower case) whose sessions open the admin area. */
+  adminWallets: readonly string[];
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** A credential the request carried and `resolveCredentials` refused; `enforceAuth` raises it. */
     credentialError: ApiError | null;
-    /** The dashboard session of the cookie (under `/dashboard/api/` only), unexpired and of an active account. */
+    /** The web session of the cookie (under a web area's `/api/` only), unexpired and of an active account. */
     webSession: WebSession | null;
+    /** Under `/operator/api/`: the farms the session's wallet runs (payout or listed operator wallet). */
+    operatorFarms: OperatorFarm[] | null;
     /** The cookie named a session that expired: "sign in again" rather than "not signed in". */
     webSessionExpired: boolean;
   }
@@ -70,12 +77,13 @@ export const resolveCredentials = fp<AuthOptions>(
     app.decorateRequest('credentialError', null);
     app.decorateRequest('webSession', null);
     app.decorateRequest('webSessionExpired', false);
+    app.decorateRequest('operatorFarms', null);
     const recordKeyUse = keyUseRecorder(app, options.db);
     app.addHook('onRequest', async (request) => {
       const { auth, webFile } = request.routeOptions.config;
       // Those routes check their own credential (a machine token is no API key); the web app's files need none.
       if (auth === 'machine' || auth === 'signed_url' || webFile) return;
-      if (isDashboardApi(request.url)) return resolveSession(app, options.db, request);
+      if (isWebApi(request.url)) return resolveSession(app, options, request);
       const token = bearerToken(request);
       if (token === undefined) return;
       if (auth === 'admin') {
@@ -119,21 +127,22 @@ export const resolveCredentials = fp<AuthOptions>(
 );
 
 /**
- * Under `/dashboard/api/` the session cookie is the credential, with all four customer scopes;
+ * Under a web area's `/api/` the session cookie is the credential, with all four customer scopes;
  * an Authorization header there is refused, so a page cannot be made to act with someone's key.
- * An unknown cookie is no credential at all (the caller is "not signed in").
+ * An unknown cookie is no credential at all (the caller is "not signed in"). Under
+ * `/operator/api/` the session's farms are looked up too; the admin role needs no lookup.
  */
-async function resolveSession(app: FastifyInstance, db: Queryable, request: FastifyRequest): Promise<void> {
+async function resolveSession(app: FastifyInstance, options: AuthOptions, request: FastifyRequest): Promise<void> {
   if (request.headers.authorization !== undefined) {
     request.credentialError = new ApiError(
       'invalid_api_key',
-      'The dashboard API takes no Authorization header: its credential is the session cookie. Call /v1 with an API key instead.',
+      'The web app\'s API takes no Authorization header: its credential is the session cookie. Call /v1 with an API key instead.',
     );
     return;
   }
   const cookie = sessionCookieOf(app, request);
   if (!cookie) return;
-  const session = await findWebSession(db, cookie);
+  const session = await findWebSession(options.db, cookie);
   if (!session) return;
   if (session.expiresAt.getTime() <= Date.now()) {
     request.webSessionExpired = true;
@@ -144,6 +153,7 @@ async function resolveSession(app: FastifyInstance, db: Queryable, request: Fast
     return;
   }
   request.webSession = session;
+  if (webApiAreaOf(request.url) === OPERATOR_PREFIX) request.operatorFarms = await operatorFarmsOf(options.db, session.walletAddress);
   // Rate limits and the live-log cap count per session, as they count per key.
   request.principal = { keyId: `ses_${session.id.slice(0, 26)}`, apiKeyId: null, accountId: session.accountId, walletAddress: session.walletAddress, scopes: API_KEY_SCOPES };
 }
@@ -164,8 +174,8 @@ function keyUseRecorder(app: FastifyInstance, db: Queryable): (record: ApiKeyRec
   };
 }
 
-export const enforceAuth = fp(
-  async (app) => {
+export const enforceAuth = fp<{ adminWallets: readonly string[] }>(
+  async (app, options) => {
     app.addHook('onRequest', async (request) => {
       const auth = request.routeOptions.config.auth;
       if (request.credentialError) throw request.credentialError;
@@ -175,7 +185,7 @@ export const enforceAuth = fp(
         return;
       }
       if (!request.principal) {
-        if (!isDashboardApi(request.url)) throw new ApiError('missing_api_key');
+        if (!isWebApi(request.url)) throw new ApiError('missing_api_key');
         throw new ApiError('missing_api_key', request.webSessionExpired ? 'Your session expired: sign in again.' : 'Not signed in: sign in with your wallet.');
       }
       if (request.webSession && request.method !== 'GET' && request.method !== 'HEAD') {
@@ -185,8 +195,15 @@ export const enforceAuth = fp(
           throw new ApiError('forbidden', 'The X-CSRF-Token header is missing or wrong: reload the dashboard.');
         }
       }
-      if (auth === 'session') {
-        if (!request.webSession) throw new ApiError('missing_api_key', 'Not signed in: sign in with your wallet.');
+      if (auth === 'session' || auth === 'admin_session' || auth === 'operator_session') {
+        const session = request.webSession;
+        if (!session) throw new ApiError('missing_api_key', 'Not signed in: sign in with your wallet.');
+        if (auth === 'admin_session' && !isAdminWallet(options.adminWallets, session.walletAddress)) {
+          throw new ApiError('forbidden', `The wallet ${session.walletAddress} is not an admin of this service: sign in with an admin wallet.`);
+        }
+        if (auth === 'operator_session' && !request.operatorFarms?.length) {
+          throw new ApiError('forbidden', `The wallet ${session.walletAddress} runs no farm: sign in with a farm's payout wallet or a wallet the farm lists as an operator.`);
+        }
         return;
       }
       if (!request.principal.scopes.includes(auth)) {

@@ -21,6 +21,8 @@ export interface FarmInput {
   /** The company operating the farm. Default `Test Provider`. */
   provider?: string;
   status?: FarmStatus;
+  /** Where its earnings are released (any case); default none. */
+  payoutAddress?: string | null;
 }
 
 export interface Farm {
@@ -29,6 +31,7 @@ export interface Farm {
   name: string;
   provider: string;
   status: FarmStatus;
+  payoutAddress: string | null;
 }
 
 /** Inserts a farm. */
@@ -40,8 +43,16 @@ export async function createFarm(db: Queryable, input: FarmInput = {}): Promise<
     name: input.name ?? slug.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' '),
     provider: input.provider ?? 'Test Provider',
     status: input.status ?? 'active',
+    payoutAddress: input.payoutAddress?.toLowerCase() ?? null,
   };
-  await db.query('INSERT INTO farms (id, slug, name, provider, status) VALUES ($1, $2, $3, $4, $5)', [farm.id, farm.slug, farm.name, farm.provider, farm.status]);
+  await db.query('INSERT INTO farms (id, slug, name, provider, status, payout_address) VALUES ($1, $2, $3, $4, $5, $6)', [
+    farm.id,
+    farm.slug,
+    farm.name,
+    farm.provider,
+    farm.status,
+    farm.payoutAddress,
+  ]);
   return farm;
 }
 

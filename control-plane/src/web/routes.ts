@@ -3,7 +3,8 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { z } from 'zod';
 import { apiKeyParams, keyEnvironmentFor } from '../auth/api-keys.js';
-import { DASHBOARD_API_PREFIX, sessionCookieOf } from '../auth/plugin.js';
+import { ADMIN_API_PREFIX, DASHBOARD_API_PREFIX, OPERATOR_API_PREFIX, sessionCookieOf } from '../auth/plugin.js';
+import { webRolesOf, type OperatorFarm, type WebRoles } from '../auth/roles.js';
 import { createWebSession, deleteWebSession, SESSION_COOKIE, type WebSession } from '../auth/session-store.js';
 import { createApiKey, ensureAccount, findApiKey, listApiKeys, revokeApiKey, type ApiKeySummary } from '../auth/store.js';
 import type { Config } from '../config.js';
@@ -24,9 +25,19 @@ const createKeyBodySchema = z.strictObject({
   scopes: z.array(z.enum(API_KEY_SCOPES)).min(1, 'must list at least one scope').max(API_KEY_SCOPES.length),
 });
 
-/** What the dashboard knows of its session (never the cookie). */
-function sessionView(session: Pick<WebSession, 'walletAddress' | 'chainId' | 'expiresAt' | 'csrfToken'>) {
-  return { address: session.walletAddress, chainId: session.chainId, expiresAt: session.expiresAt.toISOString(), csrfToken: session.csrfToken };
+function farmView(farm: OperatorFarm) {
+  return { id: farm.id, slug: farm.slug, name: farm.name, payoutAddress: farm.payoutAddress, role: farm.role };
+}
+
+/** What the web app knows of its session (never the cookie), with the areas its wallet may open. */
+function sessionView(session: Pick<WebSession, 'walletAddress' | 'chainId' | 'expiresAt' | 'csrfToken'>, roles: WebRoles) {
+  return {
+    address: session.walletAddress,
+    chainId: session.chainId,
+    expiresAt: session.expiresAt.toISOString(),
+    csrfToken: session.csrfToken,
+    roles: { admin: roles.admin, operatorFarms: roles.operatorFarms.map(farmView) },
+  };
 }
 
 /** A key as its owner sees it: `gf_test_…abcd` tells keys apart without giving any away. */
@@ -45,7 +56,7 @@ function apiKeyView(key: ApiKeySummary) {
 export interface WebRoutesOptions {
   db: Database;
   /** Read at each request: the public URL may be known only once the server listens. */
-  config: Pick<Config, 'publicUrl' | 'chainId' | 'environment' | 'web'>;
+  config: Pick<Config, 'publicUrl' | 'chainId' | 'environment' | 'web' | 'adminWallets'>;
   /** The chain's public client, for contract wallets' signatures. */
   chainClient: Client<Transport, Chain>;
 }
@@ -86,10 +97,13 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
       replacing: sessionCookieOf(app, request),
     });
     reply.setCookie(SESSION_COOKIE, cookie, { ...cookieOptions(), maxAge: config.web.sessionTtlSeconds });
-    return sessionView(session);
+    return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
   });
 
-  app.get(`${base}/auth/session`, { config: { auth: 'session' } }, async (request) => sessionView(sessionOf(request.webSession)));
+  app.get(`${base}/auth/session`, { config: { auth: 'session' } }, async (request) => {
+    const session = sessionOf(request.webSession);
+    return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
+  });
 
   app.post(`${base}/auth/sign-out`, { config: { auth: 'session' } }, async (request, reply) => {
     const cookie = sessionCookieOf(app, request);
@@ -118,6 +132,14 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
     if (!revoked) throw new ApiError('not_found', `No API key ${id}.`);
     return apiKeyView(revoked);
   });
+
+  // The other areas' sessions: who is signed in there and what they may run (403 for other wallets).
+  app.get(`${ADMIN_API_PREFIX}/session`, { config: { auth: 'admin_session' } }, async (request) => {
+    const session = sessionOf(request.webSession);
+    return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
+  });
+
+  app.get(`${OPERATOR_API_PREFIX}/farms`, { config: { auth: 'operator_session' } }, async (request) => ({ data: (request.operatorFarms ?? []).map(farmView) }));
 
   // Dashboard only: the public Job resource has no per-state times (shared/src/dashboard/job-timeline.ts).
   app.get(`${base}/jobs/:id/timeline`, { config: { auth: 'session' } }, async (request) => {

@@ -2,8 +2,8 @@ import { statSync } from 'node:fs';
 import { resolve, sep } from 'node:path';
 import fastifyStatic from '@fastify/static';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { isDashboardApi } from '../auth/plugin.js';
-import { DASHBOARD_PREFIX } from '../http/route-config.js';
+import { isWebApi } from '../auth/plugin.js';
+import { ADMIN_PREFIX, DASHBOARD_PREFIX, OPERATOR_PREFIX } from '../http/route-config.js';
 
 /** Hashed by the build: a new build gets new names, so a browser may keep these forever. */
 const IMMUTABLE = 'public, max-age=31536000, immutable';
@@ -64,12 +64,24 @@ export const webStatic: FastifyPluginAsync<WebStaticOptions> = async (app, optio
     reply.header('Content-Security-Policy', csp).header('X-Content-Type-Options', 'nosniff').header('Referrer-Policy', 'no-referrer');
   const route = { config: { auth: 'public' as const, webFile: true as const } };
 
-  app.get(DASHBOARD_PREFIX, route, async (_request, reply) => reply.redirect(`${DASHBOARD_PREFIX}/`, 301));
+  const notBuilt = (reply: FastifyReply) => pageHeaders(reply).code(503).header('Cache-Control', REVALIDATE).type('text/html; charset=utf-8').send(NOT_BUILT);
+  const indexPage = (reply: FastifyReply) => pageHeaders(reply).header('Cache-Control', REVALIDATE).sendFile('index.html', { cacheControl: false });
+
+  for (const prefix of [DASHBOARD_PREFIX, OPERATOR_PREFIX, ADMIN_PREFIX]) app.get(prefix, route, async (_request, reply) => reply.redirect(`${prefix}/`, 301));
+
+  // The operator and admin areas are pages of the same app: every path there is its index.html
+  // (the files are under /dashboard/), except the areas' APIs and the admin-token API.
+  for (const prefix of [OPERATOR_PREFIX, ADMIN_PREFIX]) {
+    app.get(`${prefix}/*`, route, async (request, reply) => {
+      if (isWebApi(request.url) || request.url.startsWith(`${ADMIN_PREFIX}/v1/`)) return reply.callNotFound();
+      return isFile(resolve(root, 'index.html')) ? indexPage(reply) : notBuilt(reply);
+    });
+  }
 
   app.get<{ Params: { '*': string } }>(`${DASHBOARD_PREFIX}/*`, route, async (request, reply) => {
-    if (isDashboardApi(request.url)) return reply.callNotFound();
+    if (isWebApi(request.url)) return reply.callNotFound();
+    if (!isFile(resolve(root, 'index.html'))) return notBuilt(reply);
     const index = resolve(root, 'index.html');
-    if (!isFile(index)) return pageHeaders(reply).code(503).header('Cache-Control', REVALIDATE).type('text/html; charset=utf-8').send(NOT_BUILT);
     const wanted = request.params['*'];
     const file = wanted ? resolve(root, wanted) : index;
     if (file.startsWith(root + sep) && isFile(file)) {
@@ -79,6 +91,6 @@ export const webStatic: FastifyPluginAsync<WebStaticOptions> = async (app, optio
       else reply.header('X-Content-Type-Options', 'nosniff');
       return reply.sendFile(name, { cacheControl: false });
     }
-    return pageHeaders(reply).header('Cache-Control', REVALIDATE).sendFile('index.html', { cacheControl: false });
+    return indexPage(reply);
   });
 };

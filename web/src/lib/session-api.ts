@@ -6,12 +6,23 @@ export const DASHBOARD_API = '/dashboard/api';
 
 const addressSchema = z.string().regex(/^0x[0-9a-f]{40}$/);
 
-/** `GET /dashboard/api/auth/session` and the answer of a sign-in. */
+/** A farm the signed-in wallet runs: as its payout wallet, or as an operator the farm lists. */
+export const operatorFarmSchema = z.object({
+  id: z.string().min(1),
+  slug: z.string().min(1),
+  name: z.string(),
+  payoutAddress: addressSchema.nullable(),
+  role: z.enum(['payout', 'operator']),
+});
+export type OperatorFarm = z.infer<typeof operatorFarmSchema>;
+
+/** `GET /dashboard/api/auth/session` and the answer of a sign-in; `roles` says which other areas the wallet may open. */
 export const sessionViewSchema = z.object({
   address: addressSchema,
   chainId: z.int().positive(),
   expiresAt: z.string(),
   csrfToken: z.string().min(1),
+  roles: z.object({ admin: z.boolean(), operatorFarms: z.array(operatorFarmSchema) }),
 });
 export type SessionView = z.infer<typeof sessionViewSchema>;
 
