@@ -1,3 +1,4 @@
+import { startMetricsListener } from '@gpufarm/shared/net/metrics-listener.js';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { connectChain } from './chain/client.js';
@@ -32,7 +33,6 @@ import { deleteExpiredWebSessions } from './auth/session-store.js';
 import { deleteExpiredSiweNonces } from './web/store.js';
 import { createQueueFigures } from './matching/queue-figures.js';
 import { meteredBlobStore } from './metrics/blob-meter.js';
-import { startMetricsListener } from './metrics/http.js';
 import { createControlPlaneMetrics } from './metrics/registry.js';
 
 export interface ControlPlane {
