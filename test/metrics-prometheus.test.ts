@@ -1,11 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { privateKeyToAddress, generatePrivateKey } from 'viem/accounts';
 import { fakeNvidiaSmi } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { enrollAgent } from './helpers/agent.js';
-import { freePort, Marketplace } from './helpers/marketplace.js';
+import { freePort, Marketplace, ROOT } from './helpers/marketplace.js';
 import { startPrometheus, type TestPrometheus } from './helpers/prometheus.js';
 import { until } from './helpers/wait.js';
 
@@ -73,4 +73,16 @@ t.test('default: PromQL over a scraped control plane and agents returns the fixt
   for (let i = 0; i < 5; i++) t.equal((await fetch(`${market.url}/v1`)).status, 200);
   t.equal(await expectValue(prometheus, 'sum(gf_http_requests_total{route="/v1",method="GET",code="200"})', before + 5), before + 5, 'five more GET /v1 counted under the route');
   t.same(await prometheus.query('gf_http_requests_total{route=~"/v1/jobs/job_.*"}'), [], 'no raw URL is a label');
+
+  // Every panel query of the Grafana dashboard parses and runs, with its variables as a user picks them.
+  const dashboard = JSON.parse(readFileSync(join(ROOT, 'docs/grafana/gpufarm.json'), 'utf8')) as { panels: Array<{ title: string; targets?: Array<{ expr: string }> }> };
+  const queries = dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ panel: panel.title, expr: target.expr })));
+  t.ok(queries.length >= 20, `${queries.length} dashboard queries`);
+  const answered: string[] = [];
+  for (const { panel, expr } of queries) {
+    const promql = expr.replaceAll('$cp_job', 'control-plane').replaceAll('$agent_job', 'agent').replaceAll('$instance', '.*').replaceAll('$__rate_interval', '5s');
+    const result = await prometheus.query(promql).then((r) => r, (err: unknown) => t.fail(`${panel}: ${promql}: ${String(err)}`));
+    if (Array.isArray(result) && result.length > 0) answered.push(panel);
+  }
+  t.ok(answered.includes('GPU temperature') && answered.includes('Jobs by state') && answered.includes('Requests per second by route'), 'panels of both parts show data');
 });
