@@ -115,7 +115,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gateway = await createAgentGateway({ app, deps: { ...execution, metrics }, lifecycle: executionLifecycle(execution) });
     opened.push(() => gateway.close());
-    metrics.attach({ db, escrow, agentLinks: () => gateway.connectedMachines() });
+    metrics.attach({ db, escrow, escrowStartBlock: config.chain?.startBlock ?? 0, agentLinks: () => gateway.connectedMachines() });
     if (config.execution.runMatcher) {
       const matcher = startMatcher(
         { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },

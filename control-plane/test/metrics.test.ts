@@ -13,7 +13,9 @@ import { meteredBlobStore } from '../src/metrics/blob-meter.js';
 import { createControlPlaneMetrics, type ControlPlaneMetrics } from '../src/metrics/registry.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, buildTestApp, buildUnreachableDatabaseApp } from './helpers/app.js';
+import { buildEscrowTestApp, startTestChain } from './helpers/chain.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
+import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
 
 const METRICS_TOKEN = 'metrics-token-0123456789abcdef0123456789';
 
@@ -84,6 +86,35 @@ t.test('behavior: jobs by state, machines and fleet GPUs by class and state are 
   t.equal(await sample(metrics, 'gf_jobs', { state: 'RUNNING' }), 0, 'every state has a series');
   t.equal(await sample(metrics, 'gf_agent_links'), 3);
   t.equal(await sample(metrics, 'gf_chain_rpc_up'), undefined, 'no chain configured: no chain series');
+});
+
+t.test('behavior: with a chain, its probe, the escrow scan lag and /readyz follow the RPC; a chain down fails readiness', async (t) => {
+  const c = await startTestChain(t);
+  const { app, db, escrow } = await buildEscrowTestApp(t, c);
+  const metrics = createControlPlaneMetrics();
+  metrics.attach({ db, escrow });
+  t.equal(await sample(metrics, 'gf_chain_rpc_up'), 1);
+  t.ok(((await sample(metrics, 'gf_chain_rpc_probe_duration_seconds')) ?? 0) > 0, 'the probe is timed');
+  const head = Number(await c.publicClient.getBlockNumber());
+  t.equal(await sample(metrics, 'gf_escrow_worker_lag_blocks'), head + 1, 'before the first scan, every block from the start block (0) is to be read');
+  await scanEscrowEvents({ db, escrow, startBlock: 0 });
+  await escrow.health.refresh();
+  t.equal(await sample(metrics, 'gf_escrow_worker_lag_blocks'), 0, 'the scan is at the head');
+  await c.testClient.mine({ blocks: 3 });
+  await escrow.health.refresh();
+  t.equal(await sample(metrics, 'gf_escrow_worker_lag_blocks'), 3, 'three blocks mined since the scan');
+  const ready = await app.inject({ url: '/readyz' });
+  t.equal(ready.statusCode, 200);
+  t.same(ready.json().checks.chain, { ok: true });
+
+  await c.anvil.stop();
+  await escrow.health.refresh();
+  const down = await app.inject({ url: '/readyz' });
+  t.equal(down.statusCode, 503);
+  t.same(down.json().failing, ['chain'], 'only the chain fails');
+  t.match(down.json().checks.chain.reason, /not answering/);
+  t.equal(await sample(metrics, 'gf_chain_rpc_up'), 0);
+  t.equal((await app.inject({ url: '/healthz' })).statusCode, 200);
 });
 
 t.test('behavior: a matcher pass records its duration and each matched job its queue wait', async (t) => {

@@ -16,6 +16,8 @@ export const UNMATCHED_ROUTE = 'unmatched';
 export interface ScrapeSources {
   db?: Database;
   escrow?: EscrowDeps | null;
+  /** The escrow scan's first block: before its first scan the worker is behind by everything since it. */
+  escrowStartBlock?: number;
   /** Agent links open on this replica. */
   agentLinks?: () => number;
 }
@@ -114,7 +116,7 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
     },
   });
   /** The chain's gauges exist only with a chain: an `up` of 0 would page someone for a chain never configured. */
-  const registerChainGauges = (escrow: EscrowDeps, db: Database | undefined) => {
+  const registerChainGauges = (escrow: EscrowDeps, db: Database | undefined, startBlock: number) => {
     const health: ChainHealth = escrow.health;
     new Gauge({
       name: `${METRIC_PREFIX}chain_rpc_up`,
@@ -136,13 +138,13 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
     if (!db) return;
     new Gauge({
       name: `${METRIC_PREFIX}escrow_worker_lag_blocks`,
-      help: "Blocks between the chain head and the escrow event scan's last block (any replica's).",
+      help: "Blocks the escrow event scan has yet to read: the chain head less its last block (any replica's).",
       registers,
       async collect() {
         const head = health.lastProbe()?.headBlock;
         if (head === null || head === undefined) return;
-        const scanned = await lastScannedBlock({ db, escrow });
-        if (scanned !== null) this.set(Number(head > scanned ? head - scanned : 0n));
+        const scanned = (await lastScannedBlock({ db, escrow })) ?? BigInt(startBlock) - 1n;
+        this.set(Number(head > scanned ? head - scanned : 0n));
       },
     });
   };
@@ -161,7 +163,7 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
     logBytes: (bytes) => logBytes.inc(bytes),
     artifactBytes: (bytes) => artifactBytes.inc(bytes),
     attach(next) {
-      if (next.escrow && !sources.escrow) registerChainGauges(next.escrow, next.db ?? sources.db);
+      if (next.escrow && !sources.escrow) registerChainGauges(next.escrow, next.db ?? sources.db, next.escrowStartBlock ?? sources.escrowStartBlock ?? 0);
       sources = { ...sources, ...next };
     },
   };
