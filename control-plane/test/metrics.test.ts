@@ -84,7 +84,7 @@ t.test('behavior: jobs by state, machines and fleet GPUs by class and state are 
   t.equal(await sample(metrics, 'gf_jobs', { state: 'QUEUED' }), 2);
   t.equal(await sample(metrics, 'gf_jobs', { state: 'CREATED' }), 1);
   t.equal(await sample(metrics, 'gf_jobs', { state: 'RUNNING' }), 0, 'every state has a series');
-  t.equal(await sample(metrics, 'gf_agent_links'), 3);
+  t.equal(await sample(metrics, 'gf_gateway_agent_links'), 3);
   t.equal(await sample(metrics, 'gf_chain_rpc_up'), undefined, 'no chain configured: no chain series');
 });
 

@@ -74,7 +74,7 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
   const artifactBytes = new Counter({ name: `${METRIC_PREFIX}artifact_bytes_total`, help: 'Bytes of artifacts stored (outputs, logs and inputs).', registers });
 
   new Gauge({
-    name: `${METRIC_PREFIX}agent_links`,
+    name: `${METRIC_PREFIX}gateway_agent_links`,
     help: 'Agent WebSocket links open on this replica (sum() over replicas for the fleet).',
     registers,
     collect() {
