@@ -31,6 +31,7 @@ export interface AgentMetrics {
   report(status: AssignmentReport): void;
 }
 
+/** A fresh registry with every agent metric, reading `sources` at each scrape; `gf-agent run` makes one. */
 export function createAgentMetrics(sources: AgentMetricsSources): AgentMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: AGENT_METRIC_PREFIX });

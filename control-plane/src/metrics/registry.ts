@@ -39,6 +39,7 @@ export interface ControlPlaneMetrics {
   attach(sources: ScrapeSources): void;
 }
 
+/** A fresh registry with every control-plane metric; `server.ts` makes one per control plane. */
 export function createControlPlaneMetrics(): ControlPlaneMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
