@@ -114,6 +114,19 @@ ensure_haproxy() {
   command -v haproxy >/dev/null 2>&1 || fail "the haproxy package installed no haproxy command"
 }
 
+# --- Prometheus (the metrics test scrapes a control plane and an agent with Debian's prometheus) ---
+ensure_prometheus() {
+  if command -v prometheus >/dev/null 2>&1; then return; fi
+  if ! is_root; then
+    fail "Prometheus is missing for the metrics test. Install it with: sudo apt-get update && sudo apt-get install -y --no-install-recommends prometheus"
+  fi
+  say "installing prometheus from Debian's packages"
+  apt-get update -qq
+  # Only the binary is used: the test runs its own prometheus with a generated config on a free port.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  command -v prometheus >/dev/null 2>&1 || fail "the prometheus package installed no prometheus command"
+}
+
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
@@ -121,6 +134,7 @@ ensure_docker
 ensure_images_built
 ensure_chromium
 ensure_haproxy
+ensure_prometheus
 ensure_web_built
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.
 is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"

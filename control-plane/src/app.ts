@@ -36,6 +36,9 @@ import type { LogStreamOptions } from './logs/stream.js';
 import { pricingRoutes } from './pricing/routes.js';
 import { s3PublicOrigin } from './artifacts/s3-blob-store.js';
 import { offlineChainClient } from './chain/client.js';
+import { healthRoutes } from './health/routes.js';
+import { httpMetrics, metricsRoute } from './metrics/http.js';
+import type { ControlPlaneMetrics } from './metrics/registry.js';
 import { webRoutes } from './web/routes.js';
 import { webStatic } from './web/static.js';
 
@@ -61,6 +64,8 @@ export interface AppDeps {
    * else a client without a chain (wallets that sign with a key still sign in).
    */
   chainClient?: Client<Transport, Chain>;
+  /** The app's metrics: HTTP requests are counted in them, and `/metrics` serves them when `config.metrics.token` is set. */
+  metrics?: ControlPlaneMetrics;
 }
 
 /** The control plane's fastify app: cross-cutting rules first, then each slice's routes. */
@@ -100,6 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.server.maxConnections = config.maxConnections;
 
   app.addHook('onRequest', async (request, reply) => stampResponse(request, reply));
+  if (deps.metrics) await app.register(httpMetrics, { metrics: deps.metrics });
   installJsonBodies(app);
   installErrorHandling(app, routes);
   // Cookies are parsed only where they are a credential (`/dashboard/api`, see `auth/plugin.ts`).
@@ -110,6 +116,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installCors(app, routes);
 
   await app.register(openApiRoutes);
+  await app.register(healthRoutes, { db: deps.db, offerIndex: deps.offerIndex, escrow: deps.escrow ?? null });
+  if (deps.metrics && config.metrics.token) await app.register(metricsRoute, { registry: deps.metrics.registry, token: config.metrics.token.reveal() });
   const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };
   const artifactOptions = { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution };
   // The customer API: at /v1 with API keys, and the same handlers again under /dashboard/api

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { WEB_DIST_DIR } from './package-files.js';
-import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError, parseBannedImagePattern } from '@gpufarm/shared';
+import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError, LISTEN_SETTING_HINT, parseBannedImagePattern, parseListenSetting, type ListenSetting } from '@gpufarm/shared';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');
@@ -77,10 +77,21 @@ const envSchema = z.object({
   GF_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(30 * 86_400).default(28_800),
   GF_WEB_DIR: z.string().min(1).optional(),
   GF_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Off by default: replicas and test control planes share hosts, and a fixed port would collide.
+  GF_METRICS_LISTEN: z
+    .string()
+    .default('off')
+    .transform((text, ctx): ListenSetting => {
+      const parsed = parseListenSetting(text);
+      if (parsed !== null) return parsed;
+      ctx.addIssue({ code: 'custom', message: LISTEN_SETTING_HINT });
+      return z.NEVER;
+    }),
+  GF_METRICS_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
 });
 
 /** Variables whose values never appear in messages, even when malformed. */
-const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL', 'GF_S3_SECRET_ACCESS_KEY']);
+const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL', 'GF_S3_SECRET_ACCESS_KEY', 'GF_METRICS_TOKEN']);
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -156,6 +167,15 @@ export interface Config {
   execution: ExecutionConfig;
   web: WebConfig;
   logLevel: Env['GF_LOG_LEVEL'];
+  metrics: MetricsConfig;
+}
+
+/** Prometheus `/metrics`: on a listener of its own, and/or on the API port behind a token. */
+export interface MetricsConfig {
+  /** `GF_METRICS_LISTEN`: an address serving only `/metrics` without a credential; null: none. */
+  listen: { host: string; port: number } | null;
+  /** `GF_METRICS_TOKEN`: `/metrics` on the API port for `Authorization: Bearer <token>`; null: not served there. */
+  token: Secret | null;
 }
 
 /** The customer dashboard: its built files and its sign-in sessions. */
@@ -307,5 +327,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     web: { dir: e.GF_WEB_DIR ?? WEB_DIST_DIR, sessionTtlSeconds: e.GF_SESSION_TTL_SECONDS },
     logLevel: e.GF_LOG_LEVEL,
+    metrics: { listen: e.GF_METRICS_LISTEN === 'off' ? null : e.GF_METRICS_LISTEN, token: e.GF_METRICS_TOKEN ? new Secret(e.GF_METRICS_TOKEN) : null },
   };
 }

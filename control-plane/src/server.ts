@@ -1,3 +1,4 @@
+import { startMetricsListener } from '@gpufarm/shared/net/metrics-listener.js';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { connectChain } from './chain/client.js';
@@ -31,6 +32,8 @@ import { startMatcher } from './matching/loop.js';
 import { deleteExpiredWebSessions } from './auth/session-store.js';
 import { deleteExpiredSiweNonces } from './web/store.js';
 import { createQueueFigures } from './matching/queue-figures.js';
+import { meteredBlobStore } from './metrics/blob-meter.js';
+import { createControlPlaneMetrics } from './metrics/registry.js';
 
 export interface ControlPlane {
   app: FastifyInstance;
@@ -40,6 +43,8 @@ export interface ControlPlane {
   escrow: EscrowDeps | null;
   /** Where it listens, e.g. `http://127.0.0.1:8080`. */
   url: string;
+  /** Where `GF_METRICS_LISTEN` serves `/metrics`, e.g. `http://127.0.0.1:9469`; null when off. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -79,9 +84,10 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass });
     opened.push(() => offerIndex.close());
     await offerIndex.start();
+    const metrics = createControlPlaneMetrics();
     const store = openBlobStore(config.execution);
     opened.push(() => store.close());
-    const blobs = store.blobs;
+    const blobs = meteredBlobStore(store.blobs, metrics.artifactBytes);
     const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), () => served.publicUrl);
     let escrow: EscrowDeps | null = null;
     if (config.chain) {
@@ -96,7 +102,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       opened.push(() => health.close());
       escrow = { chain, health };
     }
-    const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer } });
+    const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer }, metrics });
     app = built;
     app.addHook('onClose', closeOpened);
     const log = (message: string, err?: unknown) => built.log.warn({ err }, message);
@@ -107,12 +113,13 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       );
     }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
-    const gateway = await createAgentGateway({ app, deps: execution, lifecycle: executionLifecycle(execution) });
+    const gateway = await createAgentGateway({ app, deps: { ...execution, metrics }, lifecycle: executionLifecycle(execution) });
     opened.push(() => gateway.close());
+    metrics.attach({ db, escrow, escrowStartBlock: config.chain?.startBlock ?? 0, agentLinks: () => gateway.connectedMachines() });
     if (config.execution.runMatcher) {
       const matcher = startMatcher(
         { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
-        { intervalMs: config.execution.matchIntervalMs, queue },
+        { intervalMs: config.execution.matchIntervalMs, queue, metrics: metrics.matcher },
       );
       opened.push(() => matcher.close());
     }
@@ -136,6 +143,13 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         )
       : null;
     if (worker) opened.push(() => worker.close());
+    let metricsUrl: string | null = null;
+    if (config.metrics.listen) {
+      const listener = await startMetricsListener(metrics.registry, config.metrics.listen);
+      opened.push(() => listener.close());
+      metricsUrl = listener.url;
+      app.log.info(`metrics: ${metricsUrl}/metrics`);
+    }
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
@@ -145,7 +159,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       writeLocalState(config.dataDir, { pid: process.pid, url, adminToken: config.adminToken ?? null });
       wroteLocalState = true;
     }
-    return { app, db, offerIndex, escrow, url, close: () => built.close() };
+    return { app, db, offerIndex, escrow, url, metricsUrl, close: () => built.close() };
   } catch (err) {
     // The app's onClose runs closeOpened; before the app exists, nothing else would.
     await app?.close().catch(() => {});

@@ -56,7 +56,7 @@ for (const [backend, create] of BACKENDS) {
     t.same(await partitionsOfLines(db, older), [partitionOf(nowMs - 3 * DAY_MS)], "the older job's lines sit in the partition of its creation day");
     t.same(await partitionsOfLines(db, recent), [partitionOf(nowMs)]);
 
-    t.same(await insertAgentLines(db, { jobId: older, assignmentId: 'asg_old', lines: lines(3, 4), capBytes: 1 << 20 }), { inserted: 2, capped: false }, 'lines stored before the migration count as stored');
+    t.same(await insertAgentLines(db, { jobId: older, assignmentId: 'asg_old', lines: lines(3, 4), capBytes: 1 << 20 }), { inserted: 2, bytes: 12, capped: false }, 'lines stored before the migration count as stored');
     const after = await listLogLines(db, { jobId: older, afterId: before.at(-1)!.id, limit: 100, stream: null });
     t.same(after.map((l) => l.seq), [5, 6]);
     t.ok(after.every((l) => l.id > max), 'new ids continue past the migrated ones');

@@ -18,8 +18,8 @@ async function setup(t: Test) {
 
 t.test('a resent batch is stored once; lastStoredSeqs reports each assignment', async (t) => {
   const { db, jobId, stored } = await setup(t);
-  t.same(await insertAgentLines(db, { jobId, assignmentId: 'asg_a', lines: lines(0, 5), capBytes: 1 << 20 }), { inserted: 5, capped: false });
-  t.same(await insertAgentLines(db, { jobId, assignmentId: 'asg_a', lines: lines(3, 4), capBytes: 1 << 20 }), { inserted: 2, capped: false }, 'seq 3 and 4 again, 5 and 6 new');
+  t.same(await insertAgentLines(db, { jobId, assignmentId: 'asg_a', lines: lines(0, 5), capBytes: 1 << 20 }), { inserted: 5, bytes: 30, capped: false });
+  t.same(await insertAgentLines(db, { jobId, assignmentId: 'asg_a', lines: lines(3, 4), capBytes: 1 << 20 }), { inserted: 2, bytes: 12, capped: false }, 'seq 3 and 4 again, 5 and 6 new');
   t.same((await stored()).map((l) => l.seq), [0, 1, 2, 3, 4, 5, 6]);
   t.same(Object.fromEntries(await lastStoredSeqs(db, ['asg_a', 'asg_none'])), { asg_a: 6 });
   const [job] = await db.query<{ log_bytes: number }>('SELECT log_bytes FROM jobs WHERE id = $1', [jobId]);
@@ -30,9 +30,9 @@ t.test('the cap: lines past it are dropped, one system line says so, service lin
   const { db, jobId, stored } = await setup(t);
   const cap = 25; // five 5-byte lines
   const first = await insertAgentLines(db, { jobId, assignmentId: 'asg_b', lines: lines(0, 8, () => 'abcde'), capBytes: cap });
-  t.same(first, { inserted: 5, capped: true });
+  t.same(first, { inserted: 5, bytes: 25, capped: true });
   const again = await insertAgentLines(db, { jobId, assignmentId: 'asg_b', lines: lines(8, 3, () => 'x'), capBytes: cap });
-  t.same(again, { inserted: 0, capped: true }, 'nothing more once capped');
+  t.same(again, { inserted: 0, bytes: 0, capped: true }, 'nothing more once capped');
   await appendServiceLine(db, jobId, 'verified: …');
   const all = await stored();
   t.same(all.filter((l) => l.stream === 'stdout').map((l) => l.seq), [0, 1, 2, 3, 4]);

@@ -21,6 +21,7 @@ import { artifactDownloadSection } from './bench/artifact-download.js';
 import { clientColdStartSection } from './bench/client-cold-start.js';
 import { replicasSection } from './bench/replicas.js';
 import { dashboardSection } from './bench/dashboard.js';
+import { BENCH_METRICS_TOKEN, metricsSection } from './bench/metrics.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -42,6 +43,8 @@ import { dashboardSection } from './bench/dashboard.js';
 const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<BenchRow[]> }> = [
   { name: 'public read endpoints', run: capacitySection },
   { name: 'job creation', run: jobsSection },
+  // The cost of a Prometheus scrape at the seeded fleet (BENCH_SECTIONS=metrics).
+  { name: 'metrics scrape', run: metricsSection },
 ];
 // Matching throughput, on its own fresh database (BENCH_SECTIONS=matching).
 STANDALONE_SECTIONS.push(matchingSection);
@@ -120,7 +123,7 @@ async function main(): Promise<number> {
   cleanups.push(() => chain.anvil.stop());
   log(`local chain at ${chain.anvil.rpcUrl}, escrow ${chain.deployment.escrow}`);
 
-  const server = await startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1', env: localChainEnv(chain) });
+  const server = await startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1', env: { ...localChainEnv(chain), GF_METRICS_TOKEN: BENCH_METRICS_TOKEN } });
   cleanups.push(() => server.stop());
   log(`control plane pid ${server.pid} at ${server.url}`);
 

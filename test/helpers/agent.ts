@@ -56,6 +56,8 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
     GF_AGENT_RECONNECT_MAX_MS: '500',
     GF_AGENT_MIN_FREE_DISK_BYTES: '0',
     GF_AGENT_HEARTBEAT_INTERVAL_SECONDS: '1',
+    // Several agents share this host: none takes the default metrics port unless a test asks.
+    GF_AGENT_METRICS_LISTEN: 'off',
     ...options.env,
   };
   // The agent reads only its own GF_AGENT_* variables; none of this process's leak into it.

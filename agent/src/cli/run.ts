@@ -1,4 +1,5 @@
-import { benchmarkResultSchema, type BenchmarkResult } from '@gpufarm/shared';
+import { benchmarkResultSchema, parseListenSetting, type BenchmarkResult } from '@gpufarm/shared';
+import { startMetricsListener, type MetricsListener } from '@gpufarm/shared/net/metrics-listener.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { workDirOf, type AgentConfig } from '../config/config.js';
@@ -6,6 +7,7 @@ import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAto
 import { AgentDaemon } from '../daemon/daemon.js';
 import { dockerRunner } from '../daemon/runner-setup.js';
 import { STOP_GRACE_SECONDS } from '../runtime/docker-runtime.js';
+import { createAgentMetrics, type AgentMetrics } from '../metrics/metrics.js';
 import { AGENT_VERSION, dockerClient, inventoryMonitor, simulateSpec } from './context.js';
 
 /** The last stored benchmark, if it still parses. */
@@ -44,10 +46,12 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     },
     log,
   });
-  const daemon = new AgentDaemon(
+  let metrics: AgentMetrics | null = null;
+  const daemon: AgentDaemon = new AgentDaemon(
     {
       inventory,
       runner,
+      onReport: (status) => metrics?.report(status),
       benchmark: () => storedBenchmark(config.stateDir),
       onStatus: (status) => {
         try {
@@ -71,6 +75,8 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     },
   );
   log(`gf-agent ${AGENT_VERSION}: machine ${machine.machineId}, control plane ${server}${config.simulateGpus ? `, simulated GPUs ${config.simulateGpus}` : ''}`);
+  metrics = createAgentMetrics({ inventory: () => inventory.latest, linkUp: () => daemon.link.ready });
+  const metricsListener = await serveMetrics(config, metrics, log);
   await daemon.start();
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -81,4 +87,22 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     process.once('SIGTERM', () => stop('SIGTERM'));
   });
   await daemon.stop();
+  await metricsListener?.close();
+}
+
+/**
+ * Starts `/metrics` on `metrics_listen`. An address that cannot be bound (another agent or
+ * exporter holds the port) is logged and the agent runs on without metrics: jobs matter more.
+ */
+async function serveMetrics(config: AgentConfig, metrics: AgentMetrics, log: (line: string) => void): Promise<MetricsListener | null> {
+  const listen = parseListenSetting(config.metricsListen);
+  if (listen === null || listen === 'off') return null;
+  try {
+    const listener = await startMetricsListener(metrics.registry, listen);
+    log(`metrics: ${listener.url}/metrics`);
+    return listener;
+  } catch (err) {
+    log(`metrics: cannot listen on ${config.metricsListen} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); running without /metrics (set metrics_listen to another address, or off)`);
+    return null;
+  }
 }

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { GpufarmError, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
+import { GpufarmError, LISTEN_SETTING_HINT, LOG_ARTIFACT_MAX_BYTES, parseListenSetting } from '@gpufarm/shared';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.js';
 
@@ -61,6 +61,11 @@ export const agentConfigSchema = z.strictObject({
   /** Free bytes below which doctor warns and the agent refuses new work. */
   minFreeDiskBytes: int(0, Number.MAX_SAFE_INTEGER).default(20 * 1024 ** 3),
   /** The egress proxy image, pinned (`repo@sha256:…`): allowlist jobs need it; unset, they are refused. */
+  /**
+   * Prometheus `/metrics` (per-GPU gauges, containers, uploads), `host:port` or `off`. Loopback
+   * by default: a node exporter's host scrapes it, nothing off the machine reaches it.
+   */
+  metricsListen: z.string().default('127.0.0.1:9464').refine((v) => parseListenSetting(v) !== null, { error: LISTEN_SETTING_HINT }),
   egressProxyImage: z.string().regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, { error: 'must be a pinned image reference such as registry/gpufarm/egress-proxy@sha256:<64 hex>' }).nullable().default(null),
 });
 export type AgentConfig = z.infer<typeof agentConfigSchema>;

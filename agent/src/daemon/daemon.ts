@@ -25,6 +25,8 @@ export interface DaemonDeps {
   onStatus?: (status: DaemonStatus) => void;
   log: (line: string) => void;
   now?: () => Date;
+  /** Sees every assignment status report the daemon sends (the metrics count containers and uploads). */
+  onReport?: (status: AssignmentReport) => void;
 }
 
 export interface DaemonOptions {
@@ -279,6 +281,7 @@ export class AgentDaemon {
       logs,
       report: (status: AssignmentReport) => {
         const message: AgentMessage = { type: 'assignment.status', assignmentId, at: this.now().toISOString(), ...status };
+        this.deps.onReport?.(status);
         this.lastStatus.set(assignmentId, message);
         // The lines written so far go first: the server handles a link's messages in order, so
         // its line for this status (such as "uploading") lands after them in the job's log.

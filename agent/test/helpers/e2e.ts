@@ -56,6 +56,8 @@ export async function e2eAgent(t: Test, settings: Record<string, string> = {}): 
     GF_AGENT_RECONNECT_INITIAL_MS: '50',
     GF_AGENT_RECONNECT_MAX_MS: '500',
     GF_AGENT_MIN_FREE_DISK_BYTES: '0',
+    // Several agents share this host: none takes the default metrics port unless a test asks.
+    GF_AGENT_METRICS_LISTEN: 'off',
     ...settings,
   };
   const children: AgentProcess[] = [];

@@ -7,6 +7,8 @@ export interface GatewayDeps {
   db: Database;
   config: ExecutionConfig;
   log?: (message: string, err?: unknown) => void;
+  /** Where the bytes of stored agent log lines are counted (`metrics/`); absent: not counted. */
+  metrics?: { logBytes(bytes: number): void };
 }
 
 /**

@@ -301,7 +301,8 @@ export class AgentConnection {
     // Lines of an assignment that is not this machine's are dropped but acked, so the agent
     // does not hold them forever.
     if (jobId !== null) {
-      await insertAgentLines(this.ctx.deps.db, { jobId, assignmentId: message.assignmentId, lines: message.lines, capBytes: this.ctx.deps.config.logCapBytes });
+      const stored = await insertAgentLines(this.ctx.deps.db, { jobId, assignmentId: message.assignmentId, lines: message.lines, capBytes: this.ctx.deps.config.logCapBytes });
+      if (stored.bytes > 0) this.ctx.deps.metrics?.logBytes(stored.bytes);
     }
     this.send({ type: 'logs.ack', assignmentId: message.assignmentId, seq: message.lines[message.lines.length - 1]!.seq });
   }

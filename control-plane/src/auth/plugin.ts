@@ -47,14 +47,16 @@ declare module 'fastify' {
   }
 }
 
-function bearerToken(request: FastifyRequest): string | null | undefined {
+/** The token of `Authorization: Bearer <token>`; undefined without the header, null when it is malformed. */
+export function bearerToken(request: FastifyRequest): string | null | undefined {
   const header = request.headers.authorization;
   if (header === undefined) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match?.[1] ?? null;
 }
 
-function sameSecret(a: string, b: string): boolean {
+/** Compares two secrets in constant time (for equal lengths). */
+export function sameSecret(a: string, b: string): boolean {
   const left = Buffer.from(a);
   const right = Buffer.from(b);
   return left.length === right.length && timingSafeEqual(left, right);
@@ -80,9 +82,9 @@ export const resolveCredentials = fp<AuthOptions>(
     app.decorateRequest('operatorFarms', null);
     const recordKeyUse = keyUseRecorder(app, options.db);
     app.addHook('onRequest', async (request) => {
-      const { auth, webFile } = request.routeOptions.config;
-      // Those routes check their own credential (a machine token is no API key); the web app's files need none.
-      if (auth === 'machine' || auth === 'signed_url' || webFile) return;
+      const { auth, webFile, probe } = request.routeOptions.config;
+      // Those routes check their own credential (a machine token or the metrics token is no API key); the web app's files need none.
+      if (auth === 'machine' || auth === 'signed_url' || webFile || probe) return;
       if (isWebApi(request.url)) return resolveSession(app, options, request);
       const token = bearerToken(request);
       if (token === undefined) return;

@@ -3,12 +3,20 @@ import type { EscrowChain } from './client.js';
 
 export type ChainHealthState = { ok: true } | ({ ok: false } & FundingUnavailable);
 
+/** One probe of the chain RPC, for metrics: how long it took and the head block it read. */
+export interface ChainProbe {
+  durationSeconds: number;
+  headBlock: bigint | null;
+}
+
 /**
  * The chain's health as last probed, refreshed in the background so request paths never wait on
  * the RPC to learn it: the RPC answers with the configured chain id and the escrow has code.
  */
 export interface ChainHealth {
   current(): ChainHealthState;
+  /** The last probe's round trip and the head block it saw (null: it failed before reading it). */
+  lastProbe(): ChainProbe | null;
   /** Probes now and updates `current()`. */
   refresh(): Promise<ChainHealthState>;
   close(): void;
@@ -18,7 +26,10 @@ export interface ChainHealth {
 export async function startChainHealth(chain: EscrowChain, options: { intervalMs: number }): Promise<ChainHealth> {
   let state: ChainHealthState = { ok: false, code: 'chain_unavailable', message: 'The chain has not been probed yet.' };
   let closed = false;
+  let last: ChainProbe | null = null;
   const probe = async (): Promise<ChainHealthState> => {
+    const started = performance.now();
+    const done = (headBlock: bigint | null) => (last = { durationSeconds: (performance.now() - started) / 1000, headBlock });
     try {
       const chainId = await chain.publicClient.getChainId();
       if (chainId !== chain.chainId) {
@@ -28,8 +39,10 @@ export async function startChainHealth(chain: EscrowChain, options: { intervalMs
       if (!code || code === '0x') {
         return { ok: false, code: 'escrow_not_deployed', message: `No escrow contract at ${chain.escrowAddress} on chain ${chain.chainId}; funding is paused.` };
       }
+      done(await chain.publicClient.getBlockNumber({ cacheTime: 0 }));
       return { ok: true };
     } catch {
+      done(null);
       return { ok: false, code: 'chain_unavailable', message: 'The chain RPC is not answering; funding calls cannot be built or confirmed now. The job keeps its terms: fetch GET /v1/jobs/{id}/funding later.' };
     }
   };
@@ -44,6 +57,7 @@ export async function startChainHealth(chain: EscrowChain, options: { intervalMs
   timer.unref();
   return {
     current: () => state,
+    lastProbe: () => last,
     refresh,
     close: () => {
       closed = true;

@@ -19,14 +19,14 @@ export function hashClientAddress(salt: string, address: string): string {
  * Counts every request against its buckets: the key's (or the anonymous address's) and the
  * route's own bucket. The bucket closest to its limit sets the X-RateLimit-* headers; any
  * exhausted bucket answers 429 `rate_limited` with Retry-After. Admin calls with a valid
- * token are not limited.
+ * token and probes (`probe` routes) are not limited.
  */
 export const rateLimit = fp<RateLimitOptions>(
   async (app, options) => {
     const now = options.now ?? Date.now;
     app.addHook('onRequest', async (request, reply) => {
-      const { auth, rateBucket, webFile } = request.routeOptions.config;
-      if ((auth === 'admin' && request.isAdmin) || auth === 'machine' || auth === 'signed_url' || webFile) return;
+      const { auth, rateBucket, webFile, probe } = request.routeOptions.config;
+      if ((auth === 'admin' && request.isAdmin) || auth === 'machine' || auth === 'signed_url' || webFile || probe) return;
       const subject = request.principal ? `key:${request.principal.keyId}` : `addr:${hashClientAddress(options.clientHashSalt, request.ip)}`;
       const limits: Limit[] = [request.principal ? LIMITS.perKey : LIMITS.anonymous];
       if (rateBucket) limits.push(LIMITS[rateBucket]);

@@ -56,6 +56,11 @@ declare module 'fastify' {
     rateBucket?: RouteRateBucket;
     /** A file of the dashboard's web app: not rate limited (a page load fetches several) and sent no CORS header. */
     webFile?: true;
+    /**
+     * A probe of balancers and Prometheus (`/healthz`, `/readyz`, `/metrics`): no API key is
+     * read (the route checks its own token, if any) and it is not rate limited.
+     */
+    probe?: true;
   }
   interface FastifyInstance {
     /** The app's routes as registered (see `route-table.ts`). */

@@ -37,7 +37,13 @@ export interface EscrowWorkerDeps {
   log?: (message: string, err?: unknown) => void;
 }
 
-const cursorKey = (deps: EscrowWorkerDeps) => `escrow_scan:${deps.escrow.chain.chainId}:${deps.escrow.chain.escrowAddress}`;
+const cursorKey = (deps: Pick<EscrowWorkerDeps, 'escrow'>) => `escrow_scan:${deps.escrow.chain.chainId}:${deps.escrow.chain.escrowAddress}`;
+
+/** The last block the event scan finished (any replica's), or null before its first scan: the worker's lag is the head less this. */
+export async function lastScannedBlock(deps: Pick<EscrowWorkerDeps, 'db' | 'escrow'>): Promise<bigint | null> {
+  const saved = await readSetting(deps.db, cursorKey(deps));
+  return saved === null ? null : BigInt(saved);
+}
 
 /**
  * Reads the escrow's events since the last scan and records what they mean for our jobs:

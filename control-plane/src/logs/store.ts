@@ -27,15 +27,15 @@ export const LOG_CAP_LINE = (capBytes: number) =>
  * Stores a batch of the agent's lines for `assignmentId` of `jobId`; lines already stored are
  * skipped (a resend after a reconnect). Lines past the job's cap (`capBytes` of text) are
  * dropped, and the first time that happens a system line says so. Returns how many lines were
- * new. The caller acks the batch's last seq: every line up to it is stored or deliberately dropped.
+ * new and their bytes of text. The caller acks the batch's last seq: every line up to it is stored or deliberately dropped.
  */
 export async function insertAgentLines(
   db: Queryable,
   params: { jobId: string; assignmentId: string; lines: readonly LogBatchLine[]; capBytes: number },
-): Promise<{ inserted: number; capped: boolean }> {
+): Promise<{ inserted: number; bytes: number; capped: boolean }> {
   const job = await findJobLogUsage(db, params.jobId);
-  if (!job) return { inserted: 0, capped: false };
-  if (job.log_capped) return { inserted: 0, capped: true };
+  if (!job) return { inserted: 0, bytes: 0, capped: false };
+  if (job.log_capped) return { inserted: 0, bytes: 0, capped: true };
   let room = params.capBytes - Number(job.log_bytes);
   const kept: LogBatchLine[] = [];
   for (const line of params.lines) {
@@ -46,6 +46,7 @@ export async function insertAgentLines(
   }
   const capped = kept.length < params.lines.length;
   let inserted = 0;
+  let bytes = 0;
   if (kept.length > 0) {
     const rows = await db.query<{ bytes: number }>(
       `INSERT INTO log_lines (job_id, assignment_id, seq, stream, line, at, job_created_at)
@@ -58,13 +59,13 @@ export async function insertAgentLines(
       [params.jobId, params.assignmentId, JSON.stringify(kept.map((l) => ({ seq: l.seq, stream: l.stream, line: l.line, at_ms: l.atMs })))],
     );
     inserted = rows.length;
-    const bytes = rows.reduce((n, r) => n + Number(r.bytes), 0);
+    bytes = rows.reduce((n, r) => n + Number(r.bytes), 0);
     if (bytes > 0) await addJobLogBytes(db, params.jobId, bytes);
   }
   if (capped) {
     if (await capJobLog(db, params.jobId)) await appendServiceLine(db, params.jobId, LOG_CAP_LINE(params.capBytes), { force: true });
   }
-  return { inserted, capped };
+  return { inserted, bytes, capped };
 }
 
 /**

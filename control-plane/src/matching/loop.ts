@@ -14,8 +14,18 @@ export interface MatcherLoopOptions extends MatchOptions {
   fullPassEvery?: number;
   /** Refreshed after every pass and on every tick. */
   queue?: QueueFigures;
-  /** Called after each pass that looked at jobs (tests, metrics). */
+  /** Called after each pass that looked at jobs (tests). */
   onPass?: (result: MatchResult) => void;
+  /** Where pass durations and queue waits are recorded (`metrics/`). */
+  metrics?: MatcherMetrics;
+}
+
+/** The matcher's measurements: the metrics port `startMatcher` reports to. */
+export interface MatcherMetrics {
+  /** A pass that looked at jobs took this long. */
+  pass(seconds: number): void;
+  /** A matched job had waited this long in QUEUED. */
+  queueWait(seconds: number): void;
 }
 
 export interface MatcherLoop {
@@ -52,10 +62,15 @@ export function startMatcher(deps: MatcherDeps, options: MatcherLoopOptions): Ma
   const pass = async (): Promise<void> => {
     try {
       dirty = false;
+      const started = performance.now();
       const result = await matchQueuedJobs(deps, options);
       streak.succeeded();
       if (result.contended > 0) dirty = true;
-      if (result.considered > 0) options.onPass?.(result);
+      if (result.considered > 0) {
+        options.metrics?.pass((performance.now() - started) / 1000);
+        for (const matched of result.matched) options.metrics?.queueWait(matched.queuedSeconds);
+        options.onPass?.(result);
+      }
     } catch (err) {
       dirty = true;
       retryAt = Date.now() + streak.failed(err);

@@ -54,6 +54,8 @@ export interface MatchedJob {
   assignmentId: string;
   machineId: string;
   gpuIndices: number[];
+  /** How long the job waited in QUEUED before this match. */
+  queuedSeconds: number;
 }
 
 export interface MatchResult {
@@ -122,7 +124,8 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
     result.batches += 1;
     result.considered += batch.jobs.length;
     result.contended += batch.contended;
-    for (const r of batch.records) result.matched.push({ jobId: r.jobId, assignmentId: r.assignmentId, machineId: r.machineId, gpuIndices: r.gpuIndices });
+    const waited = new Map(batch.jobs.map((j) => [j.id, j.queuedSeconds]));
+    for (const r of batch.records) result.matched.push({ jobId: r.jobId, assignmentId: r.assignmentId, machineId: r.machineId, gpuIndices: r.gpuIndices, queuedSeconds: waited.get(r.jobId) ?? 0 });
     afterSeq = batch.jobs[batch.jobs.length - 1]!.seq;
     if (batch.jobs.length < batchSize) break;
   }

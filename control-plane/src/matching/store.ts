@@ -22,6 +22,8 @@ export interface ClaimedJob {
   capMicroUsd: number;
   workloadType: string;
   maxRuntimeSeconds: number;
+  /** Seconds since the job last entered QUEUED (the queue wait, when it is matched now). */
+  queuedSeconds: number;
 }
 
 /**
@@ -31,7 +33,8 @@ export interface ClaimedJob {
 export async function claimQueuedJobs(tx: Queryable, params: { afterSeq: number; limit: number }): Promise<ClaimedJob[]> {
   return tx.query<ClaimedJob>(
     `SELECT id, seq, account_id AS "accountId", spec, gpu_count AS "gpuCount", max_price_per_gpu_hour_micro_usd AS "capMicroUsd",
-       workload_type AS "workloadType", max_runtime_seconds AS "maxRuntimeSeconds"
+       workload_type AS "workloadType", max_runtime_seconds AS "maxRuntimeSeconds",
+       extract(epoch FROM now() - status_changed_at)::float8 AS "queuedSeconds"
      FROM jobs WHERE status = 'QUEUED' AND funding_hold IS NULL AND seq > $1
      ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED`,
     [params.afterSeq, params.limit],

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ApiKeyScope } from '@gpufarm/shared';
@@ -16,7 +17,10 @@ import { loadConfig, type Config } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { createFarm, createMachine } from '../../src/fleet/factories.js';
 import type { LogStreamOptions } from '../../src/logs/stream.js';
+import type { ControlPlaneMetrics } from '../../src/metrics/registry.js';
 import { createMemoryRateLimitStore, type RateLimitStore } from '../../src/http/rate-limit-store.js';
+import { openPostgres } from '../../src/db/postgres.js';
+import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
 import { createPostgresTestDatabase } from './database.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789';
@@ -39,20 +43,52 @@ export interface TestApp {
  * The real app on a fresh PostgreSQL database (or the one given), for `app.inject()` tests.
  * `env` overrides configuration variables as the process environment would.
  */
-export async function buildTestApp(t: TestContext, options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: LogStreamOptions } = {}): Promise<TestApp> {
+export async function buildTestApp(
+  t: TestContext,
+  options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: LogStreamOptions; metrics?: ControlPlaneMetrics } = {},
+): Promise<TestApp> {
   const db = options.db ?? (await createPostgresTestDatabase(t)).db;
   const config = loadConfig({ GF_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env });
   const rateLimitStore = createMemoryRateLimitStore();
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start();
   const artifacts = await testArtifacts(t, db, config);
-  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, artifacts, ...(options.now ? { now: options.now } : {}), ...(options.logStream ? { logStream: options.logStream } : {}) });
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, artifacts, ...(options.now ? { now: options.now } : {}), ...(options.logStream ? { logStream: options.logStream } : {}), ...(options.metrics ? { metrics: options.metrics } : {}) });
   t.teardown(async () => {
     await app.close();
     await offerIndex.close();
     await rateLimitStore.close();
   });
   return { app, db, config, offerIndex, rateLimitStore, ...artifacts };
+}
+
+/** A port on which nothing listens: grab a free one and let it go. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (!address || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** The real app on a PostgreSQL address where nothing listens: every query fails, the offer index never loads. */
+export async function buildUnreachableDatabaseApp(t: TestContext): Promise<{ app: FastifyInstance }> {
+  const db = openPostgres(`postgres://gpufarm:gpufarm@127.0.0.1:${await closedPort()}/none`);
+  const offerIndex = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {} });
+  await offerIndex.start().catch(() => {});
+  const rateLimitStore = createMemoryRateLimitStore();
+  const config = loadConfig({});
+  const artifactDir = mkdtempSync(join(tmpdir(), 'gf-unreachable-'));
+  const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 's', offerIndex, logger: false, artifacts: { blobs: createFsBlobStore(artifactDir), signer: createUrlSigner('unreachable-database', config.publicUrl) } });
+  t.teardown(async () => {
+    await app.close();
+    await offerIndex.close();
+    await rateLimitStore.close();
+    await db.close();
+    rmSync(artifactDir, { recursive: true, force: true });
+  });
+  return { app };
 }
 
 /**

@@ -19,6 +19,8 @@ export interface LoadOptions {
   warmupSeconds: number;
   /** Whose CPU time is counted. */
   cpu: CpuSubjects;
+  /** Sent with every request besides the client address (a bearer token, say). */
+  headers?: Record<string, string>;
 }
 
 export interface LoadResult {
@@ -47,7 +49,7 @@ function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> 
       {
         method: 'GET',
         path: options.path,
-        setupRequest: (request) => ({ ...request, headers: { ...request.headers, 'x-forwarded-for': nextClientAddress() } }),
+        setupRequest: (request) => ({ ...request, headers: { ...request.headers, ...options.headers, 'x-forwarded-for': nextClientAddress() } }),
       },
     ],
   });

@@ -48,8 +48,9 @@ export interface HaproxyConfigOptions {
  * The HAProxy configuration in front of control-plane replicas (docs/decisions.md, "A cluster
  * behind HAProxy"): the agents' WebSocket (`/agent/v1/ws`) on a `leastconn` backend, so links
  * spread evenly and a replica coming back gets new ones; everything else round-robin. Servers are
- * checked at layer 4 every second (250 ms while changing state) and marked down at the first
- * refused connection (`observe layer4`); a refused connection is retried on another server
+ * checked every second (250 ms while changing state): API servers with `GET /readyz` (database,
+ * chain and offer index), link servers with `GET /healthz` (the process: a database blip must not
+ * cut every agent's link at once); both are marked down at the first refused connection (`observe layer4`); a refused connection is retried on another server
  * (`option redispatch`), so an agent reconnecting right after a replica died is not sent to it.
  * Long-lived traffic: `timeout tunnel` for the upgraded agent link (its pings keep it busy), and
  * `timeout client`/`server` above the SSE stream's keep-alive comments.
@@ -84,11 +85,15 @@ ${options.keepClientForwardedFor ? '' : '  http-request del-header X-Forwarded-F
 
 backend ${API_BACKEND}
   balance roundrobin
+  option httpchk GET /readyz
+  http-check expect status 200
 ${serverDefaults}
 ${options.servers.map(server).join('\n')}
 
 backend ${AGENT_BACKEND}
   balance leastconn
+  option httpchk GET /healthz
+  http-check expect status 200
 ${serverDefaults}
 ${options.servers.map((s) => `${server(s)}${s.agentLinksBackup ? ' backup' : ''}`).join('\n')}
 
