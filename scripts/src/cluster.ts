@@ -129,6 +129,8 @@ async function main(): Promise<number> {
             payout: LOCAL_PAYOUT.address,
             simulateGpus: gpus,
             egressProxyImage: docker.images!.images['egress-proxy']?.reference ?? null,
+            // One host, several agents: each its own metrics port (9464, 9465, …).
+            metricsListen: `127.0.0.1:${9463 + i}`,
             log: logTo(name),
           });
         say(`starting ${name} (farm ${LOCAL_FARM.slug}, ${gpus ? `simulated GPUs ${gpus}` : 'the GPUs nvidia-smi reports'}) through HAProxy`);

@@ -117,6 +117,8 @@ export interface LocalAgentOptions {
   simulateGpus: string | null;
   /** The egress proxy image, pinned, so allowlist jobs can run. */
   egressProxyImage: string | null;
+  /** Where its Prometheus `/metrics` listens (`host:port` or `off`); default the agent's own. */
+  metricsListen?: string;
   /** Each line the agent prints. */
   log: (line: string) => void;
 }
@@ -137,6 +139,7 @@ function agentEnv(options: LocalAgentOptions, from: NodeJS.ProcessEnv = process.
     ...systemEnvironment(from),
     GF_AGENT_STATE_DIR: options.stateDir,
     GF_AGENT_SIMULATE_GPUS: options.simulateGpus ?? '',
+    ...(options.metricsListen ? { GF_AGENT_METRICS_LISTEN: options.metricsListen } : {}),
     // A development machine rarely has the 20 GiB free a production agent insists on.
     GF_AGENT_MIN_FREE_DISK_BYTES: from.GF_AGENT_MIN_FREE_DISK_BYTES ?? String(1024 ** 3),
     ...(options.egressProxyImage ? { GF_AGENT_EGRESS_PROXY_IMAGE: options.egressProxyImage } : {}),
