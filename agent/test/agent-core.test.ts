@@ -59,7 +59,8 @@ t.test('gpuClassForProductName: product names of the catalog', async (t) => {
 
 t.test('decideHealth', async (t) => {
   const now = new Date('2026-11-22T00:00:00Z');
-  const report = { driverVersion: '550', cudaVersion: '12.4', gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null }] };
+  const { health } = parseNvidiaSmiXml(readFileSync(fixturePath('l4'), 'utf8')).gpus[0]!;
+  const report = { driverVersion: '550', cudaVersion: '12.4', lost: [], gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null, pciBusId: null, health }] };
   t.match(decideHealth({ simulated: true, reading: null, probe: { kind: 'not_run' }, now }), { status: 'healthy', gpuProbe: 'simulated' });
   t.match(decideHealth({ simulated: false, reading: { ok: false, missing: true, reason: 'nvidia-smi was not found' }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus', reason: /install the NVIDIA driver/ });
   t.match(decideHealth({ simulated: false, reading: { ok: true, report: { ...report, gpus: [] } }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus' });

@@ -4,10 +4,28 @@ import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The recorded `nvidia-smi -q -x` outputs in `agent/test/fixtures/nvidia-smi/`. */
-export const FIXTURES = ['h100-80gb-hbm3', 'h100-80gb-hbm3-driver-550', 'a100-sxm4-40gb', 'rtx-4090', 'l4', '8x-a100-sxm4-80gb'] as const;
+export const FIXTURES = [
+  'h100-80gb-hbm3',
+  'h100-80gb-hbm3-driver-550',
+  'a100-sxm4-40gb',
+  'rtx-4090',
+  'l4',
+  '8x-a100-sxm4-80gb',
+  'h100-80gb-hbm3-ecc-dbe',
+  'h100-80gb-hbm3-remap-failure',
+  'h100-80gb-hbm3-pcie-x8',
+  'a100-sxm4-40gb-thermal',
+  '8x-a100-sxm4-80gb-gpu0-lost',
+] as const;
 export type Fixture = (typeof FIXTURES)[number];
 
+/** nvidia-smi's exit status for a fixture when not 0: 15 when a GPU is lost (and the others still printed). */
+export const FIXTURE_EXIT_CODES: Partial<Record<Fixture, number>> = { '8x-a100-sxm4-80gb-gpu0-lost': 15 };
+
 export const fixturePath = (name: Fixture) => fileURLToPath(new URL(`../fixtures/nvidia-smi/${name}.xml`, import.meta.url));
+
+/** The recorded kernel logs in `agent/test/fixtures/kernel-log/`. */
+export const kernelLogFixturePath = (name: '8x-a100-xid-79.dmesg' | 'h100-xid-48.kmsg') => fileURLToPath(new URL(`../fixtures/kernel-log/${name}.txt`, import.meta.url));
 
 export interface FakeNvidiaSmi {
   /** A directory holding the fake `nvidia-smi`; put it first on PATH. */
@@ -29,6 +47,7 @@ export interface FakeNvidiaSmi {
 export function fakeNvidiaSmi(initial: Fixture): FakeNvidiaSmi {
   const binDir = mkdtempSync(join(tmpdir(), 'gf-fake-smi-'));
   const current = join(binDir, 'current.xml');
+  const exitCode = join(binDir, 'current.exit');
   const script = join(binDir, 'nvidia-smi');
   writeFileSync(
     script,
@@ -39,7 +58,7 @@ if [ ! -f "${current}" ]; then
   exit 9
 fi
 case "$*" in
-  *-x*) cat "${current}" ;;
+  *-x*) cat "${current}"; exit "$(cat "${exitCode}" 2>/dev/null || echo 0)" ;;
   *) echo "fake nvidia-smi: only -q -x is recorded" >&2; exit 2 ;;
 esac
 `,
@@ -49,6 +68,7 @@ esac
     copyFileSync(fixturePath(name), `${current}.tmp`);
     // rename is atomic: a read in progress sees the old or the new fixture, never half of one
     renameSync(`${current}.tmp`, current);
+    writeFileSync(exitCode, String(FIXTURE_EXIT_CODES[name] ?? 0));
   };
   use(initial);
   return {
