@@ -1,7 +1,10 @@
-import { chmodSync, copyFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseNvidiaSmiList, type GpuProbe } from '../../src/inventory/gpu-probe.js';
+import { parseNvidiaSmiXml } from '../../src/inventory/nvidia-smi-xml.js';
 
 /** The recorded `nvidia-smi -q -x` outputs in `agent/test/fixtures/nvidia-smi/`. */
 export const FIXTURES = [
@@ -36,6 +39,11 @@ export interface FakeNvidiaSmi {
   use(name: Fixture): void;
   /** Make the next calls fail as nvidia-smi does when the driver is gone. */
   breakDriver(): void;
+  /**
+   * The GPU probe for these fake GPUs: what a container would list is the fake's `nvidia-smi -L`
+   * (no container runtime can see GPUs that do not exist).
+   */
+  probe: GpuProbe;
   cleanup(): void;
 }
 
@@ -48,6 +56,7 @@ export function fakeNvidiaSmi(initial: Fixture): FakeNvidiaSmi {
   const binDir = mkdtempSync(join(tmpdir(), 'gf-fake-smi-'));
   const current = join(binDir, 'current.xml');
   const exitCode = join(binDir, 'current.exit');
+  const list = join(binDir, 'current.list');
   const script = join(binDir, 'nvidia-smi');
   writeFileSync(
     script,
@@ -59,6 +68,7 @@ if [ ! -f "${current}" ]; then
 fi
 case "$*" in
   *-x*) cat "${current}"; exit "$(cat "${exitCode}" 2>/dev/null || echo 0)" ;;
+  -L) cat "${list}" ;;
   *) echo "fake nvidia-smi: only -q -x is recorded" >&2; exit 2 ;;
 esac
 `,
@@ -69,6 +79,9 @@ esac
     // rename is atomic: a read in progress sees the old or the new fixture, never half of one
     renameSync(`${current}.tmp`, current);
     writeFileSync(exitCode, String(FIXTURE_EXIT_CODES[name] ?? 0));
+    // `-L` lists what the fixture lists, as the driver would.
+    const { gpus } = parseNvidiaSmiXml(readFileSync(fixturePath(name), 'utf8'));
+    writeFileSync(list, gpus.map((g) => `GPU ${g.index}: ${g.name} (UUID: ${g.uuid})\n`).join(''));
   };
   use(initial);
   return {
@@ -76,6 +89,17 @@ esac
     path: `${binDir}${delimiter}${process.env.PATH ?? ''}`,
     use,
     breakDriver: () => rmSync(current, { force: true }),
+    probe: {
+      probe: (uuids) =>
+        new Promise((resolve) => {
+          execFile(script, ['-L'], { encoding: 'utf8' }, (err, stdout) => {
+            if (err) return resolve({ ok: false, reason: `nvidia-smi -L failed: ${err.message}` });
+            const listed = parseNvidiaSmiList(stdout);
+            const missing = uuids.filter((u) => !listed.some((l) => l.uuid === u));
+            resolve(missing.length > 0 ? { ok: false, reason: `missing ${missing.join(', ')}` } : { ok: true, listed });
+          });
+        }),
+    },
     cleanup: () => rmSync(binDir, { recursive: true, force: true }),
   };
 }

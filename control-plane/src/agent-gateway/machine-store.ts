@@ -1,4 +1,4 @@
-import { findGpuClass, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import { findGpuClass, type GpuHealthReport, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
 import { probeMismatch } from '../machine-verification/claims.js';
 import { noteClaims } from '../machine-verification/store.js';
@@ -255,3 +255,9 @@ export async function releaseSupersededGpus(db: Queryable, machineId: string, as
 export async function recordHashMismatch(db: Queryable, machineId: string): Promise<void> {
   await db.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [machineId]);
 }
+
+/** Stores the machine's last GPU health reports (the counters the views and metrics show). */
+export async function writeGpuReports(db: Queryable, machineId: string, reports: readonly GpuHealthReport[]): Promise<void> {
+  await db.query('UPDATE machines SET gpu_health = $2::jsonb WHERE id = $1', [machineId, JSON.stringify(reports)]);
+}
+
