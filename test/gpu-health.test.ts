@@ -1,7 +1,7 @@
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { capacityListSchema, gpuHealthReportSchema, gpuVerdictLine } from '@gpufarm/shared';
 import { AgentDaemon, type DaemonStatus } from '../agent/src/daemon/daemon.js';
 import { nvidiaSmiReader } from '../agent/src/inventory/gpu-reader.js';
@@ -10,7 +10,7 @@ import { KernelLogWatcher } from '../agent/src/inventory/kernel-log.js';
 import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
 import { toWireInventory } from '../agent/src/inventory/snapshot.js';
 import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
-import { fakeNvidiaSmi, kernelLogFixturePath } from '../agent/test/helpers/fake-nvidia-smi.js';
+import { fakeNvidiaSmi, kernelLogFixturePath, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { machineGpuHealth } from '../control-plane/src/fleet/gpu-health.js';
 import { enrollMachine, insertJob, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
 import { until } from './helpers/wait.js';
@@ -23,15 +23,14 @@ import { until } from './helpers/wait.js';
 
 t.setTimeout(180_000);
 
-t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbeat that reports it, its job failed with gpu_failed and refunded, the other 7 GPUs still offered', async (t) => {
-  const smi = fakeNvidiaSmi('8x-a100-sxm4-80gb');
+/** The control plane, and an enrolled, verified agent daemon on the fake GPUs of `fixture` following a kernel log that starts with `kernelLines`. */
+async function linkedAgent(t: Test, fixture: Fixture, kernelLines: string[]) {
+  const smi = fakeNvidiaSmi(fixture);
   t.teardown(smi.cleanup);
   const dir = mkdtempSync(join(tmpdir(), 'gf-gpu-health-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const kernelLogPath = join(dir, 'kern.log');
-  const kernelLines = readFileSync(kernelLogFixturePath('8x-a100-xid-79.dmesg'), 'utf8').split('\n');
-  const fault = kernelLines.findIndex((l) => l.includes('): 79,'));
-  writeFileSync(kernelLogPath, `${kernelLines.slice(0, fault).join('\n')}\n`);
+  writeFileSync(kernelLogPath, kernelLines.map((l) => `${l}\n`).join(''));
 
   const cp = await startGatewayApp(t, { env: { GF_HEARTBEAT_SECONDS: '1' } });
   const inventory = new InventoryMonitor(
@@ -58,11 +57,25 @@ t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbea
   );
   t.teardown(() => daemon.stop());
   await daemon.start();
-
-  const a100 = async () => {
+  /** The offer of `classId`, null when none. */
+  const offer = async (classId: string) => {
     const res = await cp.app.inject({ method: 'GET', url: '/v1/capacity' });
-    return capacityListSchema.parse(res.json()).data.find((o) => o.gpu.classId === 'a100-80gb') ?? null;
+    return capacityListSchema.parse(res.json()).data.find((o) => o.gpu.classId === classId) ?? null;
   };
+  const appendKernelLog = (lines: string[]) => appendFileSync(kernelLogPath, lines.map((l) => `${l}\n`).join(''));
+  const gpuRow = async (index: number) =>
+    (await cp.db.query<{ health: string; health_reasons: string[]; busy: boolean; assignment_id: string | null }>(
+      'SELECT health, health_reasons, busy, assignment_id FROM machine_gpus WHERE machine_id = $1 AND gpu_index = $2',
+      [machineId, index],
+    ))[0];
+  return { smi, cp, machineId, statuses, cancels, offer, appendKernelLog, gpuRow };
+}
+
+t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbeat that reports it, its job failed with gpu_failed and refunded, the other 7 GPUs still offered', async (t) => {
+  const kernelLines = readFileSync(kernelLogFixturePath('8x-a100-xid-79.dmesg'), 'utf8').split('\n');
+  const fault = kernelLines.findIndex((l) => l.includes('): 79,'));
+  const { smi, cp, machineId, statuses, cancels, offer, appendKernelLog, gpuRow } = await linkedAgent(t, '8x-a100-sxm4-80gb', kernelLines.slice(0, fault));
+  const a100 = () => offer('a100-80gb');
   await until(async () => (await a100())?.count === 8, 'the 8 A100s offered');
   const healthy = await machineGpuHealth(cp.db, machineId);
   t.equal(healthy?.machine.verdict, 'healthy');
@@ -81,7 +94,7 @@ t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbea
   await until(async () => (await a100())?.busy === 1, 'GPU 0 busy');
 
   // GPU 0 falls off the bus: the kernel logs XID 79 and nvidia-smi can no longer read it.
-  appendFileSync(kernelLogPath, kernelLines.slice(fault).join('\n'));
+  appendKernelLog(kernelLines.slice(fault));
   smi.use('8x-a100-sxm4-80gb-gpu0-lost');
 
   // The first stored report that shows it lost came with its verdict, in the same heartbeat's handling.
@@ -91,10 +104,7 @@ t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbea
     return reports.success && reports.data.some((r) => r.index === 0 && r.lost);
   };
   await until(lostStored, 'a heartbeat reporting GPU 0 lost');
-  const [gpu0] = await cp.db.query<{ health: string; health_reasons: string[]; busy: boolean; assignment_id: string | null }>(
-    'SELECT health, health_reasons, busy, assignment_id FROM machine_gpus WHERE machine_id = $1 AND gpu_index = 0',
-    [machineId],
-  );
+  const gpu0 = await gpuRow(0);
   t.equal(gpu0?.health, 'failed', 'judged failed by the heartbeat that reported it');
   t.match(gpu0?.health_reasons.join('\n'), /XID 79: the GPU fell off the PCIe bus; reseat or replace it/);
   t.equal(gpu0?.assignment_id, null, 'its assignment ended in that heartbeat too: the GPU is released');
@@ -108,8 +118,7 @@ t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbea
   t.equal(excluded?.n, 1, 'the machine is excluded for the job');
 
   await until(async () => (await a100())?.count === 7, 'GPU 0 withdrawn from /v1/capacity');
-  const offer = await a100();
-  t.match(offer, { count: 7, busy: 0, available: 7 }, 'the other seven still offered');
+  t.match(await a100(), { count: 7, busy: 0, available: 7 }, 'the other seven still offered');
   const [machine] = await cp.db.query<{ status: string }>('SELECT status FROM machines WHERE id = $1', [machineId]);
   t.equal(machine?.status, 'online', 'the machine stays online for its other GPUs');
   await until(() => cancels.some((c) => c.assignmentId === assignmentId), 'the agent told to stop the container');
@@ -124,4 +133,28 @@ t.test('behavior: XID 79 on GPU 0: withdrawn from /v1/capacity from the heartbea
   const last = statuses.at(-1)!;
   t.equal(last.machineVerdict?.verdict, 'warning');
   t.match(gpuVerdictLine(last.gpuHealth[0]!), /^GPU 0 GPU-3b1ce8a2-41c7-0d3b-8f0e-2a6c9b4d71e0 failed: nvidia-smi cannot read the GPU \(Unknown Error\).*; XID 79: /);
+});
+
+t.test('behavior: a PCIe x8 link warns and stays offered; then XID 48 and uncorrectable ECC errors fail the GPU it still lists, and the machine has none left to offer', async (t) => {
+  const kmsg = readFileSync(kernelLogFixturePath('h100-xid-48.kmsg'), 'utf8').trim().split('\n');
+  const fault = kmsg.findIndex((l) => l.includes('): 48,'));
+  const { smi, cp, machineId, offer, appendKernelLog, gpuRow } = await linkedAgent(t, 'h100-80gb-hbm3', kmsg.slice(0, fault));
+  const h100 = () => offer('h100-80gb-sxm');
+  await until(async () => (await h100())?.count === 1, 'the H100 offered');
+
+  smi.use('h100-80gb-hbm3-pcie-x8');
+  await until(async () => (await gpuRow(0))?.health === 'warning', 'the PCIe warning stored');
+  t.match((await gpuRow(0))?.health_reasons, [/^PCIe link runs at x8 of x16/]);
+  t.match(await h100(), { count: 1, available: 1 }, 'a warning GPU is still offered');
+  t.match(await machineGpuHealth(cp.db, machineId), { machine: { verdict: 'warning', reasons: [/^GPU 0 warning: PCIe link runs at x8/] } });
+
+  appendKernelLog(kmsg.slice(fault));
+  smi.use('h100-80gb-hbm3-ecc-dbe');
+  await until(async () => (await gpuRow(0))?.health === 'failed', 'the GPU judged failed');
+  t.match((await gpuRow(0))?.health_reasons.join('\n'), /XID 48: double-bit ECC error.*\n2 uncorrectable \(double-bit\) ECC errors/);
+  await until(async () => (await h100()) === null, 'the H100 withdrawn from /v1/capacity');
+  const [machine] = await cp.db.query<{ status: string; inventory: { gpus: unknown[] } }>('SELECT status, inventory FROM machines WHERE id = $1', [machineId]);
+  t.equal(machine?.inventory.gpus.length, 1, 'the agent still lists the GPU: its verdict is what withdrew it');
+  t.equal(machine?.status, 'online');
+  t.match(await machineGpuHealth(cp.db, machineId), { machine: { verdict: 'failed', reasons: ['no GPU is usable', /^GPU 0 failed: /] }, gpus: [{ report: { ecc: { volatileUncorrectable: 2 } } }] });
 });

@@ -7,7 +7,9 @@ import { nvidiaSmiReader } from '../src/inventory/gpu-reader.js';
 import { KernelLogWatcher, parseKernelLogLine } from '../src/inventory/kernel-log.js';
 import { normalizePciBusId, parseNvidiaSmiXml } from '../src/inventory/nvidia-smi-xml.js';
 import { gpuHealthReports } from '../src/inventory/snapshot.js';
+import { testDaemon } from './helpers/daemon.js';
 import { fakeNvidiaSmi, FIXTURES, fixturePath, kernelLogFixturePath, type Fixture } from './helpers/fake-nvidia-smi.js';
+import { TestPeer } from './helpers/peer.js';
 
 /**
  * GPU health from recorded outputs: each nvidia-smi fixture and kernel log through the parser,
@@ -157,4 +159,23 @@ t.test('protocol: a heartbeat with 64 GPUs of full reports passes the schema and
   t.ok(heartbeatMessageSchema.safeParse(heartbeat).success);
   t.ok(JSON.stringify(heartbeat).length < 512 * 1024, 'under 512 KiB at the most the schema allows');
   t.notOk(heartbeatMessageSchema.safeParse({ ...heartbeat, gpuHealth: [{ ...base!, xids: [...xids, xids[0]] }] }).success, 'at most 16 XID codes per GPU');
+});
+
+t.test('protocol: the daemon sends gpuHealth only when welcome chose 4', async (t) => {
+  const smi = fakeNvidiaSmi('h100-80gb-hbm3-ecc-dbe');
+  t.teardown(smi.cleanup);
+  for (const versions of [[1, 2, 3], [1, 2, 3, 4]]) {
+    const peer = await TestPeer.start({ heartbeatIntervalSeconds: 1, versions });
+    t.teardown(() => peer.close());
+    const { machineToken } = peer.addMachine(`m_v${versions.at(-1)}`);
+    const agent = testDaemon({ server: peer.url, machineToken, nvidiaSmi: join(smi.binDir, 'nvidia-smi'), daemon: { inventoryIntervalSeconds: 1 } });
+    t.teardown(agent.cleanup);
+    await agent.daemon.start();
+    await peer.waitFor(() => peer.messages('heartbeat').length >= 2, 'two heartbeats');
+    const sent = peer.messages('heartbeat').map((h) => h.gpuHealth);
+    if (versions.includes(4)) t.match(sent[0], [{ index: 0, uuid: 'GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0', ecc: { volatileUncorrectable: 2 }, remappedRows: { pending: true } }], 'protocol 4: the counters in each heartbeat');
+    else t.same(sent, sent.map(() => undefined), 'protocol 3: no gpuHealth field');
+    t.same(peer.invalid, [], 'every heartbeat passed the server\'s schema');
+    await agent.cleanup();
+  }
 });
