@@ -82,6 +82,11 @@ t.test('kernel log lines: XID with its PCI address, and the UUID the driver name
   t.same(parseKernelLogLine('6,1244,9104512,-;NVRM: GPU at PCI:0000:18:00: GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0'), { kind: 'gpu_at', pciBusId: '0000:18:00.0', uuid: 'GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0' });
   t.equal(parseKernelLogLine('[    5.912204] nvidia: loading out-of-tree module taints kernel.'), null);
   t.equal(normalizePciBusId('00000000:3B:00.0'), normalizePciBusId('0000:3b:00'), 'nvidia-smi and the kernel spell one address two ways');
+
+  const missing = new KernelLogWatcher('/nonexistent/kmsg', () => NOW);
+  missing.poll();
+  t.match(missing.problem, /^the kernel log \/nonexistent\/kmsg cannot be read \(ENOENT\): XID errors are not seen$/, 'an unreadable log says so');
+  t.same(missing.xidsFor('0000:07:00.0'), []);
 });
 
 t.test('XID 79 from a dmesg-style kernel log read as it grows: GPU 0 failed, the machine keeps its other GPUs', async (t) => {

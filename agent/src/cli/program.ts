@@ -22,6 +22,7 @@ const verdictSchema = z.object({ verdict: z.enum(GPU_HEALTH_VERDICTS), reasons: 
 const statusVerdictsSchema = z.object({
   gpuHealth: z.array(verdictSchema.extend({ index: z.int().min(0), uuid: z.string().nullable() })).default([]),
   machineVerdict: verdictSchema.nullable().default(null),
+  kernelLogProblem: z.string().nullable().default(null),
 });
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -119,6 +120,7 @@ export function buildProgram(): Command {
           out(`verdict: ${m.verdict}${m.verdict === 'failed' && m.reasons.length > 0 ? ` (${m.reasons[0]})` : ''}`);
           for (const g of verdicts.data.gpuHealth) out(`  ${gpuVerdictLine(g)}`);
         }
+        if (verdicts.success && verdicts.data.kernelLogProblem) out(`kernel log: ${verdicts.data.kernelLogProblem}`);
         out(`last heartbeat: ${status.lastHeartbeatAt ?? 'none'}${status.lastDownReason ? `; last link problem: ${status.lastDownReason}` : ''}`);
         out(`assignments: ${status.running?.length ? status.running.join(', ') : 'none'}${status.draining ? ' (draining)' : ''}`);
       }

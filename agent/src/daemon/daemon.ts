@@ -65,6 +65,8 @@ export interface DaemonStatus {
    */
   gpuHealth: Array<{ index: number; uuid: string | null; verdict: GpuHealthVerdict; reasons: string[] }>;
   machineVerdict: { verdict: GpuHealthVerdict; reasons: string[] } | null;
+  /** Why XID errors cannot be read (the kernel log), null when they can. */
+  kernelLogProblem: string | null;
   running: string[];
   draining: boolean;
   updatedAt: string;
@@ -129,7 +131,7 @@ export class AgentDaemon {
       { isReady: () => this.link.ready, send: (m) => void this.link.send(m), bufferedAmount: () => this.link.bufferedAmount },
       { spoolDir: options.spoolDir, memoryBytes: options.logMemoryBytes, flushIntervalMs: options.flushIntervalMs, flushBytes: options.flushBytes },
     );
-    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, gpuHealth: [], machineVerdict: null, running: [], draining: false, updatedAt: this.now().toISOString() };
+    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, gpuHealth: [], machineVerdict: null, kernelLogProblem: null, running: [], draining: false, updatedAt: this.now().toISOString() };
   }
 
   get status(): DaemonStatus {
@@ -178,7 +180,8 @@ export class AgentDaemon {
       const now = this.now();
       const gpuHealth = snap.gpuHealth.map((r) => ({ index: r.index, uuid: r.uuid, ...gpuHealthVerdict(r, now) }));
       const machineVerdict = snap.simulated ? null : machineHealthVerdict({ machineUnhealthyReason: snap.health.status === 'unhealthy' ? (snap.health.reason ?? 'unhealthy') : null, gpus: gpuHealth });
-      this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0, gpuHealth, machineVerdict });
+      if (snap.kernelLogProblem !== this.statusValue.kernelLogProblem && snap.kernelLogProblem !== null) this.deps.log(snap.kernelLogProblem);
+      this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0, gpuHealth, machineVerdict, kernelLogProblem: snap.kernelLogProblem });
     } catch (err) {
       this.deps.log(`inventory refresh failed: ${(err as Error).message}`);
     } finally {

@@ -80,6 +80,7 @@ export class InventoryMonitor {
       cudaVersion,
       health: decideHealth({ simulated: this.options.simulate !== null, reading, probe: this.probeState, now: this.deps.now() }),
       gpuHealth: gpuHealthReports(reading, this.deps.kernelLog ?? null, this.known),
+      kernelLogProblem: this.deps.kernelLog?.problem ?? null,
       collectedAt: now.toISOString(),
     };
     this.last = snapshot;

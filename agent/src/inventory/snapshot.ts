@@ -19,6 +19,8 @@ export interface InventorySnapshot {
   health: MachineHealth;
   /** Each GPU's health inputs (listed and lost ones); empty when simulated or unread. */
   gpuHealth: GpuHealthReport[];
+  /** Why the kernel log (XID errors) cannot be read, null when it can or none is configured. */
+  kernelLogProblem: string | null;
   collectedAt: string;
 }
 
