@@ -132,7 +132,9 @@ t.test('XID 48 from /dev/kmsg records; ECC DBE, remap failure, thermal slowdown 
 
   const [hot] = verdicts('a100-sxm4-40gb-thermal');
   t.equal(hot!.verdict, 'warning', 'a slowdown is offered, and shown');
-  t.match(hot!.reasons, [/^thermal slowdown/, /^temperature 90 C is at or above the slowdown threshold \(89 C\)/]);
+  t.match(hot!.reasons, [/^thermal slowdown/, /^the temperature is at or above the slowdown threshold \(89 C\)/]);
+  const [cooler] = gpuHealthReports({ ok: true, report: parse('a100-sxm4-40gb-thermal') }, null, new Map());
+  t.same(gpuHealthVerdict({ ...cooler!, temperatureC: 91 }, NOW), gpuHealthVerdict(cooler!, NOW), 'a degree more is the same verdict in the same words (not stored again)');
 
   const [pcie] = verdicts('h100-80gb-hbm3-pcie-x8');
   t.same(pcie!.verdict, 'warning');

@@ -48,7 +48,11 @@ export interface GpuHealthView {
   reasons: string[];
   /** When the verdict last changed; null: never judged (an agent before protocol 4, or simulated). */
   changedAt: string | null;
-  /** The last report (counters, XIDs); null when the agent sent none. */
+  /**
+   * The last report (counters, XIDs), stored when a counter changed; its temperature,
+   * utilization and fan are as of then (the live ones are in `machines.gpu_live`). Null when the
+   * agent sent none.
+   */
   report: GpuHealthReport | null;
 }
 

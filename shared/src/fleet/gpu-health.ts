@@ -134,7 +134,8 @@ export function gpuHealthVerdict(report: GpuHealthReport, now: Date): GpuVerdict
   if (report.lost) failed.push(`nvidia-smi cannot read the GPU (${report.lostReason ?? 'no reason given'}): reseat or replace it, then reboot`);
   for (const x of report.xids) {
     const info = describeXid(x.code);
-    const text = `XID ${x.code}: ${info.meaning}${x.count > 1 ? ` (${x.count} times)` : ''}; ${info.action}`;
+    // How often is in the report, not the words: a repeat would otherwise store the verdict again.
+    const text = `XID ${x.code}: ${info.meaning}; ${info.action}`;
     if (info.severity === 'failed') failed.push(text);
     else if (info.severity === 'warning' && now.getTime() - Date.parse(x.lastAt) < XID_WARNING_WINDOW_MS) warned.push(text);
   }
@@ -149,8 +150,9 @@ export function gpuHealthVerdict(report: GpuHealthReport, now: Date): GpuVerdict
   if (clockEvents.hwSlowdown === true && clockEvents.hwThermalSlowdown !== true) warned.push('hardware slowdown: the GPU slows its clocks (power supply or temperature signal); check its power cables and PSU');
   if (clockEvents.hwPowerBrakeSlowdown === true) warned.push('power brake slowdown: the system asked the GPU to cut power; check the PSU');
   const temp = report.temperatureC;
-  if (temp !== null && report.shutdownTempC !== null && temp >= report.shutdownTempC) failed.push(`temperature ${temp} C is at the shutdown threshold (${report.shutdownTempC} C): fix the cooling before it is offered again`);
-  else if (temp !== null && report.slowdownTempC !== null && temp >= report.slowdownTempC) warned.push(`temperature ${temp} C is at or above the slowdown threshold (${report.slowdownTempC} C): check the airflow and fans`);
+  // The words leave out the live temperature: a verdict whose words change is stored again.
+  if (temp !== null && report.shutdownTempC !== null && temp >= report.shutdownTempC) failed.push(`the temperature reached the shutdown threshold (${report.shutdownTempC} C): fix the cooling before it is offered again`);
+  else if (temp !== null && report.slowdownTempC !== null && temp >= report.slowdownTempC) warned.push(`the temperature is at or above the slowdown threshold (${report.slowdownTempC} C): check the airflow and fans`);
   if (pcie.currentWidth !== null && pcie.maxWidth !== null && pcie.currentWidth < pcie.maxWidth) warned.push(`PCIe link runs at x${pcie.currentWidth} of x${pcie.maxWidth}: reseat the GPU or its riser`);
   const loaded = (report.utilizationPercent ?? 0) >= PCIE_GEN_CHECK_MIN_UTILIZATION;
   if (loaded && pcie.currentGen !== null && pcie.maxGen !== null && pcie.currentGen < pcie.maxGen) warned.push(`PCIe link runs at gen ${pcie.currentGen} of gen ${pcie.maxGen} under load: check the slot, riser and BIOS PCIe settings`);
