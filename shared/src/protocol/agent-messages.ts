@@ -20,7 +20,8 @@ import { assignmentSpecSchema } from './assignment.js';
  *   hello {protocolVersion, inventory,  ->
  *          benchmark, running}
  *                                       <-  welcome {protocolVersion, machineId, acked}
- *   heartbeat {health, gpus, inventory?} ->  (every heartbeatIntervalSeconds)
+ *   heartbeat {health, gpus,            ->  (every heartbeatIntervalSeconds)
+ *              inventory?, gpuHealth?}
  *                                       <-  assign {assignment}
  *   assignment.accepted | .rejected     ->
  *   assignment.status {state, …}        ->  (each change of state)
