@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { GpuHealthReport } from '@gpufarm/shared';
 import { reconcileGpus } from '../src/agent-gateway/machine-store.js';
-import { machineGpuHealth, judgeReports } from '../src/fleet/gpu-health.js';
+import { machineGpuHealth, judgeReports, withLiveFigures } from '../src/fleet/gpu-health.js';
 import { writeGpuVerdicts } from '../src/fleet/gpu-health-store.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
@@ -69,4 +69,13 @@ t.test('behavior: verdicts written on change, by UUID; the assignment on a GPU t
   t.same(await health(), ['healthy', 'failed'], 'same UUID: still failed');
   await reconcileGpus(db, machine.id, [rows[0]!, { ...rows[1]!, uuid: 'GPU-c' }]);
   t.same(await health(), ['healthy', 'healthy'], 'a new card starts healthy');
+});
+
+t.test('behavior: a heartbeat without reports is judged on the last ones with its live temperature', async (t) => {
+  const last = [report(0, 'GPU-a'), report(1, 'GPU-b')];
+  const live = [{ uuid: 'GPU-b', temperatureC: 90, utilizationPercent: 100 }];
+  const judged = judgeReports(withLiveFigures(last, live), NOW);
+  t.same(judged.map((j) => j.verdict), ['healthy', 'warning']);
+  t.match(judged[1]!.reasons, [/^the temperature is at or above the slowdown threshold \(89 C\)/]);
+  t.equal(last[1]!.temperatureC, 40, 'the last reports are left as sent');
 });

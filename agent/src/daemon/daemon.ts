@@ -1,6 +1,7 @@
 import {
   AGENT_PROTOCOL_VERSION,
   AGENT_PROTOCOL_VERSIONS,
+  gpuHealthCountersKey,
   gpuHealthVerdict,
   machineHealthVerdict,
   type AgentMessage,
@@ -99,6 +100,8 @@ export class AgentDaemon {
   private helloSentAt = 0;
   /** The protocol version the last `welcome` chose: `heartbeat.gpuHealth` exists from 4. */
   private protocolVersion = 1;
+  /** `gpuHealthCountersKey` of the GPU health last sent on this connection (null: send it). */
+  private sentHealthKey: string | null = null;
   private readonly now: () => Date;
   private statusValue: DaemonStatus;
 
@@ -222,6 +225,7 @@ export class AgentDaemon {
 
   private onWelcome(welcome: WelcomeMessage): void {
     this.protocolVersion = welcome.protocolVersion;
+    this.sentHealthKey = null;
     const lostAfter = welcome.lostAfterSeconds ?? DEFAULT_LOST_AFTER_SECONDS;
     const grace = this.graceFor(lostAfter, welcome.heartbeatIntervalSeconds);
     this.deps.log(
@@ -336,6 +340,9 @@ export class AgentDaemon {
     const inventory = toWireInventory(snap);
     const key = inventoryKey(inventory);
     const changed = key !== this.sentInventoryKey;
+    // Only what changed besides the live figures, which `gpus` carries every time.
+    const healthKey = this.protocolVersion >= 4 ? gpuHealthCountersKey(snap.gpuHealth) : null;
+    const sendHealth = healthKey !== null && healthKey !== this.sentHealthKey;
     const message: HeartbeatMessage = {
       type: 'heartbeat',
       sentAt: this.now().toISOString(),
@@ -345,12 +352,13 @@ export class AgentDaemon {
       runningAssignmentIds: [...this.contexts.keys()],
       draining: this.draining,
       // A server on protocol 3 or older refuses the unknown field.
-      ...(this.protocolVersion >= 4 ? { gpuHealth: snap.gpuHealth } : {}),
+      ...(sendHealth ? { gpuHealth: snap.gpuHealth } : {}),
     };
     if (this.link.send(message)) {
       // Its pong says the heartbeat arrived: the partition grace counts from it.
       this.link.ping();
       if (changed) this.sentInventoryKey = key;
+      if (sendHealth) this.sentHealthKey = healthKey;
       this.setStatus({ lastHeartbeatAt: message.sentAt });
     }
   }

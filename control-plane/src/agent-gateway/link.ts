@@ -5,14 +5,16 @@ import {
   assignMessageSchema,
   serverMessageSchema,
   type AgentMessage,
+  gpuHealthCountersKey,
   type GpuHealthReport,
+  type HeartbeatMessage,
   type HelloMessage,
   type LogsMessage,
   type ServerMessage,
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
 import { isDatabaseUnavailable } from '../db/errors.js';
-import { countersKey, judgeReports, verdictKey } from '../fleet/gpu-health.js';
+import { judgeReports, verdictKey, withLiveFigures } from '../fleet/gpu-health.js';
 import { writeGpuVerdicts } from '../fleet/gpu-health-store.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
@@ -81,6 +83,8 @@ export class AgentConnection {
   /** What this link last stored of the GPU health (`verdictKey`, `countersKey`): heartbeats write only changes. */
   private storedVerdicts: string | null = null;
   private storedCounters: string | null = null;
+  /** The GPU health reports last sent on this link (a heartbeat without them means unchanged). */
+  private lastReports: GpuHealthReport[] | null = null;
 
   constructor(
     readonly ws: WebSocket,
@@ -180,7 +184,7 @@ export class AgentConnection {
         }
         // A new inventory may have added GPU rows (judged healthy until told otherwise).
         if (message.inventory !== null) this.storedVerdicts = null;
-        if (message.gpuHealth) await this.onGpuHealth(message.gpuHealth);
+        await this.onGpuHealth(message);
         if (this.superseded.size > 0) {
           const listed = new Set(message.runningAssignmentIds);
           await this.letGo([...this.superseded].filter((id) => !listed.has(id)));
@@ -273,15 +277,19 @@ export class AgentConnection {
   }
 
   /**
-   * A heartbeat's GPU health reports: the verdicts are judged here, stored when they changed
+   * A heartbeat's GPU health reports (or, when it has none, the last ones with its live
+   * temperature and utilization): the verdicts are judged here, stored when they changed
    * (a failed GPU leaves the offers from this heartbeat on), and an assignment on a GPU that
    * just failed is failed as the machine's fault (requeued or refunded) and its agent told to stop it.
    */
-  private async onGpuHealth(reports: GpuHealthReport[]): Promise<void> {
+  private async onGpuHealth(message: HeartbeatMessage): Promise<void> {
+    if (message.gpuHealth) this.lastReports = message.gpuHealth;
+    if (this.lastReports === null) return;
     const { deps, lifecycle } = this.ctx;
+    const reports = message.gpuHealth ?? withLiveFigures(this.lastReports, message.gpus);
     const judged = judgeReports(reports, new Date());
     const verdicts = verdictKey(judged);
-    const counters = countersKey(reports);
+    const counters = message.gpuHealth ? gpuHealthCountersKey(reports) : this.storedCounters;
     if (verdicts !== this.storedVerdicts) {
       const failed = await writeGpuVerdicts(deps.db, this.machineId, judged);
       for (const f of failed) await lifecycle.assignmentGpuFailed(f.assignmentId, f.reason);

@@ -5,8 +5,11 @@ import {
   GPU_HEALTH_VERDICTS,
   type GpuHealthReport,
   type GpuHealthVerdict,
+  type HeartbeatMessage,
   type MachineVerdict,
 } from '@gpufarm/shared';
+
+type GpuLive = HeartbeatMessage['gpus'][number];
 import { z } from 'zod';
 import type { Queryable } from '../db/database.js';
 import { loadGpuHealthRows, loadMachineHealthRow } from './gpu-health-store.js';
@@ -33,9 +36,16 @@ export function verdictKey(judged: readonly JudgedGpu[]): string {
   return JSON.stringify(judged.map((j) => [j.report.index, j.report.uuid, j.verdict, j.reasons]));
 }
 
-/** Changes when a counter or an XID changes; live figures (temperature, utilization, fan) are left out. */
-export function countersKey(reports: readonly GpuHealthReport[]): string {
-  return JSON.stringify(reports.map(({ temperatureC: _t, utilizationPercent: _u, fanPercent: _f, ...counters }) => counters));
+/**
+ * The reports last sent on a link with the live temperature and utilization of a heartbeat's
+ * `gpus` (the agent resends the reports only when something else changed).
+ */
+export function withLiveFigures(reports: readonly GpuHealthReport[], live: ReadonlyArray<Pick<GpuLive, 'uuid' | 'temperatureC' | 'utilizationPercent'>>): GpuHealthReport[] {
+  const byUuid = new Map(live.map((g) => [g.uuid, g]));
+  return reports.map((r) => {
+    const now = r.uuid === null ? undefined : byUuid.get(r.uuid);
+    return now ? { ...r, temperatureC: now.temperatureC, utilizationPercent: now.utilizationPercent } : r;
+  });
 }
 
 /** One GPU of `machineGpuHealth`. */

@@ -70,6 +70,15 @@ export const gpuHealthReportSchema = z.strictObject({
 });
 export type GpuHealthReport = z.infer<typeof gpuHealthReportSchema>;
 
+/**
+ * Changes when anything of the reports but the live figures (temperature, utilization, fan)
+ * changes: the agent sends `heartbeat.gpuHealth` again when it does, the control plane stores
+ * the reports when it does.
+ */
+export function gpuHealthCountersKey(reports: readonly GpuHealthReport[]): string {
+  return JSON.stringify(reports.map(({ temperatureC: _t, utilizationPercent: _u, fanPercent: _f, ...counters }) => counters));
+}
+
 /** What one XID code means and what it does to the verdict (`ignore`: the job's own fault). */
 export interface XidInfo {
   code: number;

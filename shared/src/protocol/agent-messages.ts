@@ -271,7 +271,10 @@ export const heartbeatMessageSchema = z.strictObject({
   /**
    * Protocol 4 (absent before): each GPU's health inputs (`shared/src/fleet/gpu-health.ts`),
    * counters and XIDs rather than a verdict, so the control plane judges them itself. Every
-   * GPU nvidia-smi listed or lost, whether or not the machine offers it.
+   * GPU nvidia-smi listed or lost, whether or not the machine offers it. Sent in the first
+   * heartbeat after `welcome` and whenever anything but the live figures changed
+   * (`gpuHealthCountersKey`); absent, it is as last sent on this connection, with the
+   * temperature and utilization of `gpus`.
    */
   gpuHealth: z.array(gpuHealthReportSchema).max(64).optional(),
 });
