@@ -61,6 +61,11 @@ t.test('a GPU that fell off the bus: the others keep their index; it is listed a
   t.same(report.gpus.map((g) => g.index), [1, 2, 3, 4, 5, 6, 7]);
   t.equal(report.gpus[0]!.uuid, 'GPU-7e20e8a2-41c7-1d3b-8f0e-2a6c9b4d71e1', 'GPU 1 is still GPU 1');
 
+  // Some drivers list the lost GPU with `Unknown Error` in place of its values instead.
+  const inline = parseNvidiaSmiXml(readFileSync(fixturePath('h100-80gb-hbm3'), 'utf8').replace(/<uuid>[^<]+<\/uuid>/, '<uuid>Unknown Error</uuid>').replace(/<product_name>[^<]+<\/product_name>/, '<product_name>Unknown Error</product_name>'));
+  t.same(inline.gpus, []);
+  t.same(inline.lost, [{ index: 0, pciBusId: '00000000:18:00.0', reason: 'Unknown Error' }]);
+
   // nvidia-smi exits 15 with that output: the reader still takes the report.
   const smi = fakeNvidiaSmi('8x-a100-sxm4-80gb-gpu0-lost');
   t.teardown(smi.cleanup);
