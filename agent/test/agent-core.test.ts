@@ -143,6 +143,10 @@ t.test('loadConfig', async (t) => {
   t.equal(loadConfig({ env: { GF_AGENT_CONFIG: json } }).jobLogKeepBytes, 32 * 1024 * 1024, 'the log artifact keeps 32 MiB at each end by default');
   t.equal(loadConfig({ path: json, env: { GF_AGENT_JOB_LOG_KEEP_BYTES: '262144' } }).jobLogKeepBytes, 262_144);
   t.throws(() => loadConfig({ path: json, env: { GF_AGENT_JOB_LOG_KEEP_BYTES: String(512 * 1024 * 1024) } }), /GF_AGENT_JOB_LOG_KEEP_BYTES: must be at most \d+/, 'both ends stay under the server\'s 1 GiB log limit');
+  t.equal(loadConfig({ path: json, env: {} }).kernelLog, '/dev/kmsg', 'XIDs come from the kernel ring buffer by default');
+  writeFileSync(toml, 'kernel_log = ""\n');
+  t.equal(loadConfig({ path: toml, env: {} }).kernelLog, null, 'empty: no kernel log is read');
+  t.equal(loadConfig({ path: json, env: { GF_AGENT_KERNEL_LOG: '/var/log/kern.log' } }).kernelLog, '/var/log/kern.log');
   writeFileSync(toml, 'this is = not toml =\n');
   t.throws(() => loadConfig({ path: toml, env: {} }), /not valid TOML/);
   t.throws(() => loadConfig({ path: join(dir, 'missing.toml'), env: {} }), /cannot be read \(ENOENT\)/);

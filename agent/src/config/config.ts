@@ -40,7 +40,7 @@ export const agentConfigSchema = z.strictObject({
    * ring buffer, then as lines arrive) or a text file that grows, one line per message; unset
    * (empty) to read none.
    */
-  kernelLog: z.string().min(1).nullable().default('/dev/kmsg'),
+  kernelLog: z.string().nullable().default('/dev/kmsg').transform((v) => (v === '' ? null : v)),
   /** Until the server's `welcome` says otherwise. */
   heartbeatIntervalSeconds: seconds(1, 300).default(10),
   /** How often the GPUs are re-read (driver, count, model changes). */
