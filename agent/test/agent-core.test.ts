@@ -59,7 +59,8 @@ t.test('gpuClassForProductName: product names of the catalog', async (t) => {
 
 t.test('decideHealth', async (t) => {
   const now = new Date('2026-11-22T00:00:00Z');
-  const report = { driverVersion: '550', cudaVersion: '12.4', gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null }] };
+  const { health } = parseNvidiaSmiXml(readFileSync(fixturePath('l4'), 'utf8')).gpus[0]!;
+  const report = { driverVersion: '550', cudaVersion: '12.4', lost: [], gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null, pciBusId: null, health }] };
   t.match(decideHealth({ simulated: true, reading: null, probe: { kind: 'not_run' }, now }), { status: 'healthy', gpuProbe: 'simulated' });
   t.match(decideHealth({ simulated: false, reading: { ok: false, missing: true, reason: 'nvidia-smi was not found' }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus', reason: /install the NVIDIA driver/ });
   t.match(decideHealth({ simulated: false, reading: { ok: true, report: { ...report, gpus: [] } }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus' });
@@ -142,6 +143,10 @@ t.test('loadConfig', async (t) => {
   t.equal(loadConfig({ env: { GF_AGENT_CONFIG: json } }).jobLogKeepBytes, 32 * 1024 * 1024, 'the log artifact keeps 32 MiB at each end by default');
   t.equal(loadConfig({ path: json, env: { GF_AGENT_JOB_LOG_KEEP_BYTES: '262144' } }).jobLogKeepBytes, 262_144);
   t.throws(() => loadConfig({ path: json, env: { GF_AGENT_JOB_LOG_KEEP_BYTES: String(512 * 1024 * 1024) } }), /GF_AGENT_JOB_LOG_KEEP_BYTES: must be at most \d+/, 'both ends stay under the server\'s 1 GiB log limit');
+  t.equal(loadConfig({ path: json, env: {} }).kernelLog, '/dev/kmsg', 'XIDs come from the kernel ring buffer by default');
+  writeFileSync(toml, 'kernel_log = ""\n');
+  t.equal(loadConfig({ path: toml, env: {} }).kernelLog, null, 'empty: no kernel log is read');
+  t.equal(loadConfig({ path: json, env: { GF_AGENT_KERNEL_LOG: '/var/log/kern.log' } }).kernelLog, '/var/log/kern.log');
   writeFileSync(toml, 'this is = not toml =\n');
   t.throws(() => loadConfig({ path: toml, env: {} }), /not valid TOML/);
   t.throws(() => loadConfig({ path: join(dir, 'missing.toml'), env: {} }), /cannot be read \(ENOENT\)/);

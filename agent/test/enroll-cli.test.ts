@@ -84,12 +84,13 @@ t.test('gf-agent install-service writes a systemd unit and says how to enable it
   t.equal(docs, pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '../README.md')).href, "Documentation= is the agent package's README");
   t.ok(existsSync(fileURLToPath(docs!)), 'which exists');
   t.match(unit, /^User=root$/m);
-  t.notMatch(unit, /SupplementaryGroups/, 'root needs no group for the Docker socket');
+  t.notMatch(unit, /SupplementaryGroups|AmbientCapabilities/, 'root needs no group for the Docker socket nor a capability for the kernel log');
   const userUnit = join(dir, 'user.service');
   const asUser = await gfAgent(['install-service', '--path', userUnit, '--user', 'gf-agent', '--docs', 'file:///usr/lib/gf-agent/README.md'], {});
   t.equal(asUser.code, 0, asUser.stderr);
   const userText = readFileSync(userUnit, 'utf8');
   t.match(userText, /^User=gf-agent\nSupplementaryGroups=docker$/m, 'another user gets the docker group for the socket');
+  t.match(userText, /^AmbientCapabilities=CAP_SYSLOG$/m, 'and may read the kernel log (XID errors)');
   t.match(userText, /^Documentation=file:\/\/\/usr\/lib\/gf-agent\/README.md$/m, '--docs sets Documentation=');
   const again = await gfAgent(['install-service', '--path', path], {});
   t.equal(again.code, 1);

@@ -14,3 +14,4 @@ export * from './process/line-tail.js';
 export * from './process/environment.js';
 export * from './process/owned-child.js';
 export * from './image-patterns.js';
+export * from './fleet/gpu-health.js';

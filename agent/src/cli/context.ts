@@ -3,6 +3,7 @@ import { loadConfig, workDirOf, type AgentConfig } from '../config/config.js';
 import { dockerGpuProbe } from '../inventory/gpu-probe.js';
 import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
 import { systemHostReader } from '../inventory/host.js';
+import { KernelLogWatcher } from '../inventory/kernel-log.js';
 import { InventoryMonitor } from '../inventory/monitor.js';
 import { parseSimulatedGpus } from '../inventory/simulated.js';
 import { AGENT_VERSION } from './version.js';
@@ -43,6 +44,7 @@ export function inventoryMonitor(config: AgentConfig, options: { probe: boolean 
       gpus: nvidiaSmiReader({ command: config.nvidiaSmi }),
       host: systemHostReader(workDirOf(config)),
       probe: options.probe ? dockerGpuProbe(dockerClient(), { image: config.gpuProbeImage }) : null,
+      kernelLog: config.kernelLog !== null && simulateSpec(config) === null ? new KernelLogWatcher(config.kernelLog) : null,
       now: () => new Date(),
     },
     {

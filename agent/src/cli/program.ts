@@ -1,6 +1,8 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Command, Option } from 'commander';
+import { gpuVerdictLine, GPU_HEALTH_VERDICTS } from '@gpufarm/shared';
+import { z } from 'zod';
 import { ConfigError, DEFAULT_CONFIG_PATH, workDirOf } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
 import { runBenchmark } from '../benchmark/run.js';
@@ -14,6 +16,14 @@ import { packageReadme, systemdUnit } from '../service/systemd.js';
 import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, type GlobalOptions } from './context.js';
 import { enroll } from './enroll.js';
 import { runDaemon } from './run.js';
+
+/** The verdict part of status.json (an older daemon wrote none). */
+const verdictSchema = z.object({ verdict: z.enum(GPU_HEALTH_VERDICTS), reasons: z.array(z.string()) });
+const statusVerdictsSchema = z.object({
+  gpuHealth: z.array(verdictSchema.extend({ index: z.int().min(0), uuid: z.string().nullable() })).default([]),
+  machineVerdict: verdictSchema.nullable().default(null),
+  kernelLogProblem: z.string().nullable().default(null),
+});
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const err = (line: string) => process.stderr.write(`${line}\n`);
@@ -104,6 +114,13 @@ export function buildProgram(): Command {
       else {
         out(`daemon: ${alive ? `running (pid ${status.pid})` : `not running (last pid ${status.pid})`}, link ${status.link}, status of ${status.updatedAt}`);
         if (status.health) out(`health: ${status.health.status}${status.health.reason ? ` (${status.health.reason})` : ''}`);
+        const verdicts = statusVerdictsSchema.safeParse(status);
+        if (verdicts.success && verdicts.data.machineVerdict) {
+          const m = verdicts.data.machineVerdict;
+          out(`verdict: ${m.verdict}${m.verdict === 'failed' && m.reasons.length > 0 ? ` (${m.reasons[0]})` : ''}`);
+          for (const g of verdicts.data.gpuHealth) out(`  ${gpuVerdictLine(g)}`);
+        }
+        if (verdicts.success && verdicts.data.kernelLogProblem) out(`kernel log: ${verdicts.data.kernelLogProblem}`);
         out(`last heartbeat: ${status.lastHeartbeatAt ?? 'none'}${status.lastDownReason ? `; last link problem: ${status.lastDownReason}` : ''}`);
         out(`assignments: ${status.running?.length ? status.running.join(', ') : 'none'}${status.draining ? ' (draining)' : ''}`);
       }

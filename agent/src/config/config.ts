@@ -35,6 +35,12 @@ export const agentConfigSchema = z.strictObject({
     }
   }, { error: 'must be COUNTx CLASS, such as "2x h100-80gb-sxm", with a class of the catalog' }),
   nvidiaSmi: z.string().min(1).default('nvidia-smi'),
+  /**
+   * Where the kernel's `NVRM: Xid` lines are read from: `/dev/kmsg` (read from the start of the
+   * ring buffer, then as lines arrive) or a text file that grows, one line per message; unset
+   * (empty) to read none.
+   */
+  kernelLog: z.string().nullable().default('/dev/kmsg').transform((v) => (v === '' ? null : v)),
   /** Until the server's `welcome` says otherwise. */
   heartbeatIntervalSeconds: seconds(1, 300).default(10),
   /** How often the GPUs are re-read (driver, count, model changes). */

@@ -1,8 +1,12 @@
 import {
   AGENT_PROTOCOL_VERSION,
   AGENT_PROTOCOL_VERSIONS,
+  gpuHealthCountersKey,
+  gpuHealthVerdict,
+  machineHealthVerdict,
   type AgentMessage,
   type AssignmentSpec,
+  type GpuHealthVerdict,
   type BenchmarkResult,
   type HeartbeatMessage,
   type HelloMessage,
@@ -58,6 +62,14 @@ export interface DaemonStatus {
   lastDownReason: string | null;
   health: { status: string; reason: string | null; gpuProbe: string } | null;
   gpus: number;
+  /**
+   * Each GPU's health verdict with its reasons, and the machine's, by the same rules as the
+   * control plane (`shared/src/fleet/gpu-health.ts`); empty and null before the first read.
+   */
+  gpuHealth: Array<{ index: number; uuid: string | null; verdict: GpuHealthVerdict; reasons: string[] }>;
+  machineVerdict: { verdict: GpuHealthVerdict; reasons: string[] } | null;
+  /** Why XID errors cannot be read (the kernel log), null when they can. */
+  kernelLogProblem: string | null;
   running: string[];
   draining: boolean;
   updatedAt: string;
@@ -88,6 +100,10 @@ export class AgentDaemon {
   private deadline: ContactDeadline | null = null;
   /** When the last `hello` was sent (`performance.now()`): its `welcome` proves the server recorded it. */
   private helloSentAt = 0;
+  /** The protocol version the last `welcome` chose: `heartbeat.gpuHealth` exists from 4. */
+  private protocolVersion = 1;
+  /** `gpuHealthCountersKey` of the GPU health last sent on this connection (null: send it). */
+  private sentHealthKey: string | null = null;
   private readonly now: () => Date;
   private statusValue: DaemonStatus;
 
@@ -120,7 +136,7 @@ export class AgentDaemon {
       { isReady: () => this.link.ready, send: (m) => void this.link.send(m), bufferedAmount: () => this.link.bufferedAmount },
       { spoolDir: options.spoolDir, memoryBytes: options.logMemoryBytes, flushIntervalMs: options.flushIntervalMs, flushBytes: options.flushBytes },
     );
-    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, running: [], draining: false, updatedAt: this.now().toISOString() };
+    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, gpuHealth: [], machineVerdict: null, kernelLogProblem: null, running: [], draining: false, updatedAt: this.now().toISOString() };
   }
 
   get status(): DaemonStatus {
@@ -166,7 +182,11 @@ export class AgentDaemon {
     this.refreshing = true;
     try {
       const snap = await this.deps.inventory.refresh();
-      this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0 });
+      const now = this.now();
+      const gpuHealth = snap.gpuHealth.map((r) => ({ index: r.index, uuid: r.uuid, ...gpuHealthVerdict(r, now) }));
+      const machineVerdict = snap.simulated ? null : machineHealthVerdict({ machineUnhealthyReason: snap.health.status === 'unhealthy' ? (snap.health.reason ?? 'unhealthy') : null, gpus: gpuHealth });
+      if (snap.kernelLogProblem !== this.statusValue.kernelLogProblem && snap.kernelLogProblem !== null) this.deps.log(snap.kernelLogProblem);
+      this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0, gpuHealth, machineVerdict, kernelLogProblem: snap.kernelLogProblem });
     } catch (err) {
       this.deps.log(`inventory refresh failed: ${(err as Error).message}`);
     } finally {
@@ -206,6 +226,8 @@ export class AgentDaemon {
   }
 
   private onWelcome(welcome: WelcomeMessage): void {
+    this.protocolVersion = welcome.protocolVersion;
+    this.sentHealthKey = null;
     const lostAfter = welcome.lostAfterSeconds ?? DEFAULT_LOST_AFTER_SECONDS;
     const grace = this.graceFor(lostAfter, welcome.heartbeatIntervalSeconds);
     this.deps.log(
@@ -321,6 +343,9 @@ export class AgentDaemon {
     const inventory = toWireInventory(snap);
     const key = inventoryKey(inventory);
     const changed = key !== this.sentInventoryKey;
+    // Only what changed besides the live figures, which `gpus` carries every time.
+    const healthKey = this.protocolVersion >= 4 ? gpuHealthCountersKey(snap.gpuHealth) : null;
+    const sendHealth = healthKey !== null && healthKey !== this.sentHealthKey;
     const message: HeartbeatMessage = {
       type: 'heartbeat',
       sentAt: this.now().toISOString(),
@@ -329,11 +354,14 @@ export class AgentDaemon {
       inventory: changed ? inventory : null,
       runningAssignmentIds: [...this.contexts.keys()],
       draining: this.draining,
+      // A server on protocol 3 or older refuses the unknown field.
+      ...(sendHealth ? { gpuHealth: snap.gpuHealth } : {}),
     };
     if (this.link.send(message)) {
       // Its pong says the heartbeat arrived: the partition grace counts from it.
       this.link.ping();
       if (changed) this.sentInventoryKey = key;
+      if (sendHealth) this.sentHealthKey = healthKey;
       this.setStatus({ lastHeartbeatAt: message.sentAt });
     }
   }

@@ -20,7 +20,9 @@ export interface NvidiaSmiReaderOptions {
 
 /**
  * Runs `nvidia-smi -q -x` (no shell, a timeout, 16 MiB of output at most) and parses it.
- * Warnings on stderr do not fail the read; a non-zero exit does, with nvidia-smi's own message.
+ * Warnings on stderr do not fail the read; a non-zero exit does, with nvidia-smi's own message,
+ * unless it still printed a report: it exits non-zero when one GPU of several is lost, and the
+ * others are listed (the lost one in `report.lost`).
  */
 export function nvidiaSmiReader(options: NvidiaSmiReaderOptions = {}): GpuReader {
   const command = options.command ?? 'nvidia-smi';
@@ -36,6 +38,14 @@ export function nvidiaSmiReader(options: NvidiaSmiReaderOptions = {}): GpuReader
               return;
             }
             const killed = (err as { killed?: boolean }).killed === true;
+            if (!killed && stdout.includes('<nvidia_smi_log')) {
+              try {
+                resolve({ ok: true, report: parseNvidiaSmiXml(stdout) });
+                return;
+              } catch (parseErr) {
+                if (!(parseErr instanceof NvidiaSmiParseError)) throw parseErr;
+              }
+            }
             const said = `${stdout}\n${stderr}`.trim().split('\n').filter(Boolean).slice(0, 3).join(' ');
             resolve({ ok: false, missing: false, reason: killed ? `${command} did not answer within ${timeout} ms (a hung driver?)` : `${command} failed: ${said || err.message}` });
             return;

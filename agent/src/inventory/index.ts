@@ -6,3 +6,4 @@ export * from './nvidia-smi-xml.js';
 export * from './simulated.js';
 export * from './snapshot.js';
 export * from './docker-output.js';
+export * from './kernel-log.js';

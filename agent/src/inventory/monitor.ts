@@ -2,7 +2,9 @@ import type { GpuInventory, HostInventory } from '@gpufarm/shared';
 import type { GpuProbe } from './gpu-probe.js';
 import type { GpuReader, GpuReading } from './gpu-reader.js';
 import { simulatedGpus, type SimulatedGpuSpec } from './simulated.js';
-import { decideHealth, gpusFromReading, type InventorySnapshot, type ProbeState } from './snapshot.js';
+import { decideHealth, gpuHealthReports, gpusFromReading, type InventorySnapshot, type KnownGpu, type ProbeState } from './snapshot.js';
+import type { KernelLogWatcher } from './kernel-log.js';
+import { normalizePciBusId } from './nvidia-smi-xml.js';
 import type { HostReader } from './host.js';
 
 export interface InventoryDeps {
@@ -10,6 +12,8 @@ export interface InventoryDeps {
   host: HostReader;
   /** Null: the probe is never run (the machine stays unhealthy unless simulated). */
   probe: GpuProbe | null;
+  /** The kernel log's XIDs; null: none are read. */
+  kernelLog?: KernelLogWatcher | null;
   now: () => Date;
 }
 
@@ -35,6 +39,8 @@ export class InventoryMonitor {
   private probeKey = '';
   private probeAt = 0;
   private last: InventorySnapshot | null = null;
+  /** Every GPU read since start, by normalized PCI bus id: a lost GPU keeps its UUID and index. */
+  private readonly known = new Map<string, KnownGpu>();
 
   constructor(private readonly deps: InventoryDeps, private readonly options: InventoryOptions) {}
 
@@ -54,6 +60,13 @@ export class InventoryMonitor {
     } else {
       reading = await this.deps.gpus.read();
       detected = gpusFromReading(reading);
+      this.deps.kernelLog?.poll();
+      if (reading.ok) {
+        for (const g of reading.report.gpus) {
+          const bus = g.pciBusId === null ? null : normalizePciBusId(g.pciBusId);
+          if (bus !== null) this.known.set(bus, { uuid: g.uuid, index: g.index });
+        }
+      }
       await this.maybeProbe(reading, detected, t);
     }
     const driverVersion = reading?.ok ? reading.report.driverVersion : null;
@@ -66,6 +79,8 @@ export class InventoryMonitor {
       driverVersion,
       cudaVersion,
       health: decideHealth({ simulated: this.options.simulate !== null, reading, probe: this.probeState, now: this.deps.now() }),
+      gpuHealth: gpuHealthReports(reading, this.deps.kernelLog ?? null, this.known),
+      kernelLogProblem: this.deps.kernelLog?.problem ?? null,
       collectedAt: now.toISOString(),
     };
     this.last = snapshot;

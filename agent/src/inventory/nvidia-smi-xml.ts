@@ -10,6 +10,14 @@ import { GpufarmError } from '@gpufarm/shared';
  * nvidia-smi lists GPUs in index (PCI bus) order. Power draw moved from `power_readings` (up to
  * v11 of the DTD) to `gpu_power_readings` (v12) and split into `average_`/`instant_power_draw`
  * (v13); all three are read.
+ *
+ * Health figures: ECC counts come as `sram_`/`dram_(un)correctable` (Ampere and later; v13
+ * splits SRAM uncorrectable into `_parity` and `_secded`) or `single_bit`/`double_bit` totals
+ * (older cards); clock events as `clocks_event_reasons` (535 and later) or
+ * `clocks_throttle_reasons`. A GPU the driver lost is printed before the XML as
+ * `Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error` (and nvidia-smi
+ * exits non-zero), or listed with `Unknown Error` in place of its values: both come back in
+ * `lost`, and every GPU's index is its place in PCI bus order among all of them.
  */
 export interface NvidiaSmiGpu {
   index: number;
@@ -21,12 +29,35 @@ export interface NvidiaSmiGpu {
   memoryUsedBytes: number | null;
   powerDrawWatts: number | null;
   powerLimitWatts: number | null;
+  /** `00000000:3B:00.0`, null when not printed. */
+  pciBusId: string | null;
+  health: NvidiaSmiHealth;
+}
+
+/** A GPU's health figures as nvidia-smi prints them; null where the card or driver reports none. */
+export interface NvidiaSmiHealth {
+  ecc: { volatileCorrectable: number | null; volatileUncorrectable: number | null; aggregateCorrectable: number | null; aggregateUncorrectable: number | null };
+  retiredPages: { singleBit: number | null; doubleBit: number | null; pending: boolean | null };
+  remappedRows: { correctable: number | null; uncorrectable: number | null; pending: boolean | null; failure: boolean | null };
+  clockEvents: { hwSlowdown: boolean | null; hwThermalSlowdown: boolean | null; hwPowerBrakeSlowdown: boolean | null; swThermalSlowdown: boolean | null; swPowerCap: boolean | null };
+  slowdownTempC: number | null;
+  shutdownTempC: number | null;
+  fanPercent: number | null;
+  pcie: { currentGen: number | null; maxGen: number | null; currentWidth: number | null; maxWidth: number | null };
+}
+
+/** A GPU nvidia-smi knows of but cannot read: fallen off the bus, or a driver that lost it. */
+export interface NvidiaSmiLostGpu {
+  index: number;
+  pciBusId: string | null;
+  reason: string;
 }
 
 export interface NvidiaSmiReport {
   driverVersion: string;
   cudaVersion: string;
   gpus: NvidiaSmiGpu[];
+  lost: NvidiaSmiLostGpu[];
 }
 
 type Node = Record<string, unknown>;
@@ -69,6 +100,94 @@ function bytes(node: unknown): number | null {
   return factor === undefined ? null : Math.round(Number(m[1]) * factor);
 }
 
+/** `"16x"` or `"4"` -> 16 / 4. */
+function integer(node: unknown): number | null {
+  const value = text(node);
+  if (value === null) return null;
+  const m = /^(\d+)x?$/i.exec(value);
+  return m ? Number(m[1]) : null;
+}
+
+/** `Yes`/`No`, `Active`/`Not Active`. */
+function yesNo(node: unknown): boolean | null {
+  const value = text(node)?.toLowerCase();
+  if (value === 'yes' || value === 'active') return true;
+  if (value === 'no' || value === 'not active') return false;
+  return null;
+}
+
+/** Sum of the counters that are reported; null when none is. */
+function sum(...values: Array<number | null>): number | null {
+  const known = values.filter((v): v is number => v !== null);
+  return known.length === 0 ? null : known.reduce((a, b) => a + b, 0);
+}
+
+/** The correctable and uncorrectable counts of one `ecc_errors` section (`volatile` or `aggregate`). */
+function eccCounts(section: unknown): { correctable: number | null; uncorrectable: number | null } {
+  const sramUnc = integer(child(section, 'sram_uncorrectable')) ?? sum(integer(child(section, 'sram_uncorrectable_parity')), integer(child(section, 'sram_uncorrectable_secded')));
+  const correctable = sum(integer(child(section, 'sram_correctable')), integer(child(section, 'dram_correctable')), integer(child(child(section, 'single_bit'), 'total')));
+  const uncorrectable = sum(sramUnc, integer(child(section, 'dram_uncorrectable')), integer(child(child(section, 'double_bit'), 'total')));
+  return { correctable, uncorrectable };
+}
+
+/** A clock event reason under either element name (`clocks_event_reason_X`, `clocks_throttle_reason_X`). */
+function clockEvent(g: unknown, reason: string): boolean | null {
+  return yesNo(child(child(g, 'clocks_event_reasons'), `clocks_event_reason_${reason}`)) ?? yesNo(child(child(g, 'clocks_throttle_reasons'), `clocks_throttle_reason_${reason}`));
+}
+
+function healthOf(g: unknown): NvidiaSmiHealth {
+  const ecc = child(g, 'ecc_errors');
+  const vol = eccCounts(child(ecc, 'volatile'));
+  const agg = eccCounts(child(ecc, 'aggregate'));
+  const retired = child(g, 'retired_pages');
+  const remapped = child(g, 'remapped_rows');
+  const temperature = child(g, 'temperature');
+  const link = child(child(g, 'pci'), 'pci_gpu_link_info');
+  return {
+    ecc: { volatileCorrectable: vol.correctable, volatileUncorrectable: vol.uncorrectable, aggregateCorrectable: agg.correctable, aggregateUncorrectable: agg.uncorrectable },
+    retiredPages: {
+      singleBit: integer(child(child(retired, 'multiple_single_bit_retirement'), 'retired_count')),
+      doubleBit: integer(child(child(retired, 'double_bit_retirement'), 'retired_count')),
+      pending: yesNo(child(retired, 'pending_retirement')) ?? yesNo(child(retired, 'pending_blacklist')),
+    },
+    remappedRows: {
+      correctable: integer(child(remapped, 'remapped_row_corr')),
+      uncorrectable: integer(child(remapped, 'remapped_row_unc')),
+      pending: yesNo(child(remapped, 'remapped_row_pending')),
+      failure: yesNo(child(remapped, 'remapped_row_failure')),
+    },
+    clockEvents: {
+      hwSlowdown: clockEvent(g, 'hw_slowdown'),
+      hwThermalSlowdown: clockEvent(g, 'hw_thermal_slowdown'),
+      hwPowerBrakeSlowdown: clockEvent(g, 'hw_power_brake_slowdown'),
+      swThermalSlowdown: clockEvent(g, 'sw_thermal_slowdown'),
+      swPowerCap: clockEvent(g, 'sw_power_cap'),
+    },
+    slowdownTempC: withUnit(child(temperature, 'gpu_temp_slow_threshold'), 'C'),
+    shutdownTempC: withUnit(child(temperature, 'gpu_temp_max_threshold'), 'C'),
+    fanPercent: withUnit(child(g, 'fan_speed'), '%'),
+    pcie: {
+      currentGen: integer(child(child(link, 'pcie_gen'), 'current_link_gen')),
+      maxGen: integer(child(child(link, 'pcie_gen'), 'max_link_gen')),
+      currentWidth: integer(child(child(link, 'link_widths'), 'current_link_width')),
+      maxWidth: integer(child(child(link, 'link_widths'), 'max_link_width')),
+    },
+  };
+}
+
+/** nvidia-smi's words for a GPU it cannot read, in place of a value. */
+const LOST_VALUE = /^(Unknown Error|GPU is lost|GPU requires reset|ERR!)/i;
+/** The line nvidia-smi prints (before any XML) for each GPU whose handle it cannot get. */
+const LOST_LINE = /^Unable to determine the device handle for GPU\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(.+)$/;
+
+/** A PCI bus id in one spelling whatever the domain width or case: `0000:3b:00.0`. */
+export function normalizePciBusId(id: string): string | null {
+  const m = /^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})(?:\.([0-7]))?$/i.exec(id.trim());
+  if (!m) return null;
+  const hex = (v: string | undefined, width: number) => parseInt(v ?? '0', 16).toString(16).padStart(width, '0');
+  return `${hex(m[1], 4)}:${hex(m[2], 2)}:${hex(m[3], 2)}.${m[4] ?? '0'}`;
+}
+
 function firstNumber(...values: Array<number | null>): number | null {
   for (const v of values) if (v !== null) return v;
   return null;
@@ -81,7 +200,13 @@ export class NvidiaSmiParseError extends GpufarmError<'nvidia_smi_unreadable'> {
   }
 }
 
-export function parseNvidiaSmiXml(xml: string): NvidiaSmiReport {
+export function parseNvidiaSmiXml(output: string): NvidiaSmiReport {
+  const lostLines: Array<{ pciBusId: string; reason: string }> = [];
+  for (const line of output.slice(0, Math.max(0, output.indexOf('<'))).split('\n')) {
+    const m = LOST_LINE.exec(line.trim());
+    if (m) lostLines.push({ pciBusId: m[1]!, reason: m[2]!.trim().slice(0, 300) });
+  }
+  const xml = output.indexOf('<') >= 0 ? output.slice(output.indexOf('<')) : output;
   let doc: Node;
   try {
     doc = parser.parse(xml) as Node;
@@ -94,33 +219,56 @@ export function parseNvidiaSmiXml(xml: string): NvidiaSmiReport {
   if (driverVersion === null) throw new NvidiaSmiParseError('nvidia-smi output has no driver version');
   const cudaVersion = text(child(log, 'cuda_version')) ?? 'unknown';
   const gpuNodes = (child(log, 'gpu') as unknown[] | undefined) ?? [];
-  const gpus = gpuNodes.map((g, index): NvidiaSmiGpu => {
-    const uuid = text(child(g, 'uuid'));
-    const name = text(child(g, 'product_name'));
-    const total = bytes(child(child(g, 'fb_memory_usage'), 'total'));
-    if (uuid === null || name === null || total === null) throw new NvidiaSmiParseError(`GPU ${index} lacks its uuid, product name or memory total`);
-    const modern = child(g, 'gpu_power_readings');
-    const legacy = child(g, 'power_readings');
-    return {
-      index,
-      uuid,
-      name,
-      vramBytes: total,
-      temperatureC: withUnit(child(child(g, 'temperature'), 'gpu_temp'), 'C'),
-      utilizationPercent: withUnit(child(child(g, 'utilization'), 'gpu_util'), '%'),
-      memoryUsedBytes: bytes(child(child(g, 'fb_memory_usage'), 'used')),
-      powerDrawWatts: firstNumber(
-        withUnit(child(modern, 'power_draw'), 'W'),
-        withUnit(child(modern, 'instant_power_draw'), 'W'),
-        withUnit(child(modern, 'average_power_draw'), 'W'),
-        withUnit(child(legacy, 'power_draw'), 'W'),
-      ),
-      powerLimitWatts: firstNumber(
-        withUnit(child(modern, 'current_power_limit'), 'W'),
-        withUnit(child(legacy, 'enforced_power_limit'), 'W'),
-        withUnit(child(legacy, 'power_limit'), 'W'),
-      ),
-    };
+  type Listed = { kind: 'gpu'; node: unknown; busId: string | null } | { kind: 'lost'; busId: string | null; reason: string };
+  const listed: Listed[] = gpuNodes.map((node): Listed => {
+    const busId = text(child(child(node, 'pci'), 'pci_bus_id'));
+    const uuidText = text(child(node, 'uuid')) ?? '';
+    const lostWords = [uuidText, text(child(node, 'product_name')) ?? ''].find((v) => LOST_VALUE.test(v));
+    return lostWords !== undefined ? { kind: 'lost', busId, reason: lostWords } : { kind: 'gpu', node, busId };
   });
-  return { driverVersion, cudaVersion, gpus };
+  for (const l of lostLines) listed.push({ kind: 'lost', busId: l.pciBusId, reason: l.reason });
+  // nvidia-smi numbers GPUs in PCI bus order; a lost GPU keeps its place so the others keep their index.
+  const busKey = (l: Listed) => (l.busId === null ? null : normalizePciBusId(l.busId));
+  if (lostLines.length > 0) listed.sort((a, b) => (busKey(a) ?? '').localeCompare(busKey(b) ?? ''));
+  const lost: NvidiaSmiLostGpu[] = [];
+  const gpus: NvidiaSmiGpu[] = [];
+  listed.forEach((l, index) => {
+    if (l.kind === 'lost') {
+      lost.push({ index, pciBusId: l.busId, reason: l.reason });
+      return;
+    }
+    gpus.push(readGpu(l.node, index));
+  });
+  return { driverVersion, cudaVersion, gpus, lost };
+}
+
+function readGpu(g: unknown, index: number): NvidiaSmiGpu {
+  const uuid = text(child(g, 'uuid'));
+  const name = text(child(g, 'product_name'));
+  const total = bytes(child(child(g, 'fb_memory_usage'), 'total'));
+  if (uuid === null || name === null || total === null) throw new NvidiaSmiParseError(`GPU ${index} lacks its uuid, product name or memory total`);
+  const modern = child(g, 'gpu_power_readings');
+  const legacy = child(g, 'power_readings');
+  return {
+    index,
+    uuid,
+    name,
+    vramBytes: total,
+    temperatureC: withUnit(child(child(g, 'temperature'), 'gpu_temp'), 'C'),
+    utilizationPercent: withUnit(child(child(g, 'utilization'), 'gpu_util'), '%'),
+    memoryUsedBytes: bytes(child(child(g, 'fb_memory_usage'), 'used')),
+    powerDrawWatts: firstNumber(
+      withUnit(child(modern, 'power_draw'), 'W'),
+      withUnit(child(modern, 'instant_power_draw'), 'W'),
+      withUnit(child(modern, 'average_power_draw'), 'W'),
+      withUnit(child(legacy, 'power_draw'), 'W'),
+    ),
+    powerLimitWatts: firstNumber(
+      withUnit(child(modern, 'current_power_limit'), 'W'),
+      withUnit(child(legacy, 'enforced_power_limit'), 'W'),
+      withUnit(child(legacy, 'power_limit'), 'W'),
+    ),
+    pciBusId: text(child(child(g, 'pci'), 'pci_bus_id')),
+    health: healthOf(g),
+  };
 }

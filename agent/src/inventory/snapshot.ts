@@ -1,5 +1,7 @@
-import { gpuClassForProductName, type GpuInventory, type HostInventory, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import { gpuClassForProductName, type GpuHealthReport, type GpuInventory, type HostInventory, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
 import type { GpuReading } from './gpu-reader.js';
+import type { KernelLogWatcher } from './kernel-log.js';
+import { normalizePciBusId } from './nvidia-smi-xml.js';
 import type { GpuProbeResult } from './gpu-probe.js';
 
 /**
@@ -15,6 +17,10 @@ export interface InventorySnapshot {
   driverVersion: string | null;
   cudaVersion: string | null;
   health: MachineHealth;
+  /** Each GPU's health inputs (listed and lost ones); empty when simulated or unread. */
+  gpuHealth: GpuHealthReport[];
+  /** Why the kernel log (XID errors) cannot be read, null when it can or none is configured. */
+  kernelLogProblem: string | null;
   collectedAt: string;
 }
 
@@ -40,6 +46,55 @@ export function gpusFromReading(reading: GpuReading): GpuInventory[] {
     powerLimitWatts: g.powerLimitWatts,
     simulated: false,
   }));
+}
+
+/** A GPU the agent read before: a lost one is reported under this UUID and index. */
+export interface KnownGpu {
+  uuid: string;
+  index: number;
+}
+
+/**
+ * The health report of each GPU in a reading: nvidia-smi's figures plus the kernel log's XIDs
+ * for its PCI bus id. A lost GPU is named by the UUID it had when last read (`known`, by
+ * normalized PCI bus id) or the one the driver logged for its address.
+ */
+export function gpuHealthReports(reading: GpuReading | null, kernelLog: Pick<KernelLogWatcher, 'xidsFor' | 'uuidAt'> | null, known: ReadonlyMap<string, KnownGpu>): GpuHealthReport[] {
+  if (reading === null || !reading.ok) return [];
+  const reports: GpuHealthReport[] = reading.report.gpus.map((g) => ({
+    index: g.index,
+    uuid: g.uuid,
+    pciBusId: g.pciBusId,
+    lost: false,
+    lostReason: null,
+    ...g.health,
+    temperatureC: g.temperatureC,
+    utilizationPercent: g.utilizationPercent === null ? null : Math.min(100, Math.max(0, g.utilizationPercent)),
+    xids: kernelLog?.xidsFor(g.pciBusId) ?? [],
+  }));
+  for (const l of reading.report.lost) {
+    const bus = l.pciBusId === null ? null : normalizePciBusId(l.pciBusId);
+    const before = bus === null ? undefined : known.get(bus);
+    reports.push({
+      index: before?.index ?? l.index,
+      uuid: before?.uuid ?? kernelLog?.uuidAt(l.pciBusId) ?? null,
+      pciBusId: l.pciBusId,
+      lost: true,
+      lostReason: l.reason,
+      ecc: { volatileCorrectable: null, volatileUncorrectable: null, aggregateCorrectable: null, aggregateUncorrectable: null },
+      retiredPages: { singleBit: null, doubleBit: null, pending: null },
+      remappedRows: { correctable: null, uncorrectable: null, pending: null, failure: null },
+      clockEvents: { hwSlowdown: null, hwThermalSlowdown: null, hwPowerBrakeSlowdown: null, swThermalSlowdown: null, swPowerCap: null },
+      temperatureC: null,
+      slowdownTempC: null,
+      shutdownTempC: null,
+      fanPercent: null,
+      utilizationPercent: null,
+      pcie: { currentGen: null, maxGen: null, currentWidth: null, maxWidth: null },
+      xids: kernelLog?.xidsFor(l.pciBusId) ?? [],
+    });
+  }
+  return reports.sort((a, b) => a.index - b.index).slice(0, 64);
 }
 
 /**

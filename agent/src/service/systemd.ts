@@ -5,8 +5,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /**
  * The systemd unit of the agent (`systemdUnit` is pure), written by `gf-agent install-service`
  * and, through it, by the .deb's build. The agent runs as root by default because it talks to the Docker socket and
- * loop-mounts output file systems; another user gets the `docker` group for the socket, and
- * jobs' `/output` falls back to the watchdog. `Restart=always` brings it back after a crash, and
+ * loop-mounts output file systems; another user gets the `docker` group for the socket and
+ * CAP_SYSLOG for the kernel log, and jobs' `/output` falls back to the watchdog. `Restart=always` brings it back after a crash, and
  * since containers outlive the agent (they are found again by label), a restart costs a running
  * job nothing.
  */
@@ -33,7 +33,7 @@ Requires=docker.service
 [Service]
 Type=simple
 User=${o.user}
-${o.user === 'root' || o.user === '0' ? '' : 'SupplementaryGroups=docker\n'}ExecStart=${exec}
+${o.user === 'root' || o.user === '0' ? '' : 'SupplementaryGroups=docker\n# Reads the driver\'s XID errors in /dev/kmsg, which kernel.dmesg_restrict keeps from other users.\nAmbientCapabilities=CAP_SYSLOG\n'}ExecStart=${exec}
 Restart=always
 RestartSec=5
 # Containers outlive the agent: stop only the daemon, never the jobs it supervises.

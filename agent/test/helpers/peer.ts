@@ -51,6 +51,8 @@ export interface PeerOptions {
   lostAfterSeconds?: number;
   /** Ack each logs batch (default true). */
   ackLogs?: boolean;
+  /** The protocol versions this server speaks (default: all of this build's). */
+  versions?: number[];
 }
 
 export class TestPeer {
@@ -247,6 +249,8 @@ export class TestPeer {
     this.sockets.add(ws);
     this.connections++;
     ws.on('close', () => this.sockets.delete(ws));
+    /** The version this socket's `welcome` chose. */
+    let chosen = 0;
     ws.on('message', (data) => {
       let parsed;
       try {
@@ -263,17 +267,25 @@ export class TestPeer {
         return;
       }
       const msg = parsed.data;
+      // A server before protocol 4 has a strict heartbeat schema without `gpuHealth`.
+      if (msg.type === 'heartbeat' && msg.gpuHealth !== undefined && chosen < 4) {
+        this.invalid.push(`heartbeat: gpuHealth: unknown field on protocol ${chosen}`);
+        ws.close(AGENT_CLOSE_CODES.invalidMessage, 'heartbeat: gpuHealth: unknown field');
+        return;
+      }
       this.received.push(msg);
       if (msg.type === 'hello') {
-        const common = msg.supportedVersions.filter((v) => (AGENT_PROTOCOL_VERSIONS as readonly number[]).includes(v));
+        const versions: readonly number[] = this.options.versions ?? AGENT_PROTOCOL_VERSIONS;
+        const common = msg.supportedVersions.filter((v) => versions.includes(v));
         if (common.length === 0) {
-          ws.close(AGENT_CLOSE_CODES.unsupportedVersion, `server speaks ${AGENT_PROTOCOL_VERSIONS.join(', ')}`);
+          ws.close(AGENT_CLOSE_CODES.unsupportedVersion, `server speaks ${versions.join(', ')}`);
           return;
         }
+        chosen = Math.max(...common);
         ws.send(JSON.stringify(serverMessageSchema.parse({
           type: 'welcome',
-          protocolVersion: Math.max(...common),
-          supportedVersions: [...AGENT_PROTOCOL_VERSIONS],
+          protocolVersion: chosen,
+          supportedVersions: [...versions],
           machineId,
           heartbeatIntervalSeconds: this.options.heartbeatIntervalSeconds ?? 10,
           serverTime: new Date().toISOString(),

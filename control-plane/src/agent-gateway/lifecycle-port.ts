@@ -25,4 +25,6 @@ export interface LifecyclePort {
   assignmentStatus(machineId: string, message: AssignmentStatusMessage): Promise<void>;
   /** The machine holding the assignment is gone (offline past the grace, or back without it). */
   assignmentLost(assignmentId: string, reason: string): Promise<void>;
+  /** A GPU the assignment holds was judged failed from the machine's health report; the agent is told to stop it. */
+  assignmentGpuFailed(assignmentId: string, reason: string): Promise<void>;
 }

@@ -5,17 +5,22 @@ import {
   assignMessageSchema,
   serverMessageSchema,
   type AgentMessage,
+  gpuHealthCountersKey,
+  type GpuHealthReport,
+  type HeartbeatMessage,
   type HelloMessage,
   type LogsMessage,
   type ServerMessage,
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
 import { isDatabaseUnavailable } from '../db/errors.js';
+import { judgeReports, verdictKey, withLiveFigures } from '../fleet/gpu-health.js';
+import { writeGpuVerdicts } from '../fleet/gpu-health-store.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
-import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
+import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
 /**
@@ -75,6 +80,11 @@ export class AgentConnection {
   private readonly watchdog: NodeJS.Timeout;
   /** The protocol version chosen in `welcome`. */
   private protocolVersion = 1;
+  /** What this link last stored of the GPU health (`verdictKey`, `countersKey`): heartbeats write only changes. */
+  private storedVerdicts: string | null = null;
+  private storedCounters: string | null = null;
+  /** The GPU health reports last sent on this link (a heartbeat without them means unchanged). */
+  private lastReports: GpuHealthReport[] | null = null;
 
   constructor(
     readonly ws: WebSocket,
@@ -172,6 +182,9 @@ export class AgentConnection {
           this.close(AGENT_CLOSE_CODES.unauthorized, 'the machine was disabled or removed by an operator');
           return;
         }
+        // A new inventory may have added GPU rows (judged healthy until told otherwise).
+        if (message.inventory !== null) this.storedVerdicts = null;
+        await this.onGpuHealth(message);
         if (this.superseded.size > 0) {
           const listed = new Set(message.runningAssignmentIds);
           await this.letGo([...this.superseded].filter((id) => !listed.has(id)));
@@ -261,6 +274,32 @@ export class AgentConnection {
     await scheduleCanaries({ db: deps.db, config: deps.config, log: this.ctx.log }, { machineId: this.machineId }).catch((err: unknown) =>
       this.ctx.log(`machine ${this.machineId}: starting its verification canary failed; the sweep tries again`, err),
     );
+  }
+
+  /**
+   * A heartbeat's GPU health reports (or, when it has none, the last ones with its live
+   * temperature and utilization): the verdicts are judged here, stored when they changed
+   * (a failed GPU leaves the offers from this heartbeat on), and an assignment on a GPU that
+   * just failed is failed as the machine's fault (requeued or refunded) and its agent told to stop it.
+   */
+  private async onGpuHealth(message: HeartbeatMessage): Promise<void> {
+    if (message.gpuHealth) this.lastReports = message.gpuHealth;
+    if (this.lastReports === null) return;
+    const { deps, lifecycle } = this.ctx;
+    const reports = message.gpuHealth ?? withLiveFigures(this.lastReports, message.gpus);
+    const judged = judgeReports(reports, new Date());
+    const verdicts = verdictKey(judged);
+    const counters = message.gpuHealth ? gpuHealthCountersKey(reports) : this.storedCounters;
+    if (verdicts !== this.storedVerdicts) {
+      const failed = await writeGpuVerdicts(deps.db, this.machineId, judged);
+      for (const f of failed) await lifecycle.assignmentGpuFailed(f.assignmentId, f.reason);
+      this.storedVerdicts = verdicts;
+    }
+    // After the verdicts: stored reports always come with the verdicts judged from them.
+    if (counters !== this.storedCounters) {
+      await writeGpuReports(deps.db, this.machineId, reports);
+      this.storedCounters = counters;
+    }
   }
 
   /** The agent let go of superseded assignments: their GPUs can be offered again. */

@@ -1,4 +1,4 @@
-import { findGpuClass, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import { findGpuClass, type GpuHealthReport, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
 import { probeMismatch } from '../machine-verification/claims.js';
 import { noteClaims } from '../machine-verification/store.js';
@@ -86,7 +86,10 @@ export async function reconcileGpus(db: Queryable, machineId: string, wanted: re
       `INSERT INTO machine_gpus (machine_id, gpu_index, uuid, class_id, vram_bytes)
        SELECT $1, x.gpu_index, x.uuid, x.class_id, x.vram_bytes
          FROM jsonb_to_recordset($2::jsonb) AS x(gpu_index int, uuid text, class_id text, vram_bytes bigint)
-       ON CONFLICT (machine_id, gpu_index) DO UPDATE SET uuid = excluded.uuid, class_id = excluded.class_id, vram_bytes = excluded.vram_bytes`,
+       ON CONFLICT (machine_id, gpu_index) DO UPDATE SET uuid = excluded.uuid, class_id = excluded.class_id, vram_bytes = excluded.vram_bytes,
+         -- Another card in the slot does not inherit the old one's verdict; the next heartbeat judges it.
+         health = CASE WHEN machine_gpus.uuid IS DISTINCT FROM excluded.uuid THEN 'healthy' ELSE machine_gpus.health END,
+         health_reasons = CASE WHEN machine_gpus.uuid IS DISTINCT FROM excluded.uuid THEN '[]'::jsonb ELSE machine_gpus.health_reasons END`,
       [machineId, JSON.stringify(upserts)],
     );
   }
@@ -255,3 +258,9 @@ export async function releaseSupersededGpus(db: Queryable, machineId: string, as
 export async function recordHashMismatch(db: Queryable, machineId: string): Promise<void> {
   await db.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [machineId]);
 }
+
+/** Stores the machine's last GPU health reports (the counters the views and metrics show). */
+export async function writeGpuReports(db: Queryable, machineId: string, reports: readonly GpuHealthReport[]): Promise<void> {
+  await db.query('UPDATE machines SET gpu_health = $2::jsonb WHERE id = $1', [machineId, JSON.stringify(reports)]);
+}
+

@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/database.js';
 
 /**
- * One row per (machine, GPU class) of every machine that is online and verified (machine-verification) on an active farm, priced
+ * One row per (machine, GPU class; GPUs judged failed left out) of every machine that is online and verified (machine-verification) on an active farm, priced
  * or not: the offer index's raw material.
  */
 export interface FleetRow {
@@ -73,7 +73,7 @@ export async function loadFleetRows(db: Queryable): Promise<FleetRow[]> {
     ),
     db.query<GpuGroupRecord>(
       `SELECT machine_id AS "machineId", class_id AS "classId", count(*)::int AS gpus, (count(*) FILTER (WHERE busy))::int AS busy
-       FROM machine_gpus GROUP BY machine_id, class_id`,
+       FROM machine_gpus WHERE health <> 'failed' GROUP BY machine_id, class_id`,
     ),
   ]);
   const farmById = new Map(farms.map((f) => [f.id, f]));

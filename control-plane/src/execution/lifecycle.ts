@@ -25,6 +25,7 @@ export function executionLifecycle(deps: ExecutionDeps): LifecyclePort {
     assignmentRejected: (machineId, assignmentId, reason, message) => assignmentRejected(deps, machineId, assignmentId, reason, message),
     assignmentStatus: (machineId, message) => assignmentStatus(deps, machineId, message),
     assignmentLost: (assignmentId, reason) => assignmentLost(deps, assignmentId, reason),
+    assignmentGpuFailed: (assignmentId, reason) => assignmentGpuFailed(deps, assignmentId, reason),
   };
 }
 
@@ -140,6 +141,15 @@ export async function assignmentLost(deps: ExecutionDeps, assignmentId: string, 
 }
 
 /**
+ * A GPU the assignment holds failed (the machine's health report): the job is requeued (at most
+ * two more times) or failed and refunded, the machine excluded for it, and its agent told to
+ * stop the container (the machine stays online for its other GPUs).
+ */
+export async function assignmentGpuFailed(deps: ExecutionDeps, assignmentId: string, reason: string): Promise<void> {
+  await failAssignment(deps, assignmentId, 'gpu_failed', reason, { cancelAgent: true });
+}
+
+/**
  * Ends a live assignment without a result: its GPUs are freed, and its job is queued again
  * (`retry`) while attempts remain and the failure is worth retrying, else FAILED with the
  * refund authorized (a FAILED job is never charged).
@@ -149,7 +159,7 @@ async function failAssignment(
   assignmentId: string,
   code: FailureCode,
   message: string,
-  options: { lost?: boolean; exitFacts?: AssignmentStatusMessage },
+  options: { lost?: boolean; exitFacts?: AssignmentStatusMessage; cancelAgent?: boolean },
 ): Promise<void> {
   const rule = FAILURE_RULES[code];
   const failedJob = await deps.db.transaction(async (tx) => {
@@ -162,6 +172,7 @@ async function failAssignment(
     });
     if (!asg) return null;
     await releaseGpus(tx, asg.id);
+    if (options.cancelAgent) await notifyAgent(tx, { machineId: asg.machine_id, assignmentId: asg.id, kind: 'cancel', reason: `${rule.summary}: ${message}`.slice(0, 500) });
     if (rule.excludeMachine) await excludeMachine(tx, asg.job_id, asg.machine_id, code);
     const job = await lockJobOfAssignment(tx, asg.job_id, asg.id);
     if (!job) return null;

@@ -79,7 +79,7 @@ export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): 
 }
 
 /**
- * Every free GPU (not busy, no assignment, with a UUID) of the machines that can take jobs:
+ * Every free GPU (not busy, no assignment, with a UUID, not judged failed) of the machines that can take jobs:
  * online, verified (machine-verification), not draining, priced, on an active farm, with an enrolled agent (a machine token)
  * unless `allowAgentless`. Read without locks, outside any transaction (the statements run side
  * by side on the pool): the matcher locks what it picked (`lockGpus`).
@@ -97,7 +97,7 @@ export async function loadCandidates(db: Queryable, params: { allowAgentless: bo
     ),
     db.query<{ machine_id: string; gpu_index: number; uuid: string; class_id: string; vram_bytes: number }>(
       `SELECT machine_id, gpu_index, uuid, class_id, vram_bytes FROM machine_gpus
-       WHERE NOT busy AND assignment_id IS NULL AND uuid IS NOT NULL ORDER BY machine_id, class_id, gpu_index`,
+       WHERE NOT busy AND assignment_id IS NULL AND uuid IS NOT NULL AND health <> 'failed' ORDER BY machine_id, class_id, gpu_index`,
     ),
     loadUptimeSeconds(db, uptimeWindowFirstDay(params.now)),
   ]);
@@ -153,7 +153,7 @@ export async function lockGpus(
      JOIN machine_gpus g ON g.machine_id = w.machine_id AND g.gpu_index = w.gpu_index
      JOIN machines m ON m.id = g.machine_id
      JOIN farms f ON f.id = m.farm_id
-     WHERE NOT g.busy AND g.assignment_id IS NULL
+     WHERE NOT g.busy AND g.assignment_id IS NULL AND g.health <> 'failed'
        AND m.status = 'online' AND m.verification = 'verified' AND NOT m.draining AND m.price_per_gpu_hour_micro_usd IS NOT NULL
        AND ($3::boolean OR m.token_hash IS NOT NULL) AND f.status = 'active'
      FOR UPDATE OF g SKIP LOCKED`,
@@ -207,7 +207,7 @@ export async function writeMatches(tx: Queryable, matches: readonly MatchRecord[
     `WITH r AS (
        UPDATE machine_gpus g SET busy = true, assignment_id = w.assignment_id
        FROM unnest($1::text[], $2::int[], $3::text[]) AS w(machine_id, gpu_index, assignment_id)
-       WHERE g.machine_id = w.machine_id AND g.gpu_index = w.gpu_index AND NOT g.busy AND g.assignment_id IS NULL
+       WHERE g.machine_id = w.machine_id AND g.gpu_index = w.gpu_index AND NOT g.busy AND g.assignment_id IS NULL AND g.health <> 'failed'
        RETURNING 1
      ) SELECT count(*)::int AS n FROM r`,
     [gpuMachine, gpuIndex, gpuAssignment],

@@ -207,6 +207,10 @@ export function countingLifecycle(calls: LifecycleCall[], real: LifecyclePort): 
       calls.push({ fn: 'assignmentLost', assignmentId, args: [reason] });
       return real.assignmentLost(assignmentId, reason);
     },
+    assignmentGpuFailed: (assignmentId, reason) => {
+      calls.push({ fn: 'assignmentGpuFailed', assignmentId, args: [reason] });
+      return real.assignmentGpuFailed(assignmentId, reason);
+    },
   };
 }
 

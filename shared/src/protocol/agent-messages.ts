@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BENCHMARK_TIERS } from '../constants.js';
 import { isoTimeSchema, nonNegativeIntSchema, sha256HexSchema } from '../schemas/common.js';
 import { logStreamSchema } from '../schemas/logs.js';
+import { gpuHealthReportSchema } from '../fleet/gpu-health.js';
 import { assignmentSpecSchema } from './assignment.js';
 
 /**
@@ -19,7 +20,8 @@ import { assignmentSpecSchema } from './assignment.js';
  *   hello {protocolVersion, inventory,  ->
  *          benchmark, running}
  *                                       <-  welcome {protocolVersion, machineId, acked}
- *   heartbeat {health, gpus, inventory?} ->  (every heartbeatIntervalSeconds)
+ *   heartbeat {health, gpus,            ->  (every heartbeatIntervalSeconds)
+ *              inventory?, gpuHealth?}
  *                                       <-  assign {assignment}
  *   assignment.accepted | .rejected     ->
  *   assignment.status {state, …}        ->  (each change of state)
@@ -36,12 +38,13 @@ import { assignmentSpecSchema } from './assignment.js';
 /**
  * The protocol version this build speaks; `hello` carries it and `welcome` echoes the one chosen.
  * 2 adds `welcome.lostAfterSeconds`; 3 adds `assign.assignment.deterministic`, which the server
- * leaves out for an agent on 1 or 2 (their strict schema refuses an unknown field); everything
+ * leaves out for an agent on 1 or 2 (their strict schema refuses an unknown field); 4 adds
+ * `heartbeat.gpuHealth`, which the agent sends only once `welcome` chose 4 or later; everything
  * else is as in 1.
  */
-export const AGENT_PROTOCOL_VERSION = 3;
+export const AGENT_PROTOCOL_VERSION = 4;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4] as const;
 
 /**
  * The control plane's defaults for a silent machine: offline after this long without a
@@ -265,6 +268,15 @@ export const heartbeatMessageSchema = z.strictObject({
   inventory: machineInventorySchema.nullable(),
   runningAssignmentIds: z.array(assignmentIdSchema).max(256),
   draining: z.boolean(),
+  /**
+   * Protocol 4 (absent before): each GPU's health inputs (`shared/src/fleet/gpu-health.ts`),
+   * counters and XIDs rather than a verdict, so the control plane judges them itself. Every
+   * GPU nvidia-smi listed or lost, whether or not the machine offers it. Sent in the first
+   * heartbeat after `welcome` and whenever anything but the live figures changed
+   * (`gpuHealthCountersKey`); absent, it is as last sent on this connection, with the
+   * temperature and utilization of `gpus`.
+   */
+  gpuHealth: z.array(gpuHealthReportSchema).max(64).optional(),
 });
 
 export const assignmentAcceptedMessageSchema = z.strictObject({
