@@ -94,3 +94,27 @@ t.test('args: metrics_listen is 127.0.0.1:9464 by default, off or host:port, and
   t.equal(res.status, 200);
   t.match(await res.text(), /# TYPE gf_agent_containers_started_total counter/);
 });
+
+t.test('default: GPU health gauges carry the driver counters and the verdict, a lost GPU included', async (t) => {
+  const { smi, monitor } = monitorOf(t, 'h100-80gb-hbm3-ecc-dbe');
+  const metrics = createAgentMetrics({ inventory: () => monitor.latest, linkUp: () => true });
+  await monitor.refresh();
+  const gpu0 = { gpu: '0' };
+  t.equal(await sample(metrics, 'gf_agent_gpu_health_verdict', gpu0), 2, 'an uncorrectable ECC error fails the GPU');
+  t.ok((await sample(metrics, 'gf_agent_gpu_ecc_errors', { ...gpu0, type: 'uncorrectable', scope: 'volatile' }))! > 0, 'the volatile DBE count');
+  t.equal(await sample(metrics, 'gf_agent_gpu_pcie_link_width', { ...gpu0, link: 'max' }), 16);
+
+  smi.use('h100-80gb-hbm3-pcie-x8');
+  await monitor.refresh();
+  t.equal(await sample(metrics, 'gf_agent_gpu_pcie_link_width', { ...gpu0, link: 'current' }), 8);
+  t.equal(await sample(metrics, 'gf_agent_gpu_ecc_errors', { ...gpu0, type: 'uncorrectable', scope: 'volatile' }), 0, 'the new reading replaces the old counts');
+
+  smi.use('h100-80gb-hbm3');
+  await monitor.refresh();
+  t.equal(await sample(metrics, 'gf_agent_gpu_health_verdict', gpu0), 0, 'healthy');
+
+  smi.use('8x-a100-sxm4-80gb-gpu0-lost');
+  await monitor.refresh();
+  t.equal(await sample(metrics, 'gf_agent_gpu_health_verdict', gpu0), 2, 'the GPU nvidia-smi lost is failed');
+  t.equal(await sample(metrics, 'gf_agent_gpu_health_verdict', { gpu: '1', class: 'a100-80gb' }), 0, 'the others are healthy');
+});
