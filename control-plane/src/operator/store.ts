@@ -35,16 +35,15 @@ export interface MachineFactsRow {
   currentJobSince: Date | null;
 }
 
-// The drain, cordon and GPU-health columns are read by name from the row (`to_jsonb`): a
-// database without them reads every machine undrained and uncordoned, every GPU healthy.
+// The GPU-health columns are read by name from the row (`to_jsonb`): a database without them
+// reads every GPU healthy.
 const MACHINE_FACTS = `
   SELECT m.id, m.farm_id AS "farmId", f.slug AS "farmSlug", f.status AS "farmStatus", m.region_key AS "regionKey",
          m.status, m.health_reason AS "healthReason", m.price_per_gpu_hour_micro_usd::float8 AS "pricePerGpuHourMicroUsd",
          m.agent_version AS "agentVersion", m.driver_version AS "driverVersion", m.cuda_version AS "cudaVersion",
          m.benchmark_tier AS "benchmarkTier", m.last_heartbeat_at AS "lastHeartbeatAt", m.offline_since AS "offlineSince",
          m.unenrolled_at AS "unenrolledAt", m.draining,
-         coalesce((to_jsonb(m) ->> 'drain_requested')::boolean, false) AS "drainRequested",
-         coalesce((to_jsonb(m) ->> 'cordoned')::boolean, false) AS "cordoned",
+         m.drain_requested AS "drainRequested", m.cordoned,
          m.verification, m.verification_reason AS "verificationReason",
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
