@@ -174,3 +174,13 @@ export async function removeFarmOperator(db: Queryable, farmId: string, wallet: 
 export async function listFarmOperators(db: Queryable, farmId: string): Promise<Array<{ wallet: string; addedAt: Date }>> {
   return db.query<{ wallet: string; addedAt: Date }>('SELECT wallet_address AS wallet, added_at AS "addedAt" FROM farm_operators WHERE farm_id = $1 ORDER BY added_at', [farmId]);
 }
+
+/** Unenrolls a machine: disabled (its token opens no link and no HTTP route), so offered nowhere. Returns when it happened. */
+export async function unenrollMachine(db: Queryable, machineId: string): Promise<Date> {
+  const [row] = await db.query<{ unenrolled_at: Date }>(
+    `UPDATE machines SET status = 'disabled', unenrolled_at = coalesce(unenrolled_at, now()), updated_at = now() WHERE id = $1 RETURNING unenrolled_at`,
+    [machineId],
+  );
+  if (!row) throw new Error(`no machine ${machineId}`);
+  return row.unenrolled_at;
+}
