@@ -53,7 +53,8 @@ t.test('default: an operator sees its machines with their verdicts and the marke
 
   const detail = await app.inject({ url: `/operator/api/machines/${unpriced.id}`, headers: session(me) });
   t.equal(detail.statusCode, 200, detail.body);
-  t.match(detail.json(), { machine: { id: unpriced.id, earning: { code: 'no_price' } }, probe: { state: null, output: null }, recentJobs: [] });
+  t.match(detail.json(), { machine: { id: unpriced.id, earning: { code: 'no_price' } }, probe: { state: null, output: null }, recentJobs: [], history: { resolutionSeconds: 60, gpus: [], healthEvents: [] } });
+  t.equal((await app.inject({ url: `/operator/api/machines/${unpriced.id}?range=7d`, headers: session(me) })).json().history.resolutionSeconds, 900, 'the history range');
 
   const market = await app.inject({ url: '/operator/api/market', headers: session(me) });
   t.same(market.json().data, [{

@@ -2,6 +2,7 @@ import { ApiError, earningVerdict, errorForField, findGpuClass, parseUsdToMicroU
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
+import { HISTORY_RANGES, machineHistory } from '../admin/fleet-views.js';
 import { OPERATOR_API_PREFIX } from '../auth/plugin.js';
 import type { OperatorFarm } from '../auth/roles.js';
 import type { OfferIndex } from '../capacity/offer-index.js';
@@ -48,6 +49,7 @@ const usdPrice = z.union([z.string(), z.number()]).nullable();
 
 const listQuery = z.strictObject({ farm: farmSlug.optional(), limit: intParam(1, 500, 50), cursor: z.string().max(200).optional() });
 const farmQuery = z.strictObject({ farm: farmSlug.optional() });
+const historyQuery = z.strictObject({ range: z.enum(HISTORY_RANGES, { message: `must be one of ${HISTORY_RANGES.join(', ')}` }).default('24h') });
 const isoTime = z.iso.datetime({ offset: true, message: 'must be an ISO time such as 2026-11-01T00:00:00Z' });
 const earningsQuery = z.strictObject({
   farm: farmSlug.optional(),
@@ -204,11 +206,13 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
 
   app.get(`${base}/machines/:id`, session, async (request) => {
     const machine = await machineOf(request);
-    const recentJobs = await recentMachineJobs(db, machine.id);
+    const { range } = parseQuery(historyQuery, request.query, 'GET /operator/api/machines/:id');
+    const [recentJobs, history] = await Promise.all([recentMachineJobs(db, machine.id), machineHistory(db, machine.id, range)]);
     return {
       machine: operatorMachineView(machine, goingPrices(offerIndex.supply())),
       probe: { state: machine.probeState, output: machine.probeOutput },
       recentJobs: recentJobs.map((j) => ({ jobId: j.jobId, status: j.status, startedAt: iso(j.startedAt), finishedAt: iso(j.finishedAt), failureCode: j.failureCode })),
+      history,
     };
   });
 
