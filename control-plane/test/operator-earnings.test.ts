@@ -1,10 +1,12 @@
-import { jobCreatedSchema, testStablecoinAbi } from '@gpufarm/shared';
+import { gpuFarmEscrowAbi, jobCreatedSchema, testStablecoinAbi } from '@gpufarm/shared';
 import t from 'tap';
 import { getAddress, parseEventLogs, type Address, type Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import type { Database } from '../src/db/database.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { resolveJobDispute } from '../src/admin/disputes.js';
 import { newId } from '../src/ids.js';
+import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
 import { recordCompletion, releaseCompleted } from '../src/jobs/settlement.js';
 import { findJobById } from '../src/jobs/store.js';
 import { bearer, createTestKey } from './helpers/app.js';
@@ -13,7 +15,7 @@ import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from './helpers/w
 
 /**
  * The earnings ledger against a real escrow: a farm's completed jobs, one released after its
- * challenge window and one still pending; the released total must be what the escrow
+ * challenge window, one still pending, one disputed and one refunded by an admin; the released total must be what the escrow
  * transferred to the farm's payout address.
  */
 const chainP = startTestChain(t, { challengeWindowSeconds: 60 });
@@ -31,7 +33,7 @@ async function ranOn(db: Database, jobId: string, machineId: string): Promise<vo
   await db.query('UPDATE jobs SET assignment_id = $2 WHERE id = $1', [jobId, assignmentId]);
 }
 
-t.test('behavior: released earnings equal the escrow\'s transfers to the payout address; pending ones wait in the challenge window; CSV has the same rows', async (t) => {
+t.test('behavior: released earnings equal the escrow\'s transfers to the payout address; pending ones wait in the challenge window, disputed and refunded ones are told apart; CSV has the same rows', async (t) => {
   const c = await chainP;
   const test = await buildEscrowTestApp(t, c, { env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
   const { app, db } = test;
@@ -64,6 +66,14 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   const fromBlock = (await c.publicClient.getBlockNumber({ cacheTime: 0 })) + 1n;
   await releaseCompleted(test, (await findJobById(db, released.id))!);
   const pending = await fundedJob(machine.id);
+  // Two more the customer disputes inside the window; an admin refunds one.
+  const disputed = await fundedJob(machine.id);
+  const refunded = await fundedJob(machine.id);
+  for (const job of [disputed, refunded]) {
+    await c.publicClient.waitForTransactionReceipt({ hash: await c.wallet(3).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [job.key] }) });
+  }
+  await scanEscrowEvents({ db, escrow: test.escrow, startBlock: 0 });
+  await resolveJobDispute({ db, escrow: test.escrow }, { jobId: refunded.id, outcome: 'refund', actor: { kind: 'admin_wallet', id: devWallet(1).address.toLowerCase() } });
 
   // What the chain says the payout address received: the token's Transfer logs to it, and its balance.
   const logs = await c.publicClient.getContractEvents({ address: token, abi: testStablecoinAbi, eventName: 'Transfer', fromBlock, toBlock: 'latest' });
@@ -78,7 +88,11 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   t.equal(ledger.statusCode, 200, ledger.body);
   const { data, totals, nextCursor } = ledger.json();
   t.equal(nextCursor, null);
-  t.same(data.map((r: { jobId: string; state: string }) => [r.jobId, r.state]), [[pending.id, 'pending'], [released.id, 'released']], 'its two jobs, newest first; the rival farm\'s job is not there');
+  t.same(
+    data.map((r: { jobId: string; state: string; amount: string }) => [r.jobId, r.state, r.amount]),
+    [[refunded.id, 'refunded', '0'], [disputed.id, 'disputed', (disputed.payout - disputed.fee).toString()], [pending.id, 'pending', (pending.payout - pending.fee).toString()], [released.id, 'released', onChain.toString()]],
+    'its jobs, newest first; the rival farm\'s job is not there',
+  );
   const releasedRow = data.find((r: { jobId: string }) => r.jobId === released.id);
   const releaseTx = (await findJobById(db, released.id))!.release_tx_hash;
   t.match(releasedRow, {
@@ -89,12 +103,12 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   t.same(totals, [{ token: token.toLowerCase(), symbol: 'tUSDC', decimals: 6, pending: (pending.payout - pending.fee).toString(), released: onChain.toString() }], 'released total = on-chain transfers');
 
   const byDay = (await app.inject({ url: '/operator/api/earnings?groupBy=day', headers: session(me) })).json().data;
-  t.same(byDay.map((r: { state: string; amount: string }) => [r.state, r.amount]).sort(), [['pending', (pending.payout - pending.fee).toString()], ['released', onChain.toString()]]);
+  t.same(byDay.map((r: { state: string; amount: string }) => [r.state, r.amount]).sort(), [['disputed', (disputed.payout - disputed.fee).toString()], ['pending', (pending.payout - pending.fee).toString()], ['refunded', '0'], ['released', onChain.toString()]]);
   const byMachine = (await app.inject({ url: '/operator/api/earnings?groupBy=machine', headers: session(me) })).json().data;
-  t.same(byMachine.map((r: { machineId: string }) => r.machineId), [machine.id, machine.id], 'one row per machine and state');
-  const paged = await app.inject({ url: '/operator/api/earnings?limit=1', headers: session(me) });
-  const rest = await app.inject({ url: `/operator/api/earnings?limit=1&cursor=${paged.json().nextCursor}`, headers: session(me) });
-  t.same([...paged.json().data, ...rest.json().data].map((r: { jobId: string }) => r.jobId), [pending.id, released.id], 'pages walk the ledger');
+  t.same(byMachine.map((r: { machineId: string }) => r.machineId), [machine.id, machine.id, machine.id, machine.id], 'one row per machine and state');
+  const paged = await app.inject({ url: '/operator/api/earnings?limit=3', headers: session(me) });
+  const rest = await app.inject({ url: `/operator/api/earnings?limit=3&cursor=${paged.json().nextCursor}`, headers: session(me) });
+  t.same([...paged.json().data, ...rest.json().data].map((r: { jobId: string }) => r.jobId), [refunded.id, disputed.id, pending.id, released.id], 'pages walk the ledger');
   t.equal(rest.json().nextCursor, null);
   const future = await app.inject({ url: `/operator/api/earnings?from=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`, headers: session(me) });
   t.same(future.json(), { data: [], nextCursor: null, totals: [] }, 'from filters by completion time');
@@ -104,6 +118,6 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   t.match(csv.headers['content-type'], /^text\/csv/);
   const lines = csv.body.split('\r\n');
   t.equal(lines[0], 'jobId,machineId,day,token,symbol,decimals,amount,fee,state,completedAt,challengeEndsAt,releasedAt,releaseTxHash');
-  t.equal(lines.length, 4, 'header, two rows, the final line end');
-  t.match(lines[2], new RegExp(`^${released.id},${machine.id},\\d{4}-\\d{2}-\\d{2},${token.toLowerCase()},tUSDC,6,${onChain},${released.fee},released,`));
+  t.equal(lines.length, 6, 'header, four rows, the final line end');
+  t.match(lines[4], new RegExp(`^${released.id},${machine.id},\\d{4}-\\d{2}-\\d{2},${token.toLowerCase()},tUSDC,6,${onChain},${released.fee},released,`));
 });
