@@ -4,6 +4,7 @@ import { claimEnrollmentToken } from '../src/agent-gateway/store.js';
 import { hashAgentToken } from '../src/auth/machine-tokens.js';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { insertAssignment, insertJob } from './helpers/agent-client.js';
 import { assertError } from './helpers/assert.js';
 import { buildWebTestApp, devWallet, HOST, PUBLIC_URL, session, signIn, type SiweSigner } from './helpers/web.js';
 
@@ -85,6 +86,18 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   t.equal(revoked.statusCode, 200, revoked.body);
   t.match(revoked.json().revokedAt, /^\d{4}-/);
   t.equal(await claimEnrollmentToken(db, hashAgentToken(token)), null, 'a revoked token enrolls nothing');
+
+  // A customer job runs on it: rented, busy; a verification canary is no rental.
+  const canary = await insertJob(db, 'RUNNING');
+  await db.query(`UPDATE jobs SET kind = 'verification' WHERE id = $1`, [canary]);
+  await insertAssignment(db, { jobId: canary, machineId: unpriced.id, state: 'running' });
+  const jobId = await insertJob(db, 'RUNNING');
+  await insertAssignment(db, { jobId, machineId: priced.id, state: 'running' });
+  const busy = (await app.inject({ url: '/operator/api/machines', headers: session(me) })).json().data;
+  t.match(busy.find((m: { id: string }) => m.id === priced.id), { state: 'busy', currentJobId: jobId, earning: { earning: true, code: 'rented', reason: `Rented: job ${jobId} is running.` } });
+  t.match(busy.find((m: { id: string }) => m.id === unpriced.id), { state: 'online', currentJobId: null, earning: { code: 'no_price' } });
+  t.match((await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().recentJobs, [{ jobId, status: 'RUNNING', finishedAt: null, failureCode: null }]);
+  await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE job_id = $1`, [jobId]);
 
   const drained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/drain`, headers: session(me, { csrf: true }), payload: { reason: 'new fans' } });
   t.equal(drained.statusCode, 200, drained.body);
