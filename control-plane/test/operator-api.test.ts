@@ -112,6 +112,17 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   t.same(audit.slice(-3).map((a) => a.target_id), [enrollmentToken.id, priced.id, priced.id]);
 });
 
+t.test('behavior: per-GPU health (the GPU-health columns of machine_gpus) reaches the row and the verdict', async (t) => {
+  const { app, db, priced } = await twoFarms(t);
+  // The columns as the GPU-health migration defines them; present already once it ran.
+  await db.exec(`ALTER TABLE machine_gpus ADD COLUMN IF NOT EXISTS health text NOT NULL DEFAULT 'healthy', ADD COLUMN IF NOT EXISTS health_reasons jsonb NOT NULL DEFAULT '[]'::jsonb`);
+  await db.query(`UPDATE machine_gpus SET health = 'failed', health_reasons = '["XID 79: the GPU fell off the bus"]'::jsonb WHERE machine_id = $1`, [priced.id]);
+  const me = await signIn(app, payout);
+  const row = (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().machine;
+  t.same(row.gpus, [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'failed', reasons: ['XID 79: the GPU fell off the bus'] }]);
+  t.match(row.earning, { earning: false, code: 'gpu_failed', reason: 'Every GPU failed its health checks (GPU 0: XID 79: the GPU fell off the bus).' });
+});
+
 t.test('error: bad input names the field', async (t) => {
   const { app, unpriced } = await twoFarms(t);
   const me = await signIn(app, payout);
