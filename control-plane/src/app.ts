@@ -4,6 +4,7 @@ import { MAX_BODY_BYTES } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { adminRoutes } from './admin/routes.js';
+import { adminSessionRoutes } from './admin/session-routes.js';
 import { DASHBOARD_API_PREFIX, enforceAuth, resolveCredentials } from './auth/plugin.js';
 import { agentDirectUploadRoutes } from './artifacts/agent-direct-upload.js';
 import { agentArtifactRoutes } from './artifacts/agent-upload.js';
@@ -31,6 +32,8 @@ import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
+import { agentMachineRoutes } from './operator/agent-routes.js';
+import { operatorRoutes } from './operator/routes.js';
 import { appendServiceLine } from './logs/store.js';
 import type { LogStreamOptions } from './logs/stream.js';
 import { pricingRoutes } from './pricing/routes.js';
@@ -137,6 +140,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Its own plugin: the PUT's plugin takes raw bodies, these routes JSON.
   await app.register(agentDirectUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
   await app.register(webRoutes, { db: deps.db, config, chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId) });
+  await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null });
+  await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
+  await app.register(agentMachineRoutes, { db: deps.db, offerIndex: deps.offerIndex });
   await app.register(webStatic, { dir: config.web.dir, connectOrigins: config.execution.s3 ? [s3PublicOrigin(config.execution.s3)] : [] });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

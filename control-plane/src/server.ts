@@ -27,6 +27,9 @@ import { createUrlSigner } from './artifacts/signing.js';
 import type { ExecutionDeps } from './execution/deps.js';
 import { executionLifecycle } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
+import { sweepDrainDeadlines } from './execution/drain-deadlines.js';
+import { sweepOldFleetEvents } from './fleet/events.js';
+import { GpuSampleAggregator, startHistoryLoop } from './fleet/history.js';
 import { startLogPartitionLoop } from './logs/partitions.js';
 import { startMatcher } from './matching/loop.js';
 import { deleteExpiredWebSessions } from './auth/session-store.js';
@@ -113,9 +116,18 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       );
     }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
-    const gateway = await createAgentGateway({ app, deps: { ...execution, metrics }, lifecycle: executionLifecycle(execution) });
+    const gpuSamples = new GpuSampleAggregator();
+    const gateway = await createAgentGateway({
+      app,
+      deps: { ...execution, metrics },
+      lifecycle: executionLifecycle(execution),
+      gpuSamples: (machineId, gpus) => gpuSamples.add(machineId, gpus, Date.now()),
+    });
     opened.push(() => gateway.close());
     metrics.attach({ db, escrow, escrowStartBlock: config.chain?.startBlock ?? 0, agentLinks: () => gateway.connectedMachines() });
+    const history = startHistoryLoop({ db, aggregator: gpuSamples, log });
+    // The sums heard since the last pass are written at shutdown (the database closes after).
+    opened.push(() => history.close().then(() => gpuSamples.flush(db)));
     if (config.execution.runMatcher) {
       const matcher = startMatcher(
         { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
@@ -129,6 +141,8 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         { name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) },
         { name: 'abandoned artifact uploads', run: () => sweepAbandonedUploads({ db, blobs }) },
         { name: 'expired dashboard sessions', run: () => deleteExpiredWebSessions(db) },
+        { name: 'drain deadlines', run: () => sweepDrainDeadlines(execution) },
+        { name: 'fleet event retention', run: () => sweepOldFleetEvents(db) },
         { name: 'expired sign-in nonces', run: () => deleteExpiredSiweNonces(db) },
         { name: 'unfunded job expiry', run: () => expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],

@@ -1,4 +1,5 @@
 import { errorForField, findRegion, type EnrollRequest } from '@gpufarm/shared';
+import { recordFleetEvent } from '../fleet/events.js';
 import type { Database } from '../db/database.js';
 import { newId } from '../ids.js';
 import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
@@ -25,6 +26,8 @@ export interface EnrollmentTokenInput {
 }
 
 export interface CreatedEnrollmentToken {
+  /** Names the token in lists and revocations (`enrt_…`). */
+  id: string;
   /** Shown once. */
   token: string;
   farm: { slug: string; name: string };
@@ -54,6 +57,7 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
     throw errorForField('invalid_request', 'payoutAddress', 'must be a 0x-prefixed 20-byte hex address');
   }
   const token = newAgentToken('gfe');
+  const id = newId('enrt');
   const name = input.farmName ?? nameFromSlug(input.farmSlug);
   return db.transaction(async (tx) => {
     const farm = await upsertFarm(tx, { id: newId('farm'), slug: input.farmSlug, name, payoutAddress: payout });
@@ -62,8 +66,8 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
     if (farm.payout_address === null) {
       throw errorForField('invalid_request', 'payoutAddress', `farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`);
     }
-    const expiresAt = await insertEnrollmentToken(tx, { tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
-    return { token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };
+    const expiresAt = await insertEnrollmentToken(tx, { id, tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
+    return { id, token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };
   });
 }
 
@@ -94,6 +98,14 @@ export async function enrollMachine(db: Database, request: EnrollRequest): Promi
       request,
     });
     await linkEnrollmentToken(tx, hashAgentToken(request.enrollmentToken), machineId);
+    const gpus = request.inventory.gpus.length;
+    await recordFleetEvent(tx, {
+      type: 'machine.enrolled',
+      machineId,
+      farmId: claimed.farm_id,
+      message: `enrolled in ${claimed.region_key} with ${gpus} GPU${gpus === 1 ? '' : 's'} (agent ${request.inventory.agentVersion})`,
+      details: { regionKey: claimed.region_key, gpus, agentVersion: request.inventory.agentVersion, driverVersion: request.inventory.driverVersion },
+    });
     return { machineId, machineToken };
   });
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { AGENT_WS_PATH, ERROR_CODES } from '@gpufarm/shared';
+import { AGENT_WS_PATH, ERROR_CODES, type HeartbeatMessage } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
@@ -11,7 +11,8 @@ import { AgentConnection } from './link.js';
 import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
 import { z } from 'zod';
-import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './store.js';
+import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, machinesWithLiveAssignments, markSilentMachinesOffline, unansweredOffers } from './store.js';
+import { recordFleetEvents } from '../fleet/events.js';
 
 /** Largest agent message (a full logs batch is well under it). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -24,6 +25,8 @@ export interface AgentGatewayOptions {
   lifecycle: LifecyclePort;
   /** Liveness sweep period; `deps.config.sweepIntervalMs` by default; 0 runs no timer (tests call `sweep()`). */
   sweepIntervalMs?: number;
+  /** Takes each heartbeat's GPU figures for the fleet history. */
+  gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
 }
 
 export interface AgentGateway {
@@ -43,9 +46,12 @@ const REPLACED = 'another connection of this machine took over';
 function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
   if (payload === '') return null;
   try {
-    const value = JSON.parse(payload) as Partial<DispatchNotice>;
-    if (typeof value.machineId !== 'string' || typeof value.assignmentId !== 'string' || (value.kind !== 'assign' && value.kind !== 'cancel')) return 'invalid';
-    return { machineId: value.machineId, assignmentId: value.assignmentId, kind: value.kind, ...(typeof value.reason === 'string' ? { reason: value.reason } : {}) };
+    const value = JSON.parse(payload) as { machineId?: unknown; assignmentId?: unknown; kind?: unknown; reason?: unknown; undrain?: unknown };
+    const reason = typeof value.reason === 'string' ? { reason: value.reason } : {};
+    if (typeof value.machineId !== 'string') return 'invalid';
+    if (value.kind === 'drain') return typeof value.undrain === 'boolean' ? { machineId: value.machineId, kind: 'drain', undrain: value.undrain, ...reason } : 'invalid';
+    if (typeof value.assignmentId !== 'string' || (value.kind !== 'assign' && value.kind !== 'cancel')) return 'invalid';
+    return { machineId: value.machineId, assignmentId: value.assignmentId, kind: value.kind, ...reason };
   } catch {
     return 'invalid';
   }
@@ -86,7 +92,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
       ws.close(1001, 'server shutting down');
       return;
     }
-    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log });
+    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log, ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}) });
     epochs.set(connection, epoch);
     const previous = connections.get(machineId);
     connections.set(machineId, connection);
@@ -142,7 +148,18 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
 
   const { config } = deps;
   const sweep = async () => {
-    await markSilentMachinesOffline(deps.db, config);
+    const silent = await markSilentMachinesOffline(deps.db, config);
+    // Offline with work on it: the machine may still be running that work, cut off from us.
+    const partitioned = await machinesWithLiveAssignments(deps.db, silent);
+    await recordFleetEvents(
+      deps.db,
+      partitioned.map((m) => ({
+        type: 'machine.partitioned' as const,
+        machineId: m.machineId,
+        message: `silent for ${config.machineOfflineSeconds} s with ${m.live} live assignment${m.live === 1 ? '' : 's'}; they are requeued after ${config.machineLostGraceSeconds} s more unless it comes back`,
+        details: { liveAssignments: m.live },
+      })),
+    );
     const lost = await assignmentsPastGrace(deps.db, config);
     const unanswered = await unansweredOffers(deps.db, config);
     await runSteps([

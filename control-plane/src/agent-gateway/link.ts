@@ -14,13 +14,14 @@ import {
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
 import { isDatabaseUnavailable } from '../db/errors.js';
+import { recordFleetEvent } from '../fleet/events.js';
 import { judgeReports, verdictKey, withLiveFigures } from '../fleet/gpu-health.js';
 import { writeGpuVerdicts } from '../fleet/gpu-health-store.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
-import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
+import { applyHello, drainRequest, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
 /**
@@ -34,6 +35,8 @@ export interface LinkContext {
   deps: GatewayDeps;
   lifecycle: LifecyclePort;
   log: (message: string, err?: unknown) => void;
+  /** Takes each heartbeat's GPU figures for the history (summed in memory, written per minute). */
+  gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
 }
 
 const LIVE_STATES = new Set<AssignmentRow['state']>(['offered', 'accepted', 'running']);
@@ -95,9 +98,16 @@ export class AgentConnection {
     ws.on('ping', () => {
       this.lastHeardMs = Date.now();
     });
-    ws.on('close', () => {
+    ws.on('close', (code, reason) => {
       this.closed = true;
       clearInterval(this.watchdog);
+      // A link replaced by the machine's newer one, or closed as this server stops, is no outage.
+      if (this.welcomed && code !== AGENT_CLOSE_CODES.replaced && code !== 1001) {
+        const why = reason.toString() || 'the connection closed';
+        recordFleetEvent(ctx.deps.db, { type: 'link.down', machineId, message: `agent link down (${code}): ${why}`, details: { code, reason: why } }).catch((err: unknown) =>
+          ctx.log(`machine ${machineId}: recording its link down failed`, err),
+        );
+      }
     });
     ws.on('error', () => {});
     const heartbeatMs = ctx.deps.config.heartbeatSeconds * 1000;
@@ -185,6 +195,7 @@ export class AgentConnection {
         // A new inventory may have added GPU rows (judged healthy until told otherwise).
         if (message.inventory !== null) this.storedVerdicts = null;
         await this.onGpuHealth(message);
+        this.ctx.gpuSamples?.(this.machineId, message.gpus);
         if (this.superseded.size > 0) {
           const listed = new Set(message.runningAssignmentIds);
           await this.letGo([...this.superseded].filter((id) => !listed.has(id)));
@@ -243,6 +254,12 @@ export class AgentConnection {
     for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);
     const version = Math.max(...common);
     this.protocolVersion = version;
+    await recordFleetEvent(deps.db, {
+      type: 'link.up',
+      machineId: this.machineId,
+      message: `agent ${hello.agentVersion} connected (protocol ${version})`,
+      details: { agentVersion: hello.agentVersion, protocolVersion: version, running: hello.running.length },
+    });
     this.send({
       type: 'welcome',
       protocolVersion: version,
@@ -267,6 +284,9 @@ export class AgentConnection {
       const why = !a || a.machine_id !== this.machineId ? 'the control plane has no such assignment for this machine' : `the control plane considers this assignment ${a.state}`;
       this.send({ type: 'cancel', assignmentId: r.assignmentId, reason: why });
     }
+    // A drain asked while the agent was away (or before it restarted) reaches it now.
+    const drain = await drainRequest(deps.db, this.machineId);
+    if (drain && !hello.draining) this.send({ type: 'drain', undrain: false, reason: drain.reason?.slice(0, 500) ?? null });
     const pending = this.pending;
     this.pending = [];
     for (const notice of pending) await this.handleNotice(notice);
@@ -325,6 +345,10 @@ export class AgentConnection {
     const db = this.ctx.deps.db;
     if (notice === null) {
       for (const a of await liveAssignments(db, this.machineId)) if (a.state === 'offered') this.sendAssign(a);
+      return;
+    }
+    if (notice.kind === 'drain') {
+      this.send({ type: 'drain', undrain: notice.undrain, reason: notice.reason?.slice(0, 500) ?? null });
       return;
     }
     if (notice.kind === 'cancel') {

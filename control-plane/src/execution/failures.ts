@@ -7,7 +7,7 @@ import type { ASSIGNMENT_FAILURES } from '@gpufarm/shared';
  * the machine or the service, so a job that ends FAILED is refunded; a job that broke its own
  * limits (an output over its rule, a long log) is not a failure: it completes and is billed.
  */
-export type FailureCode = (typeof ASSIGNMENT_FAILURES)[number] | 'machine_lost' | 'gpu_failed';
+export type FailureCode = (typeof ASSIGNMENT_FAILURES)[number] | 'machine_lost' | 'gpu_failed' | 'machine_drained';
 
 interface FailureRule {
   retried: boolean;
@@ -28,6 +28,8 @@ export const FAILURE_RULES: Readonly<Record<FailureCode, FailureRule>> = {
   machine_lost: { retried: true, excludeMachine: true, summary: 'the machine stopped answering' },
   // The control plane's own finding from the machine's GPU health reports (XID 79, DBE…).
   gpu_failed: { retried: true, excludeMachine: true, summary: 'a GPU of the machine failed' },
+  // The machine was taken out of service (drain deadline): not the job's fault, nor one the machine repeats.
+  machine_drained: { retried: true, excludeMachine: false, summary: 'the machine was drained' },
 };
 
 /** Runs of one job in all: the first and at most two retries. */
