@@ -50,6 +50,10 @@ t.test('npm start: the control plane on the embedded database with a seeded flee
   t.equal(dashboard.status, 200, 'the dashboard answers there');
   t.match(await dashboard.text(), /<div id="root"><\/div>/, 'with the web app');
   t.match(dashboard.headers.get('content-security-policy'), /script-src 'self'/, 'under its CSP');
+  t.ok(output().includes(`operator   ${url}/operator/`), 'prints the operator area URL');
+  t.ok(output().includes(`admin      ${url}/admin/`), 'prints the admin area URL');
+  t.match(output(), /admin wallets: 0x90f79bf6eb2c4f870365e785982e1f101e93b906/, 'the local admin wallet is anvil dev account 3');
+  for (const area of ['operator', 'admin']) t.equal((await fetch(`${url}/${area}/`)).status, 200, `the ${area} area answers`);
 
   const capacity = await fetch(`${url}/v1/capacity?limit=3`);
   t.equal(capacity.status, 200);

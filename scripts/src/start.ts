@@ -16,6 +16,8 @@ import { buildDashboardOrExplain } from './web-build.js';
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
 /** The local farm's payout address: anvil dev account 2, so the release's split shows on its own. */
 const LOCAL_PAYOUT = ANVIL_ACCOUNTS[2];
+/** The local admin wallet (`GF_ADMIN_WALLETS` unless set): anvil dev account 3, a key no real network trusts. */
+const LOCAL_ADMIN = ANVIL_ACCOUNTS[3];
 
 const say = (line: string) => console.log(`[start] ${line}`);
 
@@ -93,6 +95,7 @@ async function main(): Promise<number> {
       Object.assign(process.env, localChainEnv(local));
       process.env.GF_CHAIN_HEALTH_MS ||= '2000';
       process.env.GF_ESCROW_SWEEP_MS ||= '2000';
+      process.env.GF_ADMIN_WALLETS ||= LOCAL_ADMIN.address;
     }
     const config = loadConfig();
     await seedIfAsked(config);
@@ -142,6 +145,8 @@ Local chain (anvil, chain ${config.chainId}, pid ${local.anvil.pid}; state kept 
   stablecoin       ${local.deployment.stablecoin!.address} (${local.deployment.stablecoin!.symbol}, ${local.deployment.stablecoin!.decimals} decimals)
   customer wallet  ${LOCAL_CUSTOMER.address}  (anvil dev account 1: 10,000 ETH and 1,000,000 tUSDC)
   customer key     ${LOCAL_CUSTOMER.privateKey}  (a public test key: never use it on a real network)
+  operator key     ${LOCAL_PAYOUT.privateKey}  (anvil dev account 2, the local farm's payout wallet: /operator/)
+  admin key        ${LOCAL_ADMIN.privateKey}  (anvil dev account 3, in GF_ADMIN_WALLETS: /admin/)
 `
       : `
 Chain: ${config.chain?.rpcUrl ?? 'none'} (escrow ${config.chain?.escrowAddress ?? 'not configured'})
@@ -163,6 +168,8 @@ No local agent: ${agentProblem}
 gpufarm is running (${config.environment}, chain ${config.chainId}, database: ${config.databaseUrl ? 'PostgreSQL' : `embedded in ${config.dataDir}/db`})
 
   dashboard  ${url}/dashboard/   ${dashboardLine}
+  operator   ${url}/operator/    farm operators: machines, earnings, enrollment tokens, prices (the farm's payout wallet)
+  admin      ${url}/admin/       fleet health, machines, events, actions (${config.adminWallets.length > 0 ? `admin wallets: ${config.adminWallets.join(', ')}` : 'no admin wallet: set GF_ADMIN_WALLETS'})
   API        ${url}/v1   (control plane pid ${cp.pid})
   capacity   curl -s '${url}/v1/capacity?limit=3'
   pricing    curl -s ${url}/v1/pricing
