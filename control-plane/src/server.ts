@@ -26,6 +26,8 @@ import { createUrlSigner } from './artifacts/signing.js';
 import type { ExecutionDeps } from './execution/deps.js';
 import { executionLifecycle } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
+import { sweepDrainDeadlines } from './execution/drain-deadlines.js';
+import { sweepOldFleetEvents } from './fleet/events.js';
 import { startLogPartitionLoop } from './logs/partitions.js';
 import { startMatcher } from './matching/loop.js';
 import { deleteExpiredWebSessions } from './auth/session-store.js';
@@ -122,6 +124,8 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         { name: 'artifact expiry', run: () => sweepExpiredArtifacts({ db, blobs }) },
         { name: 'abandoned artifact uploads', run: () => sweepAbandonedUploads({ db, blobs }) },
         { name: 'expired dashboard sessions', run: () => deleteExpiredWebSessions(db) },
+        { name: 'drain deadlines', run: () => sweepDrainDeadlines(execution) },
+        { name: 'fleet event retention', run: () => sweepOldFleetEvents(db) },
         { name: 'expired sign-in nonces', run: () => deleteExpiredSiweNonces(db) },
         { name: 'unfunded job expiry', run: () => expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],

@@ -6,6 +6,7 @@ export * from './money.js';
 export * from './net/public-name.js';
 export * from './schemas/index.js';
 export * from './dashboard/job-timeline.js';
+export * from './fleet/earning.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';
 export * from './records/index.js';

@@ -25,6 +25,8 @@ export interface EnrollmentTokenInput {
 }
 
 export interface CreatedEnrollmentToken {
+  /** Names the token in lists and revocations (`enrt_…`). */
+  id: string;
   /** Shown once. */
   token: string;
   farm: { slug: string; name: string };
@@ -54,6 +56,7 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
     throw errorForField('invalid_request', 'payoutAddress', 'must be a 0x-prefixed 20-byte hex address');
   }
   const token = newAgentToken('gfe');
+  const id = newId('enrt');
   const name = input.farmName ?? nameFromSlug(input.farmSlug);
   return db.transaction(async (tx) => {
     const farm = await upsertFarm(tx, { id: newId('farm'), slug: input.farmSlug, name, payoutAddress: payout });
@@ -62,8 +65,8 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
     if (farm.payout_address === null) {
       throw errorForField('invalid_request', 'payoutAddress', `farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`);
     }
-    const expiresAt = await insertEnrollmentToken(tx, { tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
-    return { token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };
+    const expiresAt = await insertEnrollmentToken(tx, { id, tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
+    return { id, token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };
   });
 }
 

@@ -43,9 +43,12 @@ const REPLACED = 'another connection of this machine took over';
 function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
   if (payload === '') return null;
   try {
-    const value = JSON.parse(payload) as Partial<DispatchNotice>;
-    if (typeof value.machineId !== 'string' || typeof value.assignmentId !== 'string' || (value.kind !== 'assign' && value.kind !== 'cancel')) return 'invalid';
-    return { machineId: value.machineId, assignmentId: value.assignmentId, kind: value.kind, ...(typeof value.reason === 'string' ? { reason: value.reason } : {}) };
+    const value = JSON.parse(payload) as { machineId?: unknown; assignmentId?: unknown; kind?: unknown; reason?: unknown; undrain?: unknown };
+    const reason = typeof value.reason === 'string' ? { reason: value.reason } : {};
+    if (typeof value.machineId !== 'string') return 'invalid';
+    if (value.kind === 'drain') return typeof value.undrain === 'boolean' ? { machineId: value.machineId, kind: 'drain', undrain: value.undrain, ...reason } : 'invalid';
+    if (typeof value.assignmentId !== 'string' || (value.kind !== 'assign' && value.kind !== 'cancel')) return 'invalid';
+    return { machineId: value.machineId, assignmentId: value.assignmentId, kind: value.kind, ...reason };
   } catch {
     return 'invalid';
   }

@@ -15,7 +15,7 @@ import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
-import { applyHello, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
+import { applyHello, drainRequest, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
 /**
@@ -254,6 +254,9 @@ export class AgentConnection {
       const why = !a || a.machine_id !== this.machineId ? 'the control plane has no such assignment for this machine' : `the control plane considers this assignment ${a.state}`;
       this.send({ type: 'cancel', assignmentId: r.assignmentId, reason: why });
     }
+    // A drain asked while the agent was away (or before it restarted) reaches it now.
+    const drain = await drainRequest(deps.db, this.machineId);
+    if (drain && !hello.draining) this.send({ type: 'drain', undrain: false, reason: drain.reason?.slice(0, 500) ?? null });
     const pending = this.pending;
     this.pending = [];
     for (const notice of pending) await this.handleNotice(notice);
@@ -286,6 +289,10 @@ export class AgentConnection {
     const db = this.ctx.deps.db;
     if (notice === null) {
       for (const a of await liveAssignments(db, this.machineId)) if (a.state === 'offered') this.sendAssign(a);
+      return;
+    }
+    if (notice.kind === 'drain') {
+      this.send({ type: 'drain', undrain: notice.undrain, reason: notice.reason?.slice(0, 500) ?? null });
       return;
     }
     if (notice.kind === 'cancel') {

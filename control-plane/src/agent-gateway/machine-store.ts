@@ -255,3 +255,9 @@ export async function releaseSupersededGpus(db: Queryable, machineId: string, as
 export async function recordHashMismatch(db: Queryable, machineId: string): Promise<void> {
   await db.query('UPDATE machines SET hash_mismatches = hash_mismatches + 1 WHERE id = $1', [machineId]);
 }
+
+/** The drain asked of the machine (by an admin or its farm), or null when none is. */
+export async function drainRequest(db: Queryable, machineId: string): Promise<{ reason: string | null } | null> {
+  const [row] = await db.query<{ drain_reason: string | null }>('SELECT drain_reason FROM machines WHERE id = $1 AND drain_requested', [machineId]);
+  return row ? { reason: row.drain_reason } : null;
+}

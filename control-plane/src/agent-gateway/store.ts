@@ -23,24 +23,24 @@ export async function upsertFarm(
   return row!;
 }
 
-/** Stores a new enrollment token (its hash); returns when it expires. */
+/** Stores a new enrollment token (its hash) under `id`; returns when it expires. */
 export async function insertEnrollmentToken(
   tx: Queryable,
-  token: { tokenHash: string; farmId: string; regionKey: string; pricePerGpuHourMicroUsd: number | null; label: string | null; ttlSeconds: number },
+  token: { id: string; tokenHash: string; farmId: string; regionKey: string; pricePerGpuHourMicroUsd: number | null; label: string | null; ttlSeconds: number },
 ): Promise<Date> {
   const [row] = await tx.query<{ expires_at: Date }>(
-    `INSERT INTO enrollment_tokens (token_hash, farm_id, region_key, price_per_gpu_hour_micro_usd, label, expires_at)
-     VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING expires_at`,
-    [token.tokenHash, token.farmId, token.regionKey, token.pricePerGpuHourMicroUsd, token.label, token.ttlSeconds],
+    `INSERT INTO enrollment_tokens (id, token_hash, farm_id, region_key, price_per_gpu_hour_micro_usd, label, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7)) RETURNING expires_at`,
+    [token.id, token.tokenHash, token.farmId, token.regionKey, token.pricePerGpuHourMicroUsd, token.label, token.ttlSeconds],
   );
   return row!.expires_at;
 }
 
-/** Spends an unused, unexpired enrollment token (one guarded UPDATE); null when there is none. */
+/** Spends an unused, unrevoked, unexpired enrollment token (one guarded UPDATE); null when there is none. */
 export async function claimEnrollmentToken(tx: Queryable, tokenHash: string): Promise<{ farm_id: string; region_key: string; price: number | null } | null> {
   const [claimed] = await tx.query<{ farm_id: string; region_key: string; price: number | null }>(
     `UPDATE enrollment_tokens SET used_at = now()
-      WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
+      WHERE token_hash = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > now()
       RETURNING farm_id, region_key, price_per_gpu_hour_micro_usd AS price`,
     [tokenHash],
   );

@@ -69,7 +69,7 @@ export async function loadFleetRows(db: Queryable): Promise<FleetRow[]> {
       `SELECT id, farm_id AS "farmId", region_key AS "regionKey", price_per_gpu_hour_micro_usd AS price,
          min_billing_seconds AS "minBillingSeconds", benchmark_tier AS "benchmarkTier", cuda_version AS "cudaVersion",
          driver_version AS "driverVersion", workloads, simulated, (extract(epoch FROM created_at) * 1000)::float8 AS "createdAtMs"
-       FROM machines WHERE status = 'online' AND verification = 'verified'`,
+       FROM machines WHERE status = 'online' AND verification = 'verified' AND NOT drain_requested AND NOT cordoned`,
     ),
     db.query<GpuGroupRecord>(
       `SELECT machine_id AS "machineId", class_id AS "classId", count(*)::int AS gpus, (count(*) FILTER (WHERE busy))::int AS busy

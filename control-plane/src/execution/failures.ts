@@ -7,7 +7,7 @@ import type { ASSIGNMENT_FAILURES } from '@gpufarm/shared';
  * the machine or the service, so a job that ends FAILED is refunded; a job that broke its own
  * limits (an output over its rule, a long log) is not a failure: it completes and is billed.
  */
-export type FailureCode = (typeof ASSIGNMENT_FAILURES)[number] | 'machine_lost';
+export type FailureCode = (typeof ASSIGNMENT_FAILURES)[number] | 'machine_lost' | 'machine_drained';
 
 interface FailureRule {
   retried: boolean;
@@ -26,6 +26,8 @@ export const FAILURE_RULES: Readonly<Record<FailureCode, FailureRule>> = {
   lost: { retried: true, excludeMachine: true, summary: 'the machine lost the container' },
   internal: { retried: true, excludeMachine: true, summary: 'the machine had an internal error' },
   machine_lost: { retried: true, excludeMachine: true, summary: 'the machine stopped answering' },
+  // The machine was taken out of service (drain deadline): not the job's fault, nor one the machine repeats.
+  machine_drained: { retried: true, excludeMachine: false, summary: 'the machine was drained' },
 };
 
 /** Runs of one job in all: the first and at most two retries. */

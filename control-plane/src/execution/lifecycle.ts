@@ -140,6 +140,15 @@ export async function assignmentLost(deps: ExecutionDeps, assignmentId: string, 
 }
 
 /**
+ * The machine's drain deadline passed with the assignment still live: it is failed as
+ * `machine_drained` (requeued, never charged) and the agent told to stop it.
+ */
+export async function assignmentDrained(deps: ExecutionDeps, assignment: { id: string; machineId: string }, reason: string): Promise<void> {
+  await failAssignment(deps, assignment.id, 'machine_drained', reason, {});
+  await notifyAgent(deps.db, { machineId: assignment.machineId, assignmentId: assignment.id, kind: 'cancel', reason: `the machine was drained: ${reason}` });
+}
+
+/**
  * Ends a live assignment without a result: its GPUs are freed, and its job is queued again
  * (`retry`) while attempts remain and the failure is worth retrying, else FAILED with the
  * refund authorized (a FAILED job is never charged).

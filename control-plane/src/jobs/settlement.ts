@@ -93,6 +93,7 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
       {
         settlement_status: 'completed',
         settlement_amount: recorded.payout.toString(),
+        settlement_fee: recorded.fee.toString(),
         compute_seconds: recorded.computeSeconds,
         result_hash: recorded.resultHash.toLowerCase(),
         challenge_ends_at: recorded.challengeEndsAt,

@@ -278,7 +278,7 @@ export async function recordLateFunding(db: Queryable, params: { jobId: string; 
 export async function updateEscrowRecord(
   db: Queryable,
   jobId: string,
-  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'dispute_tx_hash' | 'disputed_at' | 'funding_hold'>>,
+  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'dispute_tx_hash' | 'disputed_at' | 'funding_hold'>> & { settlement_fee?: string },
   guard: { refundStatus?: JobRow['refund_status']; settlementStatus?: JobRow['settlement_status'] } = {},
 ): Promise<JobRow | null> {
   const entries = Object.entries(fields);

@@ -59,7 +59,7 @@ export async function noteClaims(db: Queryable, machineId: string, inventory: Ma
 export async function machinesDueForCanary(db: Queryable, params: { retryFailedAfterSeconds: number; machineId?: string }): Promise<string[]> {
   const rows = await db.query<{ id: string }>(
     `SELECT id FROM machines
-      WHERE token_hash IS NOT NULL AND status = 'online' AND NOT draining AND ($2::text IS NULL OR id = $2)
+      WHERE token_hash IS NOT NULL AND status = 'online' AND NOT draining AND NOT drain_requested AND ($2::text IS NULL OR id = $2)
         AND (verification = 'unverified'
              OR (verification = 'failed' AND (verification_started_at IS NULL OR verification_started_at <= now() - make_interval(secs => $1))))
       ORDER BY id LIMIT 500`,
@@ -82,7 +82,7 @@ export async function startCanary(db: Database, params: { machineId: string; can
     const [m] = await tx.query<{ id: string; inventory: MachineInventory | null; price: number | null; region_key: string; farm_name: string }>(
       `SELECT m.id, m.inventory, m.price_per_gpu_hour_micro_usd AS price, m.region_key, f.name AS farm_name
          FROM machines m JOIN farms f ON f.id = m.farm_id
-        WHERE m.id = $1 AND m.token_hash IS NOT NULL AND m.status = 'online' AND NOT m.draining
+        WHERE m.id = $1 AND m.token_hash IS NOT NULL AND m.status = 'online' AND NOT m.draining AND NOT m.drain_requested
           AND (m.verification = 'unverified'
                OR (m.verification = 'failed' AND (m.verification_started_at IS NULL OR m.verification_started_at <= now() - make_interval(secs => $2))))
         FOR UPDATE OF m`,

@@ -6,11 +6,21 @@
  */
 export const AGENT_DISPATCH_CHANNEL = 'agent_dispatch';
 
-export interface DispatchNotice {
+export type DispatchNotice = AssignmentNotice | DrainNotice;
+
+export interface AssignmentNotice {
   machineId: string;
   assignmentId: string;
   /** `assign`: send the assignment; `cancel`: tell the agent to stop it. */
   kind: 'assign' | 'cancel';
   /** For `cancel`: why (shown in the job's log by the agent). */
+  reason?: string;
+}
+
+/** Send the agent `drain` (or `drain {undrain: true}`): it takes no new assignment until lifted. */
+export interface DrainNotice {
+  machineId: string;
+  kind: 'drain';
+  undrain: boolean;
   reason?: string;
 }

@@ -77,7 +77,7 @@ export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): 
 
 /**
  * Every free GPU (not busy, no assignment, with a UUID) of the machines that can take jobs:
- * online, verified (machine-verification), not draining, priced, on an active farm, with an enrolled agent (a machine token)
+ * online, verified (machine-verification), not draining (by its agent or asked to), not cordoned, priced, on an active farm, with an enrolled agent (a machine token)
  * unless `allowAgentless`. Read without locks, outside any transaction (the statements run side
  * by side on the pool): the matcher locks what it picked (`lockGpus`).
  */
@@ -88,7 +88,8 @@ export async function loadCandidates(db: Queryable, params: { allowAgentless: bo
       `SELECT id, farm_id, region_key, price_per_gpu_hour_micro_usd AS price, benchmark_tier AS tier, workloads,
          (extract(epoch FROM created_at) * 1000)::float8 AS created_ms
        FROM machines
-       WHERE status = 'online' AND verification = 'verified' AND NOT draining AND price_per_gpu_hour_micro_usd IS NOT NULL
+       WHERE status = 'online' AND verification = 'verified' AND NOT draining AND NOT drain_requested AND NOT cordoned
+         AND price_per_gpu_hour_micro_usd IS NOT NULL
          AND ($1::boolean OR token_hash IS NOT NULL)`,
       [params.allowAgentless],
     ),
@@ -151,7 +152,8 @@ export async function lockGpus(
      JOIN machines m ON m.id = g.machine_id
      JOIN farms f ON f.id = m.farm_id
      WHERE NOT g.busy AND g.assignment_id IS NULL
-       AND m.status = 'online' AND m.verification = 'verified' AND NOT m.draining AND m.price_per_gpu_hour_micro_usd IS NOT NULL
+       AND m.status = 'online' AND m.verification = 'verified' AND NOT m.draining AND NOT m.drain_requested AND NOT m.cordoned
+       AND m.price_per_gpu_hour_micro_usd IS NOT NULL
        AND ($3::boolean OR m.token_hash IS NOT NULL) AND f.status = 'active'
      FOR UPDATE OF g SKIP LOCKED`,
     [params.machineIds, params.indices, params.allowAgentless],

@@ -1,3 +1,4 @@
 export * from './assignment.js';
 export * from './agent-messages.js';
 export * from './artifact-upload.js';
+export * from './machine-api.js';

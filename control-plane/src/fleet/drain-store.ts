@@ -1,0 +1,67 @@
+import type { Queryable } from '../db/database.js';
+
+/**
+ * The drain, cordon and quarantine columns' SQL (`drain.ts` is their interface). These columns
+ * of `machines` and `farms` are written here only; the agent's own `draining` report stays the
+ * gateway's.
+ */
+
+export interface DrainRow {
+  id: string;
+  drain_requested: boolean;
+  drain_deadline: Date | null;
+  drain_reason: string | null;
+  cordoned: boolean;
+  cordon_reason: string | null;
+}
+
+const DRAIN_COLUMNS = 'id, drain_requested, drain_deadline, drain_reason, cordoned, cordon_reason';
+
+/** The machine's drain and cordon, locked for update when `lock` (inside a transaction). */
+export async function readDrainRow(db: Queryable, machineId: string, options: { lock?: boolean } = {}): Promise<DrainRow | null> {
+  const [row] = await db.query<DrainRow>(`SELECT ${DRAIN_COLUMNS} FROM machines WHERE id = $1${options.lock ? ' FOR UPDATE' : ''}`, [machineId]);
+  return row ?? null;
+}
+
+/** Sets the drain; a repeated drain keeps the time it was first asked. */
+export async function writeDrain(db: Queryable, machineId: string, drain: { requested: boolean; deadline: Date | null; reason: string | null }): Promise<DrainRow | null> {
+  const [row] = await db.query<DrainRow>(
+    `UPDATE machines SET drain_requested = $2, drain_deadline = $3, drain_reason = $4,
+       drain_requested_at = CASE WHEN $2 THEN coalesce(CASE WHEN drain_requested THEN drain_requested_at END, now()) END, updated_at = now()
+     WHERE id = $1 RETURNING ${DRAIN_COLUMNS}`,
+    [machineId, drain.requested, drain.requested ? drain.deadline : null, drain.requested ? drain.reason : null],
+  );
+  return row ?? null;
+}
+
+export async function writeCordon(db: Queryable, machineId: string, cordon: { cordoned: boolean; reason: string | null }): Promise<DrainRow | null> {
+  const [row] = await db.query<DrainRow>(
+    `UPDATE machines SET cordoned = $2, cordon_reason = $3, updated_at = now() WHERE id = $1 RETURNING ${DRAIN_COLUMNS}`,
+    [machineId, cordon.cordoned, cordon.cordoned ? cordon.reason : null],
+  );
+  return row ?? null;
+}
+
+/** The farm's status, locked for update; null when there is no such farm. */
+export async function lockFarmStatus(db: Queryable, farmId: string): Promise<string | null> {
+  const [row] = await db.query<{ status: string }>('SELECT status FROM farms WHERE id = $1 FOR UPDATE', [farmId]);
+  return row?.status ?? null;
+}
+
+export async function writeFarmQuarantine(db: Queryable, farmId: string, quarantine: { quarantined: boolean; reason: string | null }): Promise<void> {
+  await db.query(
+    `UPDATE farms SET status = $2, quarantine_reason = $3, quarantined_at = CASE WHEN $2 = 'quarantined' THEN coalesce(quarantined_at, now()) END WHERE id = $1`,
+    [farmId, quarantine.quarantined ? 'quarantined' : 'active', quarantine.quarantined ? quarantine.reason : null],
+  );
+}
+
+/** Live assignments of drained machines whose deadline passed, oldest first. */
+export function assignmentsPastDrainDeadline(db: Queryable, limit: number): Promise<Array<{ id: string; machineId: string; deadline: Date }>> {
+  return db.query<{ id: string; machineId: string; deadline: Date }>(
+    `SELECT a.id, a.machine_id AS "machineId", m.drain_deadline AS deadline FROM machines m
+       JOIN assignments a ON a.machine_id = m.id AND a.state IN ('offered', 'accepted', 'running')
+      WHERE m.drain_requested AND m.drain_deadline IS NOT NULL AND m.drain_deadline <= now()
+      ORDER BY a.offered_at LIMIT $1`,
+    [limit],
+  );
+}

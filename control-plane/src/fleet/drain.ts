@@ -1,0 +1,120 @@
+import type { Database } from '../db/database.js';
+import { notifyAgent } from '../matching/store.js';
+import { recordAudit, type AuditActor } from './audit.js';
+import { lockFarmStatus, readDrainRow, writeCordon, writeDrain, writeFarmQuarantine, type DrainRow } from './drain-store.js';
+import { recordFleetEvent } from './events.js';
+
+/**
+ * Taking machines and farms out of service. Drain: no new assignment (the offer index and the
+ * matcher skip the machine), the agent gets the protocol `drain` from whichever replica holds
+ * its link, running jobs finish, and what still runs at the deadline is stopped and requeued
+ * (the execution worker's drain deadline sweep). Cordon: no new assignment, the agent is not
+ * told, nothing is stopped. Quarantine: none of a farm's machines offered; running jobs finish.
+ * Each change records an audit entry (and an event when it changed something) in its transaction.
+ */
+
+export interface MachineDrainState {
+  machineId: string;
+  drainRequested: boolean;
+  drainDeadline: Date | null;
+  drainReason: string | null;
+  cordoned: boolean;
+}
+
+function stateOf(row: DrainRow): MachineDrainState {
+  return { machineId: row.id, drainRequested: row.drain_requested, drainDeadline: row.drain_deadline, drainReason: row.drain_reason, cordoned: row.cordoned };
+}
+
+function who(actor: AuditActor): string {
+  return `${actor.kind.replace('_', ' ')} ${actor.id}`;
+}
+
+/** The drain and cordon of a machine, or null when there is no such machine. */
+export async function machineDrainState(db: Database, machineId: string): Promise<MachineDrainState | null> {
+  const row = await readDrainRow(db, machineId);
+  return row ? stateOf(row) : null;
+}
+
+/**
+ * Drains (`drain: true`) or undrains a machine. Draining again replaces the deadline and reason;
+ * undraining clears them. The agent is told when the drain starts or ends. Null: no machine.
+ */
+export async function setMachineDrain(
+  db: Database,
+  input: { machineId: string; drain: boolean; deadline: Date | null; reason: string | null; actor: AuditActor },
+): Promise<MachineDrainState | null> {
+  return db.transaction(async (tx) => {
+    const before = await readDrainRow(tx, input.machineId, { lock: true });
+    if (!before) return null;
+    const state = stateOf((await writeDrain(tx, input.machineId, { requested: input.drain, deadline: input.deadline, reason: input.reason }))!);
+    const details = { deadline: state.drainDeadline?.toISOString() ?? null, reason: state.drainReason };
+    await recordAudit(tx, { actor: input.actor, action: input.drain ? 'machine.drain' : 'machine.undrain', targetType: 'machine', targetId: input.machineId, details });
+    if (input.drain || before.drain_requested) {
+      await recordFleetEvent(tx, {
+        type: input.drain ? 'machine.drained' : 'machine.undrained',
+        machineId: input.machineId,
+        message: input.drain
+          ? `drain asked by ${who(input.actor)}${state.drainReason ? `: ${state.drainReason}` : ''}${state.drainDeadline ? `; jobs still running at ${state.drainDeadline.toISOString()} are stopped and requeued` : ''}`
+          : `drain lifted by ${who(input.actor)}`,
+        details: { ...details, actor: input.actor },
+      });
+    }
+    if (before.drain_requested !== input.drain) {
+      await notifyAgent(tx, { machineId: input.machineId, kind: 'drain', undrain: !input.drain, ...(state.drainReason ? { reason: state.drainReason } : {}) });
+    }
+    return state;
+  });
+}
+
+/** Cordons or uncordons a machine (admins only): not offered while cordoned; the agent is not told. Null: no machine. */
+export async function setMachineCordon(
+  db: Database,
+  input: { machineId: string; cordon: boolean; reason: string | null; actor: AuditActor },
+): Promise<MachineDrainState | null> {
+  return db.transaction(async (tx) => {
+    const before = await readDrainRow(tx, input.machineId, { lock: true });
+    if (!before) return null;
+    const row = await writeCordon(tx, input.machineId, { cordoned: input.cordon, reason: input.reason });
+    await recordAudit(tx, { actor: input.actor, action: input.cordon ? 'machine.cordon' : 'machine.uncordon', targetType: 'machine', targetId: input.machineId, details: { reason: input.reason } });
+    if (before.cordoned !== input.cordon) {
+      await recordFleetEvent(tx, {
+        type: input.cordon ? 'machine.cordoned' : 'machine.uncordoned',
+        machineId: input.machineId,
+        message: input.cordon ? `cordoned by ${who(input.actor)}${input.reason ? `: ${input.reason}` : ''}` : `cordon lifted by ${who(input.actor)}`,
+        details: { reason: input.reason, actor: input.actor },
+      });
+    }
+    return stateOf(row!);
+  });
+}
+
+export interface FarmQuarantineState {
+  farmId: string;
+  status: 'active' | 'quarantined';
+  quarantineReason: string | null;
+}
+
+/**
+ * Quarantines a farm (none of its machines offered; running jobs finish) or lifts it. A farm
+ * `suspended` before quarantine existed counts as quarantined and is lifted the same way. Null: no farm.
+ */
+export async function setFarmQuarantine(
+  db: Database,
+  input: { farmId: string; quarantine: boolean; reason: string | null; actor: AuditActor },
+): Promise<FarmQuarantineState | null> {
+  return db.transaction(async (tx) => {
+    const before = await lockFarmStatus(tx, input.farmId);
+    if (before === null) return null;
+    await writeFarmQuarantine(tx, input.farmId, { quarantined: input.quarantine, reason: input.reason });
+    await recordAudit(tx, { actor: input.actor, action: input.quarantine ? 'farm.quarantine' : 'farm.unquarantine', targetType: 'farm', targetId: input.farmId, details: { reason: input.reason } });
+    if ((before === 'active') === input.quarantine) {
+      await recordFleetEvent(tx, {
+        type: input.quarantine ? 'farm.quarantined' : 'farm.unquarantined',
+        farmId: input.farmId,
+        message: input.quarantine ? `farm quarantined by ${who(input.actor)}${input.reason ? `: ${input.reason}` : ''}` : `quarantine lifted by ${who(input.actor)}`,
+        details: { reason: input.reason, actor: input.actor },
+      });
+    }
+    return { farmId: input.farmId, status: input.quarantine ? 'quarantined' : 'active', quarantineReason: input.quarantine ? input.reason : null };
+  });
+}

@@ -1,0 +1,177 @@
+import type { EarningFacts, GpuHealthVerdict } from '@gpufarm/shared';
+import type { Queryable } from '../db/database.js';
+
+/**
+ * The operator area's SQL: a farm's machines with the facts of their earning verdict, its
+ * enrollment tokens, prices and operator wallets. Every query takes the farm ids the session
+ * runs, so another farm's rows are never read (they answer as absent, never as forbidden).
+ */
+
+export interface MachineFactsRow {
+  id: string;
+  farmId: string;
+  farmSlug: string;
+  farmStatus: string;
+  regionKey: string;
+  status: EarningFacts['status'];
+  healthReason: string | null;
+  pricePerGpuHourMicroUsd: number | null;
+  agentVersion: string | null;
+  driverVersion: string | null;
+  cudaVersion: string | null;
+  benchmarkTier: string | null;
+  lastHeartbeatAt: Date | null;
+  offlineSince: Date | null;
+  unenrolledAt: Date | null;
+  draining: boolean;
+  drainRequested: boolean;
+  cordoned: boolean;
+  verification: EarningFacts['verification'];
+  verificationReason: string | null;
+  probeState: string | null;
+  probeOutput: string | null;
+  gpus: Array<{ index: number; classId: string; verdict: GpuHealthVerdict; reasons: string[] }>;
+  currentJobId: string | null;
+  currentJobSince: Date | null;
+}
+
+// The drain, cordon and GPU-health columns are read by name from the row (`to_jsonb`): a
+// database without them reads every machine undrained and uncordoned, every GPU healthy.
+const MACHINE_FACTS = `
+  SELECT m.id, m.farm_id AS "farmId", f.slug AS "farmSlug", f.status AS "farmStatus", m.region_key AS "regionKey",
+         m.status, m.health_reason AS "healthReason", m.price_per_gpu_hour_micro_usd::float8 AS "pricePerGpuHourMicroUsd",
+         m.agent_version AS "agentVersion", m.driver_version AS "driverVersion", m.cuda_version AS "cudaVersion",
+         m.benchmark_tier AS "benchmarkTier", m.last_heartbeat_at AS "lastHeartbeatAt", m.offline_since AS "offlineSince",
+         m.unenrolled_at AS "unenrolledAt", m.draining,
+         coalesce((to_jsonb(m) ->> 'drain_requested')::boolean, false) AS "drainRequested",
+         coalesce((to_jsonb(m) ->> 'cordoned')::boolean, false) AS "cordoned",
+         m.verification, m.verification_reason AS "verificationReason",
+         m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
+         coalesce((SELECT json_agg(json_build_object(
+                     'index', g.gpu_index, 'classId', g.class_id,
+                     'verdict', coalesce(to_jsonb(g) ->> 'health', 'healthy'),
+                     'reasons', coalesce(to_jsonb(g) -> 'health_reasons', '[]'::jsonb)) ORDER BY g.gpu_index)
+                     FROM machine_gpus g WHERE g.machine_id = m.id), '[]'::json) AS gpus,
+         cur.job_id AS "currentJobId", cur.since AS "currentJobSince"
+    FROM machines m
+    JOIN farms f ON f.id = m.farm_id
+    LEFT JOIN LATERAL (
+      SELECT a.job_id, coalesce(a.started_at, a.accepted_at) AS since FROM assignments a JOIN jobs j ON j.id = a.job_id
+       WHERE a.machine_id = m.id AND a.state IN ('accepted', 'running') AND j.kind = 'customer'
+       ORDER BY a.offered_at DESC LIMIT 1
+    ) cur ON true`;
+
+/** The farms' machines, by id, after `afterId` when given; `limit` rows at most. */
+export function listMachineFacts(db: Queryable, params: { farmIds: readonly string[]; afterId: string | null; limit: number }): Promise<MachineFactsRow[]> {
+  return db.query<MachineFactsRow>(
+    `${MACHINE_FACTS} WHERE m.farm_id = ANY($1::text[]) AND ($2::text IS NULL OR m.id > $2) ORDER BY m.id LIMIT $3`,
+    [params.farmIds, params.afterId, params.limit],
+  );
+}
+
+/** One machine of the farms; null when it is not one of theirs. */
+export async function findMachineFacts(db: Queryable, farmIds: readonly string[], machineId: string): Promise<MachineFactsRow | null> {
+  const [row] = await db.query<MachineFactsRow>(`${MACHINE_FACTS} WHERE m.id = $2 AND m.farm_id = ANY($1::text[])`, [farmIds, machineId]);
+  return row ?? null;
+}
+
+/** The machine's latest customer jobs on it, newest first. */
+export function recentMachineJobs(db: Queryable, machineId: string, limit = 20) {
+  return db.query<{ jobId: string; status: string; startedAt: Date | null; finishedAt: Date | null; failureCode: string | null }>(
+    `SELECT a.job_id AS "jobId", j.status, a.started_at AS "startedAt", a.finished_at AS "finishedAt", a.failure_code AS "failureCode"
+       FROM assignments a JOIN jobs j ON j.id = a.job_id
+      WHERE a.machine_id = $1 AND j.kind = 'customer' ORDER BY a.offered_at DESC LIMIT $2`,
+    [machineId, limit],
+  );
+}
+
+/** Queued jobs per GPU class they could run on. */
+export async function queuedJobsByClass(db: Queryable): Promise<Map<string, number>> {
+  const rows = await db.query<{ classId: string; n: number }>(
+    `SELECT c AS "classId", count(*)::int AS n FROM jobs, unnest(matched_classes) AS c WHERE status = 'QUEUED' GROUP BY c`,
+  );
+  return new Map(rows.map((r) => [r.classId, r.n]));
+}
+
+/** The farms' priced machines' lowest price per GPU class. */
+export async function farmPricesByClass(db: Queryable, farmIds: readonly string[]): Promise<Array<{ classId: string; minPrice: number | null }>> {
+  return db.query<{ classId: string; minPrice: number | null }>(
+    `SELECT g.class_id AS "classId", min(m.price_per_gpu_hour_micro_usd)::float8 AS "minPrice"
+       FROM machine_gpus g JOIN machines m ON m.id = g.machine_id
+      WHERE m.farm_id = ANY($1::text[]) AND m.unenrolled_at IS NULL GROUP BY g.class_id ORDER BY g.class_id`,
+    [farmIds],
+  );
+}
+
+/** Sets the price of the farm's machines with a GPU of the class; returns their ids. */
+export async function setClassPrice(db: Queryable, params: { farmId: string; classId: string; price: number | null }): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `UPDATE machines m SET price_per_gpu_hour_micro_usd = $3, updated_at = now()
+      WHERE m.farm_id = $1 AND m.unenrolled_at IS NULL AND EXISTS (SELECT 1 FROM machine_gpus g WHERE g.machine_id = m.id AND g.class_id = $2)
+      RETURNING m.id`,
+    [params.farmId, params.classId, params.price],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Sets one machine's price; false when it is none of the farms'. */
+export async function setMachinePrice(db: Queryable, params: { farmIds: readonly string[]; machineId: string; price: number | null }): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE machines SET price_per_gpu_hour_micro_usd = $3, updated_at = now() WHERE id = $2 AND farm_id = ANY($1::text[]) RETURNING id`,
+    [params.farmIds, params.machineId, params.price],
+  );
+  return rows.length > 0;
+}
+
+export interface EnrollmentTokenRow {
+  id: string;
+  farmSlug: string;
+  regionKey: string;
+  pricePerGpuHourMicroUsd: number | null;
+  label: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+  usedAt: Date | null;
+  machineId: string | null;
+  revokedAt: Date | null;
+}
+
+const TOKEN_COLUMNS = `t.id, f.slug AS "farmSlug", t.region_key AS "regionKey", t.price_per_gpu_hour_micro_usd::float8 AS "pricePerGpuHourMicroUsd",
+  t.label, t.created_at AS "createdAt", t.expires_at AS "expiresAt", t.used_at AS "usedAt", t.machine_id AS "machineId", t.revoked_at AS "revokedAt"`;
+
+/** The farms' enrollment tokens, newest first, before `beforeId` when given. */
+export function listEnrollmentTokens(db: Queryable, params: { farmIds: readonly string[]; beforeId: string | null; limit: number }): Promise<EnrollmentTokenRow[]> {
+  return db.query<EnrollmentTokenRow>(
+    `SELECT ${TOKEN_COLUMNS} FROM enrollment_tokens t JOIN farms f ON f.id = t.farm_id
+      WHERE t.farm_id = ANY($1::text[]) AND ($2::text IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3`,
+    [params.farmIds, params.beforeId, params.limit],
+  );
+}
+
+export async function findEnrollmentToken(db: Queryable, farmIds: readonly string[], id: string): Promise<(EnrollmentTokenRow & { farmId: string }) | null> {
+  const [row] = await db.query<EnrollmentTokenRow & { farmId: string }>(
+    `SELECT ${TOKEN_COLUMNS}, t.farm_id AS "farmId" FROM enrollment_tokens t JOIN farms f ON f.id = t.farm_id WHERE t.id = $2 AND t.farm_id = ANY($1::text[])`,
+    [farmIds, id],
+  );
+  return row ?? null;
+}
+
+/** Revokes an unused token (a used one enrolled its machine already); keeps the first revocation time. */
+export async function revokeEnrollmentToken(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE enrollment_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1', [id]);
+}
+
+/** Lists a wallet as an operator of the farm; false when it was listed already. */
+export async function addFarmOperator(db: Queryable, farmId: string, wallet: string): Promise<boolean> {
+  const rows = await db.query('INSERT INTO farm_operators (farm_id, wallet_address) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING farm_id', [farmId, wallet]);
+  return rows.length > 0;
+}
+
+export async function removeFarmOperator(db: Queryable, farmId: string, wallet: string): Promise<boolean> {
+  const rows = await db.query('DELETE FROM farm_operators WHERE farm_id = $1 AND wallet_address = $2 RETURNING farm_id', [farmId, wallet]);
+  return rows.length > 0;
+}
+
+export async function listFarmOperators(db: Queryable, farmId: string): Promise<Array<{ wallet: string; addedAt: Date }>> {
+  return db.query<{ wallet: string; addedAt: Date }>('SELECT wallet_address AS wallet, added_at AS "addedAt" FROM farm_operators WHERE farm_id = $1 ORDER BY added_at', [farmId]);
+}

@@ -1,0 +1,166 @@
+import t from 'tap';
+import { privateKeyToAccount } from 'viem/accounts';
+import { claimEnrollmentToken } from '../src/agent-gateway/store.js';
+import { hashAgentToken } from '../src/auth/machine-tokens.js';
+import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { assertError } from './helpers/assert.js';
+import { buildWebTestApp, devWallet, HOST, PUBLIC_URL, session, signIn, type SiweSigner } from './helpers/web.js';
+
+const payout = devWallet(1);
+const staff = devWallet(2);
+const rival = devWallet(3);
+const customerAccount = privateKeyToAccount(ANVIL_ACCOUNTS[4].privateKey);
+const customer: SiweSigner = { address: customerAccount.address, signMessage: (message) => customerAccount.signMessage({ message }) };
+
+/** Two farms: north (payout wallet, one listed operator) with two machines, and a rival's farm with one. */
+async function twoFarms(t: Parameters<typeof buildWebTestApp>[0]) {
+  const test = await buildWebTestApp(t);
+  const { db } = test;
+  const north = await createFarm(db, { slug: 'north-farm', payoutAddress: payout.address });
+  const other = await createFarm(db, { slug: 'rival-farm', payoutAddress: rival.address });
+  await db.query('INSERT INTO farm_operators (farm_id, wallet_address) VALUES ($1, $2)', [north.id, staff.address.toLowerCase()]);
+  const priced = await createMachine(db, { farmId: north.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  const unpriced = await createMachine(db, { farmId: north.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: null });
+  const rivals = await createMachine(db, { farmId: other.id, regionKey: 'europe-west', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 300_000 });
+  await test.offerIndex.refresh();
+  return { ...test, north, other, priced, unpriced, rivals };
+}
+
+t.test('default: an operator sees its machines with their verdicts and the market, sets prices, makes and revokes tokens', async (t) => {
+  const { app, db, north, priced, unpriced } = await twoFarms(t);
+  const me = await signIn(app, payout);
+
+  const list = await app.inject({ url: '/operator/api/machines', headers: session(me) });
+  t.equal(list.statusCode, 200, list.body);
+  const byId = new Map(list.json().data.map((m: { id: string }) => [m.id, m]));
+  t.same([...byId.keys()].sort(), [priced.id, unpriced.id].sort(), 'only its own machines');
+  t.match(byId.get(priced.id), {
+    farm: { id: north.id, slug: 'north-farm' },
+    state: 'online',
+    earning: { earning: true, code: 'offered', reason: 'Offered at $0.40/GPU-h; going price for RTX 4090 24GB is $0.30/GPU-h.', fix: /Lower the price/ },
+    gpus: [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'healthy', reasons: [] }],
+    pricePerGpuHourMicroUsd: 400_000,
+    drainRequested: false,
+    currentJobId: null,
+  });
+  t.match(byId.get(unpriced.id), { earning: { earning: false, code: 'no_price' } });
+  t.equal(list.json().nextCursor, null);
+
+  const firstPage = await app.inject({ url: '/operator/api/machines?limit=1', headers: session(me) });
+  const second = await app.inject({ url: `/operator/api/machines?limit=1&cursor=${firstPage.json().nextCursor}`, headers: session(me) });
+  t.same([...firstPage.json().data, ...second.json().data].map((m: { id: string }) => m.id).sort(), [priced.id, unpriced.id].sort(), 'pages cover the list');
+
+  const detail = await app.inject({ url: `/operator/api/machines/${unpriced.id}`, headers: session(me) });
+  t.equal(detail.statusCode, 200, detail.body);
+  t.match(detail.json(), { machine: { id: unpriced.id, earning: { code: 'no_price' } }, probe: { state: null, output: null }, recentJobs: [] });
+
+  const market = await app.inject({ url: '/operator/api/market', headers: session(me) });
+  t.same(market.json().data, [{
+    classId: 'rtx-4090-24gb', label: 'RTX 4090 24GB', gpusOnline: 3, gpusBusy: 0, jobsQueued: 0,
+    minPerGpuHourMicroUsd: 300_000, medianPerGpuHourMicroUsd: 300_000, maxPerGpuHourMicroUsd: 400_000, yourPricePerGpuHourMicroUsd: 400_000,
+  }], 'the market of its classes: offered GPUs weighted, unpriced ones online but not priced');
+
+  const classPrice = await app.inject({ method: 'PUT', url: '/operator/api/prices', headers: session(me, { csrf: true }), payload: { farm: 'north-farm', classId: 'rtx-4090-24gb', pricePerGpuHour: '0.35' } });
+  t.same(classPrice.json(), { farm: 'north-farm', classId: 'rtx-4090-24gb', machines: 2, pricePerGpuHourMicroUsd: 350_000 });
+  const one = await app.inject({ method: 'PUT', url: `/operator/api/machines/${unpriced.id}/price`, headers: session(me, { csrf: true }), payload: { pricePerGpuHour: null } });
+  t.same(one.json(), { machineId: unpriced.id, pricePerGpuHourMicroUsd: null });
+  const [prices] = await db.query<{ a: string; b: string | null }>(
+    'SELECT (SELECT price_per_gpu_hour_micro_usd::text FROM machines WHERE id = $1) AS a, (SELECT price_per_gpu_hour_micro_usd::text FROM machines WHERE id = $2) AS b',
+    [priced.id, unpriced.id],
+  );
+  t.same(prices, { a: '350000', b: null });
+
+  const created = await app.inject({ method: 'POST', url: '/operator/api/enrollment-tokens', headers: session(me, { csrf: true }), payload: { farm: 'north-farm', regionKey: 'us-east', pricePerGpuHour: '0.45', label: 'rack 4' } });
+  t.equal(created.statusCode, 201, created.body);
+  const { token, enrollmentToken, command } = created.json();
+  t.match(token, /^gfe_/);
+  t.equal(command, `gf-agent enroll --server ${PUBLIC_URL} --token ${token}`, 'the copyable line');
+  t.match(enrollmentToken, { id: /^enrt_/, farmSlug: 'north-farm', regionKey: 'us-east', pricePerGpuHourMicroUsd: 450_000, label: 'rack 4', usedAt: null, machineId: null, revokedAt: null });
+  const tokens = await app.inject({ url: '/operator/api/enrollment-tokens?farm=north-farm', headers: session(me) });
+  t.same(tokens.json().data.map((x: { id: string }) => x.id), [enrollmentToken.id]);
+
+  const revoked = await app.inject({ method: 'POST', url: `/operator/api/enrollment-tokens/${enrollmentToken.id}/revoke`, headers: session(me, { csrf: true }), payload: {} });
+  t.equal(revoked.statusCode, 200, revoked.body);
+  t.match(revoked.json().revokedAt, /^\d{4}-/);
+  t.equal(await claimEnrollmentToken(db, hashAgentToken(token)), null, 'a revoked token enrolls nothing');
+});
+
+t.test('error: bad input names the field', async (t) => {
+  const { app, unpriced } = await twoFarms(t);
+  const me = await signIn(app, payout);
+  const write = { headers: session(me, { csrf: true }) };
+  const badPrice = await app.inject({ method: 'PUT', url: `/operator/api/machines/${unpriced.id}/price`, ...write, payload: { pricePerGpuHour: 'cheap' } });
+  assertError(t, badPrice, 'invalid_request', 400);
+  t.match(badPrice.json().error.message, /pricePerGpuHour/);
+  const badClass = await app.inject({ method: 'PUT', url: '/operator/api/prices', ...write, payload: { farm: 'north-farm', classId: 'gtx-1080', pricePerGpuHour: '1' } });
+  assertError(t, badClass, 'invalid_request', 400);
+  t.match(badClass.json().error.message, /classId/);
+  const badRegion = await app.inject({ method: 'POST', url: '/operator/api/enrollment-tokens', ...write, payload: { farm: 'north-farm', regionKey: 'moon', pricePerGpuHour: null } });
+  assertError(t, badRegion, 'invalid_request', 400);
+  t.match(badRegion.json().error.message, /regionKey/);
+  const badQuery = await app.inject({ url: '/operator/api/earnings?groupBy=week', headers: session(me) });
+  assertError(t, badQuery, 'invalid_request', 400);
+  t.match(badQuery.json().error.message, /groupBy/);
+  assertError(t, await app.inject({ url: '/operator/api/machines/not-an-id', headers: session(me) }), 'invalid_request', 400);
+  assertError(t, await app.inject({ method: 'PUT', url: '/operator/api/prices', headers: session(me), payload: { farm: 'north-farm', classId: 'rtx-4090-24gb', pricePerGpuHour: '1' } }), 'forbidden', 403);
+});
+
+t.test("error: an operator cannot see or change another farm's machines, tokens, prices or earnings (404, never 403)", async (t) => {
+  const { app, db, north, priced } = await twoFarms(t);
+  const owner = await signIn(app, payout);
+  const token = (await app.inject({ method: 'POST', url: '/operator/api/enrollment-tokens', headers: session(owner, { csrf: true }), payload: { farm: 'north-farm', regionKey: 'us-east', pricePerGpuHour: null } })).json().enrollmentToken;
+
+  const them = await signIn(app, rival);
+  const read = { headers: session(them) };
+  const write = { headers: session(them, { csrf: true }) };
+  t.same((await app.inject({ url: '/operator/api/machines', ...read })).json().data.map((m: { farm: { slug: string } }) => m.farm.slug), ['rival-farm'], 'its own list only');
+  for (const url of [`/operator/api/machines/${priced.id}`, '/operator/api/machines?farm=north-farm', '/operator/api/market?farm=north-farm', '/operator/api/enrollment-tokens?farm=north-farm', '/operator/api/earnings?farm=north-farm', '/operator/api/earnings.csv?farm=north-farm', `/operator/api/farms/${north.id}/operators`]) {
+    assertError(t, await app.inject({ url, ...read }), 'not_found', 404);
+  }
+  t.same((await app.inject({ url: '/operator/api/enrollment-tokens', ...read })).json().data, [], "no token of another farm's");
+  const writes = [
+    { method: 'PUT' as const, url: `/operator/api/machines/${priced.id}/price`, payload: { pricePerGpuHour: '0.01' } },
+    { method: 'PUT' as const, url: '/operator/api/prices', payload: { farm: 'north-farm', classId: 'rtx-4090-24gb', pricePerGpuHour: '0.01' } },
+    { method: 'POST' as const, url: `/operator/api/enrollment-tokens/${token.id}/revoke`, payload: {} },
+    { method: 'POST' as const, url: '/operator/api/enrollment-tokens', payload: { farm: 'north-farm', regionKey: 'us-east', pricePerGpuHour: null } },
+    { method: 'POST' as const, url: `/operator/api/farms/${north.id}/operators`, payload: { wallet: rival.address } },
+    { method: 'DELETE' as const, url: `/operator/api/farms/${north.id}/operators/${staff.address}` },
+  ];
+  for (const w of writes) assertError(t, await app.inject({ ...w, ...write }), 'not_found', 404);
+  const [after] = await db.query<{ price: string; revoked: boolean; operators: number }>(
+    `SELECT (SELECT price_per_gpu_hour_micro_usd::text FROM machines WHERE id = $1) AS price,
+            (SELECT revoked_at IS NOT NULL FROM enrollment_tokens WHERE id = $2) AS revoked,
+            (SELECT count(*)::int FROM farm_operators WHERE farm_id = $3) AS operators`,
+    [priced.id, token.id, north.id],
+  );
+  t.same(after, { price: '400000', revoked: false, operators: 1 }, 'nothing of the other farm changed');
+});
+
+t.test('behavior: a customer session gets 403; a listed operator does everything but add or remove operators', async (t) => {
+  const { app, north, unpriced } = await twoFarms(t);
+  const someone = await signIn(app, customer);
+  for (const url of ['/operator/api/machines', '/operator/api/earnings', '/operator/api/market']) assertError(t, await app.inject({ url, headers: session(someone) }), 'forbidden', 403);
+  assertError(t, await app.inject({ url: '/operator/api/machines', headers: { host: HOST } }), 'missing_api_key', 401);
+
+  const crew = await signIn(app, staff);
+  const write = { headers: session(crew, { csrf: true }) };
+  t.equal((await app.inject({ url: `/operator/api/machines/${unpriced.id}`, headers: session(crew) })).statusCode, 200, 'sees the machines');
+  t.equal((await app.inject({ method: 'PUT', url: `/operator/api/machines/${unpriced.id}/price`, ...write, payload: { pricePerGpuHour: '0.5' } })).statusCode, 200, 'prices them');
+  t.equal((await app.inject({ method: 'POST', url: '/operator/api/enrollment-tokens', ...write, payload: { farm: 'north-farm', regionKey: 'us-east', pricePerGpuHour: '0.5' } })).statusCode, 201, 'makes tokens');
+  t.equal((await app.inject({ url: '/operator/api/earnings', headers: session(crew) })).statusCode, 200, 'reads the earnings');
+  const add = await app.inject({ method: 'POST', url: `/operator/api/farms/${north.id}/operators`, ...write, payload: { wallet: customer.address } });
+  assertError(t, add, 'forbidden', 403);
+  t.match(add.json().error.message, /payout wallet/);
+  assertError(t, await app.inject({ method: 'DELETE', url: `/operator/api/farms/${north.id}/operators/${staff.address}`, ...write }), 'forbidden', 403);
+
+  const owner = await signIn(app, payout);
+  const ownerWrite = { headers: session(owner, { csrf: true }) };
+  const added = await app.inject({ method: 'POST', url: `/operator/api/farms/${north.id}/operators`, ...ownerWrite, payload: { wallet: customer.address } });
+  t.equal(added.statusCode, 201, added.body);
+  t.same((await app.inject({ url: `/operator/api/farms/${north.id}/operators`, headers: session(owner) })).json().data.map((o: { wallet: string }) => o.wallet).sort(), [staff.address, customer.address].map((a) => a.toLowerCase()).sort());
+  t.equal((await app.inject({ url: '/operator/api/machines', headers: session(someone) })).statusCode, 200, 'the added wallet runs the farm now');
+  const removed = await app.inject({ method: 'DELETE', url: `/operator/api/farms/${north.id}/operators/${customer.address}`, ...ownerWrite });
+  t.equal(removed.statusCode, 204, removed.body);
+  assertError(t, await app.inject({ url: '/operator/api/machines', headers: session(someone) }), 'forbidden', 403);
+});

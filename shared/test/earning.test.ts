@@ -1,0 +1,105 @@
+import t from 'tap';
+import { compareDriverVersions, GPU_CLASSES, minDriverFor } from '../src/catalog/gpu-classes.js';
+import { EARNING_CODES, earningLine, earningVerdict, type EarningCode, type EarningFacts } from '../src/fleet/earning.js';
+
+const HEARD = '2026-11-25T10:00:00.000Z';
+
+/** A machine that is offered: online, verified, priced, its one RTX 4090 healthy. */
+function facts(overrides: Partial<EarningFacts> = {}): EarningFacts {
+  return {
+    status: 'online',
+    lastHeartbeatAt: HEARD,
+    offlineSince: null,
+    unenrolledAt: null,
+    healthReason: null,
+    probe: { state: 'passed', output: null },
+    gpus: [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'healthy', reasons: [] }],
+    driverVersion: '550.54.15',
+    pricePerGpuHourMicroUsd: 400_000,
+    drainRequested: false,
+    cordoned: false,
+    farmStatus: 'active',
+    verification: 'verified',
+    verificationReason: null,
+    currentJob: null,
+    goingPrices: [{ classId: 'rtx-4090-24gb', medianPerGpuHourMicroUsd: 350_000 }],
+    ...overrides,
+  };
+}
+
+const PROBE_OUTPUT = 'GPU container probe failed: a container could not be started with the GPUs: could not select device driver "nvidia" with capabilities: [[gpu]]\nsecond line';
+
+const cases: Array<{ code: EarningCode; earning: boolean; facts: EarningFacts; reason: RegExp; fix: RegExp | null }> = [
+  { code: 'rented', earning: true, facts: facts({ currentJob: { jobId: 'job_1', since: HEARD }, drainRequested: true }), reason: /^Rented: job job_1 is running\.$/, fix: null },
+  { code: 'offered', earning: true, facts: facts({ pricePerGpuHourMicroUsd: 300_000 }), reason: /^Offered at \$0\.30\/GPU-h; going price for RTX 4090 24GB is \$0\.35\/GPU-h\.$/, fix: null },
+  { code: 'offline', earning: false, facts: facts({ status: 'offline', offlineSince: HEARD }), reason: new RegExp(`^Offline since ${HEARD}: no heartbeat`), fix: /systemctl start gf-agent/ },
+  { code: 'probe_failed', earning: false, facts: facts({ status: 'unhealthy', probe: { state: 'failed', output: PROBE_OUTPUT }, healthReason: PROBE_OUTPUT }), reason: /^GPU probe failed: a container could not be started with the GPUs: could not select device driver "nvidia" with capabilities: \[\[gpu\]\]\.$/, fix: /^Install nvidia-container-toolkit, .*restart docker, then run `gf-agent doctor`/ },
+  { code: 'gpu_failed', earning: false, facts: facts({ gpus: [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'failed', reasons: ['XID 79: the GPU has fallen off the bus'] }] }), reason: /GPU 0: XID 79: the GPU has fallen off the bus/, fix: /Reset or replace the GPUs/ },
+  { code: 'unhealthy', earning: false, facts: facts({ status: 'unhealthy', probe: { state: 'passed', output: null }, healthReason: 'disk full under /var/lib/gf-agent' }), reason: /^Unhealthy: disk full under \/var\/lib\/gf-agent\.$/, fix: /gf-agent doctor/ },
+  { code: 'driver_too_old', earning: false, facts: facts({ driverVersion: '470.82.01' }), reason: /^Driver too old: 470\.82\.01 is below 525\.60\.13, the oldest offered for RTX 4090 24GB\.$/, fix: /Install NVIDIA driver 525\.60\.13 or newer/ },
+  { code: 'no_price', earning: false, facts: facts({ pricePerGpuHourMicroUsd: null }), reason: /^No price set/, fix: /Set a price per GPU-hour/ },
+  { code: 'draining', earning: false, facts: facts({ drainRequested: true }), reason: /^Drained/, fix: /gf-agent undrain/ },
+  { code: 'cordoned', earning: false, facts: facts({ cordoned: true }), reason: /^Cordoned by the service/, fix: /support/ },
+  { code: 'farm_quarantined', earning: false, facts: facts({ farmStatus: 'quarantined' }), reason: /^The farm is quarantined/, fix: /support/ },
+  { code: 'tier_unverified', earning: false, facts: facts({ verification: 'failed', verificationReason: 'the canary timed out' }), reason: /^Tier not verified: verification failed \(the canary timed out\)\.$/, fix: /verification runs again/ },
+];
+
+t.test('default: each code from the facts that make it, with a reason and a fix in words', async (t) => {
+  t.same([...new Set(cases.map((c) => c.code))].sort(), [...EARNING_CODES].sort(), 'every code has a case');
+  for (const c of cases) {
+    const v = earningVerdict(c.facts);
+    t.equal(v.code, c.code, c.code);
+    t.equal(v.earning, c.earning, `${c.code}: earning`);
+    t.match(v.reason, c.reason, `${c.code}: reason`);
+    if (c.fix === null) t.equal(v.fix, null, `${c.code}: nothing to fix`);
+    else t.match(v.fix ?? '', c.fix, `${c.code}: fix`);
+  }
+});
+
+t.test('behavior: blockers are told in the order the operator clears them', async (t) => {
+  const everything = facts({ status: 'offline', offlineSince: HEARD, drainRequested: true, pricePerGpuHourMicroUsd: null, driverVersion: '470.82.01', verification: 'unverified' });
+  t.equal(earningVerdict(everything).code, 'offline', 'offline before everything the machine reports');
+  t.equal(earningVerdict({ ...everything, status: 'online' }).code, 'draining');
+  t.equal(earningVerdict({ ...everything, status: 'online', drainRequested: false }).code, 'driver_too_old');
+  t.equal(earningVerdict({ ...everything, status: 'online', drainRequested: false, driverVersion: '550.54.15' }).code, 'no_price');
+  t.equal(earningVerdict({ ...everything, status: 'online', drainRequested: false, driverVersion: '550.54.15', pricePerGpuHourMicroUsd: 1 }).code, 'tier_unverified');
+  t.equal(earningVerdict(facts({ farmStatus: 'quarantined', status: 'offline' })).code, 'farm_quarantined', 'the farm before its machines');
+});
+
+t.test('behavior: offered tells a price above the going one, a withdrawn GPU and an unknown going price', async (t) => {
+  const above = earningVerdict(facts({ pricePerGpuHourMicroUsd: 500_000 }));
+  t.equal(above.code, 'offered');
+  t.match(above.fix, /Lower the price toward the going price/);
+  const twoGpus = earningVerdict(facts({
+    goingPrices: [],
+    gpus: [
+      { index: 0, classId: 'rtx-4090-24gb', verdict: 'warning', reasons: ['thermal slowdown'] },
+      { index: 1, classId: 'rtx-4090-24gb', verdict: 'failed', reasons: ['ECC double-bit errors'] },
+    ],
+  }));
+  t.equal(twoGpus.code, 'offered', 'one failed GPU of two: the other is still offered');
+  t.equal(twoGpus.reason, 'Offered at $0.40/GPU-h; going price for RTX 4090 24GB is not known yet. GPU 1 withdrawn (failed health checks).');
+});
+
+t.test('behavior: a probe not run yet, an unenrolled machine, a machine that never connected', async (t) => {
+  t.match(earningVerdict(facts({ status: 'unhealthy', probe: { state: 'not_run', output: null } })).reason, /^GPU probe not run yet/);
+  const unenrolled = earningVerdict(facts({ status: 'disabled', unenrolledAt: HEARD }));
+  t.same([unenrolled.code, unenrolled.since], ['offline', HEARD]);
+  t.match(unenrolled.reason, /^Unenrolled/);
+  t.equal(earningVerdict(facts({ status: 'offline', lastHeartbeatAt: null })).reason, 'Offline: the agent never connected.');
+  t.equal(earningVerdict(facts({ driverVersion: '535.54.03', gpus: [{ index: 0, classId: 'h100-80gb-sxm', verdict: 'healthy', reasons: [] }] })).code, 'offered', 'exactly the minimum is enough');
+  t.equal(earningVerdict(facts({ driverVersion: '530.30.02', gpus: [{ index: 0, classId: 'h100-80gb-sxm', verdict: 'healthy', reasons: [] }] })).code, 'driver_too_old', 'Hopper wants R535');
+});
+
+t.test('default: the printed line', async (t) => {
+  t.equal(earningLine(earningVerdict(facts({ pricePerGpuHourMicroUsd: null }))), 'not earning: No price set: it is offered to no one. Fix: Set a price per GPU-hour on the Prices page or the machine page.');
+  t.equal(earningLine(earningVerdict(facts({ currentJob: { jobId: 'job_1', since: null } }))), 'earning: Rented: job job_1 is running.');
+});
+
+t.test('args: driver versions compare part by part as numbers; every class has a minimum', async (t) => {
+  t.ok(compareDriverVersions('550.54.15', '535.54.03') > 0);
+  t.ok(compareDriverVersions('535.9', '535.54.03') < 0, '9 < 54 as numbers');
+  t.equal(compareDriverVersions('535.54.03', '535.54.3'), 0);
+  t.ok(compareDriverVersions('garbage', '525.60.13') < 0, 'a malformed version is old');
+  for (const c of GPU_CLASSES) t.match(minDriverFor(c), /^\d+\.\d+\.\d+$/, c.classId);
+});
