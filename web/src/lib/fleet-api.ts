@@ -1,3 +1,4 @@
+import { earningVerdictSchema, type EarningVerdict } from '@gpufarm/shared';
 import { z } from 'zod';
 
 /**
@@ -190,22 +191,8 @@ export const anyAnswer = z.unknown();
 
 // ---- operator -------------------------------------------------------------------------------
 
-export const EARNING_CODES = [
-  'rented',
-  'offered',
-  'offline',
-  'probe_failed',
-  'gpu_failed',
-  'unhealthy',
-  'driver_too_old',
-  'no_price',
-  'draining',
-  'cordoned',
-  'farm_quarantined',
-  'tier_unverified',
-] as const;
-export const earningVerdictSchema = z.object({ earning: z.boolean(), code: z.enum(EARNING_CODES), reason: z.string(), fix: z.string().nullable(), since: iso.nullable() });
-export type EarningVerdict = z.infer<typeof earningVerdictSchema>;
+// The verdict's schema is the one the control plane and `gf-agent status` use.
+export type { EarningVerdict };
 
 export const operatorMachineRowSchema = z.object({
   id: z.string(),
@@ -224,7 +211,7 @@ export const operatorMachineRowSchema = z.object({
   currentJobId: z.string().nullable(),
 });
 export type OperatorMachineRow = z.infer<typeof operatorMachineRowSchema>;
-export const operatorMachineListSchema = z.object({ data: z.array(operatorMachineRowSchema) });
+export const operatorMachineListSchema = z.object({ data: z.array(operatorMachineRowSchema), nextCursor: nextCursor.optional() });
 
 export const operatorMachineDetailSchema = z.object({
   machine: operatorMachineRowSchema,
@@ -264,7 +251,9 @@ export const enrollmentTokenSchema = z.object({
   revokedAt: iso.nullable(),
 });
 export type EnrollmentToken = z.infer<typeof enrollmentTokenSchema>;
-export const enrollmentTokenListSchema = z.object({ data: z.array(enrollmentTokenSchema) });
+export const enrollmentTokenListSchema = z.object({ data: z.array(enrollmentTokenSchema), nextCursor: nextCursor.optional() });
+
+export const farmOperatorListSchema = z.object({ data: z.array(z.object({ wallet: z.string(), addedAt: iso.nullable() })) });
 export const enrollmentTokenCreatedSchema = z.object({ token: z.string().startsWith('gfe_'), enrollmentToken: enrollmentTokenSchema, command: z.string() });
 export type EnrollmentTokenCreated = z.infer<typeof enrollmentTokenCreatedSchema>;
 
@@ -289,6 +278,7 @@ export const earningsSchema = z.object({
       releaseTxHash: z.string().nullable().optional(),
     }),
   ),
+  nextCursor: nextCursor.optional(),
   totals: z.array(z.object({ token: z.string(), symbol: z.string(), decimals: z.int().nonnegative(), pending: tokenAmount, released: tokenAmount })),
 });
 export type Earnings = z.infer<typeof earningsSchema>;

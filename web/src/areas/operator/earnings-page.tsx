@@ -6,7 +6,7 @@ import { tokenAmount, when } from '../../lib/format';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
-import { Table } from '../../ui/table';
+import { Pager, Table, useCursorPages } from '../../ui/table';
 import { FarmFilter, useFarmParam } from './farm-filter';
 
 type GroupBy = 'job' | 'machine' | 'day';
@@ -22,18 +22,11 @@ function dayBound(date: string, end: boolean): string | undefined {
 
 /** What the farm earned from the escrow: pending in the challenge window, released (paid), per job, machine or day; CSV for the books. */
 export function EarningsPage() {
-  const api = useApi();
   const [farm] = useFarmParam();
   const [groupBy, setGroupBy] = useState<GroupBy>('job');
   const [from, setFrom] = useState('');
   const [to, setTo] = useState('');
   const query = { farm, groupBy, from: dayBound(from, false), to: dayBound(to, true) };
-  const earnings = useQuery({
-    queryKey: ['operator', 'earnings', query],
-    queryFn: () => api.request({ method: 'GET', path: `${OPERATOR_API}/earnings`, query, schema: earningsSchema }),
-    placeholderData: keepPreviousData,
-    refetchInterval: 30_000,
-  });
   const csv = new URLSearchParams(Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''));
   return (
     <Page title="Earnings" actions={<a href={`${OPERATOR_API}/earnings.csv?${csv}`} download="gpufarm-earnings.csv" className="button-link">Download CSV</a>}>
@@ -56,34 +49,51 @@ export function EarningsPage() {
           <input type="date" value={to} onChange={(e) => setTo(e.target.value)} />
         </label>
       </div>
-      <QueryState query={earnings} loading="Loading earnings…" errorTitle="Could not load your earnings">
-        {(e) => (
-          <>
-            <section aria-labelledby="totals-heading">
-              <h2 id="totals-heading">Totals</h2>
-              {e.totals.length === 0 ? (
-                <p className="muted">Nothing earned in this range yet.</p>
-              ) : (
-                <Table
-                  caption="Totals per token"
-                  rows={e.totals}
-                  rowKey={(t) => t.token}
-                  columns={[
-                    { header: 'Token', cell: (t) => t.symbol },
-                    { header: 'Pending (challenge window)', cell: (t) => tokenAmount(t.pending, t.decimals, t.symbol), className: 'num' },
-                    { header: 'Released (paid to the payout wallet)', cell: (t) => tokenAmount(t.released, t.decimals, t.symbol), className: 'num' },
-                  ]}
-                />
-              )}
-            </section>
-            <section aria-labelledby="rows-heading">
-              <h2 id="rows-heading">Per {groupBy}</h2>
-              {e.data.length === 0 ? <p className="muted">No entry in this range.</p> : <Table caption={`Earnings per ${groupBy}`} rows={e.data} rowKey={rowKey(groupBy)} columns={columnsFor(groupBy)} />}
-            </section>
-          </>
-        )}
-      </QueryState>
+      <EarningsList key={JSON.stringify(query)} query={query} />
     </Page>
+  );
+}
+
+function EarningsList({ query }: { query: { farm: string; groupBy: GroupBy; from?: string; to?: string } }) {
+  const api = useApi();
+  const pages = useCursorPages();
+  const { cursor } = pages;
+  const { groupBy } = query;
+  const earnings = useQuery({
+    queryKey: ['operator', 'earnings', query, cursor],
+    queryFn: () => api.request({ method: 'GET', path: `${OPERATOR_API}/earnings`, query: { ...query, cursor }, schema: earningsSchema }),
+    placeholderData: keepPreviousData,
+    refetchInterval: 30_000,
+  });
+  return (
+    <QueryState query={earnings} loading="Loading earnings…" errorTitle="Could not load your earnings">
+      {(e) => (
+        <>
+          <section aria-labelledby="totals-heading">
+            <h2 id="totals-heading">Totals</h2>
+            {e.totals.length === 0 ? (
+              <p className="muted">Nothing earned in this range yet.</p>
+            ) : (
+              <Table
+                caption="Totals per token"
+                rows={e.totals}
+                rowKey={(t) => t.token}
+                columns={[
+                  { header: 'Token', cell: (t) => t.symbol },
+                  { header: 'Pending (challenge window)', cell: (t) => tokenAmount(t.pending, t.decimals, t.symbol), className: 'num' },
+                  { header: 'Released (paid to the payout wallet)', cell: (t) => tokenAmount(t.released, t.decimals, t.symbol), className: 'num' },
+                ]}
+              />
+            )}
+          </section>
+          <section aria-labelledby="rows-heading">
+            <h2 id="rows-heading">Per {groupBy}</h2>
+            {e.data.length === 0 ? <p className="muted">No entry in this range.</p> : <Table caption={`Earnings per ${groupBy}`} rows={e.data} rowKey={rowKey(groupBy)} columns={columnsFor(groupBy)} />}
+            <Pager pages={pages} nextCursor={e.nextCursor ?? null} busy={earnings.isFetching} />
+          </section>
+        </>
+      )}
+    </QueryState>
   );
 }
 

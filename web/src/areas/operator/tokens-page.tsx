@@ -8,17 +8,12 @@ import { ConfirmButton } from '../../ui/confirm';
 import { CopyButton } from '../../ui/copy-button';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
-import { Table } from '../../ui/table';
+import { Pager, Table, useCursorPages } from '../../ui/table';
 import { FarmFilter, FarmSelect, useFarmParam, useOperatorFarms } from './farm-filter';
 
 /** Enrollment tokens: make one (region and price), run its `gf-agent enroll` line on the machine, revoke unused ones. */
 export function TokensPage() {
-  const api = useApi();
   const [farm] = useFarmParam();
-  const tokens = useQuery({
-    queryKey: ['operator', 'tokens', farm],
-    queryFn: () => api.request({ method: 'GET', path: `${OPERATOR_API}/enrollment-tokens`, query: { farm }, schema: enrollmentTokenListSchema }),
-  });
   const [created, setCreated] = useState<EnrollmentTokenCreated | null>(null);
   return (
     <Page title="Enrollment tokens">
@@ -41,25 +36,41 @@ export function TokensPage() {
         <div className="filters">
           <FarmFilter />
         </div>
-        <QueryState query={tokens} loading="Loading tokens…" errorTitle="Could not load the enrollment tokens" isEmpty={(t) => t.data.length === 0} empty={{ title: 'No enrollment token yet', body: <p>Create one above for each machine you add.</p> }}>
-          {(t) => (
-            <Table
-              caption="Enrollment tokens"
-              rows={t.data}
-              rowKey={(token) => token.id}
-              columns={[
-                { header: 'Label', cell: (token) => token.label ?? <span className="muted">none</span> },
-                { header: 'Farm · region', cell: (token) => `${token.farmSlug} · ${token.regionKey}` },
-                { header: 'Price / GPU-h', cell: (token) => (token.pricePerGpuHourMicroUsd == null ? 'not set' : usd(token.pricePerGpuHourMicroUsd)), className: 'num' },
-                { header: 'Created', cell: (token) => when(token.createdAt) },
-                { header: 'Status', cell: tokenStatus },
-                { header: 'Actions', cell: (token) => (token.usedAt || token.revokedAt ? null : <RevokeToken token={token} />) },
-              ]}
-            />
-          )}
-        </QueryState>
+        <TokenList key={farm} farm={farm} />
       </section>
     </Page>
+  );
+}
+
+function TokenList({ farm }: { farm: string }) {
+  const api = useApi();
+  const pages = useCursorPages();
+  const { cursor } = pages;
+  const tokens = useQuery({
+    queryKey: ['operator', 'tokens', farm, cursor],
+    queryFn: () => api.request({ method: 'GET', path: `${OPERATOR_API}/enrollment-tokens`, query: { farm, cursor }, schema: enrollmentTokenListSchema }),
+  });
+  return (
+    <QueryState query={tokens} loading="Loading tokens…" errorTitle="Could not load the enrollment tokens" isEmpty={(t) => t.data.length === 0} empty={{ title: 'No enrollment token yet', body: <p>Create one above for each machine you add.</p> }}>
+      {(t) => (
+        <>
+          <Table
+            caption="Enrollment tokens"
+            rows={t.data}
+            rowKey={(token) => token.id}
+            columns={[
+              { header: 'Label', cell: (token) => token.label ?? <span className="muted">none</span> },
+              { header: 'Farm · region', cell: (token) => `${token.farmSlug} · ${token.regionKey}` },
+              { header: 'Price / GPU-h', cell: (token) => (token.pricePerGpuHourMicroUsd == null ? 'not set' : usd(token.pricePerGpuHourMicroUsd)), className: 'num' },
+              { header: 'Created', cell: (token) => when(token.createdAt) },
+              { header: 'Status', cell: tokenStatus },
+              { header: 'Actions', cell: (token) => (token.usedAt || token.revokedAt ? null : <RevokeToken token={token} />) },
+            ]}
+          />
+          <Pager pages={pages} nextCursor={t.nextCursor ?? null} busy={tokens.isFetching} />
+        </>
+      )}
+    </QueryState>
   );
 }
 
