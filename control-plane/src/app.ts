@@ -4,6 +4,7 @@ import { MAX_BODY_BYTES } from '@gpufarm/shared';
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { adminRoutes } from './admin/routes.js';
+import { adminSessionRoutes } from './admin/session-routes.js';
 import { DASHBOARD_API_PREFIX, enforceAuth, resolveCredentials } from './auth/plugin.js';
 import { agentDirectUploadRoutes } from './artifacts/agent-direct-upload.js';
 import { agentArtifactRoutes } from './artifacts/agent-upload.js';
@@ -131,6 +132,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentDirectUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
   await app.register(webRoutes, { db: deps.db, config, chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId) });
   await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, audit: async () => {}, drain: null });
+  await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null });
   await app.register(webStatic, { dir: config.web.dir, connectOrigins: config.execution.s3 ? [s3PublicOrigin(config.execution.s3)] : [] });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

@@ -28,6 +28,7 @@ import { executionLifecycle } from './execution/lifecycle.js';
 import { startExecutionWorker } from './execution/worker.js';
 import { sweepDrainDeadlines } from './execution/drain-deadlines.js';
 import { sweepOldFleetEvents } from './fleet/events.js';
+import { GpuSampleAggregator, startHistoryLoop } from './fleet/history.js';
 import { startLogPartitionLoop } from './logs/partitions.js';
 import { startMatcher } from './matching/loop.js';
 import { deleteExpiredWebSessions } from './auth/session-store.js';
@@ -109,8 +110,12 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       );
     }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
-    const gateway = await createAgentGateway({ app, deps: execution, lifecycle: executionLifecycle(execution) });
+    const gpuSamples = new GpuSampleAggregator();
+    const gateway = await createAgentGateway({ app, deps: execution, lifecycle: executionLifecycle(execution), gpuSamples: (machineId, gpus) => gpuSamples.add(machineId, gpus, Date.now()) });
     opened.push(() => gateway.close());
+    const history = startHistoryLoop({ db, aggregator: gpuSamples, log });
+    // The sums heard since the last pass are written at shutdown (the database closes after).
+    opened.push(() => history.close().then(() => gpuSamples.flush(db)));
     if (config.execution.runMatcher) {
       const matcher = startMatcher(
         { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },

@@ -3,8 +3,10 @@ import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
 import { apiKeyParams, keyEnvironmentFor } from '../auth/api-keys.js';
+import { deleteAccountWebSessions } from '../auth/session-store.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '../auth/store.js';
 import type { Database } from '../db/database.js';
+import { recordAudit, type AuditActor } from '../fleet/audit.js';
 import { parseBody, parseParams } from '../http/parse.js';
 import { findMachineVerification } from '../machine-verification/store.js';
 
@@ -41,6 +43,8 @@ const machineParams = z.object({ id: z.string().regex(/^mach_[0-9a-z]{26}$/, 'is
  */
 export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Environment }> = async (app, { db, environment }) => {
   const admin = { config: { auth: 'admin' as const } };
+  // The token names no person: every write is recorded as the admin token's.
+  const actor: AuditActor = { kind: 'admin_token', id: 'GF_ADMIN_TOKEN' };
 
   app.post('/admin/v1/api-keys', admin, async (request, reply) => {
     const body = parseBody(createKeyBodySchema, request.body);
@@ -50,12 +54,14 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       label: body.label ?? null,
       environment: keyEnvironmentFor(environment),
     });
+    await recordAudit(db, { actor, action: 'api_key.create', targetType: 'api_key', targetId: created.keyId, details: { walletAddress: body.walletAddress.toLowerCase(), scopes: body.scopes } });
     return reply.code(201).send({ object: 'api_key', ...created });
   });
 
   app.post('/admin/v1/api-keys/:id/revoke', admin, async (request) => {
     const { id } = parseParams(apiKeyParams, request.params);
     if (!(await revokeApiKey(db, id))) throw new ApiError('not_found', `No API key ${id}.`);
+    await recordAudit(db, { actor, action: 'api_key.revoke', targetType: 'api_key', targetId: id });
     return { object: 'api_key', id, revoked: true };
   });
 
@@ -78,6 +84,13 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       label: body.label ?? null,
       ttlSeconds: body.ttlSeconds ?? ENROLLMENT_TOKEN_TTL_SECONDS,
     });
+    await recordAudit(db, {
+      actor,
+      action: 'enrollment_token.create',
+      targetType: 'enrollment_token',
+      targetId: created.farm.slug,
+      details: { farm: created.farm.slug, regionKey: created.regionKey, pricePerGpuHourMicroUsd: price, label: body.label ?? null, expiresAt: created.expiresAt.toISOString() },
+    });
     return reply.code(201).send({
       object: 'enrollment_token',
       token: created.token,
@@ -92,6 +105,8 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
     app.post(`/admin/v1/accounts/:id/${action}`, admin, async (request) => {
       const { id } = parseParams(accountParams, request.params);
       if (!(await setAccountStatus(db, id, status))) throw new ApiError('not_found', `No account ${id}.`);
+      const sessionsEnded = status === 'suspended' ? await deleteAccountWebSessions(db, id) : 0;
+      await recordAudit(db, { actor, action: `account.${action}`, targetType: 'account', targetId: id, details: { sessionsEnded } });
       return { object: 'account', id, status };
     });
   }

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { AGENT_WS_PATH, ERROR_CODES } from '@gpufarm/shared';
+import { AGENT_WS_PATH, ERROR_CODES, type HeartbeatMessage } from '@gpufarm/shared';
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
@@ -24,6 +24,8 @@ export interface AgentGatewayOptions {
   lifecycle: LifecyclePort;
   /** Liveness sweep period; `deps.config.sweepIntervalMs` by default; 0 runs no timer (tests call `sweep()`). */
   sweepIntervalMs?: number;
+  /** Takes each heartbeat's GPU figures for the fleet history. */
+  gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
 }
 
 export interface AgentGateway {
@@ -89,7 +91,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
       ws.close(1001, 'server shutting down');
       return;
     }
-    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log });
+    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log, ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}) });
     epochs.set(connection, epoch);
     const previous = connections.get(machineId);
     connections.set(machineId, connection);

@@ -8,6 +8,7 @@ import {
   type HelloMessage,
   type LogsMessage,
   type ServerMessage,
+  type HeartbeatMessage,
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
 import { isDatabaseUnavailable } from '../db/errors.js';
@@ -29,6 +30,8 @@ export interface LinkContext {
   deps: GatewayDeps;
   lifecycle: LifecyclePort;
   log: (message: string, err?: unknown) => void;
+  /** Takes each heartbeat's GPU figures for the history (summed in memory, written per minute). */
+  gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
 }
 
 const LIVE_STATES = new Set<AssignmentRow['state']>(['offered', 'accepted', 'running']);
@@ -172,6 +175,7 @@ export class AgentConnection {
           this.close(AGENT_CLOSE_CODES.unauthorized, 'the machine was disabled or removed by an operator');
           return;
         }
+        this.ctx.gpuSamples?.(this.machineId, message.gpus);
         if (this.superseded.size > 0) {
           const listed = new Set(message.runningAssignmentIds);
           await this.letGo([...this.superseded].filter((id) => !listed.has(id)));

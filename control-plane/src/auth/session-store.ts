@@ -78,6 +78,12 @@ export async function deleteWebSession(db: Queryable, cookie: string): Promise<v
   await db.query('DELETE FROM web_sessions WHERE id = $1', [hashSessionCookie(cookie)]);
 }
 
+/** Ends every session of the account (it was suspended); returns how many. */
+export async function deleteAccountWebSessions(db: Queryable, accountId: string): Promise<number> {
+  const rows = await db.query('DELETE FROM web_sessions WHERE account_id = $1 RETURNING id', [accountId]);
+  return rows.length;
+}
+
 /** Deletes sessions that expired; returns how many. */
 export async function deleteExpiredWebSessions(db: Queryable): Promise<number> {
   const rows = await db.query('DELETE FROM web_sessions WHERE expires_at <= now() RETURNING id');

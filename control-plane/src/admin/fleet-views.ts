@@ -1,0 +1,155 @@
+import { decodeCursor, encodeCursor } from '../http/cursor.js';
+import type { Database } from '../db/database.js';
+import { listFleetEvents, type FleetEvent } from '../fleet/events.js';
+import { readFleetSeries, readGpuHistory, type HistoryTable } from '../fleet/history-store.js';
+import { z } from 'zod';
+import {
+  countGpusByClassRegion,
+  countJobsNow,
+  countMachinesByState,
+  findAdminMachine,
+  listAdminMachines,
+  listMachineGpus,
+  listRecentMachineJobs,
+  outcomesByFarm,
+  queueWaitPercentiles,
+  type AdminMachineDbRow,
+  type AdminMachineSort,
+  type AdminMachineState,
+} from './store.js';
+
+/** The admin area's read views, shaped as the fleet contract's JSON. */
+
+export const MACHINE_STATES = ['online', 'busy', 'draining', 'offline', 'failed', 'cordoned'] as const satisfies readonly AdminMachineState[];
+export const MACHINE_SORTS = ['heartbeat_age', 'utilization', 'failures'] as const satisfies readonly AdminMachineSort[];
+export const HISTORY_RANGES = ['1h', '24h', '7d', '30d'] as const;
+export type HistoryRange = (typeof HISTORY_RANGES)[number];
+
+const RANGE_SECONDS: Record<HistoryRange, number> = { '1h': 3600, '24h': 86_400, '7d': 7 * 86_400, '30d': 30 * 86_400 };
+
+function machineRowView(r: AdminMachineDbRow) {
+  return {
+    id: r.id,
+    farm: { id: r.farm_id, slug: r.farm_slug },
+    regionKey: r.region_key,
+    state: r.state,
+    verdict: r.verdict,
+    verdictReasons: r.verdict === 'healthy' || r.health_reason === null ? [] : [r.health_reason],
+    gpuCount: r.gpu_count,
+    classIds: r.class_ids,
+    agentVersion: r.agent_version,
+    driverVersion: r.driver_version,
+    lastHeartbeatAt: r.last_heartbeat_at?.toISOString() ?? null,
+    heartbeatAgeSeconds: r.heartbeat_age_seconds === null ? null : Math.max(0, Math.round(r.heartbeat_age_seconds)),
+    utilizationPercent: r.utilization_percent === null ? null : Math.round(r.utilization_percent * 10) / 10,
+    failures7d: r.failures_7d,
+    cordoned: r.cordoned,
+    drainRequested: r.drain_requested,
+    drainDeadline: r.drain_deadline?.toISOString() ?? null,
+  };
+}
+
+// The cursor names the query it belongs to, so a cursor of another sort or filter is refused
+// rather than paging the wrong list.
+const machinesCursor = z.strictObject({ o: z.int().min(0), k: z.string() });
+
+export async function adminMachinesPage(
+  db: Database,
+  query: {
+    farm?: string | undefined; region?: string | undefined; class?: string | undefined; verdict?: 'healthy' | 'warning' | 'failed' | undefined;
+    agentVersion?: string | undefined; driver?: string | undefined; state?: AdminMachineState | undefined; q?: string | undefined;
+    sort: AdminMachineSort; order: 'asc' | 'desc'; limit: number; cursor?: string | undefined;
+  },
+) {
+  const { cursor, limit, ...shape } = query;
+  const key = JSON.stringify(shape);
+  const offset = cursor === undefined ? 0 : decodeCursor(cursor, machinesCursor.refine((c) => c.k === key)).o;
+  const { rows, total } = await listAdminMachines(db, {
+    filter: {
+      ...(query.farm ? { farmSlug: query.farm } : {}), ...(query.region ? { regionKey: query.region } : {}), ...(query.class ? { classId: query.class } : {}),
+      ...(query.verdict ? { verdict: query.verdict } : {}), ...(query.agentVersion ? { agentVersion: query.agentVersion } : {}),
+      ...(query.driver ? { driverVersion: query.driver } : {}), ...(query.state ? { state: query.state } : {}), ...(query.q ? { q: query.q } : {}),
+    },
+    sort: query.sort,
+    order: query.order,
+    limit,
+    offset,
+  });
+  const next = offset + rows.length < total && rows.length === limit ? encodeCursor({ o: offset + rows.length, k: key }) : null;
+  return { data: rows.map(machineRowView), nextCursor: next, total };
+}
+
+export async function adminMachineDetail(db: Database, machineId: string) {
+  const row = await findAdminMachine(db, machineId);
+  if (!row) return null;
+  const [gpus, jobs] = await Promise.all([listMachineGpus(db, machineId), listRecentMachineJobs(db, machineId, 20)]);
+  const reasons = row.verdict === 'healthy' || row.health_reason === null ? [] : [row.health_reason];
+  return {
+    machine: { ...machineRowView(row), cudaVersion: row.cuda_version, benchmarkTier: row.benchmark_tier, pricePerGpuHourMicroUsd: row.price === null ? null : Number(row.price), healthReason: row.health_reason },
+    gpus: gpus.map((g) => ({ index: g.gpu_index, uuid: g.uuid, classId: g.class_id, verdict: row.verdict, reasons })),
+    recentJobs: jobs.map((j) => ({ jobId: j.job_id, status: j.status, startedAt: j.started_at?.toISOString() ?? null, finishedAt: j.finished_at?.toISOString() ?? null, failureCode: j.failure_code })),
+  };
+}
+
+const HEALTH_EVENT_TYPES = ['machine.unhealthy', 'machine.healthy', 'gpu.failed', 'link.up', 'link.down', 'machine.partitioned', 'machine.drained', 'machine.undrained', 'machine.cordoned', 'machine.uncordoned'] as const;
+
+/** A machine's GPU history over `range`: minute rows up to 24 h (kept 48 h), 15-minute rows beyond. Null: no machine. */
+export async function machineHistory(db: Database, machineId: string, range: HistoryRange, nowMs = Date.now()) {
+  if (!(await findAdminMachine(db, machineId))) return null;
+  const table: HistoryTable = RANGE_SECONDS[range] <= 86_400 ? 'gpu_samples_minute' : 'gpu_samples_15m';
+  const since = new Date(nowMs - RANGE_SECONDS[range] * 1000);
+  const points = await readGpuHistory(db, table, machineId, since);
+  const byGpu = new Map<number, { index: number; t: number[]; utilizationPercent: Array<number | null>; temperatureC: Array<number | null>; memoryUsedBytes: Array<number | null>; powerWatts: Array<number | null> }>();
+  for (const p of points) {
+    let g = byGpu.get(p.gpu_index);
+    if (!g) {
+      g = { index: p.gpu_index, t: [], utilizationPercent: [], temperatureC: [], memoryUsedBytes: [], powerWatts: [] };
+      byGpu.set(p.gpu_index, g);
+    }
+    g.t.push(Math.round(p.t));
+    g.utilizationPercent.push(p.util === null ? null : Math.round(p.util * 10) / 10);
+    g.temperatureC.push(p.temp === null ? null : Math.round(p.temp * 10) / 10);
+    g.memoryUsedBytes.push(p.mem === null ? null : Math.round(p.mem));
+    g.powerWatts.push(p.power === null ? null : Math.round(p.power * 10) / 10);
+  }
+  const healthEvents: FleetEvent[] = (await listFleetEvents(db, { limit: 500, after: null, machineId, types: HEALTH_EVENT_TYPES, since })).events;
+  return { resolutionSeconds: table === 'gpu_samples_minute' ? 60 : 900, gpus: [...byGpu.values()], healthEvents };
+}
+
+export async function fleetOverview(db: Database, window: '24h' | '7d', nowMs = Date.now()) {
+  const seconds = window === '24h' ? 86_400 : 7 * 86_400;
+  const since = new Date(nowMs - seconds * 1000);
+  const resolutionSeconds = window === '24h' ? 300 : 3600;
+  const [machines, gpus, jobs, wait, outcomes, series] = await Promise.all([
+    countMachinesByState(db),
+    countGpusByClassRegion(db),
+    countJobsNow(db),
+    queueWaitPercentiles(db, since),
+    outcomesByFarm(db, since),
+    readFleetSeries(db, since, resolutionSeconds),
+  ]);
+  const round = (n: number | null) => (n === null ? null : Math.round(n * 10) / 10);
+  return {
+    machines,
+    gpus: gpus.map((g) => ({ classId: g.class_id, regionKey: g.region_key, free: g.free, busy: g.busy })),
+    jobs,
+    queueWaitSeconds: { p50: round(wait.p50), p95: round(wait.p95) },
+    // The matcher's pass times live in its metrics (`/metrics`), not in the database.
+    matchingMs: { p50: null, p95: null },
+    outcomesByFarm: outcomes.map((o) => {
+      const ended = o.completed + o.failed + o.timed_out + o.canceled;
+      return {
+        farmId: o.farm_id, farmSlug: o.farm_slug, completed: o.completed, failed: o.failed, timedOut: o.timed_out, canceled: o.canceled,
+        failureRateBps: ended === 0 ? 0 : Math.round(((o.failed + o.timed_out) * 10_000) / ended),
+      };
+    }),
+    series: {
+      resolutionSeconds,
+      t: series.map((s) => s.t),
+      machinesOnline: series.map((s) => s.machines_online),
+      gpusBusy: series.map((s) => s.gpus_busy),
+      jobsQueued: series.map((s) => s.jobs_queued),
+      jobsRunning: series.map((s) => s.jobs_running),
+    },
+  };
+}
