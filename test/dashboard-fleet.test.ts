@@ -1,7 +1,17 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
+import type { Address, Hash, Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
+import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { enrollAgent, type TestAgent } from './helpers/agent.js';
+import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard } from './helpers/dashboard.js';
+import { balanceAt, escrowJob } from './helpers/escrow.js';
+import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
+import { until } from './helpers/wait.js';
 
 /**
  * The operator and admin areas of the web app in Chromium, against the real control plane on
@@ -15,9 +25,21 @@ const OPERATOR = ANVIL_ACCOUNTS[3];
 const CUSTOMER = ANVIL_ACCOUNTS[1];
 const FARM = 'fleet-farm';
 
-const market = await Marketplace.start(t, { env: { GF_ADMIN_WALLETS: ADMIN.address } });
-// The farm whose payout wallet is OPERATOR (a token makes the farm).
-await market.createEnrollmentToken({ farm: FARM, region: 'europe-west', priceUsd: '0.50', payout: OPERATOR.address });
+// A challenge window long enough to dispute a job before its release.
+const market = await Marketplace.start(t, { env: { GF_ADMIN_WALLETS: ADMIN.address }, challengeWindowSeconds: 900 });
+// The farm whose payout wallet is OPERATOR, with one machine in simulated mode.
+const agent = await enrollAgent(market, { name: 'fleet-agent', farm: FARM, payout: OPERATOR.address, priceUsd: '0.50', gpus: '1x rtx-4090-24gb' });
+agent.start();
+await market.waitForCapacity(FARM, 1);
+
+/** What the running agent last wrote to its status file (`gf-agent status` reads the same). */
+function agentStatus(a: TestAgent): { draining?: boolean; health?: { status?: string; gpuProbe?: string } | null } {
+  try {
+    return JSON.parse(readFileSync(join(a.stateDir, 'status.json'), 'utf8')) as ReturnType<typeof agentStatus>;
+  } catch {
+    return {};
+  }
+}
 
 t.test('error: a customer session cannot open /admin or /operator: the page says so and shows no area link', async (t) => {
   const session = await signInToDashboard(t, market, CUSTOMER.privateKey);
@@ -53,4 +75,114 @@ t.test('behavior: an admin and an operator see the links to their areas; the ope
   t.match(await farm.textContent(), /are its payout wallet/, 'the page says the wallet is the farm’s payout wallet');
   t.equal(await farm.getByRole('button', { name: 'Add operator' }).count(), 1, 'the payout wallet may add operators');
   await lookAt(t, operator, 'operator: operators of the farm');
+});
+
+t.test('behavior: an admin drains a machine from its page (the agent is told), sees it in the audit log, and undrains it', async (t) => {
+  const admin = await signInToDashboard(t, market, ADMIN.privateKey);
+  const { page } = admin;
+  await page.goto(`${market.url}/admin/machines?farm=${FARM}`);
+  await page.getByRole('link', { name: agent.machineId }).click();
+  await page.getByRole('heading', { name: `Machine ${agent.machineId}` }).waitFor();
+  await lookAt(t, admin, 'admin: machine page');
+
+  await page.getByRole('button', { name: 'Drain', exact: true }).click();
+  const dialog = page.getByRole('dialog', { name: `Drain ${agent.machineId}?` });
+  await dialog.getByLabel(/Reason/).fill('disk swap');
+  await lookAt(t, admin, 'admin: drain confirmation');
+  await dialog.getByRole('button', { name: 'Drain', exact: true }).click();
+  await page.getByText('draining, no deadline').waitFor();
+  await until(async () => agentStatus(agent).draining === true, 'the agent to get the drain message', { timeoutMs: 30_000 });
+  t.pass('the agent’s status says it is draining');
+  const capacity = (await (await fetch(`${market.url}/v1/capacity?farm=${FARM}`)).json()) as { data: { available: number }[] };
+  t.equal(capacity.data.reduce((sum, o) => sum + o.available, 0), 0, 'a drained machine is not offered');
+
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit log' }).click();
+  const row = page.getByRole('row').filter({ hasText: agent.machineId }).filter({ hasText: 'drain' }).first();
+  await row.waitFor();
+  t.match(await row.textContent(), ADMIN.address.toLowerCase(), 'the audit log names the admin wallet');
+  await lookAt(t, admin, 'admin: audit log');
+
+  await page.goBack();
+  await page.getByRole('button', { name: 'Undrain' }).click();
+  await page.getByRole('dialog', { name: `Undrain ${agent.machineId}?` }).getByRole('button', { name: 'Undrain' }).click();
+  await page.getByRole('button', { name: 'Drain', exact: true }).waitFor();
+  await until(async () => agentStatus(agent).draining === false, 'the agent to hear the drain lifted', { timeoutMs: 30_000 });
+  await market.waitForCapacity(FARM, 1);
+  t.pass('undrained: the agent is told and the machine is offered again');
+});
+
+t.test('behavior: an admin resolves a dispute from the page: the transaction is shown, the escrow released the job and paid each party', async (t) => {
+  const customer = await Customer.create(market, 1);
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo to dispute'));
+  const done = await customer.waitForStatus(created.job.id, ['COMPLETED'], 180_000);
+  const jobKey = done.receipt!.jobKey as Hex;
+  const disputeTx = await customer.wallet.writeContract({ address: market.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [jobKey] });
+  await market.publicClient.waitForTransactionReceipt({ hash: disputeTx });
+  await until(async () => (await customer.getJob(created.job.id)).receipt?.status === 'disputed', 'the service to record the dispute');
+  const before = await escrowJob(market, jobKey);
+  t.equal(before.statusName, 'Disputed');
+
+  const admin = await signInToDashboard(t, market, ADMIN.privateKey);
+  const { page } = admin;
+  await page.goto(`${market.url}/admin/disputes`);
+  const row = page.getByRole('row').filter({ hasText: created.job.id });
+  await row.waitFor();
+  await lookAt(t, admin, 'admin: disputes');
+  await row.getByRole('button', { name: 'Release' }).click();
+  await page.getByRole('dialog', { name: `Release job ${created.job.id} to the farm?` }).getByRole('button', { name: 'Release' }).click();
+  const mined = page.getByRole('status').filter({ hasText: `Mined: Release job ${created.job.id}` });
+  await mined.waitFor({ timeout: 60_000 });
+  const txHash = /0x[0-9a-f]{64}/.exec((await mined.textContent()) ?? '')?.[0] as Hash | undefined;
+  if (!txHash) throw new Error('the page shows no transaction hash');
+  await lookAt(t, admin, 'admin: dispute resolved');
+
+  const receipt = await market.publicClient.getTransactionReceipt({ hash: txHash });
+  t.equal(receipt.status, 'success', 'the transaction the page shows is mined');
+  const after = await escrowJob(market, jobKey);
+  t.equal(after.statusName, 'Released', 'the escrow released the job');
+  const token = before.token as Address;
+  const delta = async (who: Address) => (await balanceAt(market, token, who, receipt.blockNumber)) - (await balanceAt(market, token, who, receipt.blockNumber - 1n));
+  t.equal(await delta(OPERATOR.address as Address), before.payout - before.fee, 'the farm is paid the recorded payout less the fee');
+  t.equal(await delta(before.customer), before.amount - before.payout, 'the customer gets back what the payout leaves');
+  await page.getByText('No open dispute').waitFor();
+});
+
+t.test('behavior: an operator sees a machine "not earning: GPU probe failed" with the probe output and the fix, then earning once fixed', async (t) => {
+  // A real GPU reading (fake nvidia-smi with a recorded RTX 4090) and the container probe with
+  // an image that is not on this machine: the probe fails as it does on a box without it.
+  const smiDir = mkdtempSync(join(tmpdir(), 'gf-fleet-smi-'));
+  t.teardown(() => rmSync(smiDir, { recursive: true, force: true }));
+  const fixture = join(import.meta.dirname, '../agent/test/fixtures/nvidia-smi/rtx-4090.xml');
+  writeFileSync(join(smiDir, 'nvidia-smi'), `#!/bin/sh\ncase "$*" in\n  *-x*) cat "${fixture}" ;;\n  *) echo "fake nvidia-smi: only -q -x" >&2; exit 2 ;;\nesac\n`);
+  chmodSync(join(smiDir, 'nvidia-smi'), 0o755);
+  const realGpus = { GF_AGENT_SIMULATE_GPUS: '', GF_AGENT_NVIDIA_SMI: join(smiDir, 'nvidia-smi'), GF_AGENT_GPU_PROBE_IMAGE: 'gpufarm/test-no-such-probe-image:1' };
+  const probed = await enrollAgent(market, { name: 'probe-agent', farm: FARM, payout: OPERATOR.address, priceUsd: '0.50', env: realGpus });
+  probed.start();
+
+  const operator = await signInToDashboard(t, market, OPERATOR.privateKey);
+  const { page } = operator;
+  await page.goto(`${market.url}/operator/machines`);
+  const row = page.getByRole('row').filter({ hasText: probed.machineId });
+  await row.getByText('Not earning').waitFor({ timeout: 60_000 });
+  await row.getByText(/GPU probe failed/).waitFor({ timeout: 60_000 });
+  t.match(await row.textContent(), /Fix:/, 'the row says what to do');
+  const earningRow = page.getByRole('row').filter({ hasText: agent.machineId });
+  t.match(await earningRow.textContent(), /Earning/, 'the healthy machine of the farm earns');
+  await lookAt(t, operator, 'operator: machines, one not earning');
+
+  await row.getByRole('link', { name: probed.machineId }).click();
+  const verdict = page.getByRole('region', { name: 'Earning', exact: true });
+  await verdict.getByText(/GPU probe failed/).waitFor();
+  const probe = page.getByRole('region', { name: 'GPU probe' });
+  t.match(await probe.textContent(), /gpufarm\/test-no-such-probe-image:1 is not on this machine/, 'the probe’s output is on the page');
+  await lookAt(t, operator, 'operator: machine not earning');
+
+  // The fix on this machine: it has no NVIDIA container runtime, so no container probe can pass
+  // here; the agent is restarted with its GPUs simulated, which the control plane trusts without a probe.
+  await probed.current!.stop();
+  probed.start({ GF_AGENT_SIMULATE_GPUS: '1x rtx-4090-24gb' });
+  await verdict.getByText('Not earning').waitFor({ state: 'detached', timeout: 60_000 });
+  t.equal(await verdict.locator('.badge').textContent(), 'Earning', 'the verdict turned to earning');
+  t.notMatch(await verdict.textContent(), /GPU probe failed/, 'the probe failure is gone');
+  await lookAt(t, operator, 'operator: machine earning again');
 });

@@ -162,7 +162,8 @@ export const disputeListSchema = z.object({
       decimals: z.int().nonnegative(),
       amount: tokenAmount,
       payout: tokenAmount,
-      fee: tokenAmount,
+      /** Null when the service has not recorded the fee apart (the chain holds it). */
+      fee: tokenAmount.nullable(),
       disputedAt: iso.nullable(),
     }),
   ),

@@ -41,9 +41,9 @@ export function shortHex(hex: string): string {
 export function duration(seconds: number | null | undefined): string {
   if (seconds == null) return '—';
   if (seconds < 60) return `${Number(seconds.toFixed(seconds < 10 ? 1 : 0))} s`;
-  if (seconds < 3600) return `${(seconds / 60).toFixed(1)} min`;
-  if (seconds < 86_400) return `${(seconds / 3600).toFixed(1)} h`;
-  return `${(seconds / 86_400).toFixed(1)} d`;
+  if (seconds < 3600) return `${Number((seconds / 60).toFixed(1))} min`;
+  if (seconds < 86_400) return `${Number((seconds / 3600).toFixed(1))} h`;
+  return `${Number((seconds / 86_400).toFixed(1))} d`;
 }
 
 /** Basis points as a percentage: `125` is `1.25 %`. */

@@ -92,7 +92,7 @@ export function TimeChart({ title, t, series, format, height = 180 }: { title: s
           </ul>
           <details className="chart-data">
             <summary>Values as a table{rows.length < t.length ? ` (${rows.length} of ${t.length} points)` : ''}</summary>
-            <div className="table-wrap">
+            <div className="table-wrap" tabIndex={0} role="region" aria-label={`${title}: values`}>
               <table>
                 <caption className="visually-hidden">{title}: values</caption>
                 <thead>

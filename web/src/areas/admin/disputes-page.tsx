@@ -52,7 +52,7 @@ export function DisputesPage() {
               { header: 'Customer', cell: (row) => <Hash value={row.customer} label="customer wallet" /> },
               { header: 'Farm payout', cell: (row) => <Hash value={row.provider} label="farm payout wallet" /> },
               { header: 'Escrowed', cell: (row) => tokenAmount(row.amount, row.decimals, row.symbol), className: 'num' },
-              { header: 'Recorded payout + fee', cell: (row) => `${tokenAmount(row.payout, row.decimals, row.symbol)} + ${tokenAmount(row.fee, row.decimals, row.symbol)}`, className: 'num' },
+              { header: 'Recorded payout', cell: (row) => `${tokenAmount(row.payout, row.decimals, row.symbol)}${row.fee === null ? '' : ` (fee ${tokenAmount(row.fee, row.decimals, row.symbol)})`}`, className: 'num' },
               { header: 'Resolve', cell: (row) => <ResolveActions dispute={row} onState={(s) => setResult(row.jobId, s)} /> },
             ]}
           />
@@ -85,7 +85,7 @@ function ResolveActions({ dispute, onState }: { dispute: Dispute; onState: (stat
     <div className="actions-row">
       <ConfirmButton label="Release" title={`Release job ${dispute.jobId} to the farm?`} run={() => resolve.mutateAsync('release')}>
         <p>
-          The escrow pays the farm {amount(dispute.payout)} and the fee {amount(dispute.fee)}; the customer gets back {amount(String(total - BigInt(dispute.payout) - BigInt(dispute.fee)))}.
+          The escrow pays the recorded payout of {amount(dispute.payout)} ({dispute.fee === null ? 'gpufarm’s fee included' : `the fee of ${amount(dispute.fee)} included`}) and returns {amount(String(total - BigInt(dispute.payout)))} to the customer.
         </p>
       </ConfirmButton>
       <ConfirmButton label="Refund" title={`Refund job ${dispute.jobId} to the customer?`} danger run={() => resolve.mutateAsync('refund')}>

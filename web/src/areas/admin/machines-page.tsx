@@ -53,8 +53,7 @@ export function MachinesPage() {
         </label>
         <label className="field">
           <span>Sort by</span>
-          <select name="sort" defaultValue={params.get('sort') ?? ''}>
-            <option value="">Machine id</option>
+          <select name="sort" defaultValue={params.get('sort') ?? 'heartbeat_age'}>
             <option value="heartbeat_age">Heartbeat age</option>
             <option value="utilization">Utilization</option>
             <option value="failures">Failures (7 days)</option>
