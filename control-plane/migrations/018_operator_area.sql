@@ -15,8 +15,5 @@ ALTER TABLE jobs ADD COLUMN settlement_fee numeric(78, 0);
 
 -- Set when the machine's agent unenrolled it: its token no longer opens a link, it is offered nowhere.
 ALTER TABLE machines ADD COLUMN unenrolled_at timestamptz;
-
--- The earnings ledger reads a farm's settled jobs through their assignments' machines.
-CREATE INDEX assignments_machine_finished ON assignments (machine_id, finished_at DESC) WHERE state = 'finished';
 -- The ledger's completion and release times are the job's billing entries.
 CREATE INDEX billing_entries_job ON billing_entries (job_id) WHERE job_id IS NOT NULL;

@@ -32,6 +32,7 @@ import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
+import { agentMachineRoutes } from './operator/agent-routes.js';
 import { operatorRoutes } from './operator/routes.js';
 import { appendServiceLine } from './logs/store.js';
 import type { LogStreamOptions } from './logs/stream.js';
@@ -131,8 +132,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Its own plugin: the PUT's plugin takes raw bodies, these routes JSON.
   await app.register(agentDirectUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
   await app.register(webRoutes, { db: deps.db, config, chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId) });
-  await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, audit: async () => {}, drain: null });
   await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null });
+  await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
+  await app.register(agentMachineRoutes, { db: deps.db, offerIndex: deps.offerIndex });
   await app.register(webStatic, { dir: config.web.dir, connectOrigins: config.execution.s3 ? [s3PublicOrigin(config.execution.s3)] : [] });
   if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
   return app;

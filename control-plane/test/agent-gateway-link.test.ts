@@ -1,8 +1,6 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { AgentLink } from '@gpufarm/agent/link/agent-link.js';
 import type { HelloMessage, ServerMessage, WelcomeMessage } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
@@ -10,7 +8,7 @@ import { notifyAgent } from '../src/matching/store.js';
 import type { Database } from '../src/db/database.js';
 import { DatabaseUnavailableError } from '../src/db/errors.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
-import { enrollMachine, heartbeat, newEnrollmentToken, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
+import { enrollMachine, gfAgent, heartbeat, newEnrollmentToken, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
 
 /** The real agent's link of `machineToken` to `url`, recording what it gets; stopped at teardown. */
 function recordingLink(t: Test, url: string, machineToken: string, running: () => HelloMessage['running']) {
@@ -138,17 +136,6 @@ t.test('error: the agent link is refused for good with an unknown machine token'
   t.match(refused[0], /HTTP 401/);
 });
 
-const GF_AGENT = fileURLToPath(new URL('../../agent/bin/gf-agent.js', import.meta.url));
-
-/** Runs the real `gf-agent` CLI with only the given GF_AGENT_* settings. */
-function gfAgent(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
-  return new Promise((resolve) => {
-    execFile(process.execPath, [GF_AGENT, ...args], { env: { ...base, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
 
 t.test('behavior: gf-agent enroll registers the machine with its simulated GPUs; the spent token is refused', async (t) => {
   const { db, url } = await startGatewayApp(t);

@@ -53,7 +53,8 @@ t.test('default: an operator sees its machines with their verdicts and the marke
 
   const detail = await app.inject({ url: `/operator/api/machines/${unpriced.id}`, headers: session(me) });
   t.equal(detail.statusCode, 200, detail.body);
-  t.match(detail.json(), { machine: { id: unpriced.id, earning: { code: 'no_price' } }, probe: { state: null, output: null }, recentJobs: [] });
+  t.match(detail.json(), { machine: { id: unpriced.id, earning: { code: 'no_price' } }, probe: { state: null, output: null }, recentJobs: [], history: { resolutionSeconds: 60, gpus: [], healthEvents: [] } });
+  t.equal((await app.inject({ url: `/operator/api/machines/${unpriced.id}?range=7d`, headers: session(me) })).json().history.resolutionSeconds, 900, 'the history range');
 
   const market = await app.inject({ url: '/operator/api/market', headers: session(me) });
   t.same(market.json().data, [{
@@ -84,6 +85,18 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   t.equal(revoked.statusCode, 200, revoked.body);
   t.match(revoked.json().revokedAt, /^\d{4}-/);
   t.equal(await claimEnrollmentToken(db, hashAgentToken(token)), null, 'a revoked token enrolls nothing');
+
+  const drained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/drain`, headers: session(me, { csrf: true }), payload: { reason: 'new fans' } });
+  t.equal(drained.statusCode, 200, drained.body);
+  t.match(drained.json(), { id: priced.id, state: 'draining', drainRequested: true, earning: { earning: false, code: 'draining', fix: /gf-agent undrain/ } });
+  const undrained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/undrain`, headers: session(me, { csrf: true }), payload: {} });
+  t.match(undrained.json(), { state: 'online', drainRequested: false, earning: { code: 'offered' } });
+
+  const audit = await db.query<{ actor_kind: string; actor_id: string; action: string; target_id: string }>('SELECT actor_kind, actor_id, action, target_id FROM audit_log ORDER BY id');
+  t.same(audit.map((a) => [a.actor_kind, a.actor_id, a.action]), [
+    'price.set_class', 'price.set_machine', 'enrollment_token.create', 'enrollment_token.revoke', 'machine.drain', 'machine.undrain',
+  ].map((action) => ['operator_wallet', payout.address.toLowerCase(), action]), 'every write is in the audit log with the wallet');
+  t.same(audit.slice(-3).map((a) => a.target_id), [enrollmentToken.id, priced.id, priced.id]);
 });
 
 t.test('error: bad input names the field', async (t) => {
@@ -123,18 +136,20 @@ t.test("error: an operator cannot see or change another farm's machines, tokens,
     { method: 'PUT' as const, url: `/operator/api/machines/${priced.id}/price`, payload: { pricePerGpuHour: '0.01' } },
     { method: 'PUT' as const, url: '/operator/api/prices', payload: { farm: 'north-farm', classId: 'rtx-4090-24gb', pricePerGpuHour: '0.01' } },
     { method: 'POST' as const, url: `/operator/api/enrollment-tokens/${token.id}/revoke`, payload: {} },
+    { method: 'POST' as const, url: `/operator/api/machines/${priced.id}/drain`, payload: {} },
     { method: 'POST' as const, url: '/operator/api/enrollment-tokens', payload: { farm: 'north-farm', regionKey: 'us-east', pricePerGpuHour: null } },
     { method: 'POST' as const, url: `/operator/api/farms/${north.id}/operators`, payload: { wallet: rival.address } },
     { method: 'DELETE' as const, url: `/operator/api/farms/${north.id}/operators/${staff.address}` },
   ];
   for (const w of writes) assertError(t, await app.inject({ ...w, ...write }), 'not_found', 404);
-  const [after] = await db.query<{ price: string; revoked: boolean; operators: number }>(
+  const [after] = await db.query<{ price: string; drained: boolean; revoked: boolean; operators: number }>(
     `SELECT (SELECT price_per_gpu_hour_micro_usd::text FROM machines WHERE id = $1) AS price,
+            (SELECT drain_requested FROM machines WHERE id = $1) AS drained,
             (SELECT revoked_at IS NOT NULL FROM enrollment_tokens WHERE id = $2) AS revoked,
             (SELECT count(*)::int FROM farm_operators WHERE farm_id = $3) AS operators`,
     [priced.id, token.id, north.id],
   );
-  t.same(after, { price: '400000', revoked: false, operators: 1 }, 'nothing of the other farm changed');
+  t.same(after, { price: '400000', drained: false, revoked: false, operators: 1 }, 'nothing of the other farm changed');
 });
 
 t.test('behavior: a customer session gets 403; a listed operator does everything but add or remove operators', async (t) => {

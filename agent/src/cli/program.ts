@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
 import { Command, Option } from 'commander';
 import { ConfigError, DEFAULT_CONFIG_PATH, workDirOf } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
@@ -13,6 +14,7 @@ import { SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { packageReadme, systemdUnit } from '../service/systemd.js';
 import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, type GlobalOptions } from './context.js';
 import { enroll } from './enroll.js';
+import { fetchMachineView, machineViewLines, requestDrain, requireEnrollment, unenroll } from './machine.js';
 import { runDaemon } from './run.js';
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -73,7 +75,7 @@ export function buildProgram(): Command {
 
   program
     .command('status')
-    .description('show the enrollment and what the running daemon last reported')
+    .description('show the enrollment, the earning verdict and GPU health the control plane sees, and what the running daemon last reported')
     .option('--json', 'print JSON')
     .action(action(async (opts: { json?: boolean }) => {
       const config = configFrom(globals());
@@ -88,11 +90,21 @@ export function buildProgram(): Command {
           alive = false;
         }
       }
+      // The control plane's view is the operator area's; an unreachable one leaves the local facts.
+      let controlPlane: { machine: Awaited<ReturnType<typeof fetchMachineView>> | null; error: string | null } | null = null;
+      if (machine) {
+        try {
+          controlPlane = { machine: await fetchMachineView(machine), error: null };
+        } catch (e) {
+          controlPlane = { machine: null, error: (e as Error).message };
+        }
+      }
       const report = {
         enrolled: machine !== null,
         machineId: machine?.machineId ?? null,
         server: machine?.server ?? config.server,
         stateDir: config.stateDir,
+        controlPlane,
         daemon: status ? { running: alive, ...status } : null,
       };
       if (opts.json) {
@@ -100,6 +112,8 @@ export function buildProgram(): Command {
         return;
       }
       out(machine ? `enrolled: machine ${machine.machineId} with ${machine.server} (since ${machine.enrolledAt})` : `not enrolled (state dir ${config.stateDir}): run "gf-agent enroll --server URL --token gfe_…"`);
+      if (controlPlane?.machine) for (const line of machineViewLines(controlPlane.machine)) out(line);
+      else if (controlPlane?.error) out(`control plane: ${controlPlane.error}`);
       if (!status) out('daemon: no status yet (start it with "gf-agent run" or "systemctl start gf-agent")');
       else {
         out(`daemon: ${alive ? `running (pid ${status.pid})` : `not running (last pid ${status.pid})`}, link ${status.link}, status of ${status.updatedAt}`);
@@ -107,6 +121,48 @@ export function buildProgram(): Command {
         out(`last heartbeat: ${status.lastHeartbeatAt ?? 'none'}${status.lastDownReason ? `; last link problem: ${status.lastDownReason}` : ''}`);
         out(`assignments: ${status.running?.length ? status.running.join(', ') : 'none'}${status.draining ? ' (draining)' : ''}`);
       }
+    }));
+
+  program
+    .command('drain')
+    .description('take no new job on this machine; running jobs finish (the operator area shows it drained)')
+    .option('--reason <text>', 'why, shown with the drain')
+    .action(action(async (opts: { reason?: string }) => {
+      const machine = requireEnrollment(configFrom(globals()));
+      const view = await requestDrain(machine, { undrain: false, ...(opts.reason ? { reason: opts.reason } : {}) });
+      out(`drained machine ${view.machineId}: it takes no new job; running jobs finish. Undo with "gf-agent undrain".`);
+      for (const line of machineViewLines(view)) out(line);
+    }));
+
+  program
+    .command('undrain')
+    .description('take jobs again after a drain')
+    .action(action(async () => {
+      const machine = requireEnrollment(configFrom(globals()));
+      const view = await requestDrain(machine, { undrain: true });
+      out(`undrained machine ${view.machineId}: it takes jobs again.`);
+      for (const line of machineViewLines(view)) out(line);
+    }));
+
+  program
+    .command('unenroll')
+    .description('remove this machine from the marketplace: its token is revoked, then the local enrollment is deleted')
+    .option('-y, --yes', 'do not ask for confirmation', false)
+    .action(action(async (opts: { yes: boolean }) => {
+      const config = configFrom(globals());
+      const machine = requireEnrollment(config);
+      if (!opts.yes) {
+        if (!process.stdin.isTTY) throw new Error('unenroll asks for confirmation on a terminal; pass --yes to unenroll without asking');
+        const rl = createInterface({ input: process.stdin, output: process.stdout });
+        const answer = await rl.question(`Unenroll machine ${machine.machineId} from ${machine.server}? Its token stops working and it is offered nowhere. [y/N] `);
+        rl.close();
+        if (!/^y(es)?$/i.test(answer.trim())) {
+          out('not unenrolled');
+          return;
+        }
+      }
+      const done = await unenroll(config, machine);
+      out(`unenrolled machine ${done.machineId} at ${done.unenrolledAt}; its token and key were removed from ${config.stateDir}. Stop the daemon: systemctl disable --now gf-agent`);
     }));
 
   program

@@ -73,7 +73,9 @@ export async function jobEarnings(db: Queryable, params: { farmIds: readonly str
     const payout = BigInt(row.payout ?? '0');
     // Completions recorded before the fee was kept: the fee is what the completion sent, recomputed.
     const recomputed = row.feeMicroUsd === null ? 0n : microUsdToTokenUnits({ payment_kind: row.paymentKind, payment_decimals: row.decimals, wei_per_usd: row.weiPerUsd }, Number(row.feeMicroUsd));
-    const fee = row.fee !== null ? BigInt(row.fee) : recomputed < payout ? recomputed : payout;
+    // A dispute resolved as a refund leaves a payout of 0, and no fee is taken from nothing.
+    const recorded = row.fee !== null ? BigInt(row.fee) : recomputed;
+    const fee = recorded < payout ? recorded : payout;
     const amount = payout - fee;
     const state: EarningState = row.settlementStatus === 'completed' ? 'pending' : row.settlementStatus === 'disputed' ? 'disputed' : amount === 0n ? 'refunded' : 'released';
     return {

@@ -2,11 +2,14 @@ import { ApiError, earningVerdict, errorForField, findGpuClass, parseUsdToMicroU
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
+import { HISTORY_RANGES, machineHistory } from '../admin/fleet-views.js';
 import { OPERATOR_API_PREFIX } from '../auth/plugin.js';
 import type { OperatorFarm } from '../auth/roles.js';
 import type { OfferIndex } from '../capacity/offer-index.js';
 import type { Config } from '../config.js';
-import type { Database } from '../db/database.js';
+import type { Database, Queryable } from '../db/database.js';
+import { recordAudit, type AuditTargetType } from '../fleet/audit.js';
+import { setMachineDrain } from '../fleet/drain.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { earningsCsv, earningTotals, groupEarnings, jobEarnings } from './earnings.js';
@@ -29,24 +32,10 @@ import {
   type MachineFactsRow,
 } from './store.js';
 
-/** What an operator's write is recorded as in the audit log (the admin fleet's `recordAudit`). */
-export interface OperatorAuditEntry {
-  actor: { kind: 'operator_wallet'; id: string };
-  action: string;
-  targetType: 'machine' | 'farm' | 'enrollment_token' | 'price' | 'farm_operator';
-  targetId: string;
-  details?: Record<string, unknown>;
-}
-
-/** The drain a machine's operator asks for (the admin fleet's `setMachineDrain`); null: no drain is offered. */
-export type DrainPort = (machineId: string, drain: boolean, reason: string | null, actorWallet: string) => Promise<boolean>;
-
 export interface OperatorRoutesOptions {
   db: Database;
   offerIndex: OfferIndex;
   config: Pick<Config, 'publicUrl'>;
-  audit: (entry: OperatorAuditEntry) => Promise<void>;
-  drain: DrainPort | null;
 }
 
 const MACHINE_ID = z.string().regex(/^mach_[0-9a-z]{26}$/, 'is not a machine id');
@@ -60,6 +49,7 @@ const usdPrice = z.union([z.string(), z.number()]).nullable();
 
 const listQuery = z.strictObject({ farm: farmSlug.optional(), limit: intParam(1, 500, 50), cursor: z.string().max(200).optional() });
 const farmQuery = z.strictObject({ farm: farmSlug.optional() });
+const historyQuery = z.strictObject({ range: z.enum(HISTORY_RANGES, { message: `must be one of ${HISTORY_RANGES.join(', ')}` }).default('24h') });
 const isoTime = z.iso.datetime({ offset: true, message: 'must be an ISO time such as 2026-11-01T00:00:00Z' });
 const earningsQuery = z.strictObject({
   farm: farmSlug.optional(),
@@ -169,7 +159,7 @@ function tokenView(t: EnrollmentTokenRow) {
  * the audit log with the session's wallet. Adding and removing operator wallets is the payout
  * wallet's alone.
  */
-export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (app, { db, offerIndex, config, audit, drain }) => {
+export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (app, { db, offerIndex, config }) => {
   const base = OPERATOR_API_PREFIX;
   const session = { config: { auth: 'operator_session' as const } };
 
@@ -187,7 +177,17 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     return [farm];
   };
   const ids = (farms: readonly OperatorFarm[]) => farms.map((f) => f.id);
-  const record = (request: FastifyRequest, entry: Omit<OperatorAuditEntry, 'actor'>) => audit({ actor: { kind: 'operator_wallet', id: walletOf(request) }, ...entry });
+  /** Runs a write and records it in the audit log with the session's wallet, in one transaction. */
+  const audited = <T>(
+    request: FastifyRequest,
+    entry: { action: string; targetType: AuditTargetType; targetId: string; details?: (result: T) => Record<string, unknown> },
+    write: (tx: Queryable) => Promise<T>,
+  ): Promise<T> =>
+    db.transaction(async (tx) => {
+      const result = await write(tx);
+      await recordAudit(tx, { actor: { kind: 'operator_wallet', id: walletOf(request) }, action: entry.action, targetType: entry.targetType, targetId: entry.targetId, ...(entry.details ? { details: entry.details(result) } : {}) });
+      return result;
+    });
   const machineOf = async (request: FastifyRequest): Promise<MachineFactsRow> => {
     const { id } = parseParams(machineParams, request.params);
     const machine = await findMachineFacts(db, ids(farmsOf(request)), id);
@@ -206,11 +206,13 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
 
   app.get(`${base}/machines/:id`, session, async (request) => {
     const machine = await machineOf(request);
-    const recentJobs = await recentMachineJobs(db, machine.id);
+    const { range } = parseQuery(historyQuery, request.query, 'GET /operator/api/machines/:id');
+    const [recentJobs, history] = await Promise.all([recentMachineJobs(db, machine.id), machineHistory(db, machine.id, range)]);
     return {
       machine: operatorMachineView(machine, goingPrices(offerIndex.supply())),
       probe: { state: machine.probeState, output: machine.probeOutput },
       recentJobs: recentJobs.map((j) => ({ jobId: j.jobId, status: j.status, startedAt: iso(j.startedAt), finishedAt: iso(j.finishedAt), failureCode: j.failureCode })),
+      history,
     };
   });
 
@@ -258,7 +260,7 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     });
     const row = await findEnrollmentToken(db, [farm!.id], created.id);
     if (!row) throw new Error(`enrollment token ${created.id} vanished after its creation`);
-    await record(request, { action: 'enrollment_token.create', targetType: 'enrollment_token', targetId: created.id, details: { farm: farm!.slug, regionKey: body.regionKey, pricePerGpuHourMicroUsd: price } });
+    await recordAudit(db, { actor: { kind: 'operator_wallet', id: walletOf(request) }, action: 'enrollment_token.create', targetType: 'enrollment_token', targetId: created.id, details: { farm: farm!.slug, regionKey: body.regionKey, pricePerGpuHourMicroUsd: price } });
     return reply.code(201).send({ token: created.token, enrollmentToken: tokenView(row), command: `gf-agent enroll --server ${config.publicUrl} --token ${created.token}` });
   });
 
@@ -266,8 +268,7 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     const { id } = parseParams(tokenParams, request.params);
     const token = await findEnrollmentToken(db, ids(farmsOf(request)), id);
     if (!token) throw new ApiError('not_found', `No enrollment token ${id}.`);
-    await revokeEnrollmentToken(db, id);
-    await record(request, { action: 'enrollment_token.revoke', targetType: 'enrollment_token', targetId: id });
+    await audited(request, { action: 'enrollment_token.revoke', targetType: 'enrollment_token', targetId: id }, (tx) => revokeEnrollmentToken(tx, id));
     return tokenView((await findEnrollmentToken(db, [token.farmId], id))!);
   });
 
@@ -276,8 +277,11 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     const [farm] = scope(request, body.farm);
     if (!findGpuClass(body.classId)) throw errorForField('invalid_request', 'classId', `unknown GPU class ${body.classId}`, { subject: true });
     const price = priceField(body.pricePerGpuHour);
-    const machines = await setClassPrice(db, { farmId: farm!.id, classId: body.classId, price });
-    await record(request, { action: 'price.set_class', targetType: 'price', targetId: `${farm!.slug}/${body.classId}`, details: { pricePerGpuHourMicroUsd: price, machines } });
+    const machines = await audited<string[]>(
+      request,
+      { action: 'price.set_class', targetType: 'price', targetId: `${farm!.slug}/${body.classId}`, details: (changed) => ({ pricePerGpuHourMicroUsd: price, machines: changed }) },
+      (tx) => setClassPrice(tx, { farmId: farm!.id, classId: body.classId, price }),
+    );
     return { farm: farm!.slug, classId: body.classId, machines: machines.length, pricePerGpuHourMicroUsd: price };
   });
 
@@ -285,21 +289,21 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     const { id } = parseParams(machineParams, request.params);
     const body = parseBody(machinePriceBody, request.body);
     const price = priceField(body.pricePerGpuHour);
-    if (!(await setMachinePrice(db, { farmIds: ids(farmsOf(request)), machineId: id, price }))) throw new ApiError('not_found', `No machine ${id}.`);
-    await record(request, { action: 'price.set_machine', targetType: 'machine', targetId: id, details: { pricePerGpuHourMicroUsd: price } });
+    await audited(request, { action: 'price.set_machine', targetType: 'machine', targetId: id, details: () => ({ pricePerGpuHourMicroUsd: price }) }, async (tx) => {
+      if (!(await setMachinePrice(tx, { farmIds: ids(farmsOf(request)), machineId: id, price }))) throw new ApiError('not_found', `No machine ${id}.`);
+    });
     return { machineId: id, pricePerGpuHourMicroUsd: price };
   });
 
-  if (drain) {
-    for (const [action, on] of [['drain', true], ['undrain', false]] as const) {
-      app.post(`${base}/machines/:id/${action}`, session, async (request) => {
-        const machine = await machineOf(request);
-        const body = parseBody(drainBody, request.body ?? {});
-        await drain(machine.id, on, body.reason ?? null, walletOf(request));
-        const after = await findMachineFacts(db, [machine.farmId], machine.id);
-        return operatorMachineView(after!, goingPrices(offerIndex.supply()));
-      });
-    }
+  // An operator's drain has no deadline: running jobs finish however long they take.
+  for (const [action, drain] of [['drain', true], ['undrain', false]] as const) {
+    app.post(`${base}/machines/:id/${action}`, session, async (request) => {
+      const machine = await machineOf(request);
+      const body = parseBody(drainBody, request.body ?? {});
+      await setMachineDrain(db, { machineId: machine.id, drain, deadline: null, reason: body.reason ?? null, actor: { kind: 'operator_wallet', id: walletOf(request) } });
+      const after = await findMachineFacts(db, [machine.farmId], machine.id);
+      return operatorMachineView(after!, goingPrices(offerIndex.supply()));
+    });
   }
 
   app.get(`${base}/earnings`, session, async (request) => {
@@ -351,16 +355,16 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     const farm = payoutFarm(request);
     const wallet = parseBody(operatorBody, request.body).wallet.toLowerCase();
     if (wallet === farm.payoutAddress) throw errorForField('invalid_request', 'wallet', 'is the farm\'s payout wallet, which runs the farm already', { subject: true });
-    const added = await addFarmOperator(db, farm.id, wallet);
-    if (added) await record(request, { action: 'farm_operator.add', targetType: 'farm_operator', targetId: `${farm.id}/${wallet}`, details: { farm: farm.slug, wallet } });
+    const added = await audited(request, { action: 'farm_operator.add', targetType: 'farm_operator', targetId: `${farm.id}/${wallet}`, details: () => ({ farm: farm.slug, wallet }) }, (tx) => addFarmOperator(tx, farm.id, wallet));
     return reply.code(added ? 201 : 200).send({ farmId: farm.id, wallet });
   });
 
   app.delete(`${base}/farms/:id/operators/:wallet`, session, async (request, reply) => {
     const farm = payoutFarm(request);
     const wallet = parseParams(operatorParams, request.params).wallet.toLowerCase();
-    if (!(await removeFarmOperator(db, farm.id, wallet))) throw new ApiError('not_found', `The wallet ${wallet} is no operator of ${farm.slug}.`);
-    await record(request, { action: 'farm_operator.remove', targetType: 'farm_operator', targetId: `${farm.id}/${wallet}`, details: { farm: farm.slug, wallet } });
+    await audited(request, { action: 'farm_operator.remove', targetType: 'farm_operator', targetId: `${farm.id}/${wallet}`, details: () => ({ farm: farm.slug, wallet }) }, async (tx) => {
+      if (!(await removeFarmOperator(tx, farm.id, wallet))) throw new ApiError('not_found', `The wallet ${wallet} is no operator of ${farm.slug}.`);
+    });
     return reply.code(204).send();
   });
 };

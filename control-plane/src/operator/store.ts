@@ -35,16 +35,15 @@ export interface MachineFactsRow {
   currentJobSince: Date | null;
 }
 
-// The drain, cordon and GPU-health columns are read by name from the row (`to_jsonb`): a
-// database without them reads every machine undrained and uncordoned, every GPU healthy.
+// The GPU-health columns are read by name from the row (`to_jsonb`): a database without them
+// reads every GPU healthy.
 const MACHINE_FACTS = `
   SELECT m.id, m.farm_id AS "farmId", f.slug AS "farmSlug", f.status AS "farmStatus", m.region_key AS "regionKey",
          m.status, m.health_reason AS "healthReason", m.price_per_gpu_hour_micro_usd::float8 AS "pricePerGpuHourMicroUsd",
          m.agent_version AS "agentVersion", m.driver_version AS "driverVersion", m.cuda_version AS "cudaVersion",
          m.benchmark_tier AS "benchmarkTier", m.last_heartbeat_at AS "lastHeartbeatAt", m.offline_since AS "offlineSince",
          m.unenrolled_at AS "unenrolledAt", m.draining,
-         coalesce((to_jsonb(m) ->> 'drain_requested')::boolean, false) AS "drainRequested",
-         coalesce((to_jsonb(m) ->> 'cordoned')::boolean, false) AS "cordoned",
+         m.drain_requested AS "drainRequested", m.cordoned,
          m.verification, m.verification_reason AS "verificationReason",
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
@@ -174,4 +173,14 @@ export async function removeFarmOperator(db: Queryable, farmId: string, wallet: 
 
 export async function listFarmOperators(db: Queryable, farmId: string): Promise<Array<{ wallet: string; addedAt: Date }>> {
   return db.query<{ wallet: string; addedAt: Date }>('SELECT wallet_address AS wallet, added_at AS "addedAt" FROM farm_operators WHERE farm_id = $1 ORDER BY added_at', [farmId]);
+}
+
+/** Unenrolls a machine: disabled (its token opens no link and no HTTP route), so offered nowhere. Returns when it happened. */
+export async function unenrollMachine(db: Queryable, machineId: string): Promise<Date> {
+  const [row] = await db.query<{ unenrolled_at: Date }>(
+    `UPDATE machines SET status = 'disabled', unenrolled_at = coalesce(unenrolled_at, now()), updated_at = now() WHERE id = $1 RETURNING unenrolled_at`,
+    [machineId],
+  );
+  if (!row) throw new Error(`no machine ${machineId}`);
+  return row.unenrolled_at;
 }

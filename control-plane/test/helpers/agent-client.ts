@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes, generateKeyPairSync } from 'node:crypto';
 import {
   canaryResult,
@@ -14,6 +15,7 @@ import {
   type RunningAssignment,
   type ServerMessage,
 } from '@gpufarm/shared';
+import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { createEnrollmentToken } from '../../src/agent-gateway/enrollment.js';
 import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
@@ -331,4 +333,16 @@ export async function runCanary(agent: AgentSocket, params: { url: string; machi
   agent.send({ ...base, state: 'finished', at: finishedAt, finishedAt, exitCode: params.exitCode ?? 0, oomKilled: false, timedOut: false, outputs: [{ path: '/output', name: 'output-0', sha256, sizeBytes: body.length }] });
   await agent.barrier();
   return { jobId: assignment.jobId, assignmentId: assignment.assignmentId };
+}
+
+const GF_AGENT = fileURLToPath(new URL('../../../agent/bin/gf-agent.js', import.meta.url));
+
+/** Runs the real `gf-agent` CLI with only the given GF_AGENT_* settings (stdin is not a terminal). */
+export function gfAgent(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
+  return new Promise((resolve) => {
+    execFile(process.execPath, [GF_AGENT, ...args], { env: { ...base, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
 }

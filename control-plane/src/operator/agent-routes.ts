@@ -1,0 +1,70 @@
+import {
+  AGENT_MACHINE_DRAIN_PATH,
+  AGENT_MACHINE_PATH,
+  AGENT_MACHINE_UNENROLL_PATH,
+  agentDrainRequestSchema,
+  ApiError,
+  type AgentMachineView,
+  type AgentUnenrollResponse,
+} from '@gpufarm/shared';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { authenticateMachine } from '../auth/machine-tokens.js';
+import type { OfferIndex } from '../capacity/offer-index.js';
+import type { Database } from '../db/database.js';
+import { recordAudit } from '../fleet/audit.js';
+import { setMachineDrain } from '../fleet/drain.js';
+import { recordFleetEvent } from '../fleet/events.js';
+import { parseBody } from '../http/parse.js';
+import { goingPrices } from './market.js';
+import { operatorMachineView } from './routes.js';
+import { findMachineFacts, unenrollMachine } from './store.js';
+
+/**
+ * The operator's actions on the machine itself (`gf-agent status | drain | undrain | unenroll`),
+ * authenticated by the machine token like the agent's link: its verdict as the operator area
+ * words it, a drain without deadline, and unenrollment (the token stops working, the machine is
+ * offered nowhere). Actions are recorded in the audit log with the machine as the actor.
+ */
+export const agentMachineRoutes: FastifyPluginAsync<{ db: Database; offerIndex: OfferIndex }> = async (app, { db, offerIndex }) => {
+  const machine = { config: { auth: 'machine' as const } };
+
+  const authenticated = async (request: FastifyRequest) => {
+    const found = await authenticateMachine(db, request.headers.authorization);
+    if (!found) throw new ApiError('invalid_api_key', 'The machine token is unknown, or the machine was unenrolled: enroll it again with a new enrollment token.');
+    return found;
+  };
+  const view = async (id: { machineId: string; farmId: string }): Promise<AgentMachineView> => {
+    const facts = await findMachineFacts(db, [id.farmId], id.machineId);
+    if (!facts) throw new ApiError('invalid_api_key', 'The machine token is unknown.');
+    const row = operatorMachineView(facts, goingPrices(offerIndex.supply()));
+    return {
+      machineId: row.id,
+      farm: { slug: row.farm.slug },
+      state: row.state,
+      earning: row.earning,
+      gpus: row.gpus.map((g) => ({ index: g.index, verdict: g.verdict, reasons: g.reasons })),
+      drainRequested: row.drainRequested,
+    };
+  };
+
+  app.get(AGENT_MACHINE_PATH, machine, async (request) => view(await authenticated(request)));
+
+  app.post(AGENT_MACHINE_DRAIN_PATH, machine, async (request) => {
+    const id = await authenticated(request);
+    const body = parseBody(agentDrainRequestSchema, request.body);
+    await setMachineDrain(db, { machineId: id.machineId, drain: !body.undrain, deadline: null, reason: body.reason ?? null, actor: { kind: 'machine', id: id.machineId } });
+    return view(id);
+  });
+
+  app.post(AGENT_MACHINE_UNENROLL_PATH, machine, async (request) => {
+    const id = await authenticated(request);
+    const unenrolledAt = await db.transaction(async (tx) => {
+      const at = await unenrollMachine(tx, id.machineId);
+      await recordAudit(tx, { actor: { kind: 'machine', id: id.machineId }, action: 'machine.unenroll', targetType: 'machine', targetId: id.machineId });
+      await recordFleetEvent(tx, { type: 'machine.unenrolled', machineId: id.machineId, farmId: id.farmId, message: 'unenrolled from the machine (gf-agent unenroll): its token no longer works' });
+      return at;
+    });
+    const response: AgentUnenrollResponse = { machineId: id.machineId, unenrolledAt: unenrolledAt.toISOString() };
+    return response;
+  });
+};
