@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { earningLine } from '@gpufarm/shared';
 import t from 'tap';
 import { createEnrollmentToken } from '../src/agent-gateway/enrollment.js';
-import { AgentSocket, gfAgent, hello, startGatewayApp, testInventory } from './helpers/agent-client.js';
+import { AgentSocket, gfAgent, heartbeat, hello, startGatewayApp, testInventory } from './helpers/agent-client.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from './helpers/web.js';
 
 /**
@@ -46,6 +46,18 @@ t.test('behavior: the operator commands on the machine, with the verdict the ope
   const report = JSON.parse(online.stdout) as { controlPlane: { machine: { state: string; earning: { code: string }; drainRequested: boolean } } };
   t.match(report.controlPlane.machine, { state: 'online', earning: { code: 'tier_unverified' }, drainRequested: false });
   t.match((await gfAgent(['status'], env)).stdout, `\n${await pageLine()}\n`);
+
+  // The GPU probe fails (no container sees the GPUs), then the operator fixes it.
+  const broken = testInventory({ gpus: 2, healthy: false });
+  socket.send(heartbeat({ health: broken.health, inventory: broken, gpus: [] }));
+  await socket.barrier();
+  const failedLine = (await gfAgent(['status'], env)).stdout.split('\n')[1];
+  t.equal(failedLine, 'not earning: GPU probe failed: no container can see the GPUs: install the NVIDIA container toolkit. Fix: Install nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker` and restart docker, then run `gf-agent doctor` on the machine.');
+  t.equal(failedLine, await pageLine(), 'the page says the same');
+  const fixed = testInventory({ gpus: 2, classId: 'rtx-4090-24gb' });
+  socket.send(heartbeat({ health: fixed.health, inventory: fixed }));
+  await socket.barrier();
+  t.match(await pageLine(), /^not earning: Tier not verified/, 'fixed: the probe is no longer what keeps it from earning');
 
   const drained = await gfAgent(['drain', '--reason', 'new fans'], env);
   t.equal(drained.code, 0, drained.stderr);

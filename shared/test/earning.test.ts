@@ -91,6 +91,14 @@ t.test('behavior: a probe not run yet, an unenrolled machine, a machine that nev
   t.equal(earningVerdict(facts({ driverVersion: '530.30.02', gpus: [{ index: 0, classId: 'h100-80gb-sxm', verdict: 'healthy', reasons: [] }] })).code, 'driver_too_old', 'Hopper wants R535');
 });
 
+t.test('behavior: the probe counts while the machine reports itself unhealthy, from its current reason', async (t) => {
+  t.equal(earningVerdict(facts({ probe: { state: 'failed', output: PROBE_OUTPUT } })).code, 'offered', 'a stale failed probe of a machine now online');
+  const fromReason = earningVerdict(facts({ status: 'unhealthy', probe: { state: 'passed', output: null }, healthReason: 'GPU container probe failed: a container sees 1 of 2 GPUs; missing GPU-b' }));
+  t.equal(fromReason.code, 'probe_failed');
+  t.equal(fromReason.reason, 'GPU probe failed: a container sees 1 of 2 GPUs; missing GPU-b.');
+  t.match(fromReason.fix, /no GPU is hidden from containers/);
+});
+
 t.test('default: the printed line', async (t) => {
   t.equal(earningLine(earningVerdict(facts({ pricePerGpuHourMicroUsd: null }))), 'not earning: No price set: it is offered to no one. Fix: Set a price per GPU-hour on the Prices page or the machine page.');
   t.equal(earningLine(earningVerdict(facts({ currentJob: { jobId: 'job_1', since: null } }))), 'earning: Rented: job job_1 is running.');

@@ -126,8 +126,9 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
   if (facts.drainRequested || facts.status === 'draining') {
     return verdict('draining', 'Drained: it takes no new job.', 'Undrain it from the machine page or with `gf-agent undrain` when it should take jobs again.');
   }
-  if (facts.probe.state === 'failed') {
-    const output = probeMessage(facts.probe.output ?? facts.healthReason);
+  // The reported status is current; the probe state comes with the last inventory the agent sent.
+  if (facts.status === 'unhealthy' && (facts.probe.state === 'failed' || /^GPU container probe failed/i.test(facts.healthReason ?? ''))) {
+    const output = probeMessage(facts.healthReason ?? facts.probe.output);
     return verdict('probe_failed', `GPU probe failed: ${output}.`, probeFix(output));
   }
   const failed = facts.gpus.filter((g) => g.verdict === 'failed');
