@@ -93,8 +93,9 @@ t.test('behavior: an admin drains a machine from its page (the agent is told), s
   await page.getByText('draining, no deadline').waitFor();
   await until(async () => agentStatus(agent).draining === true, 'the agent to get the drain message', { timeoutMs: 30_000 });
   t.pass('the agent’s status says it is draining');
-  const capacity = (await (await fetch(`${market.url}/v1/capacity?farm=${FARM}`)).json()) as { data: { available: number }[] };
-  t.equal(capacity.data.reduce((sum, o) => sum + o.available, 0), 0, 'a drained machine is not offered');
+  const available = async () => ((await (await fetch(`${market.url}/v1/capacity?farm=${FARM}`)).json()) as { data: { available: number }[] }).data.reduce((sum, o) => sum + o.available, 0);
+  await until(async () => (await available()) === 0, 'the drained machine to leave /v1/capacity', { timeoutMs: 30_000 });
+  t.pass('a drained machine is not offered');
 
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit log' }).click();
   const row = page.getByRole('row').filter({ hasText: agent.machineId }).filter({ hasText: 'drain' }).first();
