@@ -21,6 +21,7 @@ import { artifactDownloadSection } from './bench/artifact-download.js';
 import { clientColdStartSection } from './bench/client-cold-start.js';
 import { replicasSection } from './bench/replicas.js';
 import { dashboardSection } from './bench/dashboard.js';
+import { fleetSection } from './bench/fleet.js';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -53,6 +54,8 @@ STANDALONE_SECTIONS.push(clientColdStartSection);
 STANDALONE_SECTIONS.push(replicasSection);
 // The dashboard in Chromium: first load, the job page with 1,000 lines, live lines on the page (BENCH_SECTIONS=dashboard).
 STANDALONE_SECTIONS.push(dashboardSection);
+// The admin area at 10,000 machines: overview and machines table p99, heartbeat ingest CPU, history bytes (BENCH_SECTIONS=fleet).
+STANDALONE_SECTIONS.push(fleetSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -1,6 +1,8 @@
 import { ApiError } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { Hex } from 'viem';
 import { z } from 'zod';
+import { readEscrowJob } from '../chain/escrow.js';
 import { apiKeyParams } from '../auth/api-keys.js';
 import { ADMIN_API_PREFIX } from '../auth/plugin.js';
 import { deleteAccountWebSessions } from '../auth/session-store.js';
@@ -140,11 +142,16 @@ export const adminSessionRoutes: FastifyPluginAsync<{ db: Database; escrow: Escr
 
   app.get(`${base}/disputes`, read, async () => {
     const rows = await listDisputes(db);
+    // Disputes are few: the escrow's own record gives the provider, deposit, payout and fee as it will pay them.
+    const onChain = escrow ? await Promise.all(rows.map((d) => readEscrowJob(escrow.chain, d.job_key as Hex).catch(() => null))) : rows.map(() => null);
     return {
-      data: rows.map((d) => ({
-        jobId: d.job_id, jobKey: d.job_key, customer: d.customer, provider: d.provider, token: d.token, symbol: d.symbol, decimals: d.decimals,
-        amount: d.amount, payout: d.payout, fee: null as string | null, disputedAt: d.disputed_at?.toISOString() ?? null,
-      })),
+      data: rows.map((d, i) => {
+        const e = onChain[i];
+        return {
+          jobId: d.job_id, jobKey: d.job_key, customer: d.customer, provider: e ? e.provider.toLowerCase() : d.provider, token: d.token, symbol: d.symbol, decimals: d.decimals,
+          amount: e ? e.amount.toString() : d.amount, payout: e ? e.payout.toString() : d.payout, fee: e ? e.fee.toString() : null, disputedAt: d.disputed_at?.toISOString() ?? null,
+        };
+      }),
     };
   });
 

@@ -1,4 +1,5 @@
 import { errorForField, findRegion, type EnrollRequest } from '@gpufarm/shared';
+import { recordFleetEvent } from '../fleet/events.js';
 import type { Database } from '../db/database.js';
 import { newId } from '../ids.js';
 import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
@@ -97,6 +98,14 @@ export async function enrollMachine(db: Database, request: EnrollRequest): Promi
       request,
     });
     await linkEnrollmentToken(tx, hashAgentToken(request.enrollmentToken), machineId);
+    const gpus = request.inventory.gpus.length;
+    await recordFleetEvent(tx, {
+      type: 'machine.enrolled',
+      machineId,
+      farmId: claimed.farm_id,
+      message: `enrolled in ${claimed.region_key} with ${gpus} GPU${gpus === 1 ? '' : 's'} (agent ${request.inventory.agentVersion})`,
+      details: { regionKey: claimed.region_key, gpus, agentVersion: request.inventory.agentVersion, driverVersion: request.inventory.driverVersion },
+    });
     return { machineId, machineToken };
   });
 }

@@ -11,7 +11,8 @@ import { AgentConnection } from './link.js';
 import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
 import { z } from 'zod';
-import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, markSilentMachinesOffline, unansweredOffers } from './store.js';
+import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, machinesWithLiveAssignments, markSilentMachinesOffline, unansweredOffers } from './store.js';
+import { recordFleetEvents } from '../fleet/events.js';
 
 /** Largest agent message (a full logs batch is well under it). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -147,7 +148,18 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
 
   const { config } = deps;
   const sweep = async () => {
-    await markSilentMachinesOffline(deps.db, config);
+    const silent = await markSilentMachinesOffline(deps.db, config);
+    // Offline with work on it: the machine may still be running that work, cut off from us.
+    const partitioned = await machinesWithLiveAssignments(deps.db, silent);
+    await recordFleetEvents(
+      deps.db,
+      partitioned.map((m) => ({
+        type: 'machine.partitioned' as const,
+        machineId: m.machineId,
+        message: `silent for ${config.machineOfflineSeconds} s with ${m.live} live assignment${m.live === 1 ? '' : 's'}; they are requeued after ${config.machineLostGraceSeconds} s more unless it comes back`,
+        details: { liveAssignments: m.live },
+      })),
+    );
     const lost = await assignmentsPastGrace(deps.db, config);
     const unanswered = await unansweredOffers(deps.db, config);
     await runSteps([

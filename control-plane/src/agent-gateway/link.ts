@@ -16,6 +16,7 @@ import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
+import { recordFleetEvent } from '../fleet/events.js';
 import { applyHello, drainRequest, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
@@ -88,9 +89,16 @@ export class AgentConnection {
     ws.on('ping', () => {
       this.lastHeardMs = Date.now();
     });
-    ws.on('close', () => {
+    ws.on('close', (code, reason) => {
       this.closed = true;
       clearInterval(this.watchdog);
+      // A link replaced by the machine's newer one, or closed as this server stops, is no outage.
+      if (this.welcomed && code !== AGENT_CLOSE_CODES.replaced && code !== 1001) {
+        const why = reason.toString() || 'the connection closed';
+        recordFleetEvent(ctx.deps.db, { type: 'link.down', machineId, message: `agent link down (${code}): ${why}`, details: { code, reason: why } }).catch((err: unknown) =>
+          ctx.log(`machine ${machineId}: recording its link down failed`, err),
+        );
+      }
     });
     ws.on('error', () => {});
     const heartbeatMs = ctx.deps.config.heartbeatSeconds * 1000;
@@ -234,6 +242,12 @@ export class AgentConnection {
     for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);
     const version = Math.max(...common);
     this.protocolVersion = version;
+    await recordFleetEvent(deps.db, {
+      type: 'link.up',
+      machineId: this.machineId,
+      message: `agent ${hello.agentVersion} connected (protocol ${version})`,
+      details: { agentVersion: hello.agentVersion, protocolVersion: version, running: hello.running.length },
+    });
     this.send({
       type: 'welcome',
       protocolVersion: version,

@@ -1,5 +1,6 @@
 import { findGpuClass, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
+import { recordFleetEvent, type FleetEventInput } from '../fleet/events.js';
 import { probeMismatch } from '../machine-verification/claims.js';
 import { noteClaims } from '../machine-verification/store.js';
 
@@ -97,6 +98,16 @@ export async function reconcileGpus(db: Queryable, machineId: string, wanted: re
 }
 
 /**
+ * The event of a change into or out of `unhealthy` (written only on the change, never per
+ * heartbeat); null for any other change. Offline is left out: the machine's link events tell it.
+ */
+export function healthEvent(machineId: string, before: string, after: string, reason: string | null): FleetEventInput | null {
+  if (before === after || (before !== 'unhealthy' && after !== 'unhealthy')) return null;
+  if (after === 'unhealthy') return { type: 'machine.unhealthy', machineId, message: `unhealthy: ${reason ?? 'the agent reports the machine unhealthy'}`, details: { reason } };
+  return before === 'unhealthy' && after !== 'offline' ? { type: 'machine.healthy', machineId, message: 'healthy again', details: { status: after } } : null;
+}
+
+/**
  * A `hello`: the machine is back (online, unhealthy or draining by its own report; no longer
  * offline), with its inventory, benchmark (kept when the agent sends none) and GPUs.
  */
@@ -104,6 +115,9 @@ export async function applyHello(db: Database, machineId: string, hello: HelloMe
   const columns = inventoryColumns(hello.inventory);
   const { status, reason } = reportedStatus(hello.inventory, hello.inventory.health, hello.draining);
   await db.transaction(async (tx) => {
+    const [before] = await tx.query<{ status: string }>('SELECT status FROM machines WHERE id = $1 FOR UPDATE', [machineId]);
+    const health = before && before.status !== 'disabled' ? healthEvent(machineId, before.status, status, reason) : null;
+    if (health) await recordFleetEvent(tx, health);
     await tx.query(
       `UPDATE machines SET
          status = CASE WHEN status = 'disabled' THEN status ELSE $2 END,
@@ -188,6 +202,8 @@ export async function recordHeartbeat(db: Database, machineId: string, heartbeat
   if (sets.length === 0 && !inventory) return true;
   await db.transaction(async (tx) => {
     if (sets.length > 0) await tx.query(`UPDATE machines SET ${sets.join(', ')}, updated_at = now() WHERE id = $1`, params);
+    const health = healthEvent(machineId, row.status, status, reason);
+    if (health) await recordFleetEvent(tx, health);
     if (inventory) {
       await reconcileGpus(tx, machineId, gpuRowsFor(inventory));
       await noteClaims(tx, machineId, inventory);

@@ -94,6 +94,16 @@ export async function markSilentMachinesOffline(db: Queryable, config: Pick<Exec
   return rows.map((r) => r.id);
 }
 
+/** Of these machines, those holding live assignments, with how many. */
+export function machinesWithLiveAssignments(db: Queryable, machineIds: readonly string[]): Promise<Array<{ machineId: string; live: number }>> {
+  if (machineIds.length === 0) return Promise.resolve([]);
+  return db.query<{ machineId: string; live: number }>(
+    `SELECT machine_id AS "machineId", count(*)::int AS live FROM assignments
+      WHERE machine_id = ANY($1::text[]) AND state IN ('offered', 'accepted', 'running') GROUP BY machine_id`,
+    [machineIds],
+  );
+}
+
 /** Accepted or running assignments whose machine has been offline past the grace period. */
 export async function assignmentsPastGrace(db: Queryable, config: Pick<ExecutionConfig, 'machineLostGraceSeconds'>): Promise<Array<{ id: string; machineId: string }>> {
   return db.query<{ id: string; machineId: string }>(

@@ -1,6 +1,7 @@
 import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
 import type { LifecyclePort } from '../agent-gateway/lifecycle-port.js';
 import type { Database } from '../db/database.js';
+import { recordFleetEvent } from '../fleet/events.js';
 import { authorizePendingRefund } from '../jobs/settlement.js';
 import { applyTransition, findJobById, findJobKind, lockJobOfAssignment, notifyJobQueued } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
@@ -197,6 +198,13 @@ async function failAssignment(
         : `failed: ${why}${rule.retried ? ` (after ${attempts} attempts)` : ''}; nothing is charged and the escrow refund is authorized`,
     );
     if (retry) await notifyJobQueued(tx, asg.job_id);
+    await recordFleetEvent(tx, {
+      type: 'job.failed',
+      machineId: asg.machine_id,
+      jobId: asg.job_id,
+      message: retry ? `attempt ${attempts} failed (${code}): ${why}; queued again` : `job failed (${code}): ${why}`,
+      details: { code, attempt: attempts, requeued: retry, jobFailed: !retry },
+    });
     if (canary) await recordCanaryOutcome(tx, { machineId: asg.machine_id, jobId: asg.job_id }, { passed: false, reason: `the canary failed: ${why}` });
     return refund && !canary ? asg.job_id : null;
   });
