@@ -1,6 +1,7 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Locator } from 'playwright-core';
 import t from 'tap';
 import type { Address, Hash, Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
@@ -186,4 +187,75 @@ t.test('behavior: an operator sees a machine "not earning: GPU probe failed" wit
   t.equal(await verdict.locator('.badge').textContent(), 'Earning', 'the verdict turned to earning');
   t.notMatch(await verdict.textContent(), /GPU probe failed/, 'the probe failure is gone');
   await lookAt(t, operator, 'operator: machine earning again');
+});
+
+t.test('behavior: every admin page answers from the real server, with its data, in the one look', async (t) => {
+  const admin = await signInToDashboard(t, market, ADMIN.privateKey);
+  const { page } = admin;
+  const nav = page.getByRole('navigation', { name: 'Main' });
+  const visit = async (link: string, heading: string, shows: Locator) => {
+    await nav.getByRole('link', { name: link, exact: true }).click();
+    await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+    await shows.first().waitFor();
+    t.equal(await page.getByRole('alert').count(), 0, `${heading}: no error`);
+    await lookAt(t, admin, `admin: ${heading.toLowerCase()}`);
+  };
+  await page.goto(`${market.url}/admin/`);
+  await visit('Overview', 'Fleet overview', page.getByRole('figure', { name: 'Machines online' }));
+  t.match(await page.getByRole('table', { name: 'GPUs by class and region' }).textContent(), /rtx-4090-24gb/, 'the overview counts the farm’s GPUs');
+  await visit('Machines', 'Machines', page.getByRole('link', { name: agent.machineId }));
+  await page.getByLabel('Farm').fill('no-such-farm');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await page.getByText('No machine matches these filters').waitFor();
+  t.match(page.url(), /farm=no-such-farm/, 'the filter is in the URL');
+  await page.goBack();
+  await page.getByRole('link', { name: agent.machineId }).waitFor();
+  await visit('Events', 'Events', page.getByRole('cell', { name: 'machine.enrolled' }));
+  await visit('Farms', 'Farms', page.getByRole('row').filter({ hasText: FARM }));
+  await visit('Accounts', 'Accounts', page.getByRole('table', { name: 'Accounts' }));
+  await visit('Audit log', 'Audit log', page.getByRole('table', { name: 'Audit log' }));
+});
+
+t.test('behavior: an operator makes an enrollment token with its gf-agent enroll line, sets a class price, and reads the market and earnings', async (t) => {
+  const operator = await signInToDashboard(t, market, OPERATOR.privateKey);
+  const { page } = operator;
+  await page.goto(`${market.url}/operator/enrollment`);
+  await page.getByLabel('Region').fill('europe-north');
+  await page.getByLabel('Price per GPU-hour (USD)').fill('0.75');
+  await page.getByLabel('Label').fill('rack 2');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  const shown = page.getByRole('region', { name: 'New enrollment token' });
+  await shown.waitFor();
+  t.match(await shown.textContent(), new RegExp(`gf-agent enroll --server \\S+ --token gfe_`), 'the enroll line is shown with its token');
+  t.equal(await shown.getByRole('button', { name: 'Copy command' }).count(), 1, 'with a copy button');
+  const tokenRow = page.getByRole('row').filter({ hasText: 'rack 2' });
+  await tokenRow.waitFor();
+  t.match(await tokenRow.textContent(), /europe-north.*\$0\.75.*unused/, 'the token is listed with its region, price and state');
+  await lookAt(t, operator, 'operator: enrollment token created');
+  await tokenRow.getByRole('button', { name: 'Revoke' }).click();
+  await page.getByRole('dialog', { name: 'Revoke this enrollment token?' }).getByRole('button', { name: 'Revoke' }).click();
+  await tokenRow.getByText(/^revoked /).waitFor();
+
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Prices' }).click();
+  const card = page.getByRole('region', { name: 'RTX 4090 24GB' });
+  await card.getByRole('textbox', { name: /Price per GPU-hour/ }).fill('0.60');
+  await card.getByRole('button', { name: 'Save price' }).click();
+  await card.getByText('Now: $0.60 per GPU-hour').waitFor();
+  await lookAt(t, operator, 'operator: prices');
+
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Market' }).click();
+  const market4090 = page.getByRole('row').filter({ hasText: 'RTX 4090 24GB' });
+  await market4090.waitFor();
+  t.match(await market4090.textContent(), /\$0\.60/, 'the market shows the new price as yours');
+  await lookAt(t, operator, 'operator: market');
+
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Earnings' }).click();
+  const jobs = page.getByRole('table', { name: 'Earnings per job' });
+  await jobs.waitFor();
+  t.ok((await jobs.getByRole('row').count()) > 1, 'the farm’s jobs are in the ledger');
+  const csv = await page.getByRole('link', { name: 'Download CSV' }).getAttribute('href');
+  const res = await fetch(`${market.url}${csv}`, { headers: { cookie: (await page.context().cookies(market.url)).map((c) => `${c.name}=${c.value}`).join('; ') } });
+  t.equal(res.status, 200, 'the CSV link answers with the session');
+  t.match(await res.text(), /^jobId,machineId,day,token/, 'with its header line');
+  await lookAt(t, operator, 'operator: earnings');
 });

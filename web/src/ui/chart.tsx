@@ -38,7 +38,22 @@ function stats(values: (number | null)[]): { latest: number | null; min: number 
  * picture needs beside it: a summary sentence per series (latest, lowest, highest) and a table of
  * the values. `t` is unix seconds; `format` renders a value with its unit.
  */
-export function TimeChart({ title, t, series, format, height = 180 }: { title: string; t: number[]; series: ChartSeries[]; format: (value: number) => string; height?: number }) {
+export function TimeChart({
+  title,
+  t,
+  series,
+  format,
+  span,
+  height = 180,
+}: {
+  title: string;
+  t: number[];
+  series: ChartSeries[];
+  format: (value: number) => string;
+  /** The time axis' bounds (unix seconds), so a few points sit where they are in the range rather than spread over years. */
+  span?: { from: number; to: number };
+  height?: number;
+}) {
   const box = useRef<HTMLDivElement>(null);
   const id = useId();
   useEffect(() => {
@@ -52,7 +67,7 @@ export function TimeChart({ title, t, series, format, height = 180 }: { title: s
         // The legend is ours (below): uPlot's writes inline style attributes the CSP refuses.
         legend: { show: false },
         cursor: { show: true, drag: { x: false, y: false } },
-        scales: { x: { time: true } },
+        scales: { x: span ? { time: true, range: [span.from, span.to] } : { time: true } },
         axes: [{}, { values: (_u, ticks) => ticks.map(format), size: 70 }],
         series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 2, dash: DASHES[i % DASHES.length], spanGaps: false }))],
       },
@@ -65,7 +80,7 @@ export function TimeChart({ title, t, series, format, height = 180 }: { title: s
       resize.disconnect();
       plot.destroy();
     };
-  }, [t, series, format, height]);
+  }, [t, series, format, height, span?.from, span?.to]);
 
   const rows = sampleRows(t.length);
   const show = (v: number | null) => (v === null ? 'no data' : format(v));

@@ -31,8 +31,10 @@ const METRICS = [
 ] as const;
 
 /** One chart per metric with a line per GPU; the GPUs share the first GPU's times (the server aligns them). */
-export function MachineHistoryCharts({ history }: { history: MachineHistory }) {
+export function MachineHistoryCharts({ history, rangeSeconds }: { history: MachineHistory; rangeSeconds?: number }) {
   const t = history.gpus[0]?.t ?? [];
+  const to = t.at(-1) ?? Math.floor(Date.now() / 1000);
+  const span = rangeSeconds ? { from: to - rangeSeconds, to } : undefined;
   const charts = useMemo(
     () =>
       METRICS.map((m) => ({
@@ -45,7 +47,7 @@ export function MachineHistoryCharts({ history }: { history: MachineHistory }) {
   return (
     <div className="charts">
       {charts.map((c) => (
-        <TimeChart key={c.key} title={`${c.title} per GPU (one point per ${duration(history.resolutionSeconds)})`} t={t} series={c.series} format={c.format} />
+        <TimeChart key={c.key} title={`${c.title} per GPU (one point per ${duration(history.resolutionSeconds)})`} t={t} series={c.series} format={c.format} span={span} />
       ))}
     </div>
   );

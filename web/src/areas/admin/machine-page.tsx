@@ -11,6 +11,7 @@ import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 
 const RANGES = ['1h', '24h', '7d', '30d'] as const;
+const RANGE_SECONDS: Record<(typeof RANGES)[number], number> = { '1h': 3600, '24h': 86_400, '7d': 7 * 86_400, '30d': 30 * 86_400 };
 
 /** One machine as an admin sees it: its state and health, per-GPU history, recent jobs, and the actions on it. */
 export function MachinePage({ id }: { id: string }) {
@@ -174,7 +175,7 @@ function History({ id }: { id: string }) {
       <QueryState query={history} loading="Loading the history…" errorTitle="Could not load the machine’s history">
         {(h) => (
           <>
-            <MachineHistoryCharts history={h} />
+            <MachineHistoryCharts history={h} rangeSeconds={RANGE_SECONDS[range]} />
             <h3>Health events</h3>
             {h.healthEvents.length === 0 ? <p className="muted">No health event in this range.</p> : <EventsTable events={h.healthEvents} caption="Health events" />}
           </>

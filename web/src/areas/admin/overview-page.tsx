@@ -38,7 +38,12 @@ export function OverviewPage() {
   );
 }
 
-function Overview({ o, range }: { o: FleetOverview; range: string }) {
+const WINDOW_SECONDS = { '24h': 86_400, '7d': 7 * 86_400 } as const;
+
+function Overview({ o, range }: { o: FleetOverview; range: '24h' | '7d' }) {
+  // The window ends at the latest point, or now when there is none yet.
+  const to = o.series.t.at(-1) ?? Math.floor(Date.now() / 1000);
+  const span = { from: to - WINDOW_SECONDS[range], to };
   const machineSeries = useMemo(() => [{ label: 'Machines online', values: o.series.machinesOnline }], [o]);
   const gpuSeries = useMemo(() => [{ label: 'GPUs busy', values: o.series.gpusBusy }], [o]);
   const jobSeries = useMemo(
@@ -55,7 +60,7 @@ function Overview({ o, range }: { o: FleetOverview; range: string }) {
         <dl className="stats">
           {MACHINE_STATES.map((state) => (
             <div key={state} className="stat">
-              <dt>{state}</dt>
+              <dt>{state[0]!.toUpperCase() + state.slice(1)}</dt>
               <dd>{o.machines[state]}</dd>
             </div>
           ))}
@@ -90,9 +95,9 @@ function Overview({ o, range }: { o: FleetOverview; range: string }) {
       <section aria-labelledby="history-heading">
         <h2 id="history-heading">History ({range}, one point per {duration(o.series.resolutionSeconds)})</h2>
         <div className="charts">
-          <TimeChart title="Machines online" t={o.series.t} series={machineSeries} format={count} />
-          <TimeChart title="GPUs busy" t={o.series.t} series={gpuSeries} format={count} />
-          <TimeChart title="Jobs queued and running" t={o.series.t} series={jobSeries} format={count} />
+          <TimeChart title="Machines online" t={o.series.t} series={machineSeries} format={count} span={span} />
+          <TimeChart title="GPUs busy" t={o.series.t} series={gpuSeries} format={count} span={span} />
+          <TimeChart title="Jobs queued and running" t={o.series.t} series={jobSeries} format={count} span={span} />
         </div>
       </section>
       <section aria-labelledby="gpus-heading">

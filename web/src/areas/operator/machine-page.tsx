@@ -79,7 +79,8 @@ function Machine({ detail }: { detail: OperatorMachineDetail }) {
       {detail.history ? (
         <section aria-labelledby="history-heading">
           <h2 id="history-heading">History</h2>
-          <MachineHistoryCharts history={detail.history} />
+          <p className="muted">The last 24 hours.</p>
+          <MachineHistoryCharts history={detail.history} rangeSeconds={86_400} />
         </section>
       ) : null}
       <section aria-labelledby="jobs-heading">

@@ -1,6 +1,6 @@
 import { formatMicroUsd } from '@gpufarm/shared';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useId, useState, type FormEvent } from 'react';
+import { useState, type FormEvent } from 'react';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { anyAnswer } from '../../lib/fleet-api';
@@ -13,7 +13,6 @@ import { usd } from '../../lib/format';
 export function PriceForm({ path, current, body, label = 'Price per GPU-hour (USD)' }: { path: string; current: number | null; body: (price: string | null) => unknown; label?: string }) {
   const api = useApi();
   const queryClient = useQueryClient();
-  const id = useId();
   const [price, setPrice] = useState(current == null ? '' : formatMicroUsd(current));
   const save = useMutation({
     mutationFn: (value: string | null) => api.request({ method: 'PUT', path, body: body(value), schema: anyAnswer }),
@@ -24,9 +23,9 @@ export function PriceForm({ path, current, body, label = 'Price per GPU-hour (US
     save.mutate(price.trim() || null);
   };
   return (
-    <form onSubmit={submit} className="filters" aria-labelledby={`${id}-label`}>
+    <form onSubmit={submit} className="filters">
       <label className="field">
-        <span id={`${id}-label`}>{label}</span>
+        <span>{label}</span>
         <input value={price} onChange={(e) => setPrice(e.target.value)} inputMode="decimal" placeholder="0.50" />
       </label>
       <button type="submit" className="primary" disabled={save.isPending}>
