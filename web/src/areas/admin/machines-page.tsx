@@ -108,8 +108,8 @@ function MachineList({ search }: { search: string }) {
             rowKey={(m) => m.id}
             columns={[
               { header: 'Machine', cell: (m) => <Link href={`/machines/${encodeURIComponent(m.id)}`}>{m.id}</Link> },
-              { header: 'Farm', cell: (m) => m.farm.slug },
-              { header: 'Region', cell: (m) => m.regionKey },
+              { header: 'Farm', cell: (m) => m.farm.slug, className: 'nowrap' },
+              { header: 'Region', cell: (m) => m.regionKey, className: 'nowrap' },
               { header: 'State', cell: (m) => <MachineStateBadge state={m.state} /> },
               {
                 header: 'Health',
@@ -119,7 +119,7 @@ function MachineList({ search }: { search: string }) {
                   </>
                 ),
               },
-              { header: 'GPUs', cell: (m) => `${m.gpuCount} × ${m.classIds.join(', ') || '—'}` },
+              { header: 'GPUs', cell: (m) => `${m.gpuCount} × ${m.classIds.join(', ') || '—'}`, className: 'nowrap' },
               { header: 'Agent', cell: (m) => m.agentVersion ?? '—' },
               { header: 'Driver', cell: (m) => m.driverVersion ?? '—' },
               { header: 'Heartbeat age', cell: (m) => duration(m.heartbeatAgeSeconds), className: 'num' },
