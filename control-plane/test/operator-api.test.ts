@@ -4,6 +4,7 @@ import { claimEnrollmentToken } from '../src/agent-gateway/store.js';
 import { hashAgentToken } from '../src/auth/machine-tokens.js';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { insertAssignment, insertJob } from './helpers/agent-client.js';
 import { assertError } from './helpers/assert.js';
 import { buildWebTestApp, devWallet, HOST, PUBLIC_URL, session, signIn, type SiweSigner } from './helpers/web.js';
 
@@ -86,6 +87,18 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   t.match(revoked.json().revokedAt, /^\d{4}-/);
   t.equal(await claimEnrollmentToken(db, hashAgentToken(token)), null, 'a revoked token enrolls nothing');
 
+  // A customer job runs on it: rented, busy; a verification canary is no rental.
+  const canary = await insertJob(db, 'RUNNING');
+  await db.query(`UPDATE jobs SET kind = 'verification' WHERE id = $1`, [canary]);
+  await insertAssignment(db, { jobId: canary, machineId: unpriced.id, state: 'running' });
+  const jobId = await insertJob(db, 'RUNNING');
+  await insertAssignment(db, { jobId, machineId: priced.id, state: 'running' });
+  const busy = (await app.inject({ url: '/operator/api/machines', headers: session(me) })).json().data;
+  t.match(busy.find((m: { id: string }) => m.id === priced.id), { state: 'busy', currentJobId: jobId, earning: { earning: true, code: 'rented', reason: `Rented: job ${jobId} is running.` } });
+  t.match(busy.find((m: { id: string }) => m.id === unpriced.id), { state: 'online', currentJobId: null, earning: { code: 'no_price' } });
+  t.match((await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().recentJobs, [{ jobId, status: 'RUNNING', finishedAt: null, failureCode: null }]);
+  await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE job_id = $1`, [jobId]);
+
   const drained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/drain`, headers: session(me, { csrf: true }), payload: { reason: 'new fans' } });
   t.equal(drained.statusCode, 200, drained.body);
   t.match(drained.json(), { id: priced.id, state: 'draining', drainRequested: true, earning: { earning: false, code: 'draining', fix: /gf-agent undrain/ } });
@@ -97,6 +110,17 @@ t.test('default: an operator sees its machines with their verdicts and the marke
     'price.set_class', 'price.set_machine', 'enrollment_token.create', 'enrollment_token.revoke', 'machine.drain', 'machine.undrain',
   ].map((action) => ['operator_wallet', payout.address.toLowerCase(), action]), 'every write is in the audit log with the wallet');
   t.same(audit.slice(-3).map((a) => a.target_id), [enrollmentToken.id, priced.id, priced.id]);
+});
+
+t.test('behavior: per-GPU health (the GPU-health columns of machine_gpus) reaches the row and the verdict', async (t) => {
+  const { app, db, priced } = await twoFarms(t);
+  // The columns as the GPU-health migration defines them; present already once it ran.
+  await db.exec(`ALTER TABLE machine_gpus ADD COLUMN IF NOT EXISTS health text NOT NULL DEFAULT 'healthy', ADD COLUMN IF NOT EXISTS health_reasons jsonb NOT NULL DEFAULT '[]'::jsonb`);
+  await db.query(`UPDATE machine_gpus SET health = 'failed', health_reasons = '["XID 79: the GPU fell off the bus"]'::jsonb WHERE machine_id = $1`, [priced.id]);
+  const me = await signIn(app, payout);
+  const row = (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().machine;
+  t.same(row.gpus, [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'failed', reasons: ['XID 79: the GPU fell off the bus'] }]);
+  t.match(row.earning, { earning: false, code: 'gpu_failed', reason: 'Every GPU failed its health checks (GPU 0: XID 79: the GPU fell off the bus).' });
 });
 
 t.test('error: bad input names the field', async (t) => {

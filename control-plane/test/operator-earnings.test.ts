@@ -5,10 +5,10 @@ import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import type { Database } from '../src/db/database.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { resolveJobDispute } from '../src/admin/disputes.js';
-import { newId } from '../src/ids.js';
 import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
 import { recordCompletion, releaseCompleted } from '../src/jobs/settlement.js';
 import { findJobById } from '../src/jobs/store.js';
+import { insertAssignment } from './helpers/agent-client.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from './helpers/web.js';
@@ -24,12 +24,7 @@ const RESULT = `0x${'cd'.repeat(32)}` as const;
 
 /** The job ran on the machine: the finished assignment that produced its result. */
 async function ranOn(db: Database, jobId: string, machineId: string): Promise<void> {
-  const assignmentId = newId('asg');
-  await db.query(
-    `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec, started_at, finished_at)
-     VALUES ($1, $2, $3, 1, 'finished', '{0}', 'rtx-4090-24gb', 'NVIDIA GeForce RTX 4090', 400000, '{}'::jsonb, now() - interval '10 minutes', now())`,
-    [assignmentId, jobId, machineId],
-  );
+  const assignmentId = await insertAssignment(db, { jobId, machineId, state: 'finished' });
   await db.query('UPDATE jobs SET assignment_id = $2 WHERE id = $1', [jobId, assignmentId]);
 }
 

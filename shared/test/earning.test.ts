@@ -32,7 +32,7 @@ const PROBE_OUTPUT = 'GPU container probe failed: a container could not be start
 const cases: Array<{ code: EarningCode; earning: boolean; facts: EarningFacts; reason: RegExp; fix: RegExp | null }> = [
   { code: 'rented', earning: true, facts: facts({ currentJob: { jobId: 'job_1', since: HEARD }, drainRequested: true }), reason: /^Rented: job job_1 is running\.$/, fix: null },
   { code: 'offered', earning: true, facts: facts({ pricePerGpuHourMicroUsd: 300_000 }), reason: /^Offered at \$0\.30\/GPU-h; going price for RTX 4090 24GB is \$0\.35\/GPU-h\.$/, fix: null },
-  { code: 'offline', earning: false, facts: facts({ status: 'offline', offlineSince: HEARD }), reason: new RegExp(`^Offline since ${HEARD}: no heartbeat`), fix: /systemctl start gf-agent/ },
+  { code: 'offline', earning: false, facts: facts({ status: 'offline', offlineSince: HEARD }), reason: /^Offline: no heartbeat from the agent\.$/, fix: /systemctl start gf-agent/ },
   { code: 'probe_failed', earning: false, facts: facts({ status: 'unhealthy', probe: { state: 'failed', output: PROBE_OUTPUT }, healthReason: PROBE_OUTPUT }), reason: /^GPU probe failed: a container could not be started with the GPUs: could not select device driver "nvidia" with capabilities: \[\[gpu\]\]\.$/, fix: /^Install nvidia-container-toolkit, .*restart docker, then run `gf-agent doctor`/ },
   { code: 'gpu_failed', earning: false, facts: facts({ gpus: [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'failed', reasons: ['XID 79: the GPU has fallen off the bus'] }] }), reason: /GPU 0: XID 79: the GPU has fallen off the bus/, fix: /Reset or replace the GPUs/ },
   { code: 'unhealthy', earning: false, facts: facts({ status: 'unhealthy', probe: { state: 'passed', output: null }, healthReason: 'disk full under /var/lib/gf-agent' }), reason: /^Unhealthy: disk full under \/var\/lib\/gf-agent\.$/, fix: /gf-agent doctor/ },
@@ -102,6 +102,11 @@ t.test('behavior: the probe counts while the machine reports itself unhealthy, f
 t.test('default: the printed line', async (t) => {
   t.equal(earningLine(earningVerdict(facts({ pricePerGpuHourMicroUsd: null }))), 'not earning: No price set: it is offered to no one. Fix: Set a price per GPU-hour on the Prices page or the machine page.');
   t.equal(earningLine(earningVerdict(facts({ currentJob: { jobId: 'job_1', since: null } }))), 'earning: Rented: job job_1 is running.');
+  t.equal(
+    earningLine(earningVerdict(facts({ status: 'offline', offlineSince: HEARD }))),
+    `not earning: Offline: no heartbeat from the agent. (since ${HEARD}) Fix: Start the agent (\`systemctl start gf-agent\`) and check that the machine reaches the control plane, then run \`gf-agent status\`.`,
+    'since when, between the reason and the fix',
+  );
 });
 
 t.test('args: driver versions compare part by part as numbers; every class has a minimum', async (t) => {

@@ -36,7 +36,8 @@ async function call<S extends z.ZodType>(machine: MachineFile, method: 'GET' | '
       method,
       headers: { authorization: `Bearer ${machine.machineToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(30_000),
+      // status waits for this before printing the local facts: a silent control plane must not hold it long.
+      signal: AbortSignal.timeout(10_000),
     });
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause;

@@ -87,12 +87,12 @@ function iso(at: Date | null): string | null {
   return at === null ? null : new Date(at).toISOString();
 }
 
-/** The machine's state in the operator's words (the admin table's states). */
+/** The machine's state, as the admin table decides it (offline, failed, cordoned, draining, busy, online). */
 function machineState(m: MachineFactsRow): string {
-  if (m.cordoned) return 'cordoned';
   if (m.status === 'offline' || m.status === 'disabled') return 'offline';
-  if (m.drainRequested || m.status === 'draining') return 'draining';
   if (m.status === 'unhealthy') return 'failed';
+  if (m.cordoned) return 'cordoned';
+  if (m.drainRequested || m.status === 'draining') return 'draining';
   return m.currentJobId ? 'busy' : 'online';
 }
 

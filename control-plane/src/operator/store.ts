@@ -1,4 +1,4 @@
-import type { EarningFacts, GpuHealthVerdict } from '@gpufarm/shared';
+import type { EarningFacts, EarningGpuHealth } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /**
@@ -30,7 +30,7 @@ export interface MachineFactsRow {
   verificationReason: string | null;
   probeState: string | null;
   probeOutput: string | null;
-  gpus: Array<{ index: number; classId: string; verdict: GpuHealthVerdict; reasons: string[] }>;
+  gpus: Array<{ index: number; classId: string; verdict: EarningGpuHealth; reasons: string[] }>;
   currentJobId: string | null;
   currentJobSince: Date | null;
 }

@@ -39,8 +39,8 @@ export const earningVerdictSchema = z.strictObject({
 });
 export type EarningVerdict = z.infer<typeof earningVerdictSchema>;
 
-/** A GPU's health verdict (the GPU-health signals' `HealthVerdict`). */
-export type GpuHealthVerdict = 'healthy' | 'warning' | 'failed';
+/** A GPU's health verdict, as the GPU-health signals give it (`shared/src/fleet/gpu-health.ts`). */
+export type EarningGpuHealth = 'healthy' | 'warning' | 'failed';
 
 export interface EarningFacts {
   /** `machines.status`: the agent's report, the liveness sweep's `offline`, an operator's `disabled`. */
@@ -54,7 +54,7 @@ export interface EarningFacts {
   /** The GPU container probe's state and what it said. */
   probe: { state: string | null; output: string | null };
   /** Offered GPUs with their health (healthy when no health signal is known). */
-  gpus: ReadonlyArray<{ index: number; classId: string; verdict: GpuHealthVerdict; reasons: readonly string[] }>;
+  gpus: ReadonlyArray<{ index: number; classId: string; verdict: EarningGpuHealth; reasons: readonly string[] }>;
   driverVersion: string | null;
   pricePerGpuHourMicroUsd: number | null;
   drainRequested: boolean;
@@ -119,7 +119,7 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
       ? 'Disabled: the machine\'s link is refused.'
       : facts.lastHeartbeatAt === null
         ? 'Offline: the agent never connected.'
-        : `Offline since ${since}: no heartbeat from the agent.`;
+        : 'Offline: no heartbeat from the agent.';
     return verdict('offline', reason, 'Start the agent (`systemctl start gf-agent`) and check that the machine reaches the control plane, then run `gf-agent status`.', since);
   }
   if (facts.cordoned) return verdict('cordoned', 'Cordoned by the service: no new job is offered to it.', 'Contact the service\'s support; running jobs are not affected.');
@@ -178,7 +178,10 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
   );
 }
 
-/** The one line `gf-agent status` and the pages print: "earning: …" or "not earning: …", with the fix. */
+/**
+ * The verdict as one line, the parts the pages show in the same order: "earning: …" or
+ * "not earning: …", since when, and the fix. `gf-agent status` prints it.
+ */
 export function earningLine(v: EarningVerdict): string {
-  return `${v.earning ? 'earning' : 'not earning'}: ${v.reason}${v.fix ? ` Fix: ${v.fix}` : ''}`;
+  return `${v.earning ? 'earning' : 'not earning'}: ${v.reason}${v.since ? ` (since ${v.since})` : ''}${v.fix ? ` Fix: ${v.fix}` : ''}`;
 }
