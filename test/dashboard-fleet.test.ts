@@ -74,8 +74,20 @@ t.test('behavior: an admin and an operator see the links to their areas; the ope
   const farm = operator.page.getByRole('region', { name: new RegExp(`\\(${FARM}\\)`) });
   await farm.waitFor();
   t.match(await farm.textContent(), /are its payout wallet/, 'the page says the wallet is the farm’s payout wallet');
-  t.equal(await farm.getByRole('button', { name: 'Add operator' }).count(), 1, 'the payout wallet may add operators');
+  const staff = ANVIL_ACCOUNTS[4].address.toLowerCase();
+  await farm.getByLabel('Operator wallet').fill(staff);
+  await farm.getByRole('button', { name: 'Add operator' }).click();
+  const listed = farm.getByRole('row').filter({ hasText: staff });
+  await listed.waitFor();
   await lookAt(t, operator, 'operator: operators of the farm');
+  const asStaff = await signInToDashboard(t, market, ANVIL_ACCOUNTS[4].privateKey);
+  t.same(await asStaff.page.getByRole('navigation', { name: 'Areas' }).getByRole('link').allTextContents(), ['Dashboard', 'Operator'], 'the added wallet may open the operator area');
+  await listed.getByRole('button', { name: 'Remove' }).click();
+  await operator.page.getByRole('dialog', { name: `Remove ${staff} from ${FARM}?` }).getByRole('button', { name: 'Remove' }).click();
+  await listed.waitFor({ state: 'detached' });
+  t.equal((await asStaff.api('GET', '/auth/session')).status, 200, 'the removed wallet stays signed in');
+  const roles = ((await asStaff.api('GET', '/auth/session')).body as { roles: { operatorFarms: unknown[] } }).roles;
+  t.same(roles.operatorFarms, [], 'but runs no farm any more');
 });
 
 t.test('behavior: an admin drains a machine from its page (the agent is told), sees it in the audit log, and undrains it', async (t) => {
@@ -187,6 +199,16 @@ t.test('behavior: an operator sees a machine "not earning: GPU probe failed" wit
   t.equal(await verdict.locator('.badge').textContent(), 'Earning', 'the verdict turned to earning');
   t.notMatch(await verdict.textContent(), /GPU probe failed/, 'the probe failure is gone');
   await lookAt(t, operator, 'operator: machine earning again');
+
+  await page.getByRole('button', { name: 'Drain', exact: true }).click();
+  await page.getByRole('dialog', { name: `Drain ${probed.machineId}?` }).getByRole('button', { name: 'Drain', exact: true }).click();
+  await verdict.getByText(/Drained/).waitFor({ timeout: 30_000 });
+  await until(async () => agentStatus(probed).draining === true, 'the operator’s drain to reach the agent', { timeoutMs: 30_000 });
+  t.pass('the operator drained the machine from its page: the verdict and the agent say so');
+  await page.getByRole('button', { name: 'Undrain' }).click();
+  await page.getByRole('dialog', { name: `Undrain ${probed.machineId}?` }).getByRole('button', { name: 'Undrain' }).click();
+  await verdict.getByText(/Drained/).waitFor({ state: 'detached', timeout: 30_000 });
+  await until(async () => agentStatus(probed).draining === false, 'the undrain to reach the agent', { timeoutMs: 30_000 });
 });
 
 t.test('behavior: every admin page answers from the real server, with its data, in the one look', async (t) => {
