@@ -281,3 +281,52 @@ t.test('behavior: an operator makes an enrollment token with its gf-agent enroll
   t.match(await res.text(), /^jobId,machineId,day,token/, 'with its header line');
   await lookAt(t, operator, 'operator: earnings');
 });
+
+t.test('behavior: an admin cordons a machine, quarantines a farm, suspends an account and revokes its key from the pages, each undone or shown', async (t) => {
+  const admin = await signInToDashboard(t, market, ADMIN.privateKey);
+  const { page } = admin;
+  const confirm = (title: string | RegExp, button: string | RegExp) => page.getByRole('dialog', { name: title }).getByRole('button', { name: button, exact: typeof button === 'string' }).click();
+
+  await page.goto(`${market.url}/admin/machines/${agent.machineId}`);
+  await page.getByRole('button', { name: 'Cordon', exact: true }).click();
+  await confirm(`Cordon ${agent.machineId}?`, 'Cordon');
+  await page.getByText(/cordoned: not offered, the agent is not told/).waitFor();
+  t.equal(agentStatus(agent).draining, false, 'a cordoned machine’s agent is not told');
+  await page.getByRole('button', { name: 'Uncordon' }).click();
+  await confirm(`Uncordon ${agent.machineId}?`, 'Uncordon');
+  await page.getByRole('button', { name: 'Cordon', exact: true }).waitFor();
+
+  await page.goto(`${market.url}/admin/farms`);
+  const farm = page.getByRole('row').filter({ hasText: `(${FARM})` });
+  await farm.getByRole('button', { name: 'Quarantine', exact: true }).click();
+  await confirm(`Quarantine ${FARM}?`, 'Quarantine');
+  await farm.getByText('quarantined', { exact: true }).waitFor();
+  await lookAt(t, admin, 'admin: farm quarantined');
+  await farm.getByRole('button', { name: 'Unquarantine' }).click();
+  await confirm(`Lift the quarantine of ${FARM}?`, 'Unquarantine');
+  await farm.getByText('active', { exact: true }).waitFor();
+  await market.waitForCapacity(FARM, 1);
+
+  const wallet = ANVIL_ACCOUNTS[1].address.toLowerCase();
+  await page.goto(`${market.url}/admin/accounts`);
+  await page.getByLabel('Wallet address').fill(wallet);
+  await page.getByRole('button', { name: 'Search' }).click();
+  const account = page.getByRole('row').filter({ hasText: wallet });
+  await account.waitFor();
+  t.match(page.url(), new RegExp(`wallet=${wallet}`), 'the search is in the URL');
+  await account.getByRole('button', { name: 'Suspend' }).click();
+  await confirm('Suspend this account?', 'Suspend');
+  await account.getByText('suspended', { exact: true }).waitFor();
+  await account.getByRole('button', { name: 'Reactivate' }).click();
+  await confirm('Reactivate this account?', 'Reactivate');
+  await account.getByText('active', { exact: true }).waitFor();
+  const revoke = account.getByRole('button', { name: /^Revoke gf_/ }).first();
+  await revoke.click();
+  await confirm(/^Revoke the key/, /^Revoke gf_/);
+  await account.getByText(/^revoked /).first().waitFor();
+  await lookAt(t, admin, 'admin: account with a revoked key');
+
+  await page.goto(`${market.url}/admin/audit`);
+  const actions = (await page.getByRole('table', { name: 'Audit log' }).textContent()) ?? '';
+  for (const action of ['cordon', 'quarantine', 'suspend', 'reactivate', 'api_key.revoke']) t.match(actions, action, `the audit log has the ${action}`);
+});
