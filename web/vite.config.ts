@@ -70,6 +70,8 @@ export default defineConfig({
   server: {
     proxy: {
       '/dashboard/api': { target: apiUrl, changeOrigin: false },
+      '/operator/api': { target: apiUrl, changeOrigin: false },
+      '/admin/api': { target: apiUrl, changeOrigin: false },
       '/v1': { target: apiUrl, changeOrigin: false },
     },
   },

@@ -27,7 +27,7 @@ export interface TransportOptions {
 export type Query = Record<string, string | number | boolean | readonly string[] | undefined>;
 
 export interface CallOptions<T> {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   /** The path under the base address: `/v1/…`, or a dashboard route such as `/auth/session` under `…/dashboard/api`. */
   path: string;
   query?: Query;

@@ -24,13 +24,29 @@ export interface DashboardApi {
     /** `GET /dashboard/api/jobs/:id/timeline`: each state with its time and transaction (dashboard only). */
     timeline: (id: string) => Promise<JobTimeline>;
   };
+  /**
+   * A session call to any of the app's areas (`/dashboard/api/…`, `/operator/api/…`,
+   * `/admin/api/…`: `path` is from the origin), its answer checked against `schema`.
+   */
+  request: <T>(call: AreaCall<T>) => Promise<T>;
   /** Remembers the CSRF token of the current session (null after sign-out). */
   setCsrfToken: (token: string | null) => void;
+}
+
+export interface AreaCall<T> {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  schema: z.ZodType<T> | null;
+  /** The success statuses; unless given, 200 for a GET and any of 200, 201, 204 for a write. */
+  status?: number | number[];
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
 }
 
 function createDashboardApi(origin: string, csrf: { current: string | null }): DashboardApi {
   const doFetch = csrfFetch(() => csrf.current);
   const gf = createBrowserClient({ baseUrl: `${origin}${DASHBOARD_API}`, fetch: doFetch });
+  const areas = createBrowserClient({ baseUrl: origin, fetch: doFetch }).transport;
   // The dashboard's own routes go through the SDK's transport too: same timeouts, errors and schema checks.
   const call = async <T,>(method: 'GET' | 'POST', path: string, status: number, schema: z.ZodType<T> | null, body?: unknown): Promise<T> =>
     (await gf.transport.request<T>({ method, path, body, expect: { [status]: schema }, retry: method === 'GET' })).body;
@@ -51,6 +67,18 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
     jobs: {
       timeline: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/timeline`, 200, jobTimelineSchema),
     },
+    request: async <T,>(call: AreaCall<T>): Promise<T> =>
+      (
+        await areas.request<T>({
+          method: call.method,
+          path: call.path,
+          // Empty filters are left out rather than sent as `?farm=`.
+          query: call.query && Object.fromEntries(Object.entries(call.query).filter(([, v]) => v !== undefined && v !== '')),
+          body: call.body ?? (call.method === 'GET' || call.method === 'DELETE' ? undefined : {}),
+          expect: Object.fromEntries([call.status ?? (call.method === 'GET' ? 200 : [200, 201, 204])].flat().map((status) => [status, call.schema])),
+          retry: call.method === 'GET',
+        })
+      ).body,
     setCsrfToken: (token) => {
       csrf.current = token;
     },

@@ -36,3 +36,22 @@ export function when(iso: string | null | undefined): string {
 export function shortHex(hex: string): string {
   return hex.length <= 14 ? hex : `${hex.slice(0, 6)}…${hex.slice(-4)}`;
 }
+
+/** A duration in seconds for reading: `45 s`, `3.5 min`, `2.1 h`; a dash for null. */
+export function duration(seconds: number | null | undefined): string {
+  if (seconds == null) return '—';
+  if (seconds < 60) return `${Number(seconds.toFixed(seconds < 10 ? 1 : 0))} s`;
+  if (seconds < 3600) return `${Number((seconds / 60).toFixed(1))} min`;
+  if (seconds < 86_400) return `${Number((seconds / 3600).toFixed(1))} h`;
+  return `${Number((seconds / 86_400).toFixed(1))} d`;
+}
+
+/** Basis points as a percentage: `125` is `1.25 %`. */
+export function basisPoints(bps: number): string {
+  return `${(bps / 100).toFixed(2)} %`;
+}
+
+/** A 0–100 value with its sign: `42 %`; a dash for null. */
+export function percent(value: number | null | undefined): string {
+  return value == null ? '—' : `${Math.round(value)} %`;
+}

@@ -3,6 +3,7 @@ import { Link, useLocation } from 'wouter';
 import { useConnection } from 'wagmi';
 import { shortHex } from '../lib/format';
 import { useSession, useSignOut } from '../lib/session';
+import type { SessionView } from '../lib/session-api';
 import { ErrorState, Loading } from './states';
 
 export interface NavItem {
@@ -23,6 +24,7 @@ export function AppShell({ area, nav, children }: { area: string; nav: NavItem[]
           <Link href="/" className="brand">
             gpufarm <span className="brand-area">{area}</span>
           </Link>
+          <AreaLinks current={area} />
           <SessionMenu />
         </div>
         <nav aria-label="Main" className="nav">
@@ -42,6 +44,34 @@ export function AppShell({ area, nav, children }: { area: string; nav: NavItem[]
         {children}
       </main>
     </div>
+  );
+}
+
+/** The app's areas, each a path of its own; `~` leaves the current area's base. */
+const AREAS = [
+  { area: 'dashboard', href: '~/dashboard/', label: 'Dashboard' },
+  { area: 'operator', href: '~/operator/', label: 'Operator' },
+  { area: 'admin', href: '~/admin/', label: 'Admin' },
+] as const;
+
+/** Links to the other areas the signed-in wallet may open: operators see Operator, admins Admin. */
+function AreaLinks({ current }: { current: string }) {
+  const session = useSession();
+  const roles = session.data?.roles;
+  if (!roles || (!roles.admin && roles.operatorFarms.length === 0)) return null;
+  const open = AREAS.filter((a) => a.area === 'dashboard' || (a.area === 'admin' ? roles.admin : roles.operatorFarms.length > 0));
+  return (
+    <nav aria-label="Areas" className="area-links">
+      <ul>
+        {open.map((a) => (
+          <li key={a.area}>
+            <Link href={a.href} aria-current={a.area === current ? 'true' : undefined}>
+              {a.label}
+            </Link>
+          </li>
+        ))}
+      </ul>
+    </nav>
   );
 }
 
@@ -88,6 +118,31 @@ function WalletSessionGuard() {
     signOut.mutate(undefined, { onSettled: () => navigate('/sign-in?reason=wallet-changed') });
   }, [mismatch, signOut, navigate]);
   return null;
+}
+
+/**
+ * Renders `children` for a signed-in wallet that holds the area's role (`allowed`); a wallet
+ * without it is told whose area this is and where to go instead.
+ */
+export function RequireRole({ area, allowed, children }: { area: string; allowed: (session: SessionView) => boolean; children: ReactNode }) {
+  const session = useSession();
+  return (
+    <RequireSession>
+      {session.data && !allowed(session.data) ? (
+        <div className="error-state" role="alert">
+          <p className="error-title">You cannot open the {area} area</p>
+          <p>
+            You are signed in as <code>{session.data.address}</code>, which {area === 'admin' ? 'is not an admin wallet of this deployment' : 'is not the payout wallet or a listed operator of any farm'}.
+          </p>
+          <p>
+            Sign out and sign in with {area === 'admin' ? 'an admin wallet' : 'a farm’s payout or operator wallet'}, or go to <Link href="~/dashboard/">your dashboard</Link>.
+          </p>
+        </div>
+      ) : (
+        children
+      )}
+    </RequireSession>
+  );
 }
 
 /** Renders `children` for a signed-in session; otherwise sends the reader to sign in and back. */

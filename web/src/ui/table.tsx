@@ -6,10 +6,13 @@ export interface Column<T> {
   className?: string;
 }
 
-/** A data table with a caption for its accessible name; scrolls sideways on a phone instead of squeezing. */
+/**
+ * A data table with a caption for its accessible name; scrolls sideways on a phone instead of
+ * squeezing, and its scroller takes keyboard focus so the arrow keys reach what is off screen.
+ */
 export function Table<T>({ caption, columns, rows, rowKey }: { caption: string; columns: Column<T>[]; rows: T[]; rowKey: (row: T) => string }) {
   return (
-    <div className="table-wrap">
+    <div className="table-wrap" tabIndex={0} role="region" aria-label={caption}>
       <table>
         <caption className="visually-hidden">{caption}</caption>
         <thead>

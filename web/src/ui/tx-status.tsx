@@ -4,6 +4,8 @@ import { Hash } from './hash';
 export type TxState =
   | { phase: 'idle' }
   | { phase: 'wallet'; step: string }
+  /** The server sends it (an admin action through the escrow's operator account): no wallet to confirm in. */
+  | { phase: 'sending'; step: string }
   | { phase: 'pending'; step: string; hash: string }
   | { phase: 'mined'; step: string; hash: string | null }
   | { phase: 'failed'; step: string; reason: string; hash?: string | null };
@@ -24,8 +26,12 @@ export function TxStatus({ state }: { state: TxState }) {
     );
   }
   return (
-    <div className={`tx tx-${state.phase}`} role="status">
-      {state.phase === 'wallet' ? (
+    <div className={`tx tx-${state.phase === 'sending' ? 'wallet' : state.phase}`} role="status">
+      {state.phase === 'sending' ? (
+        <>
+          <span className="spinner" aria-hidden="true" /> {state.step}: transaction pending, waiting for it to be mined…
+        </>
+      ) : state.phase === 'wallet' ? (
         <>
           <span className="spinner" aria-hidden="true" /> {state.step}: confirm in your wallet…
         </>

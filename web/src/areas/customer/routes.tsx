@@ -49,14 +49,16 @@ function Home() {
   return <Redirect to={session.data ? '/jobs' : '/sign-in'} replace />;
 }
 
-/** The customer's pages under `/dashboard`. */
+/** The customer's pages under `/dashboard` (the app nests this router there). */
 export function CustomerArea() {
   return (
     <AppShell area="dashboard" nav={NAV}>
       <Suspense fallback={<Loading />}>
         <Switch>
           <Route path="/" component={Home} />
-          <Route path="/sign-in" component={SignInPage} />
+          <Route path="/sign-in">
+            <SignInPage />
+          </Route>
           <Route path="/capacity" component={CapacityPage} />
           <Route path="/keys">
             <RequireSession>

@@ -19,8 +19,11 @@ function offeredWallets(connectors: readonly Connector[]): Connector[] {
   return connectors.filter((c) => c.id !== BROWSER_WALLET_ID || (typeof window !== 'undefined' && 'ethereum' in window && window.ethereum !== undefined));
 }
 
-/** Sign-In with Ethereum: pick a wallet, switch it to the deployment's chain, sign the server's nonce. */
-export default function SignInPage() {
+/**
+ * Sign-In with Ethereum: pick a wallet, switch it to the deployment's chain, sign the server's
+ * nonce. Every area mounts it at its own `/sign-in`; `home` is where the area starts.
+ */
+export default function SignInPage({ home = '/jobs' }: { home?: string }) {
   const api = useApi();
   const config = useConfig();
   const connectors = offeredWallets(useConnectors());
@@ -76,7 +79,7 @@ export default function SignInPage() {
     },
     onSuccess: (signed) => {
       setSession(signed);
-      navigate(next && next.startsWith('/') && !next.startsWith('//') ? next : '/jobs', { replace: true });
+      navigate(next && next.startsWith('/') && !next.startsWith('//') ? next : home, { replace: true });
     },
     onSettled: () => setStep(null),
   });

@@ -1,0 +1,87 @@
+import { useMemo } from 'react';
+import type { FleetEvent, GpuHealth, MachineHistory, RecentJob } from '../lib/fleet-api';
+import { bytes, duration, when } from '../lib/format';
+import { VerdictBadge } from './badges';
+import { TimeChart, type ChartSeries } from './chart';
+import { Table } from './table';
+
+/** What a machine page of either area shows the same way: GPUs, history charts, events, recent jobs. */
+
+export function GpuTable({ gpus }: { gpus: Pick<GpuHealth, 'index' | 'classId' | 'verdict' | 'reasons'>[] }) {
+  return (
+    <Table
+      caption="GPUs"
+      rows={gpus}
+      rowKey={(g) => String(g.index)}
+      columns={[
+        { header: 'GPU', cell: (g) => g.index, className: 'num' },
+        { header: 'Class', cell: (g) => g.classId },
+        { header: 'Health', cell: (g) => <VerdictBadge verdict={g.verdict} /> },
+        { header: 'Reasons', cell: (g) => (g.reasons.length ? g.reasons.join('; ') : <span className="muted">none</span>) },
+      ]}
+    />
+  );
+}
+
+const METRICS = [
+  { key: 'utilizationPercent', title: 'Utilization', format: (v: number) => `${Math.round(v)} %` },
+  { key: 'temperatureC', title: 'Temperature', format: (v: number) => `${Math.round(v)} °C` },
+  { key: 'memoryUsedBytes', title: 'Memory used', format: (v: number) => bytes(v) },
+  { key: 'powerWatts', title: 'Power', format: (v: number) => `${Math.round(v)} W` },
+] as const;
+
+/** One chart per metric with a line per GPU; the GPUs share the first GPU's times (the server aligns them). */
+export function MachineHistoryCharts({ history, rangeSeconds }: { history: MachineHistory; rangeSeconds?: number }) {
+  const t = history.gpus[0]?.t ?? [];
+  const to = t.at(-1) ?? Math.floor(Date.now() / 1000);
+  const span = rangeSeconds ? { from: to - rangeSeconds, to } : undefined;
+  const charts = useMemo(
+    () =>
+      METRICS.map((m) => ({
+        ...m,
+        series: history.gpus.map((g): ChartSeries => ({ label: `GPU ${g.index}`, values: g[m.key] })),
+      })),
+    [history],
+  );
+  if (history.gpus.length === 0) return <p className="muted">No samples recorded for this machine in this range.</p>;
+  return (
+    <div className="charts">
+      {charts.map((c) => (
+        <TimeChart key={c.key} title={`${c.title} per GPU (one point per ${duration(history.resolutionSeconds)})`} t={t} series={c.series} format={c.format} span={span} />
+      ))}
+    </div>
+  );
+}
+
+export function EventsTable({ events, caption }: { events: FleetEvent[]; caption: string }) {
+  return (
+    <Table
+      caption={caption}
+      rows={events}
+      rowKey={(e) => e.id}
+      columns={[
+        { header: 'When', cell: (e) => when(e.at) },
+        { header: 'Event', cell: (e) => <code>{e.type}</code> },
+        { header: 'What happened', cell: (e) => e.message },
+      ]}
+    />
+  );
+}
+
+export function RecentJobsTable({ jobs }: { jobs: RecentJob[] }) {
+  if (jobs.length === 0) return <p className="muted">No job ran on this machine yet.</p>;
+  return (
+    <Table
+      caption="Recent jobs"
+      rows={jobs}
+      rowKey={(j) => j.jobId}
+      columns={[
+        { header: 'Job', cell: (j) => <code>{j.jobId}</code> },
+        { header: 'Status', cell: (j) => j.status },
+        { header: 'Started', cell: (j) => when(j.startedAt) },
+        { header: 'Finished', cell: (j) => when(j.finishedAt) },
+        { header: 'Failure', cell: (j) => j.failureCode ?? '—' },
+      ]}
+    />
+  );
+}
