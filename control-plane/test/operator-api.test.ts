@@ -114,8 +114,6 @@ t.test('default: an operator sees its machines with their verdicts and the marke
 
 t.test('behavior: per-GPU health (the GPU-health columns of machine_gpus) reaches the row and the verdict', async (t) => {
   const { app, db, priced } = await twoFarms(t);
-  // The columns as the GPU-health migration defines them; present already once it ran.
-  await db.exec(`ALTER TABLE machine_gpus ADD COLUMN IF NOT EXISTS health text NOT NULL DEFAULT 'healthy', ADD COLUMN IF NOT EXISTS health_reasons jsonb NOT NULL DEFAULT '[]'::jsonb`);
   await db.query(`UPDATE machine_gpus SET health = 'failed', health_reasons = '["XID 79: the GPU fell off the bus"]'::jsonb WHERE machine_id = $1`, [priced.id]);
   const me = await signIn(app, payout);
   const row = (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().machine;

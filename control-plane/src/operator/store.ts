@@ -35,8 +35,6 @@ export interface MachineFactsRow {
   currentJobSince: Date | null;
 }
 
-// The GPU-health columns are read by name from the row (`to_jsonb`): a database without them
-// reads every GPU healthy.
 const MACHINE_FACTS = `
   SELECT m.id, m.farm_id AS "farmId", f.slug AS "farmSlug", f.status AS "farmStatus", m.region_key AS "regionKey",
          m.status, m.health_reason AS "healthReason", m.price_per_gpu_hour_micro_usd::float8 AS "pricePerGpuHourMicroUsd",
@@ -48,8 +46,7 @@ const MACHINE_FACTS = `
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
                      'index', g.gpu_index, 'classId', g.class_id,
-                     'verdict', coalesce(to_jsonb(g) ->> 'health', 'healthy'),
-                     'reasons', coalesce(to_jsonb(g) -> 'health_reasons', '[]'::jsonb)) ORDER BY g.gpu_index)
+                     'verdict', g.health, 'reasons', g.health_reasons) ORDER BY g.gpu_index)
                      FROM machine_gpus g WHERE g.machine_id = m.id), '[]'::json) AS gpus,
          cur.job_id AS "currentJobId", cur.since AS "currentJobSince"
     FROM machines m
