@@ -1,6 +1,7 @@
 import { AGENT_CLOSE_CODES } from '@gpufarm/shared';
 import t from 'tap';
 import { listFleetEvents } from '../src/fleet/events.js';
+import { GpuSampleAggregator } from '../src/fleet/history.js';
 import { AgentSocket, enrollMachine, heartbeat, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
 
 t.test('behavior: fleet events are recorded where they happen, once per change', async (t) => {
@@ -52,4 +53,25 @@ t.test('behavior: a link replaced by a newer one of the same machine records no 
   await second.next('welcome');
   const types = (await listFleetEvents(db, { limit: 100, after: null, machineId })).events.map((e) => e.type);
   t.same(types, ['link.up', 'link.up', 'machine.enrolled']);
+});
+
+t.test('behavior: heartbeats over a real link reach the history in minute rows, without a write per heartbeat', async (t) => {
+  const samples = new GpuSampleAggregator();
+  const { app, db, url } = await startGatewayApp(t, { gpuSamples: (machineId, gpus) => samples.add(machineId, gpus, Date.now()) });
+  const { machineId, machineToken } = await enrollMachine(app, db);
+  const agent = await AgentSocket.connect(url, machineToken);
+  t.teardown(() => agent.close());
+  agent.send(hello());
+  await agent.next('welcome');
+  const gpu = (util: number) => [{ index: 0, uuid: 'GPU-sim-0-0000', temperatureC: 50, utilizationPercent: util, memoryUsedBytes: 2048, powerDrawWatts: 150 }];
+  agent.send(heartbeat({ gpus: gpu(30) }));
+  agent.send(heartbeat({ gpus: gpu(50) }));
+  await agent.barrier();
+  const rows = async () => db.query<{ samples: number; util: number }>('SELECT samples, util_sum / util_n AS util FROM gpu_samples_minute WHERE machine_id = $1', [machineId]);
+  t.same(await rows(), [], 'nothing written per heartbeat');
+  t.ok(samples.pending >= 1);
+  await samples.flush(db);
+  const written = await rows();
+  t.equal(written.reduce((n, r) => n + r.samples, 0), 2, 'both heartbeats counted');
+  t.equal(samples.pending, 0);
 });

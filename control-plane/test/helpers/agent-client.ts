@@ -225,7 +225,10 @@ export interface GatewayTestApp extends TestApp {
 }
 
 /** The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls `gateway.sweep()`). */
-export async function startGatewayApp(t: TestContext, options: { env?: Record<string, string>; db?: Database } = {}): Promise<GatewayTestApp> {
+export async function startGatewayApp(
+  t: TestContext,
+  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void } = {},
+): Promise<GatewayTestApp> {
   const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
@@ -235,6 +238,7 @@ export async function startGatewayApp(t: TestContext, options: { env?: Record<st
     deps,
     lifecycle: countingLifecycle(calls, executionLifecycle(deps)),
     sweepIntervalMs: 0,
+    ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}),
   });
   const url = await test.app.listen({ port: 0, host: '127.0.0.1' });
   t.teardown(() => gateway.close());
