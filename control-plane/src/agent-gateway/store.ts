@@ -141,3 +141,32 @@ export async function announceAgentLink(db: Queryable, machineId: string): Promi
   return Number(row!.epoch);
 }
 
+/** Sets the price of the farm's machines with a GPU of the class; returns their ids. */
+export async function setClassPrice(db: Queryable, params: { farmId: string; classId: string; price: number | null }): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `UPDATE machines m SET price_per_gpu_hour_micro_usd = $3, updated_at = now()
+      WHERE m.farm_id = $1 AND m.unenrolled_at IS NULL AND EXISTS (SELECT 1 FROM machine_gpus g WHERE g.machine_id = m.id AND g.class_id = $2)
+      RETURNING m.id`,
+    [params.farmId, params.classId, params.price],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Sets one machine's price; false when it is none of the farms'. */
+export async function setMachinePrice(db: Queryable, params: { farmIds: readonly string[]; machineId: string; price: number | null }): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE machines SET price_per_gpu_hour_micro_usd = $3, updated_at = now() WHERE id = $2 AND farm_id = ANY($1::text[]) RETURNING id`,
+    [params.farmIds, params.machineId, params.price],
+  );
+  return rows.length > 0;
+}
+
+/** Unenrolls a machine: disabled (its token opens no link and no HTTP route), so offered nowhere. Returns when it happened. */
+export async function unenrollMachine(db: Queryable, machineId: string): Promise<Date> {
+  const [row] = await db.query<{ unenrolled_at: Date }>(
+    `UPDATE machines SET status = 'disabled', unenrolled_at = coalesce(unenrolled_at, now()), updated_at = now() WHERE id = $1 RETURNING unenrolled_at`,
+    [machineId],
+  );
+  if (!row) throw new Error(`no machine ${machineId}`);
+  return row.unenrolled_at;
+}

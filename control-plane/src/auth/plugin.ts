@@ -7,9 +7,9 @@ import { createBatcher } from '../db/batcher.js';
 import type { Queryable } from '../db/database.js';
 import { ADMIN_PREFIX, DASHBOARD_PREFIX, OPERATOR_PREFIX, webApiAreaOf } from '../http/route-config.js';
 import { hashApiKey, keyEnvironmentFor, parseApiKey } from './api-keys.js';
-import { isAdminWallet, operatorFarmsOf, type OperatorFarm } from './roles.js';
+import { isAdminWallet, type OperatorFarm } from './roles.js';
 import { findWebSession, SESSION_COOKIE, type WebSession } from './session-store.js';
-import { findApiKeysByHash, touchApiKey, type ApiKeyRecord } from './store.js';
+import { findApiKeysByHash, operatorFarmsOf, touchApiKey, type ApiKeyRecord } from './store.js';
 
 /** The session APIs of the web app's areas: the session cookie is the credential there, and only there. */
 export const DASHBOARD_API_PREFIX = `${DASHBOARD_PREFIX}/api`;

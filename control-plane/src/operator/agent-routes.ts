@@ -17,7 +17,8 @@ import { recordFleetEvent } from '../fleet/events.js';
 import { parseBody } from '../http/parse.js';
 import { goingPrices } from './market.js';
 import { operatorMachineView } from './routes.js';
-import { findMachineFacts, unenrollMachine } from './store.js';
+import { unenrollMachine } from '../agent-gateway/store.js';
+import { findMachineFacts } from './store.js';
 
 /**
  * The operator's actions on the machine itself (`gf-agent status | drain | undrain | unenroll`),

@@ -1,6 +1,7 @@
 import { stringify } from 'csv-stringify/sync';
 import type { Queryable } from '../db/database.js';
 import { microUsdToTokenUnits } from '../jobs/settlement.js';
+import { ledgerRows } from './store.js';
 
 /**
  * A farm's earnings ledger, from what the control plane recorded of the escrow: each completed
@@ -33,42 +34,9 @@ export interface JobEarning {
   releaseTxHash: string | null;
 }
 
-interface LedgerRow {
-  jobId: string;
-  machineId: string;
-  token: string;
-  symbol: string;
-  decimals: number;
-  payout: string | null;
-  fee: string | null;
-  feeMicroUsd: string | null;
-  paymentKind: 'eth' | 'stable';
-  weiPerUsd: string | null;
-  settlementStatus: 'completed' | 'disputed' | 'released';
-  completedAt: Date;
-  challengeEndsAt: Date | null;
-  releasedAt: Date | null;
-  releaseTxHash: string | null;
-}
-
 /** The farms' settled jobs completed in `[from, to)`, newest first. */
 export async function jobEarnings(db: Queryable, params: { farmIds: readonly string[]; from: Date | null; to: Date | null }): Promise<JobEarning[]> {
-  const rows = await db.query<LedgerRow>(
-    `SELECT * FROM (
-       SELECT j.id AS "jobId", a.machine_id AS "machineId", j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
-              j.settlement_amount::text AS payout, j.settlement_fee::text AS fee, j.fee_micro_usd::text AS "feeMicroUsd",
-              j.payment_kind AS "paymentKind", j.wei_per_usd::text AS "weiPerUsd", j.settlement_status AS "settlementStatus",
-              coalesce((SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'charge'), a.finished_at, j.updated_at) AS "completedAt",
-              j.challenge_ends_at AS "challengeEndsAt",
-              (SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'release') AS "releasedAt",
-              j.release_tx_hash AS "releaseTxHash"
-         FROM jobs j JOIN assignments a ON a.id = j.assignment_id JOIN machines m ON m.id = a.machine_id
-        WHERE m.farm_id = ANY($1::text[]) AND j.kind = 'customer' AND j.settlement_status IS NOT NULL
-     ) e
-     WHERE ($2::timestamptz IS NULL OR e."completedAt" >= $2) AND ($3::timestamptz IS NULL OR e."completedAt" < $3)
-     ORDER BY e."completedAt" DESC, e."jobId" DESC`,
-    [params.farmIds, params.from, params.to],
-  );
+  const rows = await ledgerRows(db, params);
   return rows.map((row) => {
     const payout = BigInt(row.payout ?? '0');
     // Completions recorded before the fee was kept: the fee is what the completion sent, recomputed.

@@ -2,6 +2,7 @@ import { ApiError, earningVerdict, errorForField, findGpuClass, parseUsdToMicroU
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
+import { setClassPrice, setMachinePrice } from '../agent-gateway/store.js';
 import { HISTORY_RANGES, machineHistory } from '../admin/fleet-views.js';
 import { OPERATOR_API_PREFIX } from '../auth/plugin.js';
 import type { OperatorFarm } from '../auth/roles.js';
@@ -26,8 +27,6 @@ import {
   recentMachineJobs,
   removeFarmOperator,
   revokeEnrollmentToken,
-  setClassPrice,
-  setMachinePrice,
   type EnrollmentTokenRow,
   type MachineFactsRow,
 } from './store.js';

@@ -99,26 +99,6 @@ export async function farmPricesByClass(db: Queryable, farmIds: readonly string[
   );
 }
 
-/** Sets the price of the farm's machines with a GPU of the class; returns their ids. */
-export async function setClassPrice(db: Queryable, params: { farmId: string; classId: string; price: number | null }): Promise<string[]> {
-  const rows = await db.query<{ id: string }>(
-    `UPDATE machines m SET price_per_gpu_hour_micro_usd = $3, updated_at = now()
-      WHERE m.farm_id = $1 AND m.unenrolled_at IS NULL AND EXISTS (SELECT 1 FROM machine_gpus g WHERE g.machine_id = m.id AND g.class_id = $2)
-      RETURNING m.id`,
-    [params.farmId, params.classId, params.price],
-  );
-  return rows.map((r) => r.id);
-}
-
-/** Sets one machine's price; false when it is none of the farms'. */
-export async function setMachinePrice(db: Queryable, params: { farmIds: readonly string[]; machineId: string; price: number | null }): Promise<boolean> {
-  const rows = await db.query(
-    `UPDATE machines SET price_per_gpu_hour_micro_usd = $3, updated_at = now() WHERE id = $2 AND farm_id = ANY($1::text[]) RETURNING id`,
-    [params.farmIds, params.machineId, params.price],
-  );
-  return rows.length > 0;
-}
-
 export interface EnrollmentTokenRow {
   id: string;
   farmSlug: string;
@@ -172,12 +152,41 @@ export async function listFarmOperators(db: Queryable, farmId: string): Promise<
   return db.query<{ wallet: string; addedAt: Date }>('SELECT wallet_address AS wallet, added_at AS "addedAt" FROM farm_operators WHERE farm_id = $1 ORDER BY added_at', [farmId]);
 }
 
-/** Unenrolls a machine: disabled (its token opens no link and no HTTP route), so offered nowhere. Returns when it happened. */
-export async function unenrollMachine(db: Queryable, machineId: string): Promise<Date> {
-  const [row] = await db.query<{ unenrolled_at: Date }>(
-    `UPDATE machines SET status = 'disabled', unenrolled_at = coalesce(unenrolled_at, now()), updated_at = now() WHERE id = $1 RETURNING unenrolled_at`,
-    [machineId],
+/** What the control plane recorded of a farm's settled job: the escrow's amounts in token units and the dates. */
+export interface LedgerRow {
+  jobId: string;
+  machineId: string;
+  token: string;
+  symbol: string;
+  decimals: number;
+  payout: string | null;
+  fee: string | null;
+  feeMicroUsd: string | null;
+  paymentKind: 'eth' | 'stable';
+  weiPerUsd: string | null;
+  settlementStatus: 'completed' | 'disputed' | 'released';
+  completedAt: Date;
+  challengeEndsAt: Date | null;
+  releasedAt: Date | null;
+  releaseTxHash: string | null;
+}
+
+/** The farms' settled customer jobs completed in `[from, to)`, newest first (the earnings ledger's rows). */
+export function ledgerRows(db: Queryable, params: { farmIds: readonly string[]; from: Date | null; to: Date | null }): Promise<LedgerRow[]> {
+  return db.query<LedgerRow>(
+    `SELECT * FROM (
+       SELECT j.id AS "jobId", a.machine_id AS "machineId", j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
+              j.settlement_amount::text AS payout, j.settlement_fee::text AS fee, j.fee_micro_usd::text AS "feeMicroUsd",
+              j.payment_kind AS "paymentKind", j.wei_per_usd::text AS "weiPerUsd", j.settlement_status AS "settlementStatus",
+              coalesce((SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'charge'), a.finished_at, j.updated_at) AS "completedAt",
+              j.challenge_ends_at AS "challengeEndsAt",
+              (SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'release') AS "releasedAt",
+              j.release_tx_hash AS "releaseTxHash"
+         FROM jobs j JOIN assignments a ON a.id = j.assignment_id JOIN machines m ON m.id = a.machine_id
+        WHERE m.farm_id = ANY($1::text[]) AND j.kind = 'customer' AND j.settlement_status IS NOT NULL
+     ) e
+     WHERE ($2::timestamptz IS NULL OR e."completedAt" >= $2) AND ($3::timestamptz IS NULL OR e."completedAt" < $3)
+     ORDER BY e."completedAt" DESC, e."jobId" DESC`,
+    [params.farmIds, params.from, params.to],
   );
-  if (!row) throw new Error(`no machine ${machineId}`);
-  return row.unenrolled_at;
 }
