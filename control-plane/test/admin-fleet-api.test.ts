@@ -155,6 +155,19 @@ t.test('admin actions through HTTP', async (t) => {
     t.same(byFarm.data.map((m: { id: string }) => m.id), [machineId]);
     t.equal((await app.inject({ url: `/admin/api/machines?q=${machineId.slice(5, 15)}`, headers: session(asAdmin) })).json().total, 1);
   });
+
+  t.test('behavior: the verdict comes from the GPUs\' health: a warning keeps the machine at work, every GPU failed fails it', async (t) => {
+    const verdictOf = async () => (await app.inject({ url: `/admin/api/machines?q=${machineId}`, headers: session(asAdmin) })).json().data[0];
+    t.match(await verdictOf(), { verdict: 'healthy', verdictReasons: [] });
+    await db.query(`UPDATE machine_gpus SET health = 'warning', health_reasons = '["PCIe link at x8 of x16"]'::jsonb WHERE machine_id = $1 AND gpu_index = 1`, [machineId]);
+    t.match(await verdictOf(), { verdict: 'warning', state: 'online', verdictReasons: ['GPU 1 warning: PCIe link at x8 of x16'] });
+    t.same((await app.inject({ url: '/admin/api/machines?verdict=warning', headers: session(asAdmin) })).json().data.map((m: { id: string }) => m.id), [machineId], 'the filter uses it');
+    await db.query(`UPDATE machine_gpus SET health = 'failed', health_reasons = '["XID 79: the GPU fell off the bus"]'::jsonb WHERE machine_id = $1`, [machineId]);
+    t.match(await verdictOf(), { verdict: 'failed', state: 'failed', verdictReasons: ['no GPU is usable', /^GPU 0 failed: XID 79/, /^GPU 1 failed: XID 79/] });
+    const detail = (await app.inject({ url: `/admin/api/machines/${machineId}`, headers: session(asAdmin) })).json();
+    t.same(detail.gpus.map((g: { verdict: string; reasons: string[] }) => [g.verdict, g.reasons]), [['failed', ['XID 79: the GPU fell off the bus']], ['failed', ['XID 79: the GPU fell off the bus']]], 'each GPU with its own verdict');
+    await db.query(`UPDATE machine_gpus SET health = 'healthy', health_reasons = '[]'::jsonb WHERE machine_id = $1`, [machineId]);
+  });
 });
 
 t.test('error: roles, bad parameters naming the field, not_found', async (t) => {

@@ -1,6 +1,8 @@
+import { GPU_HEALTH_VERDICTS, machineHealthVerdict } from '@gpufarm/shared';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import type { Database } from '../db/database.js';
 import { listFleetEvents, type FleetEvent } from '../fleet/events.js';
+import { machineGpuHealth } from '../fleet/gpu-health.js';
 import { readFleetSeries, readGpuHistory, type HistoryTable } from '../fleet/history-store.js';
 import { z } from 'zod';
 import {
@@ -9,7 +11,6 @@ import {
   countMachinesByState,
   findAdminMachine,
   listAdminMachines,
-  listMachineGpus,
   listRecentMachineJobs,
   outcomesByFarm,
   queueWaitPercentiles,
@@ -27,6 +28,18 @@ export type HistoryRange = (typeof HISTORY_RANGES)[number];
 
 const RANGE_SECONDS: Record<HistoryRange, number> = { '1h': 3600, '24h': 86_400, '7d': 7 * 86_400, '30d': 30 * 86_400 };
 
+const troubledGpusSchema = z.array(z.object({ index: z.int(), verdict: z.enum(GPU_HEALTH_VERDICTS), reasons: z.array(z.string()) })).nullable();
+
+/** The reasons of a row's verdict, worded by the shared rule from its unhealthy status and troubled GPUs. */
+function verdictReasons(r: AdminMachineDbRow): string[] {
+  if (r.verdict === 'healthy') return [];
+  const unhealthy = r.state === 'failed' && r.health_reason !== null ? r.health_reason : null;
+  const gpus = troubledGpusSchema.catch(null).parse(r.troubled_gpus) ?? [];
+  // Healthy GPUs are left out of the row: enough of them stand in so "no GPU is usable" is said only when true.
+  const healthy = Array.from({ length: Math.max(0, r.gpu_count - gpus.length) }, () => ({ index: -1, verdict: 'healthy' as const, reasons: [] }));
+  return machineHealthVerdict({ machineUnhealthyReason: unhealthy, gpus: [...gpus, ...healthy] }).reasons;
+}
+
 function machineRowView(r: AdminMachineDbRow) {
   return {
     id: r.id,
@@ -34,7 +47,7 @@ function machineRowView(r: AdminMachineDbRow) {
     regionKey: r.region_key,
     state: r.state,
     verdict: r.verdict,
-    verdictReasons: r.verdict === 'healthy' || r.health_reason === null ? [] : [r.health_reason],
+    verdictReasons: verdictReasons(r),
     gpuCount: r.gpu_count,
     classIds: r.class_ids,
     agentVersion: r.agent_version,
@@ -82,11 +95,10 @@ export async function adminMachinesPage(
 export async function adminMachineDetail(db: Database, machineId: string) {
   const row = await findAdminMachine(db, machineId);
   if (!row) return null;
-  const [gpus, jobs] = await Promise.all([listMachineGpus(db, machineId), listRecentMachineJobs(db, machineId, 20)]);
-  const reasons = row.verdict === 'healthy' || row.health_reason === null ? [] : [row.health_reason];
+  const [health, jobs] = await Promise.all([machineGpuHealth(db, machineId), listRecentMachineJobs(db, machineId, 20)]);
   return {
     machine: { ...machineRowView(row), cudaVersion: row.cuda_version, benchmarkTier: row.benchmark_tier, pricePerGpuHourMicroUsd: row.price === null ? null : Number(row.price), healthReason: row.health_reason },
-    gpus: gpus.map((g) => ({ index: g.gpu_index, uuid: g.uuid, classId: g.class_id, verdict: row.verdict, reasons })),
+    gpus: (health?.gpus ?? []).map((g) => ({ index: g.index, uuid: g.uuid, classId: g.classId, verdict: g.verdict, reasons: g.reasons })),
     recentJobs: jobs.map((j) => ({ jobId: j.job_id, status: j.status, startedAt: j.started_at?.toISOString() ?? null, finishedAt: j.finished_at?.toISOString() ?? null, failureCode: j.failure_code })),
   };
 }

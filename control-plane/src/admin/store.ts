@@ -95,6 +95,8 @@ export interface AdminMachineDbRow {
   state: AdminMachineState;
   verdict: 'healthy' | 'warning' | 'failed';
   health_reason: string | null;
+  /** The GPUs judged warning or failed, with their reasons; null when all are healthy. */
+  troubled_gpus: unknown;
   gpu_count: number;
   class_ids: string[];
   agent_version: string | null;
@@ -117,7 +119,10 @@ export interface AdminMachineDbRow {
 // draining: what keeps it from work first.
 const MACHINE_ROWS = `
   WITH g AS (
-    SELECT machine_id, count(*)::int AS gpu_count, array_agg(DISTINCT class_id ORDER BY class_id) AS class_ids, bool_or(busy) AS busy
+    SELECT machine_id, count(*)::int AS gpu_count, array_agg(DISTINCT class_id ORDER BY class_id) AS class_ids, bool_or(busy) AS busy,
+           count(*) FILTER (WHERE health = 'failed')::int AS failed_gpus,
+           jsonb_agg(jsonb_build_object('index', gpu_index, 'verdict', health, 'reasons', health_reasons) ORDER BY gpu_index)
+             FILTER (WHERE health <> 'healthy') AS troubled_gpus
       FROM machine_gpus GROUP BY machine_id
   ), fails AS (
     SELECT machine_id, count(*)::int AS n FROM assignments
@@ -125,12 +130,16 @@ const MACHINE_ROWS = `
   ), rows AS (
     SELECT m.id, m.farm_id, f.slug AS farm_slug, m.region_key,
       CASE WHEN m.status IN ('offline', 'disabled') THEN 'offline'
-           WHEN m.status = 'unhealthy' THEN 'failed'
+           WHEN m.status = 'unhealthy' OR coalesce(g.failed_gpus = g.gpu_count, false) THEN 'failed'
            WHEN m.cordoned THEN 'cordoned'
            WHEN m.drain_requested OR m.status = 'draining' THEN 'draining'
            WHEN coalesce(g.busy, false) THEN 'busy'
            ELSE 'online' END AS state,
-      CASE WHEN m.status = 'unhealthy' THEN 'failed' ELSE 'healthy' END AS verdict,
+      -- machineHealthVerdict (shared/src/fleet/gpu-health.ts) in SQL, so the table filters and counts by it.
+      CASE WHEN m.status = 'unhealthy' OR coalesce(g.failed_gpus = g.gpu_count, false) THEN 'failed'
+           WHEN g.troubled_gpus IS NOT NULL THEN 'warning'
+           ELSE 'healthy' END AS verdict,
+      g.troubled_gpus,
       m.health_reason, coalesce(g.gpu_count, 0) AS gpu_count, coalesce(g.class_ids, ARRAY[]::text[]) AS class_ids,
       m.agent_version, m.driver_version, m.cuda_version, m.benchmark_tier, m.price_per_gpu_hour_micro_usd AS price,
       m.last_heartbeat_at, extract(epoch FROM now() - m.last_heartbeat_at)::float8 AS heartbeat_age_seconds,
@@ -159,7 +168,7 @@ export async function listAdminMachines(
   const nulls = params.sort === 'heartbeat_age' ? (params.order === 'desc' ? 'NULLS FIRST' : 'NULLS LAST') : params.order === 'desc' ? 'NULLS LAST' : 'NULLS FIRST';
   const rows = await db.query<AdminMachineDbRow>(
     `${MACHINE_ROWS}
-     SELECT id, farm_id, farm_slug, region_key, state, verdict, health_reason, gpu_count, class_ids, agent_version, driver_version,
+     SELECT id, farm_id, farm_slug, region_key, state, verdict, health_reason, troubled_gpus, gpu_count, class_ids, agent_version, driver_version,
             cuda_version, benchmark_tier, price, last_heartbeat_at, heartbeat_age_seconds, utilization_percent, failures_7d,
             cordoned, drain_requested, drain_deadline, count(*) OVER ()::int AS total
        FROM rows
@@ -194,16 +203,6 @@ export async function countMachinesByState(db: Queryable): Promise<Record<AdminM
   return counts;
 }
 
-export interface MachineGpuRow {
-  gpu_index: number;
-  uuid: string | null;
-  class_id: string;
-}
-
-export function listMachineGpus(db: Queryable, machineId: string): Promise<MachineGpuRow[]> {
-  return db.query<MachineGpuRow>('SELECT gpu_index, uuid, class_id FROM machine_gpus WHERE machine_id = $1 ORDER BY gpu_index', [machineId]);
-}
-
 export interface RecentJobRow {
   job_id: string;
   status: string;
@@ -221,7 +220,6 @@ export function listRecentMachineJobs(db: Queryable, machineId: string, limit: n
     [machineId, limit],
   );
 }
-
 
 /** GPUs of machines not offline, free and busy per (class, region). */
 export function countGpusByClassRegion(db: Queryable): Promise<Array<{ class_id: string; region_key: string; free: number; busy: number }>> {
