@@ -72,3 +72,17 @@ t.test('error: a batch function that answers the wrong number of results fails e
 t.test('error: options below 1 are refused', async (t) => {
   t.throws(() => createBatcher(async (items: readonly number[]) => items, { maxInFlight: 0, maxBatch: 1 }), RangeError);
 });
+
+t.test('behavior: with a linger, calls spread over it leave in one batch, and what queues during a batch waits for the next', async (t) => {
+  const batches: number[][] = [];
+  const call = createBatcher(async (items: readonly number[]) => {
+    batches.push([...items]);
+    return items.map((n) => n * 10);
+  }, { maxInFlight: 1, maxBatch: 10, lingerMs: 100 });
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  const first = [call(1), sleep(20).then(() => call(2)), sleep(40).then(() => call(3))];
+  t.same(await Promise.all(first), [10, 20, 30]);
+  t.same(batches, [[1, 2, 3]], 'the 100 ms linger gathered calls made 20 and 40 ms after the first');
+  t.same(await Promise.all([call(4), call(5)]), [40, 50]);
+  t.same(batches, [[1, 2, 3], [4, 5]]);
+});

@@ -8,6 +8,7 @@ import { scheduleCanaries } from '../machine-verification/canary.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
+import { heartbeatWriter } from './machine-store.js';
 import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
 import { z } from 'zod';
@@ -84,6 +85,8 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
   const epochs = new WeakMap<AgentConnection, number>();
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   let closing = false;
+  // One writer for every link: their heartbeats share statements.
+  const writeBeat = heartbeatWriter(deps.db, { maxGapSeconds: 2 * deps.config.heartbeatSeconds });
 
   await app.register(agentRoutes, { db: deps.db, heartbeatSeconds: deps.config.heartbeatSeconds });
 
@@ -92,7 +95,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
       ws.close(1001, 'server shutting down');
       return;
     }
-    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log, ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}) });
+    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log, writeBeat, ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}) });
     epochs.set(connection, epoch);
     const previous = connections.get(machineId);
     connections.set(machineId, connection);

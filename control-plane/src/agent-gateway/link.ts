@@ -37,6 +37,8 @@ export interface LinkContext {
   log: (message: string, err?: unknown) => void;
   /** Takes each heartbeat's GPU figures for the history (summed in memory, written per minute). */
   gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
+  /** Writes heartbeats, several machines' in one statement (`heartbeatWriter`), shared by the gateway's links. */
+  writeBeat: Parameters<typeof recordHeartbeat>[3]['write'];
 }
 
 const LIVE_STATES = new Set<AssignmentRow['state']>(['offered', 'accepted', 'running']);
@@ -88,6 +90,8 @@ export class AgentConnection {
   private storedCounters: string | null = null;
   /** The GPU health reports last sent on this link (a heartbeat without them means unchanged). */
   private lastReports: GpuHealthReport[] | null = null;
+  /** The GPUs the agent last claimed (hello, or a heartbeat's new inventory): heartbeats are judged against them. */
+  private claimed: Pick<HelloMessage['inventory'], 'gpus' | 'simulated'> | null = null;
 
   constructor(
     readonly ws: WebSocket,
@@ -188,12 +192,15 @@ export class AgentConnection {
       case 'hello':
         return this.onHello(message);
       case 'heartbeat':
-        if (!(await recordHeartbeat(deps.db, this.machineId, message, { maxGapSeconds: 2 * deps.config.heartbeatSeconds }))) {
+        if (!(await recordHeartbeat(deps.db, this.machineId, message, { write: this.ctx.writeBeat, claimed: this.claimed }))) {
           this.close(AGENT_CLOSE_CODES.unauthorized, 'the machine was disabled or removed by an operator');
           return;
         }
         // A new inventory may have added GPU rows (judged healthy until told otherwise).
-        if (message.inventory !== null) this.storedVerdicts = null;
+        if (message.inventory !== null) {
+          this.claimed = message.inventory;
+          this.storedVerdicts = null;
+        }
         await this.onGpuHealth(message);
         this.ctx.gpuSamples?.(this.machineId, message.gpus);
         if (this.superseded.size > 0) {
@@ -249,6 +256,7 @@ export class AgentConnection {
     await holdSupersededGpus(deps.db, this.machineId, superseded);
     for (const id of superseded) this.superseded.add(id);
     await applyHello(deps.db, this.machineId, hello);
+    this.claimed = hello.inventory;
     const live = await liveAssignments(deps.db, this.machineId);
     const acked = await lastStoredSeqs(deps.db, mine);
     for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);

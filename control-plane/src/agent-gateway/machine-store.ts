@@ -1,4 +1,5 @@
 import { findGpuClass, type GpuHealthReport, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import { createBatcher } from '../db/batcher.js';
 import type { Database, Queryable } from '../db/database.js';
 import { recordFleetEvent, type FleetEventInput } from '../fleet/events.js';
 import { probeMismatch } from '../machine-verification/claims.js';
@@ -144,67 +145,99 @@ export async function applyHello(db: Database, machineId: string, hello: HelloMe
 
 interface HeartbeatRow {
   status: string;
-  inventory: MachineInventory | null;
   health_reason: string | null;
   cuda_version: string | null;
   driver_version: string | null;
   simulated: boolean;
 }
 
+/** The cheap part of a heartbeat: when it was heard, the live GPU figures, draining. */
+interface HeartbeatBeat {
+  machineId: string;
+  gpuLive: string;
+  draining: boolean;
+}
+
+/** What the machine's row held once the beat was written; null when the machine is gone. */
+type HeartbeatSeen = (HeartbeatRow & { id: string }) | null;
+
 /**
- * A `heartbeat`: one UPDATE of the cheap columns (last heard, live GPU figures, draining, host
- * figures) that also adds the seconds since the previous heartbeat, at most `maxGapSeconds`, to
- * today's uptime (UTC, never past 86,400). Status, health and the inventory's offered columns
- * and GPUs are written only when they changed. Returns false when the machine is gone or an
- * operator disabled it (its link is then refused like an unknown token).
+ * Writes beats of many machines in one statement: heard now, live GPU figures, draining, and
+ * the seconds since each machine's previous beat, at most `maxGapSeconds`, added to today's
+ * uptime (UTC, never past 86,400). At 10,000 machines every 10 s a statement per beat would be
+ * a thousand round trips a second; the beats of 100 ms go out together (`createBatcher`).
  */
-export async function recordHeartbeat(db: Database, machineId: string, heartbeat: HeartbeatMessage, options: { maxGapSeconds: number }): Promise<boolean> {
+export function heartbeatWriter(db: Queryable, options: { maxGapSeconds: number }): (beat: HeartbeatBeat) => Promise<HeartbeatSeen> {
+  return createBatcher(
+    async (beats: readonly HeartbeatBeat[]) => {
+      const rows = await db.query<HeartbeatRow & { id: string }>(
+        `WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[]) AS i(id, gpu_live, draining)),
+         prev AS (SELECT m.id, m.last_heartbeat_at AS prev_at FROM machines m JOIN input ON input.id = m.id),
+         m AS (
+           UPDATE machines SET last_heartbeat_at = now(), gpu_live = input.gpu_live::jsonb, draining = input.draining
+             FROM input JOIN prev ON prev.id = input.id WHERE machines.id = input.id
+           RETURNING machines.id, machines.status, machines.health_reason, machines.cuda_version, machines.driver_version, machines.simulated, prev.prev_at
+         ),
+         up AS (
+           INSERT INTO machine_uptime_days (machine_id, day, seconds_up)
+           SELECT m.id, (now() AT TIME ZONE 'UTC')::date, least($4::float8, 86400, round(extract(epoch FROM now() - m.prev_at)))::int
+             FROM m WHERE m.prev_at IS NOT NULL AND m.prev_at < now()
+           ON CONFLICT (machine_id, day) DO UPDATE SET seconds_up = least(86400, machine_uptime_days.seconds_up + excluded.seconds_up)
+         )
+         SELECT id, status, health_reason, cuda_version, driver_version, simulated FROM m`,
+        [beats.map((b) => b.machineId), beats.map((b) => b.gpuLive), beats.map((b) => b.draining), options.maxGapSeconds],
+      );
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      return beats.map((b) => byId.get(b.machineId) ?? null);
+    },
+    // A beat may wait 100 ms: the machine's last-heard time is kept to seconds anyway.
+    { maxInFlight: 2, maxBatch: 500, lingerMs: 100 },
+  );
+}
+
+/**
+ * A `heartbeat`: the beat (`write`, batched with other machines' beats), plus the inventory's
+ * columns when the heartbeat carries a new inventory. Status, health and the inventory's offered
+ * columns and GPUs are written only when they changed, judged against `claimed`, the inventory
+ * the link last had from the agent. Returns false when the machine is gone or an operator
+ * disabled it (its link is then refused like an unknown token).
+ */
+export async function recordHeartbeat(
+  db: Database,
+  machineId: string,
+  heartbeat: HeartbeatMessage,
+  context: { write: (beat: HeartbeatBeat) => Promise<HeartbeatSeen>; claimed: Pick<MachineInventory, 'gpus' | 'simulated'> | null },
+): Promise<boolean> {
   const inventory = heartbeat.inventory;
   const columns = inventory ? inventoryColumns(inventory) : null;
-  const [row] = await db.query<HeartbeatRow>(
-    `WITH prev AS (SELECT id, last_heartbeat_at AS prev_at FROM machines WHERE id = $1),
-     m AS (
-       UPDATE machines SET last_heartbeat_at = now(), gpu_live = $2::jsonb, draining = $3,
-         inventory = coalesce($4::jsonb, inventory), agent_version = coalesce($5, agent_version),
-         cpu_cores = coalesce($6, cpu_cores), ram_bytes = coalesce($7, ram_bytes), disk_free_bytes = coalesce($8, disk_free_bytes)
-       FROM prev WHERE machines.id = prev.id
-       RETURNING machines.status, machines.inventory, machines.health_reason, machines.cuda_version, machines.driver_version, machines.simulated, prev.prev_at
-     ),
-     up AS (
-       INSERT INTO machine_uptime_days (machine_id, day, seconds_up)
-       SELECT $1, (now() AT TIME ZONE 'UTC')::date, least($9::float8, 86400, round(extract(epoch FROM now() - m.prev_at)))::int
-         FROM m WHERE m.prev_at IS NOT NULL AND m.prev_at < now()
-       ON CONFLICT (machine_id, day) DO UPDATE SET seconds_up = least(86400, machine_uptime_days.seconds_up + excluded.seconds_up)
-     )
-     SELECT status, inventory, health_reason, cuda_version, driver_version, simulated FROM m`,
-    [
-      machineId, JSON.stringify(heartbeat.gpus), heartbeat.draining, inventory ? JSON.stringify(inventory) : null,
-      inventory?.agentVersion ?? null, columns?.cpuCores ?? null, columns?.ramBytes ?? null, columns?.diskFreeBytes ?? null,
-      options.maxGapSeconds,
-    ],
-  );
+  const row = await context.write({ machineId, gpuLive: JSON.stringify(heartbeat.gpus), draining: heartbeat.draining });
   if (!row || row.status === 'disabled') return false;
   const sets: string[] = [];
-  const params: Array<string | boolean | null> = [machineId];
-  const set = (column: string, value: string | boolean | null) => {
+  const params: Array<string | number | boolean | null> = [machineId];
+  const set = (column: string, value: string | number | boolean | null) => {
     params.push(value);
     sets.push(`${column} = $${params.length}`);
   };
-  const claimed = inventory ?? row.inventory ?? { gpus: [], simulated: row.simulated };
+  const claimed = inventory ?? context.claimed ?? { gpus: [], simulated: row.simulated };
   const { status, reason } = reportedStatus(claimed, heartbeat.health, heartbeat.draining);
   if (row.status !== status) {
     set('status', status);
     sets.push('offline_since = NULL');
   }
   if (row.health_reason !== reason) set('health_reason', reason);
-  if (columns) {
+  if (inventory && columns) {
+    sets.push(`inventory = $${params.push(JSON.stringify(inventory))}::jsonb`);
+    set('agent_version', inventory.agentVersion);
+    set('cpu_cores', columns.cpuCores);
+    set('ram_bytes', columns.ramBytes);
+    set('disk_free_bytes', columns.diskFreeBytes);
     if (row.cuda_version !== columns.cudaVersion) set('cuda_version', columns.cudaVersion);
     if (row.driver_version !== columns.driverVersion) set('driver_version', columns.driverVersion);
     if (row.simulated !== columns.simulated) set('simulated', columns.simulated);
   }
-  if (sets.length === 0 && !inventory) return true;
+  if (sets.length === 0) return true;
   await db.transaction(async (tx) => {
-    if (sets.length > 0) await tx.query(`UPDATE machines SET ${sets.join(', ')}, updated_at = now() WHERE id = $1`, params);
+    await tx.query(`UPDATE machines SET ${sets.join(', ')}, updated_at = now() WHERE id = $1`, params);
     const health = healthEvent(machineId, row.status, status, reason);
     if (health) await recordFleetEvent(tx, health);
     if (inventory) {

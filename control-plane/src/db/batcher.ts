@@ -18,6 +18,12 @@ export interface BatcherOptions {
   maxInFlight: number;
   /** Items in one batch at most (bounds the statement's size). */
   maxBatch: number;
+  /**
+   * How long the first call of a batch waits for others (default 0: until the next turn of the
+   * event loop). For writes nobody waits on promptly, such as heartbeats: calls spread evenly
+   * over time would otherwise each go out alone.
+   */
+  lingerMs?: number;
 }
 
 interface Pending<I, O> {
@@ -59,18 +65,24 @@ export function createBatcher<I, O>(run: (items: readonly I[]) => Promise<readon
       inFlight++;
       void send(batch).finally(() => {
         inFlight--;
-        drain();
+        // With a linger, what queued meanwhile waits its turn too, so batches stay full.
+        if (options.lingerMs) schedule();
+        else drain();
       });
     }
+  };
+
+  const schedule = () => {
+    if (scheduled || queue.length === 0 || inFlight >= options.maxInFlight) return;
+    scheduled = true;
+    if (options.lingerMs) setTimeout(drain, options.lingerMs);
+    else setImmediate(drain);
   };
 
   return (item: I) =>
     new Promise<O>((resolve, reject) => {
       queue.push({ item, resolve, reject });
       // Calls made in the same turn of the event loop (requests parsed from one read) leave together.
-      if (!scheduled && inFlight < options.maxInFlight) {
-        scheduled = true;
-        setImmediate(drain);
-      }
+      schedule();
     });
 }
