@@ -3,7 +3,7 @@ import { createFarm } from '../src/fleet/factories.js';
 import { GpuSampleAggregator, maintainHistory } from '../src/fleet/history.js';
 import { assertError } from './helpers/assert.js';
 import { ADMIN_TOKEN, bearer, createTestKey } from './helpers/app.js';
-import { AgentSocket, enrollMachine, hello, startGatewayApp } from './helpers/agent-client.js';
+import { AgentSocket, enrollMachine, heartbeat, hello, startGatewayApp } from './helpers/agent-client.js';
 import { devWallet, fakeWebDist, HOST, PUBLIC_URL, session, signIn, type SignedIn } from './helpers/web.js';
 
 const admin = devWallet(1);
@@ -154,6 +154,18 @@ t.test('admin actions through HTTP', async (t) => {
     const byFarm = (await app.inject({ url: `/admin/api/machines?farm=${(await db.query<{ slug: string }>('SELECT slug FROM farms WHERE id = $1', [farmId]))[0]!.slug}`, headers: session(asAdmin) })).json();
     t.same(byFarm.data.map((m: { id: string }) => m.id), [machineId]);
     t.equal((await app.inject({ url: `/admin/api/machines?q=${machineId.slice(5, 15)}`, headers: session(asAdmin) })).json().total, 1);
+
+    // Utilization: the mean over the GPUs of the last heartbeat that report one.
+    const live = (index: number, utilizationPercent: number | null) => ({ index, uuid: `GPU-sim-0-000${index}`, temperatureC: 50, utilizationPercent, memoryUsedBytes: 1024, powerDrawWatts: 90 });
+    agent.send(heartbeat({ gpus: [live(0, 30), live(1, 70), live(2, null)] }));
+    await agent.barrier();
+    const byUtilization = async (order: 'asc' | 'desc') =>
+      (await app.inject({ url: `/admin/api/machines?sort=utilization&order=${order}`, headers: session(asAdmin) })).json().data.map((m: { id: string; utilizationPercent: number | null }) => [m.id, m.utilizationPercent]);
+    t.same(await byUtilization('desc'), [[machineId, 50], [second.machineId, null]], 'a GPU without a figure is left out of the mean; unknown sorts lowest');
+    t.same(await byUtilization('asc'), [[second.machineId, null], [machineId, 50]]);
+    agent.send(heartbeat({ gpus: [live(0, 10), live(1, null)] }));
+    await agent.barrier();
+    t.same((await byUtilization('desc'))[0], [machineId, 10], 'each beat replaces the figure');
   });
 
   t.test('behavior: the verdict comes from the GPUs\' health: a warning keeps the machine at work, every GPU failed fails it', async (t) => {

@@ -119,10 +119,8 @@ export interface AdminMachineDbRow {
 // draining: what keeps it from work first.
 const MACHINE_ROWS = `
   WITH g AS (
-    SELECT machine_id, count(*)::int AS gpu_count, array_agg(DISTINCT class_id ORDER BY class_id) AS class_ids, bool_or(busy) AS busy,
-           count(*) FILTER (WHERE health = 'failed')::int AS failed_gpus,
-           jsonb_agg(jsonb_build_object('index', gpu_index, 'verdict', health, 'reasons', health_reasons) ORDER BY gpu_index)
-             FILTER (WHERE health <> 'healthy') AS troubled_gpus
+    SELECT machine_id, count(*)::int AS gpu_count, bool_or(busy) AS busy,
+           count(*) FILTER (WHERE health = 'failed')::int AS failed_gpus, bool_or(health <> 'healthy') AS troubled
       FROM machine_gpus GROUP BY machine_id
   ), fails AS (
     SELECT machine_id, count(*)::int AS n FROM assignments
@@ -137,18 +135,26 @@ const MACHINE_ROWS = `
            ELSE 'online' END AS state,
       -- machineHealthVerdict (shared/src/fleet/gpu-health.ts) in SQL, so the table filters and counts by it.
       CASE WHEN m.status = 'unhealthy' OR coalesce(g.failed_gpus = g.gpu_count, false) THEN 'failed'
-           WHEN g.troubled_gpus IS NOT NULL THEN 'warning'
+           WHEN g.troubled THEN 'warning'
            ELSE 'healthy' END AS verdict,
-      g.troubled_gpus,
-      m.health_reason, coalesce(g.gpu_count, 0) AS gpu_count, coalesce(g.class_ids, ARRAY[]::text[]) AS class_ids,
+      m.health_reason, coalesce(g.gpu_count, 0) AS gpu_count,
       m.agent_version, m.driver_version, m.cuda_version, m.benchmark_tier, m.price_per_gpu_hour_micro_usd AS price,
       m.last_heartbeat_at, extract(epoch FROM now() - m.last_heartbeat_at)::float8 AS heartbeat_age_seconds,
-      (SELECT avg((x ->> 'utilizationPercent')::float8) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(m.gpu_live) = 'array' THEN m.gpu_live ELSE '[]'::jsonb END) x)
-        AS utilization_percent,
+      m.gpu_utilization_percent::float8 AS utilization_percent,
       coalesce(fails.n, 0) AS failures_7d, m.cordoned, m.drain_requested, m.drain_deadline, m.gpu_live
     FROM machines m JOIN farms f ON f.id = m.farm_id
       LEFT JOIN g ON g.machine_id = m.id LEFT JOIN fails ON fails.machine_id = m.id
   )`;
+
+// What a shown row adds to MACHINE_ROWS, read for the rows of a page only: its GPU classes and
+// the GPUs judged warning or failed with their reasons.
+const MACHINE_GPU_DETAILS = `
+  LEFT JOIN LATERAL (
+    SELECT coalesce(array_agg(DISTINCT x.class_id ORDER BY x.class_id), ARRAY[]::text[]) AS class_ids,
+           jsonb_agg(jsonb_build_object('index', x.gpu_index, 'verdict', x.health, 'reasons', x.health_reasons) ORDER BY x.gpu_index)
+             FILTER (WHERE x.health <> 'healthy') AS troubled_gpus
+      FROM machine_gpus x WHERE x.machine_id = page.id
+  ) details ON true`;
 
 const SORT_COLUMN: Readonly<Record<AdminMachineSort, string>> = {
   heartbeat_age: 'heartbeat_age_seconds',
@@ -166,19 +172,24 @@ export async function listAdminMachines(
   const direction = params.order === 'asc' ? 'ASC' : 'DESC';
   // Machines never heard from sort as the oldest heartbeat; unknown utilization as the lowest.
   const nulls = params.sort === 'heartbeat_age' ? (params.order === 'desc' ? 'NULLS FIRST' : 'NULLS LAST') : params.order === 'desc' ? 'NULLS LAST' : 'NULLS FIRST';
+  const order = `ORDER BY ${column} ${direction} ${nulls}, id ${direction}`;
   const rows = await db.query<AdminMachineDbRow>(
     `${MACHINE_ROWS}
-     SELECT id, farm_id, farm_slug, region_key, state, verdict, health_reason, troubled_gpus, gpu_count, class_ids, agent_version, driver_version,
-            cuda_version, benchmark_tier, price, last_heartbeat_at, heartbeat_age_seconds, utilization_percent, failures_7d,
-            cordoned, drain_requested, drain_deadline, count(*) OVER ()::int AS total
-       FROM rows
-      WHERE ($1::text IS NULL OR farm_slug = $1) AND ($2::text IS NULL OR region_key = $2)
-        AND ($3::text IS NULL OR $3 = ANY(class_ids)) AND ($4::text IS NULL OR verdict = $4)
-        AND ($5::text IS NULL OR agent_version = $5) AND ($6::text IS NULL OR driver_version = $6)
-        AND ($7::text IS NULL OR state = $7)
-        AND ($8::text IS NULL OR id ILIKE '%' || $8 || '%' OR farm_slug ILIKE '%' || $8 || '%' OR gpu_live::text ILIKE '%' || $8 || '%')
-      ORDER BY ${column} ${direction} ${nulls}, id ${direction}
-      LIMIT $9 OFFSET $10`,
+     SELECT page.*, details.class_ids, details.troubled_gpus FROM (
+       SELECT id, farm_id, farm_slug, region_key, state, verdict, health_reason, gpu_count, agent_version, driver_version,
+              cuda_version, benchmark_tier, price, last_heartbeat_at, heartbeat_age_seconds, utilization_percent, failures_7d,
+              cordoned, drain_requested, drain_deadline, count(*) OVER ()::int AS total
+         FROM rows
+        WHERE ($1::text IS NULL OR farm_slug = $1) AND ($2::text IS NULL OR region_key = $2)
+          AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM machine_gpus c WHERE c.machine_id = rows.id AND c.class_id = $3))
+          AND ($4::text IS NULL OR verdict = $4)
+          AND ($5::text IS NULL OR agent_version = $5) AND ($6::text IS NULL OR driver_version = $6)
+          AND ($7::text IS NULL OR state = $7)
+          AND ($8::text IS NULL OR id ILIKE '%' || $8 || '%' OR farm_slug ILIKE '%' || $8 || '%' OR gpu_live::text ILIKE '%' || $8 || '%')
+        ${order}
+        LIMIT $9 OFFSET $10
+     ) page ${MACHINE_GPU_DETAILS}
+     ${order}`,
     [f.farmSlug ?? null, f.regionKey ?? null, f.classId ?? null, f.verdict ?? null, f.agentVersion ?? null, f.driverVersion ?? null, f.state ?? null, f.q ?? null, params.limit, params.offset],
   );
   let total = rows[0]?.total ?? 0;
@@ -191,7 +202,10 @@ export async function listAdminMachines(
 
 /** One machine's row of the table, or null. */
 export async function findAdminMachine(db: Queryable, machineId: string): Promise<AdminMachineDbRow | null> {
-  const [row] = await db.query<AdminMachineDbRow>(`${MACHINE_ROWS} SELECT *, 1 AS total FROM rows WHERE id = $1`, [machineId]);
+  const [row] = await db.query<AdminMachineDbRow>(
+    `${MACHINE_ROWS} SELECT page.*, details.class_ids, details.troubled_gpus, 1 AS total FROM (SELECT * FROM rows WHERE id = $1) page ${MACHINE_GPU_DETAILS}`,
+    [machineId],
+  );
   return row ?? null;
 }
 

@@ -151,44 +151,77 @@ interface HeartbeatRow {
   simulated: boolean;
 }
 
-/** The cheap part of a heartbeat: when it was heard, the live GPU figures, draining. */
+/**
+ * The cheap part of a heartbeat: when it was heard, the live GPU figures, draining, and the
+ * status and reason the beat gives the machine. `wantRow`: the row is wanted whatever it holds.
+ */
 interface HeartbeatBeat {
   machineId: string;
-  gpuLive: string;
+  gpus: HeartbeatMessage['gpus'];
   draining: boolean;
+  reported: { status: LinkStatus; reason: string | null } | null;
+  wantRow: boolean;
 }
 
-/** What the machine's row held once the beat was written; null when the machine is gone. */
-type HeartbeatSeen = (HeartbeatRow & { id: string }) | null;
+/**
+ * What the machine's row held once the beat was written: `unchanged` when its status and
+ * reason were already the beat's (and the row was not asked for), null when the machine is gone.
+ */
+type HeartbeatSeen = (HeartbeatRow & { id: string }) | 'unchanged' | null;
+
+/** The mean utilization of the GPUs that report one; null when none does. */
+export function meanUtilization(gpus: HeartbeatMessage['gpus']): number | null {
+  let sum = 0;
+  let n = 0;
+  for (const g of gpus) {
+    if (g.utilizationPercent === null) continue;
+    sum += g.utilizationPercent;
+    n += 1;
+  }
+  return n === 0 ? null : sum / n;
+}
 
 /**
- * Writes beats of many machines in one statement: heard now, live GPU figures, draining, and
- * the seconds since each machine's previous beat, at most `maxGapSeconds`, added to today's
- * uptime (UTC, never past 86,400). At 10,000 machines every 10 s a statement per beat would be
- * a thousand round trips a second; the beats of 100 ms go out together (`createBatcher`).
+ * Writes beats of many machines in one statement: heard now, live GPU figures and their mean
+ * utilization, draining, and the seconds since each machine's previous beat, at most
+ * `maxGapSeconds`, added to today's uptime (UTC, never past 86,400). At 10,000 machines every
+ * 10 s a statement per beat would be a thousand round trips a second; the beats of 100 ms go
+ * out together (`createBatcher`) as one JSON document, and rows come back only for machines
+ * whose status or reason must change, that are gone, or whose row was asked for.
  */
 export function heartbeatWriter(db: Queryable, options: { maxGapSeconds: number }): (beat: HeartbeatBeat) => Promise<HeartbeatSeen> {
   return createBatcher(
     async (beats: readonly HeartbeatBeat[]) => {
-      const rows = await db.query<HeartbeatRow & { id: string }>(
-        `WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[]) AS i(id, gpu_live, draining)),
+      const input = JSON.stringify(
+        beats.map((b) => ({ id: b.machineId, gpus: b.gpus, util: meanUtilization(b.gpus), draining: b.draining, status: b.reported?.status ?? null, reason: b.reported?.reason ?? null, want_row: b.wantRow })),
+      );
+      const rows = await db.query<HeartbeatRow & { id: string; found: boolean }>(
+        `WITH input AS (
+           SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(id text, gpus jsonb, util real, draining boolean, status text, reason text, want_row boolean)
+         ),
          prev AS (SELECT m.id, m.last_heartbeat_at AS prev_at FROM machines m JOIN input ON input.id = m.id),
          m AS (
-           UPDATE machines SET last_heartbeat_at = now(), gpu_live = input.gpu_live::jsonb, draining = input.draining
+           UPDATE machines SET last_heartbeat_at = now(), gpu_live = input.gpus, gpu_utilization_percent = input.util, draining = input.draining
              FROM input JOIN prev ON prev.id = input.id WHERE machines.id = input.id
            RETURNING machines.id, machines.status, machines.health_reason, machines.cuda_version, machines.driver_version, machines.simulated, prev.prev_at
          ),
          up AS (
            INSERT INTO machine_uptime_days (machine_id, day, seconds_up)
-           SELECT m.id, (now() AT TIME ZONE 'UTC')::date, least($4::float8, 86400, round(extract(epoch FROM now() - m.prev_at)))::int
+           SELECT m.id, (now() AT TIME ZONE 'UTC')::date, least($2::float8, 86400, round(extract(epoch FROM now() - m.prev_at)))::int
              FROM m WHERE m.prev_at IS NOT NULL AND m.prev_at < now()
            ON CONFLICT (machine_id, day) DO UPDATE SET seconds_up = least(86400, machine_uptime_days.seconds_up + excluded.seconds_up)
          )
-         SELECT id, status, health_reason, cuda_version, driver_version, simulated FROM m`,
-        [beats.map((b) => b.machineId), beats.map((b) => b.gpuLive), beats.map((b) => b.draining), options.maxGapSeconds],
+         SELECT input.id, m.id IS NOT NULL AS found, m.status, m.health_reason, m.cuda_version, m.driver_version, m.simulated
+           FROM input LEFT JOIN m ON m.id = input.id
+          WHERE m.id IS NULL OR input.want_row OR m.status IS DISTINCT FROM input.status OR m.health_reason IS DISTINCT FROM input.reason`,
+        [input, options.maxGapSeconds],
       );
       const byId = new Map(rows.map((r) => [r.id, r]));
-      return beats.map((b) => byId.get(b.machineId) ?? null);
+      return beats.map((b): HeartbeatSeen => {
+        const row = byId.get(b.machineId);
+        if (!row) return 'unchanged';
+        return row.found ? row : null;
+      });
     },
     // A beat may wait 100 ms: the machine's last-heard time is kept to seconds anyway.
     { maxInFlight: 2, maxBatch: 500, lingerMs: 100 },
@@ -209,23 +242,25 @@ export async function recordHeartbeat(
   context: { write: (beat: HeartbeatBeat) => Promise<HeartbeatSeen>; claimed: Pick<MachineInventory, 'gpus' | 'simulated'> | null },
 ): Promise<boolean> {
   const inventory = heartbeat.inventory;
-  const columns = inventory ? inventoryColumns(inventory) : null;
-  const row = await context.write({ machineId, gpuLive: JSON.stringify(heartbeat.gpus), draining: heartbeat.draining });
+  const claimed = inventory ?? context.claimed;
+  const reported = claimed ? reportedStatus(claimed, heartbeat.health, heartbeat.draining) : null;
+  const row = await context.write({ machineId, gpus: heartbeat.gpus, draining: heartbeat.draining, reported, wantRow: inventory !== null || reported === null });
+  if (row === 'unchanged') return true;
   if (!row || row.status === 'disabled') return false;
+  const { status, reason } = reported ?? reportedStatus({ gpus: [], simulated: row.simulated }, heartbeat.health, heartbeat.draining);
   const sets: string[] = [];
   const params: Array<string | number | boolean | null> = [machineId];
   const set = (column: string, value: string | number | boolean | null) => {
     params.push(value);
     sets.push(`${column} = $${params.length}`);
   };
-  const claimed = inventory ?? context.claimed ?? { gpus: [], simulated: row.simulated };
-  const { status, reason } = reportedStatus(claimed, heartbeat.health, heartbeat.draining);
   if (row.status !== status) {
     set('status', status);
     sets.push('offline_since = NULL');
   }
   if (row.health_reason !== reason) set('health_reason', reason);
-  if (inventory && columns) {
+  if (inventory) {
+    const columns = inventoryColumns(inventory);
     sets.push(`inventory = $${params.push(JSON.stringify(inventory))}::jsonb`);
     set('agent_version', inventory.agentVersion);
     set('cpu_cores', columns.cpuCores);

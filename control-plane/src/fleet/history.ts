@@ -29,19 +29,25 @@ const QUARTER_MS = 900_000;
 /** Days ahead whose partitions are kept ready. */
 const DAYS_AHEAD = 2;
 
+/** A machine's cells: per minute bucket, the GPUs' cells by GPU index. */
+type MachineCells = Map<number, SampleCell[]>;
+
 /** Per-minute sums of the GPU figures heard since the last flush. */
 export class GpuSampleAggregator {
-  private cells = new Map<string, SampleCell>();
+  // Keyed by the machine's id, then the bucket and the GPU index: a heartbeat makes no key string.
+  private machines = new Map<string, MachineCells>();
+  private count = 0;
 
   /** Adds one heartbeat's GPU figures at `atMs`. Costs a map update per GPU; no I/O. */
   add(machineId: string, gpus: HeartbeatMessage['gpus'], atMs: number): void {
     const bucket = Math.floor(atMs / 60_000) * 60;
+    const row = this.cellsOf(machineId, bucket);
     for (const g of gpus) {
-      const key = `${machineId}\u0000${g.index}\u0000${bucket}`;
-      let c = this.cells.get(key);
+      let c = row[g.index];
       if (!c) {
         c = { machineId, gpuIndex: g.index, bucket, samples: 0, utilSum: 0, utilN: 0, tempSum: 0, tempMax: null, tempN: 0, memSum: 0, memMax: null, memN: 0, powerSum: 0, powerMax: null, powerN: 0 };
-        this.cells.set(key, c);
+        row[g.index] = c;
+        this.count += 1;
       }
       c.samples += 1;
       if (g.utilizationPercent !== null) { c.utilSum += g.utilizationPercent; c.utilN += 1; }
@@ -52,13 +58,17 @@ export class GpuSampleAggregator {
   }
 
   get pending(): number {
-    return this.cells.size;
+    return this.count;
   }
 
   /** Writes what was summed (in batches of `batch` cells) and starts afresh; cells that failed to write are kept for the next flush. */
   async flush(db: Database, batch = 5_000): Promise<number> {
-    const cells = [...this.cells.values()];
-    this.cells = new Map();
+    const cells: SampleCell[] = [];
+    for (const buckets of this.machines.values()) {
+      for (const row of buckets.values()) for (const c of row) if (c) cells.push(c);
+    }
+    this.machines = new Map();
+    this.count = 0;
     let written = 0;
     try {
       for (let i = 0; i < cells.length; i += batch) {
@@ -73,11 +83,26 @@ export class GpuSampleAggregator {
     return written;
   }
 
+  private cellsOf(machineId: string, bucket: number): SampleCell[] {
+    let buckets = this.machines.get(machineId);
+    if (!buckets) {
+      buckets = new Map();
+      this.machines.set(machineId, buckets);
+    }
+    let row = buckets.get(bucket);
+    if (!row) {
+      row = [];
+      buckets.set(bucket, row);
+    }
+    return row;
+  }
+
   private addCell(c: SampleCell): void {
-    const key = `${c.machineId}\u0000${c.gpuIndex}\u0000${c.bucket}`;
-    const had = this.cells.get(key);
+    const row = this.cellsOf(c.machineId, c.bucket);
+    const had = row[c.gpuIndex];
     if (!had) {
-      this.cells.set(key, { ...c });
+      row[c.gpuIndex] = { ...c };
+      this.count += 1;
       return;
     }
     had.samples += c.samples;

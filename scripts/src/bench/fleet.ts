@@ -1,5 +1,5 @@
 import { WebSocket } from 'ws';
-import { AGENT_PROTOCOL_VERSION, AGENT_PROTOCOL_VERSIONS, AGENT_WS_PATH, type MachineInventory } from '@gpufarm/shared';
+import { AGENT_PROTOCOL_VERSION, AGENT_PROTOCOL_VERSIONS, AGENT_WS_PATH, type GpuHealthReport, type MachineInventory } from '@gpufarm/shared';
 import { hashAgentToken, newAgentToken } from '@gpufarm/control-plane/auth/machine-tokens.js';
 import { createWebSession } from '@gpufarm/control-plane/auth/session-store.js';
 import { ensureAccount } from '@gpufarm/control-plane/auth/store.js';
@@ -21,7 +21,8 @@ import type { StandaloneResult, StandaloneSection } from './standalone.js';
  * - p99 of `GET /admin/api/fleet/overview` and `GET /admin/api/machines` (a few filters and
  *   sorts), from 4 concurrent clients on admin sessions: target <= 200 ms;
  * - heartbeat ingest: BENCH_FLEET_LINKS (10,000) real agent WebSockets each sending a heartbeat
- *   every 10 s; the control plane's CPU over 60 s as a share of one core: target <= 10%;
+ *   every 10 s (the first with GPU health reports, as a protocol 4 agent sends them); the
+ *   control plane's CPU over 60 s as a share of one core: target <= 10%;
  * - history storage per machine per day (pg_total_relation_size of the partitions / machines /
  *   days) and at steady state (48 h of minutes, 30 d of quarter hours).
  */
@@ -66,6 +67,8 @@ async function seedHistory(db: Database, historyMachines: number): Promise<void>
        FROM (SELECT id FROM machines ORDER BY id LIMIT $1) m JOIN machine_gpus g ON g.machine_id = m.id CROSS JOIN generate_series(1, 2 * 1440) AS q`,
     [historyMachines],
   );
+  // As heartbeats leave it: the mean utilization of each machine's GPUs (the table sorts by it).
+  await db.query(`UPDATE machines SET gpu_utilization_percent = (abs(hashtext(id)) % 1000) / 10.0`);
   await db.query('ANALYZE');
 }
 
@@ -129,6 +132,22 @@ interface Link {
   ws: WebSocket;
   gpus: Array<{ index: number; uuid: string }>;
   timer: NodeJS.Timeout | null;
+  /** Whether the GPU health reports went out (a protocol 4 agent sends them in its first heartbeat, then on change). */
+  reportedHealth: boolean;
+}
+
+/** A healthy GPU's health report, as an agent reads it from nvidia-smi. */
+function healthyReport(gpu: { index: number; uuid: string }): GpuHealthReport {
+  return {
+    index: gpu.index, uuid: gpu.uuid, pciBusId: null, lost: false, lostReason: null,
+    ecc: { volatileCorrectable: 0, volatileUncorrectable: 0, aggregateCorrectable: 0, aggregateUncorrectable: 0 },
+    retiredPages: { singleBit: 0, doubleBit: 0, pending: false },
+    remappedRows: { correctable: 0, uncorrectable: 0, pending: false, failure: false },
+    clockEvents: { hwSlowdown: false, hwThermalSlowdown: false, hwPowerBrakeSlowdown: false, swThermalSlowdown: false, swPowerCap: false },
+    temperatureC: 50, slowdownTempC: 90, shutdownTempC: 95, fanPercent: 40, utilizationPercent: 50,
+    pcie: { currentGen: 4, maxGen: 4, currentWidth: 16, maxWidth: 16 },
+    xids: [],
+  };
 }
 
 /** Opens `count` agent links (50 at a time), each through hello and welcome. */
@@ -165,7 +184,7 @@ async function openLinks(db: Database, baseUrl: string, count: number, log: (lin
         const key = `${code} ${reason.toString().slice(0, 60)}`;
         closes.set(key, (closes.get(key) ?? 0) + 1);
       });
-      const link: Link = { ws, gpus: gpus.map((g) => ({ index: g.gpu_index, uuid: g.uuid })), timer: null };
+      const link: Link = { ws, gpus: gpus.map((g) => ({ index: g.gpu_index, uuid: g.uuid })), timer: null, reportedHealth: false };
       // Beating from its welcome on, as an agent does: a link silent for three intervals is closed.
       link.timer = setTimeout(() => {
         link.timer = setInterval(() => link.ws.readyState === WebSocket.OPEN && link.ws.send(heartbeatOf(link)), HEARTBEAT_SECONDS * 1000);
@@ -180,7 +199,10 @@ async function openLinks(db: Database, baseUrl: string, count: number, log: (lin
 }
 
 function heartbeatOf(link: Link): string {
+  const gpuHealth = link.reportedHealth ? {} : { gpuHealth: link.gpus.map(healthyReport) };
+  link.reportedHealth = true;
   return JSON.stringify({
+    ...gpuHealth,
     type: 'heartbeat',
     sentAt: new Date().toISOString(),
     health: { status: 'healthy', reason: null, gpuProbe: 'simulated', checkedAt: new Date().toISOString() },
