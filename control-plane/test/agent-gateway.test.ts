@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AGENT_CLOSE_CODES, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema } from '@gpufarm/shared';
 import t from 'tap';
+import { markSilentMachinesOffline } from '../src/agent-gateway/store.js';
 import { notifyAgent } from '../src/matching/store.js';
 import { ADMIN_TOKEN } from './helpers/app.js';
 import { createPgliteTestDatabase } from './helpers/database.js';
@@ -219,6 +220,12 @@ t.test('GET /agent/v1/ws', async (t) => {
     t.equal(await uptime(), first + 10, 'a gap counts at most two heartbeat intervals');
     await new Promise((r) => setTimeout(r, 300));
     t.equal(fleetChanges, 0, 'plain heartbeats do not make the offer indexes reload');
+    t.same(await markSilentMachinesOffline(db, { machineOfflineSeconds: 3600 }), [], 'a sweep that finds no silent machine');
+    await db.query(`UPDATE machines SET status = status, price_per_gpu_hour_micro_usd = price_per_gpu_hour_micro_usd WHERE id = $1`, [machineId]);
+    await db.query('UPDATE machine_gpus SET busy = busy WHERE machine_id = $1', [machineId]);
+    await db.query(`UPDATE farms SET status = status WHERE id = (SELECT farm_id FROM machines WHERE id = $1)`, [machineId]);
+    await new Promise((r) => setTimeout(r, 300));
+    t.equal(fleetChanges, 0, 'nor do statements that change no offered value');
 
     agent.send(heartbeat({ inventory: testInventory({ gpus: 4, driverVersion: '560.1.1' }) }));
     await agent.barrier();
