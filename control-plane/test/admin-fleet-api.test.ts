@@ -104,7 +104,9 @@ t.test('admin actions through HTTP', async (t) => {
     await samples.flush(db);
     await other.flush(db);
     samples.add(machineId, gpu(20), base + 65_000);
-    await samples.flush(db);
+    t.equal(await samples.flush(db, { before: base + 119_000 }), 0, 'the minute under way stays in memory');
+    t.equal(await samples.flush(db, { before: base + 120_000 }), 1, 'and is written once it ended');
+    t.equal(samples.pending, 0);
     const hour = (await app.inject({ url: `/admin/api/machines/${machineId}/history?range=24h`, headers: session(asAdmin) })).json();
     t.equal(hour.resolutionSeconds, 60);
     t.same(hour.gpus[0].t.slice(0, 2), [base / 1000, base / 1000 + 60]);

@@ -178,6 +178,13 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
     ]);
   };
   const sweeper = startPeriodic({ name: 'agent gateway liveness sweep', intervalMs: options.sweepIntervalMs ?? config.sweepIntervalMs, run: sweep, log });
+  // One timer for all links rather than one each: a link silent for three heartbeat intervals is closed.
+  const heartbeatMs = config.heartbeatSeconds * 1000;
+  const watchdog = setInterval(() => {
+    const now = Date.now();
+    for (const connection of connections.values()) connection.closeIfSilent(now, 3 * heartbeatMs);
+  }, heartbeatMs);
+  watchdog.unref();
 
   let closed: Promise<void> | null = null;
   const close = () => {
@@ -187,6 +194,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
       await unlisten().catch(() => {});
       await unlistenLinks().catch(() => {});
       await sweeper.close();
+      clearInterval(watchdog);
       const sockets = [...connections.values()];
       for (const connection of sockets) connection.close(1001, 'server shutting down');
       await Promise.all(sockets.map((c) => c.idle()));

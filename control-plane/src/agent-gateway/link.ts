@@ -82,7 +82,6 @@ export class AgentConnection {
    */
   private readonly superseded = new Set<string>();
   private lastHeardMs = Date.now();
-  private readonly watchdog: NodeJS.Timeout;
   /** The protocol version chosen in `welcome`. */
   private protocolVersion = 1;
   /** What this link last stored of the GPU health (`verdictKey`, `countersKey`): heartbeats write only changes. */
@@ -104,7 +103,6 @@ export class AgentConnection {
     });
     ws.on('close', (code, reason) => {
       this.closed = true;
-      clearInterval(this.watchdog);
       // A link replaced by the machine's newer one, or closed as this server stops, is no outage.
       if (this.welcomed && code !== AGENT_CLOSE_CODES.replaced && code !== 1001) {
         const why = reason.toString() || 'the connection closed';
@@ -114,19 +112,17 @@ export class AgentConnection {
       }
     });
     ws.on('error', () => {});
-    const heartbeatMs = ctx.deps.config.heartbeatSeconds * 1000;
-    // No heartbeat, ping or message within three intervals: the link is dead even if TCP is not.
-    this.watchdog = setInterval(() => {
-      if (Date.now() - this.lastHeardMs > 3 * heartbeatMs) this.close(AGENT_CLOSE_CODES.timeout, 'no heartbeat or message within three heartbeat intervals');
-    }, heartbeatMs);
-    this.watchdog.unref();
+  }
+
+  /** Closes the link when nothing (heartbeat, ping or message) was heard for `silentMs`: it is dead even if TCP is not. */
+  closeIfSilent(nowMs: number, silentMs: number): void {
+    if (nowMs - this.lastHeardMs > silentMs) this.close(AGENT_CLOSE_CODES.timeout, 'no heartbeat or message within three heartbeat intervals');
   }
 
   /** Closes the link (code and reason sent to the agent). */
   close(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.watchdog);
     this.ws.close(code, closeReason(reason));
   }
 

@@ -33,7 +33,10 @@ export function judgeReports(reports: readonly GpuHealthReport[], now: Date): Ju
 
 /** Changes when a verdict or its reasons change (what `machine_gpus` stores). */
 export function verdictKey(judged: readonly JudgedGpu[]): string {
-  return JSON.stringify(judged.map((j) => [j.report.index, j.report.uuid, j.verdict, j.reasons]));
+  // Judged on every heartbeat: a plain string, with separators no uuid or reason holds.
+  let key = '';
+  for (const j of judged) key += `${j.report.index}\u0000${j.report.uuid ?? ''}\u0000${j.verdict}\u0000${j.reasons.join('\u0001')}\u0002`;
+  return key;
 }
 
 /**
@@ -41,10 +44,12 @@ export function verdictKey(judged: readonly JudgedGpu[]): string {
  * `gpus` (the agent resends the reports only when something else changed).
  */
 export function withLiveFigures(reports: readonly GpuHealthReport[], live: ReadonlyArray<Pick<GpuLive, 'uuid' | 'temperatureC' | 'utilizationPercent'>>): GpuHealthReport[] {
-  const byUuid = new Map(live.map((g) => [g.uuid, g]));
-  return reports.map((r) => {
-    const now = r.uuid === null ? undefined : byUuid.get(r.uuid);
-    return now ? { ...r, temperatureC: now.temperatureC, utilizationPercent: now.utilizationPercent } : r;
+  return reports.map((r, i) => {
+    if (r.uuid === null) return r;
+    // The agent lists its GPUs in one order in both: look further only when it did not.
+    const now = live[i]?.uuid === r.uuid ? live[i] : live.find((g) => g.uuid === r.uuid);
+    if (!now || (now.temperatureC === r.temperatureC && now.utilizationPercent === r.utilizationPercent)) return r;
+    return { ...r, temperatureC: now.temperatureC, utilizationPercent: now.utilizationPercent };
   });
 }
 

@@ -61,14 +61,24 @@ export class GpuSampleAggregator {
     return this.count;
   }
 
-  /** Writes what was summed (in batches of `batch` cells) and starts afresh; cells that failed to write are kept for the next flush. */
-  async flush(db: Database, batch = 5_000): Promise<number> {
+  /**
+   * Writes what was summed (in batches of `batch` cells) and starts afresh; with `before`
+   * (epoch ms), only the minutes that ended by then, so each cell is made and written once.
+   * Cells that failed to write are kept for the next flush.
+   */
+  async flush(db: Database, options: { before?: number; batch?: number } = {}): Promise<number> {
+    const batch = options.batch ?? 5_000;
+    const cutoff = options.before === undefined ? Number.POSITIVE_INFINITY : Math.floor(options.before / 60_000) * 60;
     const cells: SampleCell[] = [];
-    for (const buckets of this.machines.values()) {
-      for (const row of buckets.values()) for (const c of row) if (c) cells.push(c);
+    for (const [machineId, buckets] of this.machines) {
+      for (const [bucket, row] of buckets) {
+        if (bucket >= cutoff) continue;
+        for (const c of row) if (c) cells.push(c);
+        buckets.delete(bucket);
+      }
+      if (buckets.size === 0) this.machines.delete(machineId);
     }
-    this.machines = new Map();
-    this.count = 0;
+    this.count -= cells.length;
     let written = 0;
     try {
       for (let i = 0; i < cells.length; i += batch) {
@@ -172,7 +182,7 @@ export async function maintainHistory(db: Database, nowMs: number): Promise<Hist
   return pass.ran ? pass.value : null;
 }
 
-/** Flushes `aggregator` every `flushMs` and runs the upkeep every minute, until closed. */
+/** Flushes the ended minutes of `aggregator` every `flushMs` and runs the upkeep every minute, until closed. */
 export function startHistoryLoop(deps: { db: Database; aggregator: GpuSampleAggregator; log: (message: string, err?: unknown) => void; now?: () => number }, options: { flushMs?: number } = {}): Periodic {
   const now = deps.now ?? Date.now;
   let lastUpkeep = 0;
@@ -181,7 +191,8 @@ export function startHistoryLoop(deps: { db: Database; aggregator: GpuSampleAggr
     intervalMs: options.flushMs ?? 15_000,
     log: deps.log,
     run: async () => {
-      await deps.aggregator.flush(deps.db);
+      // The minute under way stays in memory until it ends: it would be written again each flush.
+      await deps.aggregator.flush(deps.db, { before: now() });
       if (now() - lastUpkeep >= 60_000) {
         await maintainHistory(deps.db, now());
         lastUpkeep = now();
