@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 import { AGENT_PROTOCOL_VERSION, AGENT_PROTOCOL_VERSIONS, AGENT_WS_PATH, type GpuHealthReport, type MachineInventory } from '@gpufarm/shared';
 import { hashAgentToken, newAgentToken } from '@gpufarm/control-plane/auth/machine-tokens.js';
@@ -22,7 +24,8 @@ import type { StandaloneResult, StandaloneSection } from './standalone.js';
  *   sorts), from 4 concurrent clients on admin sessions: target <= 200 ms;
  * - heartbeat ingest: BENCH_FLEET_LINKS (10,000) real agent WebSockets each sending a heartbeat
  *   every 10 s (the first with GPU health reports, as a protocol 4 agent sends them); the
- *   control plane's CPU over 60 s as a share of one core: target <= 10%;
+ *   control plane's CPU over 60 s as a share of one core: target <= 10%; beside it, a bare
+ *   `ws` server that only JSON-parses the same heartbeats, the transport's own share;
  * - history storage per machine per day (pg_total_relation_size of the partitions / machines /
  *   days) and at steady state (48 h of minutes, 30 d of quarter hours).
  */
@@ -36,6 +39,8 @@ const TARGET_P99_MS = 200;
 const TARGET_CPU_SHARE = 0.1;
 const HEARTBEAT_SECONDS = 10;
 const ADMIN = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8';
+/** The scripts workspace, whose node_modules resolve `ws` for the baseline server. */
+const SCRIPTS_DIR = fileURLToPath(new URL('../../', import.meta.url));
 
 /** Seven days of fleet figures and events for every machine, and GPU history for the first `historyMachines`. */
 async function seedHistory(db: Database, historyMachines: number): Promise<void> {
@@ -213,6 +218,59 @@ function heartbeatOf(link: Link): string {
   });
 }
 
+/**
+ * The transport's own cost, as the baseline the ingest compares with: a bare `ws` server (its
+ * own process) that only JSON-parses each message, fed the same heartbeats by as many links on
+ * the same schedule. Returns its CPU as a share of one core over `seconds`.
+ */
+async function bareWebSocketShare(gpusPerLink: ReadonlyArray<Link['gpus']>, seconds: number, log: (line: string) => void): Promise<number> {
+  const server = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', `import { WebSocketServer } from 'ws';
+const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', maxPayload: 1 << 20 });
+wss.on('connection', (ws) => ws.on('message', (data) => JSON.parse(data.toString())));
+wss.on('listening', () => console.log(wss.address().port));`],
+    { cwd: SCRIPTS_DIR, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const links: Link[] = [];
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      server.stdout.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
+      server.once('exit', (code) => reject(new Error(`the bare ws server exited (${code}) before listening`)));
+    });
+    log(`  baseline: a bare ws server, ${gpusPerLink.length} links with the same heartbeats ...`);
+    for (let i = 0; i < gpusPerLink.length; i += 50) {
+      await Promise.all(
+        gpusPerLink.slice(i, i + 50).map(async (gpus) => {
+          const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+          await new Promise<void>((resolve, reject) => {
+            ws.once('open', () => resolve());
+            ws.once('error', reject);
+          });
+          ws.on('error', () => {});
+          const link: Link = { ws, gpus, timer: null, reportedHealth: false };
+          link.timer = setTimeout(() => {
+            link.timer = setInterval(() => link.ws.readyState === WebSocket.OPEN && link.ws.send(heartbeatOf(link)), HEARTBEAT_SECONDS * 1000);
+            link.ws.send(heartbeatOf(link));
+          }, Math.random() * HEARTBEAT_SECONDS * 1000);
+          links.push(link);
+        }),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2 * HEARTBEAT_SECONDS * 1000));
+    const cpu0 = processCpuSeconds(server.pid!);
+    const wall0 = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    return (processCpuSeconds(server.pid!) - cpu0) / ((performance.now() - wall0) / 1000);
+  } finally {
+    for (const link of links) {
+      if (link.timer) clearInterval(link.timer);
+      link.ws.terminate();
+    }
+    server.kill();
+  }
+}
+
 export const fleetSection: StandaloneSection = {
   name: 'fleet',
   async run(log): Promise<StandaloneResult> {
@@ -273,6 +331,12 @@ export const fleetSection: StandaloneSection = {
       const ingestPass = share <= TARGET_CPU_SHARE && open === links.length;
       if (!ingestPass) missed.push(`heartbeat ingest: ${(share * 100).toFixed(1)}% of a core with ${open} of ${links.length} links open (target <= ${TARGET_CPU_SHARE * 100}%)`);
       table.push(`heartbeat ingest, ${links.length} links every ${HEARTBEAT_SECONDS} s (${heard?.n ?? 0} heard in ${2 * HEARTBEAT_SECONDS} s)`.padEnd(60) + `${(share * 100).toFixed(1)}% of a core`.padStart(18) + `   <= ${TARGET_CPU_SHARE * 100}%`.padEnd(18) + (ingestPass ? 'PASS' : 'FAIL'));
+      for (const link of links) {
+        if (link.timer) clearInterval(link.timer);
+        link.ws.terminate();
+      }
+      const bare = await bareWebSocketShare(links.map((l) => l.gpus), INGEST_SECONDS, log);
+      table.push(`baseline: a bare ws server JSON-parsing the same heartbeats`.padEnd(60) + `${(bare * 100).toFixed(1)}% of a core`.padStart(18));
 
       const bytes = await historyBytes(db);
       const minutePerDay = bytes.minute / HISTORY_MACHINES / 2;
