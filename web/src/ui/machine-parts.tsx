@@ -8,6 +8,7 @@ import { Table } from './table';
 /** What a machine page of either area shows the same way: GPUs, history charts, events, recent jobs. */
 
 export function GpuTable({ gpus }: { gpus: Pick<GpuHealth, 'index' | 'classId' | 'verdict' | 'reasons'>[] }) {
+  if (gpus.length === 0) return <p className="muted">No GPUs on offer from this machine.</p>;
   return (
     <Table
       caption="GPUs"

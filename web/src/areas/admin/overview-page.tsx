@@ -90,7 +90,7 @@ function Overview({ o, range }: { o: FleetOverview; range: '24h' | '7d' }) {
             </dd>
           </div>
         </dl>
-        {o.matchingMs.p50 == null ? <p className="muted">Matching times without samples here are in the control plane’s metrics (`/metrics`).</p> : null}
+        {o.matchingMs.p50 == null ? <p className="muted">Matching times without samples here are in the control plane’s metrics (<code>/metrics</code>).</p> : null}
       </section>
       <section aria-labelledby="history-heading">
         <h2 id="history-heading">History ({range}, one point per {duration(o.series.resolutionSeconds)})</h2>
