@@ -18,8 +18,14 @@ for (const [name, create] of BACKENDS) {
         events.push(`${label} out`);
         return label;
       });
-    const busy = withAdvisoryLock(db, 'test lock', () => sleep(150));
-    await sleep(20);
+    // Held from the moment its callback runs: a new pool connection may take longer than any fixed wait.
+    let entered: () => void = () => {};
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const busy = withAdvisoryLock(db, 'test lock', async () => {
+      entered();
+      await sleep(150);
+    });
+    await inside;
     t.same(await withAdvisoryLock(other, 'test lock', async () => 'ran', { wait: false }), { ran: false }, 'wait: false answers at once while it is held');
     t.same(await withAdvisoryLock(other, 'another lock', async () => 'ran', { wait: false }), { ran: true, value: 'ran' }, 'another name is free');
     await busy;

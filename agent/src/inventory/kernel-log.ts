@@ -35,6 +35,8 @@ export function parseKernelLogLine(line: string): KernelLogLine | null {
 
 /** Most bytes one poll reads, so a flood of kernel messages cannot stall an inventory refresh. */
 const MAX_POLL_BYTES = 4 * 1024 * 1024;
+/** One read of the kernel log, and the longest line kept across reads. */
+const READ_BYTES = 64 * 1024;
 
 /**
  * Follows a kernel log and keeps, per GPU (normalized PCI bus id), the XID codes seen since the
@@ -47,6 +49,8 @@ export class KernelLogWatcher {
   private partial = '';
   private readonly xids = new Map<string, Map<number, GpuXid>>();
   private readonly uuids = new Map<string, string>();
+  // One read buffer for every poll: polls come each heartbeat and mostly find nothing new.
+  private readonly buf = Buffer.alloc(READ_BYTES);
   problem: string | null = null;
 
   constructor(private readonly path: string, private readonly now: () => Date = () => new Date()) {}
@@ -62,7 +66,7 @@ export class KernelLogWatcher {
         return;
       }
     }
-    const buf = Buffer.alloc(64 * 1024);
+    const buf = this.buf;
     let total = 0;
     while (total < MAX_POLL_BYTES) {
       let n: number;
@@ -84,7 +88,7 @@ export class KernelLogWatcher {
   private take(chunk: string): void {
     const lines = (this.partial + chunk).split('\n');
     this.partial = lines.pop() ?? '';
-    if (this.partial.length > 64 * 1024) this.partial = '';
+    if (this.partial.length > READ_BYTES) this.partial = '';
     for (const line of lines) {
       const parsed = parseKernelLogLine(line);
       if (parsed === null) continue;

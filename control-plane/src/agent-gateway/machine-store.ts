@@ -170,7 +170,7 @@ interface HeartbeatBeat {
 type HeartbeatSeen = (HeartbeatRow & { id: string }) | 'unchanged' | null;
 
 /** The mean utilization of the GPUs that report one; null when none does. */
-export function meanUtilization(gpus: HeartbeatMessage['gpus']): number | null {
+function meanUtilization(gpus: HeartbeatMessage['gpus']): number | null {
   let sum = 0;
   let n = 0;
   for (const g of gpus) {

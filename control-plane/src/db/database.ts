@@ -3,7 +3,7 @@
  * (`postgres.ts`) and PGlite, the embedded default (`pglite.ts`). Both return int8 as a number
  * when it is a safe integer and as a bigint otherwise; numeric stays a string.
  */
-export type SqlParam = string | number | bigint | boolean | null | Date | readonly string[] | readonly number[] | readonly boolean[];
+export type SqlParam = string | number | bigint | boolean | null | Date | readonly string[] | readonly number[];
 
 export interface Queryable {
   /** Runs one parameterised statement and returns its rows. */

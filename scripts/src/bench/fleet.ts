@@ -191,16 +191,29 @@ async function openLinks(db: Database, baseUrl: string, count: number, log: (lin
       });
       const link: Link = { ws, gpus: gpus.map((g) => ({ index: g.gpu_index, uuid: g.uuid })), timer: null, reportedHealth: false };
       // Beating from its welcome on, as an agent does: a link silent for three intervals is closed.
-      link.timer = setTimeout(() => {
-        link.timer = setInterval(() => link.ws.readyState === WebSocket.OPEN && link.ws.send(heartbeatOf(link)), HEARTBEAT_SECONDS * 1000);
-        link.ws.send(heartbeatOf(link));
-      }, Math.random() * HEARTBEAT_SECONDS * 1000);
+      startBeating(link);
       links.push(link);
     });
     await Promise.all(batch);
     if ((i / 50) % 40 === 0) log(`    ${links.length} of ${machines.length} links up`);
   }
   return links;
+}
+
+/** A heartbeat every HEARTBEAT_SECONDS, the first at a random point of the first interval so the links spread out. */
+function startBeating(link: Link): void {
+  link.timer = setTimeout(() => {
+    link.timer = setInterval(() => link.ws.readyState === WebSocket.OPEN && link.ws.send(heartbeatOf(link)), HEARTBEAT_SECONDS * 1000);
+    link.ws.send(heartbeatOf(link));
+  }, Math.random() * HEARTBEAT_SECONDS * 1000);
+}
+
+/** Stops the links' heartbeats and drops their connections. */
+function stopLinks(links: readonly Link[]): void {
+  for (const link of links) {
+    if (link.timer) clearInterval(link.timer);
+    link.ws.terminate();
+  }
 }
 
 function heartbeatOf(link: Link): string {
@@ -236,6 +249,7 @@ wss.on('listening', () => console.log(wss.address().port));`],
   try {
     const port = await new Promise<number>((resolve, reject) => {
       server.stdout.once('data', (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
+      server.once('error', reject);
       server.once('exit', (code) => reject(new Error(`the bare ws server exited (${code}) before listening`)));
     });
     log(`  baseline: a bare ws server, ${gpusPerLink.length} links with the same heartbeats ...`);
@@ -249,10 +263,7 @@ wss.on('listening', () => console.log(wss.address().port));`],
           });
           ws.on('error', () => {});
           const link: Link = { ws, gpus, timer: null, reportedHealth: false };
-          link.timer = setTimeout(() => {
-            link.timer = setInterval(() => link.ws.readyState === WebSocket.OPEN && link.ws.send(heartbeatOf(link)), HEARTBEAT_SECONDS * 1000);
-            link.ws.send(heartbeatOf(link));
-          }, Math.random() * HEARTBEAT_SECONDS * 1000);
+          startBeating(link);
           links.push(link);
         }),
       );
@@ -261,12 +272,12 @@ wss.on('listening', () => console.log(wss.address().port));`],
     const cpu0 = processCpuSeconds(server.pid!);
     const wall0 = performance.now();
     await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-    return (processCpuSeconds(server.pid!) - cpu0) / ((performance.now() - wall0) / 1000);
+    const share = (processCpuSeconds(server.pid!) - cpu0) / ((performance.now() - wall0) / 1000);
+    // A server that died meanwhile has no CPU figure to read: no baseline rather than a wrong one.
+    if (server.exitCode !== null || server.signalCode !== null) throw new Error(`the bare ws server exited (${server.exitCode ?? server.signalCode}) while measured`);
+    return share;
   } finally {
-    for (const link of links) {
-      if (link.timer) clearInterval(link.timer);
-      link.ws.terminate();
-    }
+    stopLinks(links);
     server.kill();
   }
 }
@@ -313,12 +324,7 @@ export const fleetSection: StandaloneSection = {
 
       log(`  heartbeat ingest: opening ${LINKS} agent links ...`);
       const links = await openLinks(db, server.url, LINKS, log);
-      closers.push(async () => {
-        for (const l of links) l.ws.terminate();
-      });
-      closers.push(async () => {
-        for (const link of links) if (link.timer) clearInterval(link.timer);
-      });
+      closers.push(async () => stopLinks(links));
       log(`  heartbeat ingest: settling for ${2 * HEARTBEAT_SECONDS} s, then measuring ${INGEST_SECONDS} s ...`);
       await new Promise((resolve) => setTimeout(resolve, 2 * HEARTBEAT_SECONDS * 1000));
       const cpu0 = processCpuSeconds(server.pid);
@@ -331,10 +337,7 @@ export const fleetSection: StandaloneSection = {
       const ingestPass = share <= TARGET_CPU_SHARE && open === links.length;
       if (!ingestPass) missed.push(`heartbeat ingest: ${(share * 100).toFixed(1)}% of a core with ${open} of ${links.length} links open (target <= ${TARGET_CPU_SHARE * 100}%)`);
       table.push(`heartbeat ingest, ${links.length} links every ${HEARTBEAT_SECONDS} s (${heard?.n ?? 0} heard in ${2 * HEARTBEAT_SECONDS} s)`.padEnd(60) + `${(share * 100).toFixed(1)}% of a core`.padStart(18) + `   <= ${TARGET_CPU_SHARE * 100}%`.padEnd(18) + (ingestPass ? 'PASS' : 'FAIL'));
-      for (const link of links) {
-        if (link.timer) clearInterval(link.timer);
-        link.ws.terminate();
-      }
+      stopLinks(links);
       const bare = await bareWebSocketShare(links.map((l) => l.gpus), INGEST_SECONDS, log);
       table.push(`baseline: a bare ws server JSON-parsing the same heartbeats`.padEnd(60) + `${(bare * 100).toFixed(1)}% of a core`.padStart(18));
 
