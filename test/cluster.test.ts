@@ -8,7 +8,7 @@ import t from 'tap';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { agentLinksByServer } from '../scripts/src/cluster/haproxy.js';
 import { releaseMounts } from './helpers/agent.js';
-import { freePort, ROOT, TEST_DATABASE_URL } from './helpers/marketplace.js';
+import { freePort, freePortBlock, ROOT, TEST_DATABASE_URL } from './helpers/marketplace.js';
 import { isAlive, spawnProcess } from './helpers/processes.js';
 import { until } from './helpers/wait.js';
 
@@ -24,8 +24,8 @@ const run = promisify(execFile);
 t.test('default: npm run cluster starts PostgreSQL\'s database, the chain, s3rver, three replicas, HAProxy and two agents, and SIGINT stops them all', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-cluster-'));
   const database = `gf_cluster_${randomBytes(5).toString('hex')}`;
-  // Ten ports from a free one: HAProxy, the three replicas and the stats page at +9.
-  const base = await freePort();
+  // Ten ports from one base: HAProxy, the three replicas and the stats page at +9.
+  const base = await freePortBlock(10);
   const cluster = spawnProcess('npm-run-cluster', process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/cluster.ts')], {
     cwd: ROOT,
     env: { GF_DATA_DIR: dataDir, GF_CLUSTER_PORT: String(base), GF_CLUSTER_DATABASE: database, GF_CLUSTER_POSTGRES_URL: TEST_DATABASE_URL, GF_ADMIN_TOKEN: '', GF_LOCAL_AGENT: '', GF_LOCAL_AGENT_GPUS: '', GF_CANARY_IMAGE: '' },

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, createWalletClient, http, type Account, type Address, type Chain, type PublicClient, type Transport, type WalletClient } from 'viem';
@@ -11,6 +11,7 @@ import { deployContracts, type Deployment } from '@gpufarm/control-plane/chain/d
 import { deploymentEnv } from '@gpufarm/control-plane/chain/deployment-file.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { startS3rver, type S3rverProcess } from '@gpufarm/control-plane/artifacts/s3rver.js';
+import { createMigratedDatabase, TEST_DATABASE_URL } from '../../control-plane/test/helpers/database.js';
 import { startHaproxy, waitForServersUp, type HaproxyProcess } from '../../scripts/src/cluster/haproxy.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
 import { until } from './wait.js';
@@ -22,7 +23,7 @@ export const TREASURY = ANVIL_ACCOUNTS[4].address;
 /** tUSDC minted to each customer wallet (dev accounts 1-3): 1,000,000 tUSDC. */
 export const MINTED = 1_000_000_000_000n;
 /** The PostgreSQL server `npm test` prepares; each marketplace gets a database of its own in it. */
-export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
+export { TEST_DATABASE_URL };
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -38,6 +39,34 @@ export function localImages(): LocalImages {
   const file = join(ROOT, '.gpufarm/images.json');
   if (!existsSync(file)) throw new Error(`${file} is missing: run scripts/test-env.sh (as root), which builds the test images into the local registry`);
   return (JSON.parse(readFileSync(file, 'utf8')) as { images: LocalImages }).images;
+}
+
+/**
+ * `count` consecutive free TCP ports on 127.0.0.1, for a program that binds a block from one base
+ * (`npm run cluster`). The block lies below the kernel's ephemeral range (32768 and up here), so a
+ * `freePort()` of a test running beside it can never be handed one of its ports before it binds them.
+ */
+export async function freePortBlock(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * (12_000 - count));
+    const held: Server[] = [];
+    try {
+      for (let port = base; port < base + count; port++) {
+        const server = createServer();
+        await new Promise<void>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(port, '127.0.0.1', resolve);
+        });
+        held.push(server);
+      }
+      return base;
+    } catch {
+      // One port of the block is taken: try another block.
+    } finally {
+      await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
+    }
+  }
+  throw new Error(`no block of ${count} free ports below 32000`);
 }
 
 /** A free TCP port on 127.0.0.1 (released before the control plane binds it). */
@@ -124,11 +153,12 @@ export class Marketplace {
     // The database: created here, dropped after the control plane stopped.
     const name = `gf_e2e_${randomBytes(6).toString('hex')}`;
     const serverUrl = options.postgresUrl ?? TEST_DATABASE_URL;
-    const admin = openPostgres(serverUrl, { max: 1 });
-    try {
-      await admin.query(`CREATE DATABASE ${name}`);
-    } finally {
-      await admin.close();
+    if (serverUrl === TEST_DATABASE_URL) {
+      // Cloned from the migrated template: the control plane's own migrate at start finds nothing to do.
+      await createMigratedDatabase(name);
+    } else {
+      const admin = openPostgres(serverUrl, { max: 1 });
+      await admin.query(`CREATE DATABASE ${name}`).finally(() => admin.close());
     }
     stops.push(async () => {
       const dropper = openPostgres(serverUrl, { max: 1 });

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { bundleNodePackage } from '../../../shared/build/node-package.js';
@@ -15,6 +15,8 @@ mkdirSync(cache, { recursive: true });
 const BUILD = mkdtempSync(join(cache, 'gf-test-'));
 process.on('exit', () => rmSync(BUILD, { recursive: true, force: true }));
 await bundleNodePackage({ packageDir: CLIENT, entryPoints: { gf: 'src/cli/main.ts' }, commands: ['gf'], splitting: true, outDir: BUILD });
+// ES modules, as client/package.json declares for dist/: Node before 20.19 does not guess it from the syntax.
+writeFileSync(join(BUILD, 'package.json'), '{ "type": "module" }\n');
 const GF = join(BUILD, 'gf.js');
 
 export interface GfRun {

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { mkdir, readdir, readFile } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -20,11 +20,13 @@ export function outside(command: string, args: string[], cwd: string, extraEnv: 
 
 /** Files under `dir` (a package's `dist/`) that still import a workspace package (`@gpufarm/…`). */
 export async function workspaceImportsUnder(dir: string): Promise<string[]> {
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  // Relative names rather than Dirents: `Dirent.parentPath` is newer than the oldest Node the client supports.
   const found: string[] = [];
-  for (const file of entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name))) {
+  for (const name of await readdir(dir, { recursive: true })) {
+    const file = join(dir, name);
+    if (!(await stat(file)).isFile()) continue;
     const text = await readFile(file, 'utf8');
-    if (/(?:from|import)\s*\(?\s*["']@gpufarm\//.test(text) || /require\(\s*["']@gpufarm\//.test(text)) found.push(relative(dir, file));
+    if (/(?:from|import)\s*\(?\s*["']@gpufarm\//.test(text) || /require\(\s*["']@gpufarm\//.test(text)) found.push(name);
   }
   return found;
 }

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the test suite once, the way it ships: every test file on Node 24, the production runtime
+# (the control plane's image and the agent's package carry it); then the client package's tests
+# (@gpufarm/client and `gf`, which customers install on their own Node) on the oldest Node it
+# declares. Both runtimes come from scripts/node.sh (fetched once from the npm registry).
+# With arguments, runs just those test files (tap's arguments) on Node 24.
+# Each pass ends with tap's own summary line (`# { total: N, pass: N }`); .ci/run adds them up.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+runtime() {
+  local bin
+  bin=$(bash scripts/node.sh "$1") || { echo "run-tests: scripts/node.sh $1 could not provide Node; see above" >&2; exit 1; }
+  echo "$bin"
+}
+
+pass() {
+  local label=$1 bin=$2; shift 2
+  local started=$SECONDS
+  echo "::: tests on $label ($("$bin/node" --version)): tap $*"
+  PATH="$bin:$PATH" npx --no-install tap "$@"
+  local code=$?
+  echo "::: tests on $label took $((SECONDS - started)) s"
+  return $code
+}
+
+node24=$(runtime 24)
+if [ $# -gt 0 ]; then
+  pass 'Node 24' "$node24" "$@"
+  exit
+fi
+
+status=0
+pass 'Node 24' "$node24" || status=1
+# Only the client: the agent and the control plane ship with their own Node 24.
+pass "the client's oldest Node" "$(runtime oldest)" 'client/test/**/*.test.ts' || status=1
+exit $status
