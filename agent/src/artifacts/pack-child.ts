@@ -8,7 +8,7 @@
  * whole tar is written, or `{"error": …, "unpackable": …}`, `unpackable` when the job's own
  * files were the cause.
  */
-import { createWriteStream, writeSync } from 'node:fs';
+import { writeSync } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import { OUTPUT_NOTE_MAX_CHARS } from '@gpufarm/shared';
@@ -24,7 +24,9 @@ async function main(): Promise<void> {
   try {
     becomeUser(request);
     const pack = tar.pack();
-    const sent = pipeline(pack, createWriteStream('', { fd: 1 }));
+    // process.stdout, not a write stream on fd 1: the pipe may be non-blocking, which only the
+    // former waits out (an fs write stream gives up after a few EAGAINs).
+    const sent = pipeline(pack, process.stdout);
     const filled = packRuleInto(pack, root, request.rule).catch((err: Error) => {
       pack.destroy(err);
       throw err;

@@ -220,9 +220,9 @@ export async function packRuleInto(pack: tar.Pack, root: FileHandle, rule: Assig
  * Packs what an output rule covers as a tar stream, hashing it in the same pass, never more
  * than the rule's `maxBytes`. Entries are named relative to /output, in name order, owned by
  * 0:0, with the files' modes and mtimes: packing the same files again gives the same bytes
- * (an upload retry re-packs and checks the hash). Symlinks are archived as symlinks, never
- * followed, in any component of the rule's path or below it; FIFOs, sockets and device nodes
- * are left out. A rule whose path does not exist packs to an empty archive.
+ * (an upload retry re-packs and checks the hash). No symlink is followed: one under the rule's
+ * path (or at its end) is archived as a symlink, one inside it fails the rule; FIFOs, sockets
+ * and device nodes are left out. A rule whose path does not exist packs to an empty archive.
  *
  * With `packAs` (`packingUser`) the files are read by a child process running as that user
  * (pack-child.ts), so the kernel checks each read against the job's own permissions.

@@ -122,7 +122,9 @@ async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: 
     if (survey.contentBytes > rule.maxBytes) return notStored('over_limit', `${survey.contentBytes} bytes of files, more than its ${rule.maxBytes}-byte limit`);
     const done = await upload(sources, { kind: 'rule', outputDir: opts.outputDir, rule, packAs }, { ...opts.upload, ...target(opts, name), headers: opts.headers, contentType: 'application/x-tar' });
     say(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
-    return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false, note: skippedNote(rule, name, survey.skipped) };
+    const note = skippedNote(rule, name, survey.skipped);
+    if (note) say(`output ${rule.path}: ${note.message}`);
+    return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false, note };
   } catch (err) {
     if (err instanceof ArtifactTooLargeError) return notStored('over_limit', `its tar passes the ${rule.maxBytes}-byte limit`);
     if (err instanceof OutputFilesError) return notStored('unpackable', err.message);
