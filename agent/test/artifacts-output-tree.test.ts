@@ -217,3 +217,19 @@ t.test(`behavior: folders nested deeper than the packer walks leave the output u
   t.equal(results.outputs[0]!.sha256, null);
   t.match(results.notes, [{ kind: 'unpackable', message: /is nested more than 128 folders deep under \/output$/ }]);
 });
+
+t.test("behavior: packed as the job's user, a big output gives the same bytes as packed by the agent", { skip: isRoot ? false : 'switching users needs root' }, async (t) => {
+  const out = tempDir(t, 'gf-out-');
+  writeFileSync(join(out, 'big.bin'), randomBytes(64 * CHUNK_BYTES + 12345));
+  await giveToJobUser(out);
+  const rule = { path: '/output', maxBytes: 1e9 };
+  const drain = async (source: ReturnType<typeof packOutputRule>) => {
+    const chunks: Buffer[] = [];
+    for await (const c of source.stream) chunks.push(c as Buffer);
+    return { bytes: Buffer.concat(chunks), digest: await source.digest };
+  };
+  const asAgent = await drain(packOutputRule(out, rule));
+  const asJob = await drain(packOutputRule(out, rule, undefined, JOB_USER));
+  t.ok(asJob.bytes.equals(asAgent.bytes), `the same ${asAgent.bytes.length} tar bytes`);
+  t.same(asJob.digest, asAgent.digest);
+});
