@@ -284,15 +284,17 @@ function packInChild(outputDir: string, rule: AssignmentOutputRule, user: PackAs
   // by the job's user. It gets none of the agent's environment.
   const child = spawn(process.execPath, [...loader, fileURLToPath(childEntry), JSON.stringify(request)], { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], env: {}, cwd: '/' });
   const owned = ownChild(child);
+  // All three are pipes (stdio above).
+  const [, stdout, stderrPipe, reportPipe] = child.stdio as unknown as [null, Readable, Readable, Readable];
   const text = (stream: Readable, keep: number) => {
     let kept = '';
     stream.setEncoding('utf8').on('data', (more: string) => (kept = (kept + more).slice(-keep)));
     const closed = new Promise<void>((resolve) => stream.once('close', resolve));
     return { closed, text: () => kept };
   };
-  const stderr = text(child.stderr, CHILD_STDERR_CHARS);
+  const stderr = text(stderrPipe, CHILD_STDERR_CHARS);
   // Room for the longest message with every character escaped in JSON.
-  const report = text(child.stdio[3] as Readable, 8 * OUTPUT_NOTE_MAX_CHARS);
+  const report = text(reportPipe, 8 * OUTPUT_NOTE_MAX_CHARS);
   // Settles once the child exited and its pipes closed (a child that did not start has none).
   const exited = owned.exited.then(async (exit) => {
     if (exit.code !== null || exit.signal !== null) await Promise.all([stderr.closed, report.closed]);
@@ -300,10 +302,11 @@ function packInChild(outputDir: string, rule: AssignmentOutputRule, user: PackAs
   });
   const failure = ({ code, signal }: ChildExit): Error | null => {
     if (code === null && signal === null) return new Error(`the packer of ${rule.path} did not start`);
-    const said = packChildReport.safeParse(safeJson(report.text()));
-    if (said.success && 'ok' in said.data) return null;
-    if (said.success && said.data.unpackable) return new OutputFilesError(said.data.error);
-    const why = said.success ? said.data.error : `exit ${code ?? signal}${stderr.text().trim() ? `: ${stderr.text().trim()}` : ''}`;
+    const parsed = packChildReport.safeParse(safeJson(report.text()));
+    const said = parsed.success ? parsed.data : null;
+    if (said && 'ok' in said) return null;
+    if (said?.unpackable) return new OutputFilesError(said.error);
+    const why = said ? said.error : `exit ${code ?? signal}${stderr.text().trim() ? `: ${stderr.text().trim()}` : ''}`;
     return new Error(`the packer of ${rule.path} (as ${user.uid}:${user.gid}) failed: ${why}`);
   };
   // Passes the tar through; at its end, fails unless the child said it was whole (a tar cut short by a crash is not an artifact).
@@ -311,7 +314,7 @@ function packInChild(outputDir: string, rule: AssignmentOutputRule, user: PackAs
     transform: (chunk: Buffer, _enc, done) => done(null, chunk),
     flush: (done) => void exited.then((how) => done(failure(how))),
   });
-  pipeline(child.stdout, gate, limiter.transform).catch(() => undefined);
+  pipeline(stdout, gate, limiter.transform).catch(() => undefined);
   // Fails at once when the child failed before its stdout ended (it never ends when the child did not start).
   void exited.then((how) => {
     const err = failure(how);
