@@ -126,7 +126,7 @@ t.test('default: the packed agent installs with npm outside the repository; the 
   const npmWork = join(work, 'npm');
   await mkdir(npmWork);
   const { paths, dir: pkgDir, manifest } = await unpackTarball(tarball!, npmWork);
-  t.same(paths, ['README.md', 'dist/gf-agent.js', 'dist/pack-worker.js', 'package.json'], 'the compiled command, its worker, the manifest and the README, nothing else');
+  t.same(paths, ['README.md', 'dist/gf-agent.js', 'dist/pack-child.js', 'dist/pack-worker.js', 'package.json'], 'the compiled command, its packer worker and child, the manifest and the README, nothing else');
   t.same(Object.keys(manifest.dependencies ?? {}).sort(), ['dockerode', 'systeminformation'], 'npm installs dockerode and systeminformation, no @gpufarm/* package');
   t.equal(manifest.bin?.['gf-agent'], './dist/gf-agent.js', 'the gf-agent bin is the compiled entry');
   t.same(await workspaceImportsUnder(join(pkgDir, 'dist')), [], 'no import of a workspace package is left in dist/');
@@ -161,7 +161,7 @@ t.test('default: the .deb is built from the npm tarball with its fields, the app
 
   const listing = (await run('dpkg-deb', ['-c', deb!], { maxBuffer: 64 * 1024 * 1024 })).stdout.split('\n');
   const paths = listing.map((line) => line.split(/\s+/).slice(5).join(' ')).filter(Boolean);
-  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
+  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
     t.ok(paths.includes(path), `${path} is in the package`);
   }
   t.ok(paths.includes('./usr/bin/gf-agent -> ../lib/gf-agent/dist/gf-agent.js'), '/usr/bin/gf-agent links to the compiled command');

@@ -1,14 +1,15 @@
 import { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
-import { ArtifactTooLargeError, fileSource, packOutputRule, type ArtifactSource, type PackedDigest } from './pack.js';
+import { OutputFilesError } from './output-tree.js';
+import { ArtifactTooLargeError, fileSource, packOutputRule, type ArtifactSource, type PackAs, type PackedDigest } from './pack.js';
 import { lendingMemory, packerReply, type PackedArtifact, type PackerReply, type PackerRequest } from './packer-protocol.js';
 import { UploadError, type UploadOptions, type UploadResult } from './upload.js';
 
 /** Where artifact sources come from: packed on this thread or on a worker. */
 export interface ArtifactSources {
-  /** What an output rule covers, as a tar (see `packOutputRule`). */
-  rule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource;
+  /** What an output rule covers, as a tar, its files read as `packAs` when set (see `packOutputRule`). */
+  rule(outputDir: string, rule: AssignmentOutputRule, packAs?: PackAs | null): ArtifactSource;
   /** A file as it is (the log). */
   file(path: string, limitBytes?: number): ArtifactSource;
   /**
@@ -19,7 +20,7 @@ export interface ArtifactSources {
 }
 
 /** Sources read, packed and hashed on the calling thread. */
-export const inThreadSources: ArtifactSources = { rule: packOutputRule, file: fileSource };
+export const inThreadSources: ArtifactSources = { rule: (outputDir, rule, packAs) => packOutputRule(outputDir, rule, undefined, packAs), file: fileSource };
 
 interface Open {
   stream: Readable;
@@ -44,8 +45,8 @@ export class OffThreadPacker implements ArtifactSources {
   private readonly open = new Map<number, Open>();
   private readonly uploads = new Map<number, { resolve: (r: UploadResult) => void; reject: (e: Error) => void }>();
 
-  rule(outputDir: string, rule: AssignmentOutputRule): ArtifactSource {
-    return this.start({ kind: 'rule', outputDir, rule });
+  rule(outputDir: string, rule: AssignmentOutputRule, packAs: PackAs | null = null): ArtifactSource {
+    return this.start({ kind: 'rule', outputDir, rule, packAs });
   }
 
   file(path: string, limitBytes = Number.MAX_SAFE_INTEGER): ArtifactSource {
@@ -170,6 +171,7 @@ export class OffThreadPacker implements ArtifactSources {
 /** The worker's error as the error its functions threw there. */
 function packerError(reply: Extract<PackerReply, { type: 'error' }>): Error {
   if (reply.tooLarge) return new ArtifactTooLargeError(reply.tooLarge.limitBytes, reply.tooLarge.path);
+  if (reply.unpackable) return new OutputFilesError(reply.message);
   if (reply.upload) return new UploadError(reply.message, reply.upload.retryable, reply.upload.status);
   return new Error(reply.message);
 }

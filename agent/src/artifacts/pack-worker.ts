@@ -12,6 +12,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { ArtifactTooLargeError, CHUNK_BYTES, ChunkPool, READ_ALIGN, fileSource, packOutputRule, type ArtifactSource, type ChunkMemory } from './pack.js';
+import { OutputFilesError } from './output-tree.js';
 import { LENDING_SLOTS, packerRequest, type PackedArtifact, type PackerReply } from './packer-protocol.js';
 import { uploadArtifact, UploadError, type UploadOptions } from './upload.js';
 
@@ -81,7 +82,7 @@ port.on('message', (raw: unknown) => {
   if (request.type === 'open') {
     const memory = new LendingMemory(request.memory);
     const { artifact } = request;
-    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, memory) : fileSource(artifact.path, artifact.limitBytes, memory);
+    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, memory, artifact.packAs) : fileSource(artifact.path, artifact.limitBytes, memory);
     start(request.id, source, memory);
     return;
   }
@@ -118,7 +119,7 @@ function start(id: number, source: ArtifactSource, memory: LendingMemory): void 
   source.digest.catch((err: Error) => {
     if (!stop(id)) return;
     const tooLarge = err instanceof ArtifactTooLargeError ? { limitBytes: err.limitBytes, path: err.path } : null;
-    send({ type: 'error', id, message: err.message, tooLarge });
+    send({ type: 'error', id, message: err.message, tooLarge, unpackable: err instanceof OutputFilesError });
   });
 }
 
@@ -144,7 +145,7 @@ async function upload(id: number, artifact: PackedArtifact, options: Omit<Upload
   const open = (): ArtifactSource => {
     const pool = new ChunkPool(UPLOAD_SLOTS, UPLOAD_CHUNK_BYTES);
     pools.push(pool);
-    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, pool) : fileSource(artifact.path, artifact.limitBytes, pool);
+    const source = artifact.kind === 'rule' ? packOutputRule(artifact.outputDir, artifact.rule, pool, artifact.packAs) : fileSource(artifact.path, artifact.limitBytes, pool);
     return { ...source, release: pool.release };
   };
   try {
@@ -152,7 +153,7 @@ async function upload(id: number, artifact: PackedArtifact, options: Omit<Upload
   } catch (err) {
     const tooLarge = err instanceof ArtifactTooLargeError ? { limitBytes: err.limitBytes, path: err.path } : null;
     const failed = err instanceof UploadError ? { retryable: err.retryable, status: err.status } : null;
-    send({ type: 'error', id, message: (err as Error).message, tooLarge, upload: failed });
+    send({ type: 'error', id, message: (err as Error).message, tooLarge, upload: failed, unpackable: err instanceof OutputFilesError });
   } finally {
     for (const pool of pools) pool.close();
   }

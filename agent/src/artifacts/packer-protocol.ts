@@ -12,7 +12,8 @@ export function lendingMemory(): SharedArrayBuffer {
 
 /** What to pack: what an output rule covers (a tar), or a file as it is. */
 const artifactSpec = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('rule'), outputDir: z.string(), rule: assignmentOutputRuleSchema }),
+  /** `packAs`: read the files as this user (`packingUser`); absent or null: as the agent. */
+  z.object({ kind: z.literal('rule'), outputDir: z.string(), rule: assignmentOutputRuleSchema, packAs: z.object({ uid: z.int(), gid: z.int() }).nullable().optional() }),
   z.object({ kind: z.literal('file'), path: z.string(), limitBytes: z.number().int().positive() }),
 ]);
 export type PackedArtifact = z.infer<typeof artifactSpec>;
@@ -63,6 +64,8 @@ export const packerReply = z.discriminatedUnion('type', [
     tooLarge: z.object({ limitBytes: z.number(), path: z.string() }).nullable(),
     /** Set when the error was `UploadError` (an upload's), thrown again likewise. */
     upload: z.object({ retryable: z.boolean(), status: z.number().int().nullable() }).nullable().optional(),
+    /** True when the error was `OutputFilesError` (the job's own files), thrown again likewise. */
+    unpackable: z.boolean().optional(),
   }),
   /** An upload's result. */
   z.object({

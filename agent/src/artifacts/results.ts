@@ -1,9 +1,10 @@
 import type { KeyObject } from 'node:crypto';
-import type { AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
+import type { AssignmentOutputNote, AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
 import type { JobExit } from '../runtime/job-state.js';
-import { ARTIFACT_UPLOADS_SUFFIX, argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
+import { ARTIFACT_UPLOADS_SUFFIX, argvSha256, OUTPUT_NOTE_MAX_CHARS, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
 import { inThreadSources, type ArtifactSources } from './off-thread.js';
-import { ArtifactTooLargeError, ruleContentBytes } from './pack.js';
+import { OutputFilesError, surveyOutputRule, type SkippedEntry } from './output-tree.js';
+import { ArtifactTooLargeError, packingUser, type PackAs } from './pack.js';
 import type { PackedArtifact } from './packer-protocol.js';
 import { uploadArtifact, type UploadOptions, type UploadResult } from './upload.js';
 
@@ -15,6 +16,8 @@ export interface OutputResult {
   sha256: string | null;
   sizeBytes: number | null;
   exceeded: boolean;
+  /** Why nothing was uploaded, or what the upload leaves out, for the job's log; null: nothing to say. */
+  note: AssignmentOutputNote | null;
 }
 
 export interface CollectOptions {
@@ -34,11 +37,18 @@ export interface CollectOptions {
   upload?: Pick<UploadOptions, 'attempts' | 'backoffMs' | 'idleTimeoutMs'>;
   /** Where the artifacts are read, packed and hashed (default: this thread). */
   sources?: ArtifactSources;
+  /**
+   * Whom the output's files are read as (`packingUser`, the default: the job's user when the
+   * agent is root); null: as the agent.
+   */
+  packAs?: PackAs | null;
   log?: (line: string) => void;
 }
 
 export interface CollectedResults {
   outputs: OutputResult[];
+  /** The outputs' notes (`assignment.status.outputNotes`). */
+  notes: AssignmentOutputNote[];
   log: { sha256: string; sizeBytes: number };
   record: ExecutionRecord;
   signed: SignedRecord;
@@ -53,7 +63,7 @@ function target(opts: CollectOptions, name: string): Pick<UploadOptions, 'url' |
 /** Uploads an artifact where `sources` packs it when they can (`OffThreadPacker`), else from their stream here. */
 function upload(sources: ArtifactSources, artifact: PackedArtifact, options: Omit<UploadOptions, 'open'>): Promise<UploadResult> {
   if (sources.upload) return sources.upload(artifact, options);
-  return uploadArtifact({ ...options, open: () => (artifact.kind === 'rule' ? sources.rule(artifact.outputDir, artifact.rule) : sources.file(artifact.path, artifact.limitBytes)) });
+  return uploadArtifact({ ...options, open: () => (artifact.kind === 'rule' ? sources.rule(artifact.outputDir, artifact.rule, artifact.packAs) : sources.file(artifact.path, artifact.limitBytes)) });
 }
 
 /** The artifact name of an output rule. */
@@ -62,16 +72,20 @@ export function outputName(index: number): string {
 }
 
 /**
- * Packs and uploads each output rule (tar, hashed while streamed, never more than its maxBytes),
- * then the log artifact, then builds and signs the execution record. A rule over its limit is
- * reported `exceeded` and not uploaded; an upload that fails for good throws `UploadError`.
+ * Packs and uploads each output rule (tar, hashed while streamed, never more than its maxBytes,
+ * no symlink followed, read as the job's user where the agent can switch users), then the log
+ * artifact, then builds and signs the execution record. A rule over its limit, or whose files
+ * the job left unpackable (`OutputFilesError`), is not uploaded and has a note saying why: the
+ * job's doing, so the job still completes. An upload that fails for good throws `UploadError`,
+ * the machine's failure.
  */
 export async function collectResults(opts: CollectOptions): Promise<CollectedResults> {
   const say = opts.log ?? (() => undefined);
   const sources = opts.sources ?? inThreadSources;
+  const packAs = opts.packAs === undefined ? await packingUser(opts.outputDir) : opts.packAs;
   const outputs: OutputResult[] = [];
   for (const [index, rule] of opts.spec.outputRules.entries()) {
-    outputs.push(await uploadRule(opts, sources, rule, index, say));
+    outputs.push(await uploadRule(opts, sources, rule, index, packAs, say));
   }
   const logUpload = await upload(sources, { kind: 'file', path: opts.logFile, limitBytes: Number.MAX_SAFE_INTEGER }, { ...opts.upload, ...target(opts, 'log'), headers: opts.headers, contentType: 'application/x-ndjson' });
   const log = { sha256: logUpload.sha256, sizeBytes: logUpload.sizeBytes };
@@ -89,25 +103,40 @@ export async function collectResults(opts: CollectOptions): Promise<CollectedRes
     outputs: outputs.map((o) => ({ path: o.path, sha256: o.sha256, sizeBytes: o.sizeBytes })),
     log,
   };
-  return { outputs, log, record, signed: signRecord(record, opts.machineKey) };
+  const notes = outputs.flatMap((o) => (o.note ? [o.note] : []));
+  return { outputs, notes, log, record, signed: signRecord(record, opts.machineKey) };
 }
 
-async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: AssignmentOutputRule, index: number, say: (line: string) => void): Promise<OutputResult> {
+/** Names of skipped entries a note lists before it says how many more. */
+const NOTE_NAMES = 5;
+
+async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: AssignmentOutputRule, index: number, packAs: PackAs | null, say: (line: string) => void): Promise<OutputResult> {
   const name = outputName(index);
-  const exceeded = { path: rule.path, name, sha256: null, sizeBytes: null, exceeded: true };
-  // The common case of too much output, caught before a byte is sent.
-  const content = await ruleContentBytes(opts.outputDir, rule);
-  if (content > rule.maxBytes) {
-    say(`output ${rule.path}: ${content} bytes of files, more than its ${rule.maxBytes}-byte limit: not uploaded`);
-    return exceeded;
-  }
+  const notStored = (kind: 'over_limit' | 'unpackable', message: string): OutputResult => {
+    say(`output ${rule.path}: ${message}: not uploaded`);
+    return { path: rule.path, name, sha256: null, sizeBytes: null, exceeded: kind === 'over_limit', note: { path: rule.path, name, kind, message: message.slice(0, OUTPUT_NOTE_MAX_CHARS) } };
+  };
   try {
-    const done = await upload(sources, { kind: 'rule', outputDir: opts.outputDir, rule }, { ...opts.upload, ...target(opts, name), headers: opts.headers, contentType: 'application/x-tar' });
+    // The common case of too much output, caught before a byte is sent; and the entries left out.
+    const survey = await surveyOutputRule(opts.outputDir, rule);
+    if (survey.contentBytes > rule.maxBytes) return notStored('over_limit', `${survey.contentBytes} bytes of files, more than its ${rule.maxBytes}-byte limit`);
+    const done = await upload(sources, { kind: 'rule', outputDir: opts.outputDir, rule, packAs }, { ...opts.upload, ...target(opts, name), headers: opts.headers, contentType: 'application/x-tar' });
     say(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
-    return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false };
+    const note = skippedNote(rule, name, survey.skipped);
+    if (note) say(`output ${rule.path}: ${note.message}`);
+    return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false, note };
   } catch (err) {
-    if (!(err instanceof ArtifactTooLargeError)) throw err;
-    say(`output ${rule.path}: its tar passes the ${rule.maxBytes}-byte limit: not uploaded`);
-    return exceeded;
+    if (err instanceof ArtifactTooLargeError) return notStored('over_limit', `its tar passes the ${rule.maxBytes}-byte limit`);
+    if (err instanceof OutputFilesError) return notStored('unpackable', err.message);
+    throw err;
   }
+}
+
+/** The note of an artifact stored without what the walk left out (special files, names that are not UTF-8), or null. */
+function skippedNote(rule: AssignmentOutputRule, name: string, skipped: SkippedEntry[]): AssignmentOutputNote | null {
+  if (skipped.length === 0) return null;
+  const listed = skipped.slice(0, NOTE_NAMES).map((s) => `${s.path} (${s.what})`).join(', ');
+  const more = skipped.length > NOTE_NAMES ? ` and ${skipped.length - NOTE_NAMES} more` : '';
+  const why = ': only regular files, folders and symlinks are archived, and nothing else is opened';
+  return { path: rule.path, name, kind: 'skipped', message: `left out ${listed.slice(0, OUTPUT_NOTE_MAX_CHARS - why.length - more.length - 9)}${more}${why}` };
 }

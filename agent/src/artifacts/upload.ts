@@ -3,6 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { GpufarmError, uploadPlanSchema, type UploadCompletion, type UploadPlan } from '@gpufarm/shared';
 import type { ArtifactSource, PackedDigest } from './pack.js';
+import { OutputFilesError } from './output-tree.js';
 import { ArtifactTooLargeError } from './pack.js';
 
 /** The header (and trailer) carrying the host's SHA-256 of the body, 64 lower-case hex digits. */
@@ -62,6 +63,7 @@ export class UploadError extends GpufarmError<'upload_failed'> {
  * completion (the store holds other bytes than were hashed) is not retried.
  *
  * @throws ArtifactTooLargeError when the source passes its limit (nothing past it was sent)
+ * @throws OutputFilesError when the job's own files cannot be packed (not retried)
  * @throws UploadError
  */
 export async function uploadArtifact(opts: UploadOptions): Promise<UploadResult> {
@@ -87,7 +89,8 @@ export async function uploadArtifact(opts: UploadOptions): Promise<UploadResult>
       if (!retryable) throw lastError;
     } catch (err) {
       source?.stream.destroy();
-      if (err instanceof ArtifactTooLargeError) throw err;
+      // The job's own doing: packing again would not change it.
+      if (err instanceof ArtifactTooLargeError || err instanceof OutputFilesError) throw err;
       if (err instanceof UploadError && !err.retryable) throw err;
       lastError = err instanceof UploadError ? err : new UploadError(`PUT ${redact(opts.url)} failed: ${(err as Error).message}`, true, null, { cause: err });
     }

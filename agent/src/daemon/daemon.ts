@@ -246,8 +246,8 @@ export class AgentDaemon {
     // Status messages are idempotent on the server: the latest of each held assignment goes
     // again, then whatever queued while the link was down, in order.
     const queued = new Set(this.pendingReports);
-    for (const message of this.lastStatus.values()) if (!queued.has(message)) this.link.send(message);
-    while (this.pendingReports.length > 0 && this.link.send(this.pendingReports[0]!)) this.pendingReports.shift();
+    for (const message of this.lastStatus.values()) if (!queued.has(message)) this.send(message);
+    while (this.pendingReports.length > 0 && this.send(this.pendingReports[0]!)) this.pendingReports.shift();
   }
 
   private onMessage(message: ServerMessage): void {
@@ -332,8 +332,17 @@ export class AgentDaemon {
 
   /** Status and accept/reject messages are kept in order while the link is down. */
   private sendOrQueue(message: AgentMessage): void {
-    if (this.pendingReports.length === 0 && this.link.send(message)) return;
+    if (this.pendingReports.length === 0 && this.send(message)) return;
     this.pendingReports.push(message);
+  }
+
+  /** Sends a message as the protocol `welcome` chose reads it: `outputNotes` exist from 5 (older servers' strict schema refuses them). */
+  private send(message: AgentMessage): boolean {
+    if (message.type === 'assignment.status' && message.outputNotes && this.protocolVersion < 5) {
+      const { outputNotes: _notes, ...older } = message;
+      return this.link.send(older);
+    }
+    return this.link.send(message);
   }
 
   private async heartbeat(): Promise<void> {

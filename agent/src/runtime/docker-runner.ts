@@ -171,6 +171,8 @@ export class DockerAssignmentRunner implements AssignmentRunner {
         ...exitFacts,
         state: 'finished',
         outputs: results.outputs.filter((o) => o.sha256 !== null).map((o) => ({ path: o.path, name: o.name, sha256: o.sha256!, sizeBytes: o.sizeBytes! })),
+        // What the job's own files cost it (an output not stored, entries left out): the job completes.
+        ...(results.notes.length > 0 ? { outputNotes: results.notes } : {}),
         log: results.log,
         record: results.signed,
         lastLogSeq: lastSeq(ctx),

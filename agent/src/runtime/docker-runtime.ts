@@ -133,7 +133,7 @@ export class DockerRuntime {
       const user = jobUser(image.user);
       const [output, ids] = settled(await Promise.allSettled([outputReady, jobIdsIn(container, user)]));
       system(output.kind === 'loop'
-        ? `/output is a ${output.limitBytes}-byte filesystem (loop-mounted ext4): writes past it fail`
+        ? `/output is a ${output.limitBytes}-byte filesystem (loop-mounted ext4${output.nosymfollow ? ', nosymfollow' : ''}): writes past it fail`
         : `/output limited to ${output.limitBytes} bytes by a watchdog (${output.reason}): the job is stopped past it`);
       const given = await giveOutputTo(output.dir, ids).catch((err: unknown) => {
         throw new RuntimeError('create_failed', `giving /output to ${ids.uid}:${ids.gid} failed: ${(err as Error).message}`, { cause: err });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmod, chown, mkdir, readdir, rm, stat, statfs, lstat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rm, stat, statfs, lstat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
@@ -21,7 +21,19 @@ export interface OutputMount {
   limitBytes: number;
   /** Why the loop mount was not used (watchdog only). */
   reason: string | null;
+  /**
+   * Loop only: mounted `nosymfollow`, so the kernel follows no symlink on it (Linux 5.10 and
+   * later; an older kernel refuses the option, and the packer's own walk is then the guard).
+   */
+  nosymfollow: boolean;
 }
+
+/**
+ * Options of the loop mount: nothing set-uid, no device node and nothing executable from the
+ * host's side, and no symlink followed (the packer reads the job's files as root or as the
+ * job's user: a symlink left there must never lead it elsewhere).
+ */
+const LOOP_OPTIONS = 'loop,nosuid,nodev,noexec';
 
 export const WATCHDOG_INTERVAL_MS = 1000;
 /** ext4 keeps some of the file for itself (inode tables, journal); the file gets this much more. */
@@ -43,7 +55,7 @@ export async function prepareOutputMount(workdir: string, rules: AssignmentOutpu
   const limitBytes = outputLimitBytes(rules);
   const dir = join(workdir, 'output');
   await mkdir(dir, { recursive: true });
-  if (await isMountPoint(dir)) return { kind: 'loop', dir, limitBytes, reason: null };
+  if (await isMountPoint(dir)) return { kind: 'loop', dir, limitBytes, reason: null, nosymfollow: await mountedNosymfollow(dir) };
   let reason: string;
   if (opts.allowLoop === false) {
     reason = 'loop mounts disabled by configuration';
@@ -59,18 +71,25 @@ export async function prepareOutputMount(workdir: string, rules: AssignmentOutpu
       await writeFile(image, '');
       await truncate(image, loopImageBytes(limitBytes));
       await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', image]);
-      await run('mount', ['-o', 'loop,nosuid,nodev,noexec', image, dir]);
+      // A kernel before 5.10 refuses nosymfollow: mounted without it rather than not at all.
+      const nosymfollow = await run('mount', ['-o', `${LOOP_OPTIONS},nosymfollow`, image, dir]).then(
+        () => true,
+        async () => {
+          await run('mount', ['-o', LOOP_OPTIONS, image, dir]);
+          return false;
+        },
+      );
       await rm(join(dir, 'lost+found'), { recursive: true, force: true });
       // Open until `giveOutputTo` knows the job's user.
       await chmod(dir, 0o777);
-      return { kind: 'loop', dir, limitBytes, reason: null };
+      return { kind: 'loop', dir, limitBytes, reason: null, nosymfollow };
     } catch (err) {
       reason = `loop mount failed: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}`;
       await rm(image, { force: true });
     }
   }
   await chmod(dir, 0o777);
-  return { kind: 'watchdog', dir, limitBytes, reason };
+  return { kind: 'watchdog', dir, limitBytes, reason, nosymfollow: false };
 }
 
 /**
@@ -94,6 +113,18 @@ export async function releaseOutputMount(workdir: string): Promise<void> {
     await run('umount', ['-d', dir]).catch(async () => run('umount', ['-l', '-d', dir]));
   }
   await rm(join(workdir, 'output.img'), { force: true });
+}
+
+/** Whether the mount at `dir` has the `nosymfollow` option (from /proc/self/mountinfo). */
+async function mountedNosymfollow(dir: string): Promise<boolean> {
+  const info = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+  // Fields: id, parent, major:minor, root, mount point (octal escapes), options, …
+  const line = info.split('\n').find((l) => unescapeMountPath(l.split(' ')[4] ?? '') === dir);
+  return line?.split(' ')[5]?.split(',').includes('nosymfollow') ?? false;
+}
+
+function unescapeMountPath(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
 }
 
 /** True when `dir` is a mount point (its device differs from its parent's). */

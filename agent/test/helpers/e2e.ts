@@ -10,7 +10,7 @@ import type { AssignmentSpec, LogBatchLine } from '@gpufarm/shared';
 import { readMachineFile } from '../../src/config/state.js';
 import { gfAgent } from './cli.js';
 import { busyboxSpec, cleanOwner, docker } from './docker.js';
-import { TestPeer } from './peer.js';
+import { TestPeer, type PeerOptions } from './peer.js';
 import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/runtime/labels.js';
 
 const BIN = fileURLToPath(new URL('../../bin/gf-agent.js', import.meta.url));
@@ -41,11 +41,12 @@ export interface E2eAgent {
  * A test peer, and an agent enrolled with it through the real `gf-agent enroll`, in simulated
  * mode (one L4: containers get no GPUs), with a fast reconnect. Teardown kills the agent
  * processes, removes every container labelled with its machine id, unmounts its /output mounts
- * and deletes its folders, then closes the peer.
+ * and deletes its folders, then closes the peer. `peerOptions` set the peer's (its protocol
+ * versions, say).
  */
-export async function e2eAgent(t: Test, settings: Record<string, string> = {}): Promise<E2eAgent> {
+export async function e2eAgent(t: Test, settings: Record<string, string> = {}, peerOptions: Omit<PeerOptions, 'enrollmentTokens'> = {}): Promise<E2eAgent> {
   const token = `gfe_${randomBytes(32).toString('base64url')}`;
-  const peer = await TestPeer.start({ enrollmentTokens: [token], heartbeatIntervalSeconds: 1 });
+  const peer = await TestPeer.start({ heartbeatIntervalSeconds: 1, ...peerOptions, enrollmentTokens: [token] });
   const root = mkdtempSync(join(tmpdir(), 'gf-e2e-'));
   const stateDir = join(root, 'state');
   const workDir = join(root, 'work');

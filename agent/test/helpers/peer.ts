@@ -273,6 +273,12 @@ export class TestPeer {
         ws.close(AGENT_CLOSE_CODES.invalidMessage, 'heartbeat: gpuHealth: unknown field');
         return;
       }
+      // A server before protocol 5 has a strict status schema without `outputNotes`.
+      if (msg.type === 'assignment.status' && msg.outputNotes !== undefined && chosen < 5) {
+        this.invalid.push(`assignment.status: outputNotes: unknown field on protocol ${chosen}`);
+        ws.close(AGENT_CLOSE_CODES.invalidMessage, 'assignment.status: outputNotes: unknown field');
+        return;
+      }
       this.received.push(msg);
       if (msg.type === 'hello') {
         const versions: readonly number[] = this.options.versions ?? AGENT_PROTOCOL_VERSIONS;

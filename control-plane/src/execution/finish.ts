@@ -38,8 +38,16 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     serverSha256: stored.get(o.name ?? `output-${i}`)?.sha256 ?? null,
   }));
   const primary = stored.get(reported[0]?.name ?? 'output-0') ?? null;
-  // The agent leaves out an output over its rule's maxBytes: the job's own doing, billed all the same.
-  const overLimit = (asg.spec.outputRules ?? []).filter((_, i) => !reported.some((o, j) => (o.name ?? `output-${j}`) === `output-${i}`));
+  // The agent leaves out an output over its rule's maxBytes, or whose files the job left
+  // unpackable: the job's own doing, billed all the same. Its note says which (an agent before
+  // protocol 5 sends none: then it was the limit).
+  // Lines name each rule by the job's own spec, not by what the agent wrote in its note.
+  const notes = asg.output_notes ?? [];
+  const ruleNotes = (asg.spec.outputRules ?? []).map((rule, i) => ({
+    rule,
+    stored: reported.some((o, j) => (o.name ?? `output-${j}`) === `output-${i}`),
+    note: notes.find((n) => n.name === `output-${i}`) ?? null,
+  }));
   const logArtifact = stored.get('log') ?? null;
   const spec = job.spec as { image: string; imageDigest?: string | null; command?: string[] };
   const pinnedDigest = spec.imageDigest ?? (spec.image.includes('@') ? spec.image.slice(spec.image.indexOf('@') + 1) : null);
@@ -110,8 +118,13 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     });
     if (!moved) return;
     if (mismatched) await appendServiceLine(tx, job.id, 'hash mismatch: an output the machine reported differs from what the server stored; recorded against the machine');
-    for (const rule of overLimit) {
-      await appendServiceLine(tx, job.id, `output ${rule.path} passed its ${rule.maxBytes}-byte limit (outputRules): not stored; the job is billed for the time it ran`);
+    for (const { rule, stored, note } of ruleNotes) {
+      const line = stored
+        ? note?.kind === 'skipped' ? `output ${rule.path}: ${note.message}` : null
+        : note?.kind === 'unpackable'
+          ? `output ${rule.path} could not be packed from the job's own files (${note.message}): not stored; the job is billed for the time it ran`
+          : `output ${rule.path} passed its ${rule.maxBytes}-byte limit (outputRules): not stored; the job is billed for the time it ran`;
+      if (line) await appendServiceLine(tx, job.id, line);
     }
     const why =
       level === 'RESULT_VERIFIED'

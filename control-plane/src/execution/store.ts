@@ -1,4 +1,4 @@
-import type { AssignmentStatusMessage } from '@gpufarm/shared';
+import type { AssignmentOutputNote, AssignmentStatusMessage } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /** An assignment row as the lifecycle reads it. */
@@ -21,13 +21,15 @@ export interface AssignmentRow {
   timed_out: boolean | null;
   image_digest: string | null;
   outputs: Array<{ path: string; name?: string; sha256: string; sizeBytes: number }> | null;
+  /** The `finished` report's `outputNotes` (protocol 5); null from older agents. */
+  output_notes: AssignmentOutputNote[] | null;
   log_report: { sha256: string; sizeBytes: number } | null;
   record_json: string | null;
   record_signature: string | null;
 }
 
 const ASSIGNMENT_COLUMNS = `id, job_id, machine_id, attempt, state, agent_state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec,
-  started_at, finished_at, exit_code, oom_killed, timed_out, image_digest, outputs, log_report, record_json, record_signature`;
+  started_at, finished_at, exit_code, oom_killed, timed_out, image_digest, outputs, output_notes, log_report, record_json, record_signature`;
 
 export const LIVE_STATES = ['offered', 'accepted', 'running'] as const;
 
@@ -111,7 +113,7 @@ export async function recordFinishReport(db: Queryable, assignmentId: string, me
   await db.query(
     `UPDATE assignments SET started_at = COALESCE($2, started_at), finished_at = $3, exit_code = $4, oom_killed = $5, timed_out = $6,
             image_digest = COALESCE($7, image_digest), outputs = $8::jsonb, log_report = $9::jsonb, record_json = $10, record_signature = $11,
-            last_log_seq = $12, updated_at = now()
+            last_log_seq = $12, output_notes = $13::jsonb, updated_at = now()
       WHERE id = $1 AND state = 'running'`,
     [
       assignmentId,
@@ -126,6 +128,7 @@ export async function recordFinishReport(db: Queryable, assignmentId: string, me
       message.record?.json ?? null,
       message.record?.signature ?? null,
       message.lastLogSeq,
+      message.outputNotes ? JSON.stringify(message.outputNotes) : null,
     ],
   );
 }

@@ -39,12 +39,13 @@ import { assignmentSpecSchema } from './assignment.js';
  * The protocol version this build speaks; `hello` carries it and `welcome` echoes the one chosen.
  * 2 adds `welcome.lostAfterSeconds`; 3 adds `assign.assignment.deterministic`, which the server
  * leaves out for an agent on 1 or 2 (their strict schema refuses an unknown field); 4 adds
- * `heartbeat.gpuHealth`, which the agent sends only once `welcome` chose 4 or later; everything
- * else is as in 1.
+ * `heartbeat.gpuHealth`, which the agent sends only once `welcome` chose 4 or later; 5 adds
+ * `assignment.status.outputNotes`, likewise sent only once `welcome` chose 5 or later;
+ * everything else is as in 1.
  */
-export const AGENT_PROTOCOL_VERSION = 4;
+export const AGENT_PROTOCOL_VERSION = 5;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5] as const;
 
 /**
  * The control plane's defaults for a silent machine: offline after this long without a
@@ -308,6 +309,27 @@ export const assignmentOutputSchema = z.strictObject({
 });
 
 /**
+ * Why an output rule has no artifact, or what its artifact leaves out; each is the job's own
+ * doing, so the job completes and is billed. `over_limit`: more than its `maxBytes`, not
+ * stored; `unpackable`: the job's own files could not be packed (its path runs through a
+ * symlink, a file the job's user cannot read, one that vanished), not stored; `skipped`:
+ * stored without the FIFOs, sockets and device nodes the message names, which are never opened.
+ */
+export const OUTPUT_NOTE_KINDS = ['over_limit', 'unpackable', 'skipped'] as const;
+/** Longest message of an output note (the agent cuts a longer one: paths under /output may be long). */
+export const OUTPUT_NOTE_MAX_CHARS = 2000;
+
+export const assignmentOutputNoteSchema = z.strictObject({
+  /** The output rule's path under /output. */
+  path: z.string().min(1),
+  /** The rule's artifact name, `output-<index of the rule>`. */
+  name: z.string().regex(/^output-\d+$/),
+  kind: z.enum(OUTPUT_NOTE_KINDS),
+  message: z.string().max(OUTPUT_NOTE_MAX_CHARS),
+});
+export type AssignmentOutputNote = z.infer<typeof assignmentOutputNoteSchema>;
+
+/**
  * A change of an assignment's state. `finished` comes once outputs and the log artifact are
  * uploaded and carries the exit facts and the signed execution record; `failed` carries the
  * failure code. Fields that do not apply yet are null.
@@ -325,6 +347,12 @@ export const assignmentStatusMessageSchema = z.strictObject({
   timedOut: z.boolean().nullable(),
   failure: z.strictObject({ code: z.enum(ASSIGNMENT_FAILURES), message: z.string().max(2000) }).nullable(),
   outputs: z.array(assignmentOutputSchema).max(16).nullable(),
+  /**
+   * With `finished`, protocol 5 (absent before): what the agent has to say of output rules
+   * (`assignmentOutputNoteSchema`), at most one per rule. Absent, a rule without an output was
+   * over its limit.
+   */
+  outputNotes: z.array(assignmentOutputNoteSchema).max(16).optional(),
   /** The log artifact (uploaded as `log`), with `finished` (added in protocol 1; older agents omit it). */
   log: z.strictObject({ sha256: sha256HexSchema, sizeBytes: nonNegativeIntSchema }).nullable().optional(),
   /** The execution record (JSON text) and its ed25519 signature (base64) by the machine key. */
