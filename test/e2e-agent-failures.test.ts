@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { LogLine } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
-import { Customer, linesOf } from './helpers/customer.js';
+import { Customer, linesOf, outputOf } from './helpers/customer.js';
 import { busyboxSpec, expected, numberedLines } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
 import { sleep, until } from './helpers/wait.js';
@@ -52,7 +52,7 @@ t.test('behavior: the agent is killed (SIGKILL) and started again mid-job: no lo
   t.equal(job.assignment?.exitCode, 0);
   t.equal(job.assignment?.farm.slug, 'e2e-farm-a', 'it stayed on the same machine');
   t.same(linesOf(lines, 'stdout').map((l) => l.line), expected('out', COUNT), 'every stdout line once, in order');
-  t.same(linesOf(lines, 'stderr').map((l) => l.line), expected('err', COUNT), 'every stderr line once, in order');
+  t.same(outputOf(lines, 'stderr').map((l) => l.line), expected('err', COUNT), 'every stderr line once, in order');
   const assignments = new Set(lines.filter((l) => l.stream !== 'system').map((l) => l.assignmentId));
   t.equal(assignments.size, 1, 'one assignment ran it');
   for (const assignmentId of assignments) checkSeqs(t, lines, assignmentId);

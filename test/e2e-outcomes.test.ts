@@ -1,7 +1,7 @@
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { enrollAgent } from './helpers/agent.js';
-import { Customer, linesOf } from './helpers/customer.js';
+import { Customer, linesOf, machineNotesOf, outputOf } from './helpers/customer.js';
 import { escrowJob, expectPaidOnRelease } from './helpers/escrow.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
@@ -47,7 +47,7 @@ t.test('behavior: a non-canary job pinned by digest whose hashes match and whose
   const { lines, jobStatus } = await customer.tailLogs(created.job.id);
   t.equal(jobStatus, 'COMPLETED');
   t.same(linesOf(lines, 'stdout').map((l) => l.line), ['hello']);
-  t.same(linesOf(lines, 'stderr').map((l) => l.line), ['oops']);
+  t.same(outputOf(lines, 'stderr').map((l) => l.line), ['oops']);
   const job = await customer.getJob(created.job.id);
   t.equal(job.verificationLevel, 'EXECUTION_VERIFIED');
   t.equal(job.result?.hashesMatch, true);
@@ -74,7 +74,7 @@ t.test('behavior: an input is fetched when the agent needs it: the assignment na
   t.equal(jobStatus, 'COMPLETED');
   const stdout = linesOf(lines, 'stdout').map((l) => l.line);
   t.same(stdout, [`${input.sha256}  /input/weights.bin`, 'read-only'], 'the container read the uploaded bytes from a read-only mount');
-  t.ok(linesOf(lines, 'system').some((l) => l.line.startsWith(`input weights.bin: ${bytes.length} bytes, sha256 ${input.sha256} verified`)), 'the agent checked the hash');
+  t.ok(machineNotesOf(lines).some((l) => l.startsWith(`input weights.bin: ${bytes.length} bytes, sha256 ${input.sha256} verified`)), 'the agent checked the hash (its note, on stderr)');
   const [assignment] = (await market.query<{ id: string; spec: { inputs: Array<{ url: string }> } }>('SELECT id, spec FROM assignments WHERE job_id = $1', [created.job.id]));
   t.equal(new URL(assignment!.spec.inputs[0]!.url).pathname, `/agent/v1/assignments/${assignment!.id}/inputs/weights.bin`, 'the assignment carries no signed URL');
   const logged = market.controlPlane.output();

@@ -11,7 +11,7 @@ import { S3_BLOB_PREFIX } from '@gpufarm/control-plane/artifacts/s3-blob-store.j
 import { s3rverObjectPath } from '@gpufarm/control-plane/artifacts/s3rver.js';
 import { agentLinksByServer } from '../scripts/src/cluster/haproxy.js';
 import { enrollAgent, type TestAgent } from './helpers/agent.js';
-import { Customer, linesOf } from './helpers/customer.js';
+import { Customer, linesOf, outputOf } from './helpers/customer.js';
 import { expectPaidOnRelease } from './helpers/escrow.js';
 import { busyboxSpec, expected, numberedLines } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
@@ -147,7 +147,7 @@ t.test('behavior: the replica holding the link is killed mid-job: the agent link
   const { lines, jobStatus } = await customer.tailLogs(id);
   t.equal(jobStatus, 'COMPLETED');
   t.same(linesOf(lines, 'stdout').map((l) => l.line), expected('out', LINES), 'every stdout line once, in order');
-  t.same(linesOf(lines, 'stderr').map((l) => l.line), expected('err', LINES), 'every stderr line once, in order');
+  t.same(outputOf(lines, 'stderr').map((l) => l.line), expected('err', LINES), 'every stderr line once, in order');
   const ids = lines.map((l) => l.id);
   t.equal(new Set(ids).size, ids.length, 'no line id twice');
   const job = await customer.getJob(id);

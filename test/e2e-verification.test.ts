@@ -1,5 +1,6 @@
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
+import { MACHINE_NOTE_PREFIX } from '@gpufarm/shared';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { enrollAgent } from './helpers/agent.js';
 import { Marketplace } from './helpers/marketplace.js';
@@ -70,9 +71,9 @@ t.test('default: a newly enrolled machine is offered once the canary the control
   t.match(machine, { status: 'online', simulated: true, verification: { status: 'verified', reason: null } });
   const canary = await canaryJob(machine.verification.canaryJobId!);
   t.same(canary, { kind: 'verification', status: 'COMPLETED', verification_level: 'RESULT_VERIFIED', account_id: 'acct_service', fund_tx_hash: null }, 'the server recomputed the sha256 chain the real agent ran');
-  const lines = await db.query<{ line: string }>(`SELECT line FROM log_lines WHERE job_id = $1 AND stream = 'system' ORDER BY seq`, [machine.verification.canaryJobId]);
-  t.ok(lines.some((l) => /exited with code 0/.test(l.line)), 'the agent ran it as a job');
-  t.ok(lines.some((l) => /^machine verified: the canary result matches/.test(l.line)), 'its log says the machine is verified');
+  const lines = await db.query<{ stream: string; line: string }>(`SELECT stream, line FROM log_lines WHERE job_id = $1 ORDER BY id`, [machine.verification.canaryJobId]);
+  t.ok(lines.some((l) => l.stream === 'stderr' && l.line.startsWith(`${MACHINE_NOTE_PREFIX}exited with code 0`)), 'the agent ran it as a job (its own note)');
+  t.ok(lines.some((l) => l.stream === 'system' && /^machine verified: the canary result matches/.test(l.line)), 'its log says the machine is verified');
 });
 
 t.test('behavior: after its GPU set changed the machine is offered again only once a new canary passed', async (t) => {

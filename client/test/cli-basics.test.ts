@@ -3,12 +3,13 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { billingListSchema, capacityListSchema, jobListSchema, jobSchema, pricingSchema } from '@gpufarm/shared';
+import { billingListSchema, capacityListSchema, jobListSchema, jobSchema, logListSchema, pricingSchema } from '@gpufarm/shared';
 import t from 'tap';
 import { createTestKey } from '../../control-plane/test/helpers/app.js';
 import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
 import { createFsBlobStore } from '../../control-plane/src/artifacts/fs-blob-store.js';
 import { createFarm, createMachine } from '../../control-plane/src/fleet/factories.js';
+import { insertAgentLines } from '../../control-plane/src/logs/store.js';
 import { VERSION } from '../src/cli/version.js';
 import { createClient } from '../src/index.js';
 import { listening } from './helpers/control-plane.js';
@@ -219,6 +220,40 @@ t.test('behavior: capacity, pricing, jobs and billing print tables; --json is th
   const noKey = await gf(['jobs', 'list'], { env: { ...home.env, GF_ENDPOINT: s.baseUrl } });
   t.equal(noKey.code, 3);
   t.match(noKey.stderr, /missing_api_key[\s\S]*next: Run `gf login`/);
+});
+
+t.test('behavior: gf logs prints a job\'s lines without the escape sequences and controls in them, into a pipe and on a terminal; --json keeps them as stored', async (t) => {
+  const s = await market(t);
+  const home = gfHome(t);
+  const env = { ...home.env, GF_ENDPOINT: s.baseUrl, GF_API_KEY: s.key };
+  const { job } = await createClient({ baseUrl: s.baseUrl, apiKey: s.key }).jobs.create(SPEC);
+  // What a job (or its machine) can write: a window title (OSC), a screen clear (CSI), a hyperlink
+  // (OSC 8, ST-terminated), a bell and an 8-bit CSI, and a line break that would fake a line of its own.
+  const written = [
+    { stream: 'stdout' as const, line: '\x1b]0;pwned\x07title set' },
+    { stream: 'stderr' as const, line: '\x1b[2Jscreen cleared' },
+    { stream: 'stdout' as const, line: '\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\ text' },
+    { stream: 'stdout' as const, line: 'bell\x07 and \x9b31m C1 red' },
+    { stream: 'stderr' as const, line: 'fake\r\n[system] verified: RESULT_VERIFIED' },
+  ];
+  await insertAgentLines(s.db, { jobId: job.id, assignmentId: 'asg_cli_logs', lines: written.map((l, seq) => ({ ...l, seq, atMs: Date.now() })), capBytes: 1 << 20 });
+  // eslint-disable-next-line no-control-regex -- the test looks for the control characters gf must not print
+  const controls = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/;
+
+  const piped = await gf(['logs', job.id], { env });
+  t.equal(piped.code, 0, piped.stderr);
+  t.equal(piped.stdout, 'title set\nlink text\nbell and  C1 red\n', 'stdout lines as text');
+  t.equal(piped.stderr, 'screen cleared\nfake  [system] verified: RESULT_VERIFIED\n', 'stderr lines as text, each on one line: nothing reads as a system line');
+  t.notMatch(piped.stdout + piped.stderr, controls, 'no control character reaches the pipe');
+
+  const onTty = await gfOnTerminal(['logs', job.id], { env });
+  t.equal(onTty.code, 0, onTty.stdout);
+  for (const text of ['title set', 'screen cleared', 'link text', 'bell and  C1 red']) t.match(onTty.stdout, text);
+  t.notMatch(onTty.stdout.replaceAll('\r\n', '\n'), controls, 'nor the terminal (its own line ends aside)');
+
+  const json = await gf(['logs', job.id, '--json'], { env });
+  t.equal(json.code, 0, json.stderr);
+  t.same(logListSchema.parse(JSON.parse(json.stdout)).data.map((l) => ({ stream: l.stream, line: l.line })), written, '--json: the lines exactly as stored');
 });
 
 t.test('behavior: artifacts get writes the verified file; bytes changed on disk exit 4 and leave no file', async (t) => {

@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
-import { AGENT_CLOSE_CODES, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema } from '@gpufarm/shared';
+import { AGENT_CLOSE_CODES, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema, MACHINE_NOTE_PREFIX } from '@gpufarm/shared';
 import t from 'tap';
+import { LOG_LINES_GRACE_SECONDS } from '../src/agent-gateway/link.js';
 import { markSilentMachinesOffline } from '../src/agent-gateway/store.js';
 import { notifyAgent } from '../src/matching/store.js';
 import { ADMIN_TOKEN } from './helpers/app.js';
 import { createPgliteTestDatabase } from './helpers/database.js';
 import {
   AgentSocket,
+  agentWithRunningJob,
   enrollBody,
   enrollMachine,
   heartbeat,
@@ -16,6 +18,7 @@ import {
   newEnrollmentToken,
   runCanary,
   startGatewayApp,
+  statusMessage,
   TEST_CANARY_IMAGE,
   testInventory,
 } from './helpers/agent-client.js';
@@ -129,7 +132,7 @@ t.test('POST /admin/v1/enrollment-tokens', async (t) => {
 });
 
 t.test('GET /agent/v1/ws', async (t) => {
-  const { app, db, url, offerIndex, calls } = await startGatewayApp(t);
+  const { app, db, url, offerIndex, calls, metrics, logs } = await startGatewayApp(t);
 
   t.test('error: the upgrade is refused with 401 without a known machine token', async (t) => {
     for (const token of [null, `gfa_${'y'.repeat(43)}`, 'gf_test_notamachinetoken']) {
@@ -311,6 +314,46 @@ t.test('GET /agent/v1/ws', async (t) => {
     again.send({ type: 'logs', assignmentId: foreign, lines: [line(0)] });
     t.equal((await again.next('logs.ack', (m) => m.assignmentId === foreign)).seq, 0, 'acked so the agent lets go');
     t.same(await db.query('SELECT 1 FROM log_lines WHERE assignment_id = $1', [foreign]), [], 'but not stored: not this machine\'s');
+  });
+
+  /** How many agent log lines the gateway refused for `reason` (its `gf_agent_log_lines_refused_total`). */
+  const refused = async (reason: string) => (await metrics.registry.getSingleMetric('gf_agent_log_lines_refused_total')?.get())?.values.find((v) => v.labels.reason === reason)?.value ?? 0;
+
+  t.test('behavior: lines of an assignment that ended are stored within the grace, then acked and dropped (counted and logged), and the link stays up', async (t) => {
+    const { agent, assignmentId } = await agentWithRunningJob(t, { app, db, url });
+    const line = (seq: number) => ({ seq, stream: 'stdout' as const, atMs: Date.now(), line: `line ${seq}` });
+    // The run ends (the machine reports it failed); its last lines come right after.
+    agent.send(statusMessage(assignmentId, 'failed', { failure: { code: 'internal', message: 'the container vanished' }, lastLogSeq: 0 }));
+    agent.send({ type: 'logs', assignmentId, lines: [line(0)] });
+    t.equal((await agent.next('logs.ack', (m) => m.assignmentId === assignmentId)).seq, 0);
+    const [ended] = await db.query<{ state: string }>('SELECT state FROM assignments WHERE id = $1', [assignmentId]);
+    t.equal(ended?.state, 'failed', 'the assignment ended');
+    // Past the grace: a machine still sending for it (an old agent, a restored outbox) appends nothing.
+    await db.query('UPDATE assignments SET ended_at = now() - make_interval(secs => $2) WHERE id = $1', [assignmentId, LOG_LINES_GRACE_SECONDS + 1]);
+    const before = await refused('assignment_ended');
+    agent.send({ type: 'logs', assignmentId, lines: [line(1), line(2)] });
+    t.equal((await agent.next('logs.ack', (m) => m.assignmentId === assignmentId)).seq, 2, 'acked, so the agent\'s outbox lets go of them');
+    const stored = await db.query<{ seq: number }>('SELECT seq FROM log_lines WHERE assignment_id = $1 ORDER BY seq', [assignmentId]);
+    t.same(stored.map((r) => r.seq), [0], 'the line within the grace is stored, the later ones are not');
+    t.equal((await refused('assignment_ended')) - before, 2, 'counted');
+    t.ok(logs.some((l) => l.includes(`assignment ${assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; 2 log lines acked and dropped`)), 'logged');
+    agent.send(heartbeat());
+    await agent.barrier();
+    t.equal(agent.ws.readyState, agent.ws.OPEN, 'the link stays up');
+  });
+
+  t.test('behavior: an agent line on the system stream is stored as the machine\'s stderr, never as a line of the service', async (t) => {
+    const { agent, jobId, assignmentId } = await agentWithRunningJob(t, { app, db, url });
+    const fake = 'verified: RESULT_VERIFIED (the server recomputed the canary result and it matches)';
+    const before = await refused('system_stream');
+    agent.send({ type: 'logs', assignmentId, lines: [{ seq: 0, stream: 'system', atMs: Date.now(), line: fake }, { seq: 1, stream: 'stdout', atMs: Date.now(), line: 'own output' }] });
+    t.equal((await agent.next('logs.ack', (m) => m.assignmentId === assignmentId)).seq, 1);
+    const stored = await db.query<{ seq: number; stream: string; line: string }>('SELECT seq, stream, line FROM log_lines WHERE job_id = $1 ORDER BY seq', [jobId]);
+    t.same(stored, [
+      { seq: 0, stream: 'stderr', line: `${MACHINE_NOTE_PREFIX}${fake}` },
+      { seq: 1, stream: 'stdout', line: 'own output' },
+    ], 'the machine\'s note on stderr, marked as the machine\'s');
+    t.equal((await refused('system_stream')) - before, 1, 'counted');
   });
 
   t.test('behavior: agent_dispatch notices send assign and cancel; offers are resent after hello', async (t) => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
-import { argvSha256, canaryResult, jobSchema, signRecord, type AssignmentStatusMessage, type ExecutionRecord } from '@gpufarm/shared';
+import { argvSha256, canaryResult, jobSchema, signRecord, type ExecutionRecord } from '@gpufarm/shared';
 import { createFsBlobStore } from '../src/artifacts/fs-blob-store.js';
 import type { Database } from '../src/db/database.js';
 import { openPostgres } from '../src/db/postgres.js';
@@ -13,6 +13,7 @@ import { assignmentAccepted, assignmentLost, assignmentRejected, assignmentStatu
 import { MAX_ATTEMPTS } from '../src/execution/failures.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { newId } from '../src/ids.js';
+import { statusMessage } from './helpers/agent-client.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 import { tarOf } from './helpers/uploads.js';
@@ -50,7 +51,13 @@ async function setup(t: Test, options: { image?: string; command?: string[]; max
   });
   if (res.statusCode !== 201) t.fail(res.body);
   const jobId = (res.json() as { job: { id: string } }).job.id;
-  const deps: ExecutionDeps = { db, escrow: null, config: config.execution, blobs };
+  // The server's clock (when it received a report): set by `serverAt` where a test needs the
+  // window it measures to be longer than the test takes; the wall clock otherwise.
+  let serverClock: Date | null = null;
+  const serverAt = (iso: string) => {
+    serverClock = new Date(iso);
+  };
+  const deps: ExecutionDeps = { db, escrow: null, config: config.execution, blobs, now: () => serverClock ?? new Date() };
 
   /** Puts the job on the machine as the matcher does: QUEUED -> MATCHING, an offered assignment holding GPU 0. */
   const offer = async () => {
@@ -65,24 +72,7 @@ async function setup(t: Test, options: { image?: string; command?: string[]; max
     await db.query(`UPDATE jobs SET status = 'MATCHING', assignment_id = $2, attempts = $3 WHERE id = $1`, [jobId, assignmentId, attempt]);
     return assignmentId;
   };
-  const status = (assignmentId: string, state: AssignmentStatusMessage['state'], extra: Partial<AssignmentStatusMessage> = {}): AssignmentStatusMessage => ({
-    type: 'assignment.status',
-    assignmentId,
-    state,
-    at: new Date().toISOString(),
-    imageDigest: null,
-    startedAt: null,
-    finishedAt: null,
-    exitCode: null,
-    oomKilled: null,
-    timedOut: null,
-    failure: null,
-    outputs: null,
-    log: null,
-    record: null,
-    lastLogSeq: null,
-    ...extra,
-  });
+  const status = statusMessage;
   /** Stores an upload as the upload route does (server hash of the bytes, the declared one beside it). */
   const upload = async (assignmentId: string, name: string, bytes: Buffer, declared = createHash('sha256').update(bytes).digest('hex')) => {
     const put = await blobs.put(Readable.from([bytes]), { maxBytes: 1 << 30 });
@@ -98,21 +88,28 @@ async function setup(t: Test, options: { image?: string; command?: string[]; max
   const lines = async () => (await db.query<{ line: string }>(`SELECT line FROM log_lines WHERE job_id = $1 AND stream = 'system' ORDER BY id`, [jobId])).map((r) => r.line);
   const freeGpus = async () => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM machine_gpus WHERE machine_id = $1 AND NOT busy AND assignment_id IS NULL', [machine.id]))[0]!.n;
   const sign = (record: ExecutionRecord) => signRecord(record, keys.privateKey);
-  return { ...test, deps, jobId, machine, image, command, offer, status, upload, job, lines, freeGpus, sign, key };
+  return { ...test, deps, jobId, machine, image, command, offer, status, upload, job, lines, freeGpus, sign, key, serverAt };
 }
 
+// The machine's clock: 90 s of run.
 const STARTED = '2026-11-22T10:00:00.000Z';
 const FINISHED = '2026-11-22T10:01:30.000Z'; // 90 s
+// The server's clock, 7 s behind the machine's: it received the start and the end 95 s apart (network delays included).
+const RECEIVED_START = '2026-11-22T09:59:53.000Z';
+const RECEIVED_END = '2026-11-22T10:01:28.000Z';
 
 t.test('a run: accepted, started, exited, finished with a signed record on a pinned digest -> COMPLETED, EXECUTION_VERIFIED, priced', async (t) => {
   const s = await setup(t);
   const id = await s.offer();
   await assignmentAccepted(s.deps, s.machine.id, id);
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'pulling'));
+  s.serverAt(RECEIVED_START);
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'running', { imageDigest: BUSYBOX_DIGEST, startedAt: STARTED }));
   t.equal((await s.job()).status, 'RUNNING');
   const exit = { imageDigest: BUSYBOX_DIGEST, startedAt: STARTED, finishedAt: FINISHED, exitCode: 0, oomKilled: false, timedOut: false };
+  s.serverAt(RECEIVED_END);
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'exited', exit));
+  s.serverAt('2026-11-22T10:05:00.000Z'); // uploads take a while: the end is the first report of it
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'exited', exit)); // repeated after a restart
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'uploading', exit));
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'uploading', exit));
@@ -138,16 +135,18 @@ t.test('a run: accepted, started, exited, finished with a signed record on a pin
   t.equal(job.verificationLevel, 'EXECUTION_VERIFIED');
   t.same(job.result, { hostHash: output.sha256, serverHash: output.serverSha256, hashesMatch: true, outputArtifactId: job.result!.outputArtifactId, logArtifactId: job.result!.logArtifactId });
   t.ok(job.result!.outputArtifactId && job.result!.logArtifactId);
-  // 90 s at $0.40/GPU-hour: ceil(90 * 400000 / 3600) = 10000, fee 10% = 1000.
+  // 90 s (the machine's figure, shorter than the 95 s the server saw) at $0.40/GPU-hour: ceil(90 * 400000 / 3600) = 10000, fee 10% = 1000.
   t.same(job.cost, { billableGpuSeconds: 90, computeMicroUsd: 10_000, feeMicroUsd: 1_000, totalMicroUsd: 11_000, finalPayment: job.cost!.finalPayment });
-  t.same(job.assignment, { gpu: { model: 'NVIDIA GeForce RTX 4090', modelClass: 'rtx-4090-24gb', count: 1 }, farm: job.assignment!.farm, region: 'us-east', pricePerGpuHourMicroUsd: PRICE, startedAt: STARTED, finishedAt: FINISHED, exitCode: 0 });
+  t.same(job.assignment, { gpu: { model: 'NVIDIA GeForce RTX 4090', modelClass: 'rtx-4090-24gb', count: 1 }, farm: job.assignment!.farm, region: 'us-east', pricePerGpuHourMicroUsd: PRICE, startedAt: RECEIVED_START, finishedAt: RECEIVED_END, exitCode: 0 }, 'the customer sees the server\'s times');
+  const [kept] = await s.db.query<{ reported_started_at: Date; reported_finished_at: Date }>('SELECT reported_started_at, reported_finished_at FROM assignments WHERE id = $1', [id]);
+  t.same([kept?.reported_started_at.toISOString(), kept?.reported_finished_at.toISOString()], [STARTED, FINISHED], 'the machine\'s own times are kept beside them');
   t.same(job.artifacts.map((a) => a.kind).sort(), ['log', 'output']);
   t.equal(await s.freeGpus(), 1, 'the GPU is free again');
   const said = await s.lines();
   t.equal(said.filter((l) => l === 'uploading outputs and logs').length, 1, 'one uploading line despite the repeat');
-  t.notOk(said.some((l) => /^(pulling|started|exited)/.test(l)), 'the agent says those itself: no service duplicate');
+  t.notOk(said.some((l) => /^(pulling|started|exited)/.test(l)), 'the machine says those in its own notes: no service duplicate');
   t.ok(said.some((l) => l.startsWith('verified: EXECUTION_VERIFIED')));
-  t.ok(said.some((l) => l.startsWith('completed: 90 billable GPU-seconds')));
+  t.ok(said.some((l) => l.startsWith('completed: 90 billable GPU-seconds') && l.endsWith('runtime 90 s: the shorter of 95 s from the start to the end as the service received them and 90 s as the machine reports them')), said.join('\n'));
   // A second finished report (the agent restarted after sending it) changes nothing.
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'finished', { ...exit, outputs: [], record }));
   t.equal((await s.job()).verificationLevel, 'EXECUTION_VERIFIED');
@@ -216,13 +215,15 @@ t.test('a timeout: TIMED_OUT, billed for the runtime (capped at maxRuntimeSecond
   const s = await setup(t, { maxRuntimeSeconds: 60 });
   const id = await s.offer();
   const exit = { imageDigest: BUSYBOX_DIGEST, startedAt: STARTED, finishedAt: FINISHED, exitCode: 137, oomKilled: false, timedOut: true };
+  s.serverAt(RECEIVED_START);
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'running', exit));
+  s.serverAt(RECEIVED_END);
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'exited', exit));
   const output = await s.upload(id, 'output-0', await tarOf({}));
   await assignmentStatus(s.deps, s.machine.id, s.status(id, 'finished', { ...exit, outputs: [{ path: '/output', name: 'output-0', sha256: output.sha256, sizeBytes: output.sizeBytes }] }));
   const job = await s.job();
   t.equal(job.status, 'TIMED_OUT');
-  t.equal(job.cost?.billableGpuSeconds, 60, '90 s reported, 60 s the limit');
+  t.equal(job.cost?.billableGpuSeconds, 60, '95 s seen, 90 s reported, 60 s the limit');
   t.ok((await s.lines()).some((l) => l.startsWith('timed out: 60 billable GPU-seconds')));
 });
 

@@ -6,7 +6,7 @@ import { listAudit, type AuditActor } from '../src/fleet/audit.js';
 import { setFarmQuarantine, setMachineCordon, setMachineDrain } from '../src/fleet/drain.js';
 import { listFleetEvents, sweepOldFleetEvents } from '../src/fleet/events.js';
 import { loadCandidates } from '../src/matching/store.js';
-import { AgentSocket, enrollMachine, hello, insertAssignment, insertJob, startGatewayApp, testInventory } from './helpers/agent-client.js';
+import { AgentSocket, agentWithRunningJob, enrollMachine, hello, startGatewayApp } from './helpers/agent-client.js';
 
 const admin: AuditActor = { kind: 'admin_wallet', id: '0x' + '11'.repeat(20) };
 
@@ -73,14 +73,7 @@ t.test('drain, cordon and quarantine', async (t) => {
 
 t.test('behavior: at the drain deadline, what still runs is stopped and requeued as machine_drained, never charged', async (t) => {
   const { app, db, url, config, blobs } = await startGatewayApp(t);
-  const { machineId, machineToken } = await enrollMachine(app, db);
-  const jobId = await insertJob(db, 'RUNNING');
-  const assignmentId = await insertAssignment(db, { jobId, machineId, state: 'running' });
-  await db.query('UPDATE jobs SET assignment_id = $2 WHERE id = $1', [jobId, assignmentId]);
-  const agent = await AgentSocket.connect(url, machineToken);
-  t.teardown(() => agent.close());
-  agent.send(hello(testInventory(), [{ assignmentId, jobId, state: 'running', nextLogSeq: 0 }]));
-  await agent.next('welcome');
+  const { agent, machineId, jobId, assignmentId } = await agentWithRunningJob(t, { app, db, url });
   const deps: ExecutionDeps = { db, escrow: null, config: config.execution, blobs };
 
   await setMachineDrain(db, { machineId, drain: true, deadline: new Date(Date.now() + 3600_000), reason: 'move', actor: admin });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Account, Chain, Hash, Hex, Transport, WalletClient } from 'viem';
 import { apiRequest, type HttpAnswer } from '@gpufarm/client';
-import { isTerminalStatus, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
+import { isTerminalStatus, MACHINE_NOTE_PREFIX, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
 import type { Marketplace } from './marketplace.js';
 import { until } from './wait.js';
 
@@ -165,4 +165,14 @@ export class Customer {
 /** The job's lines of one stream from one assignment (the service's own lines use the job id). */
 export function linesOf(lines: LogLine[], stream: LogLine['stream'], assignmentId?: string): LogLine[] {
   return lines.filter((l) => l.stream === stream && (assignmentId === undefined || l.assignmentId === assignmentId));
+}
+
+/** The job's own output on `stream`: its lines less the machine's notes stored on stderr. */
+export function outputOf(lines: LogLine[], stream: 'stdout' | 'stderr'): LogLine[] {
+  return linesOf(lines, stream).filter((l) => !l.line.startsWith(MACHINE_NOTE_PREFIX));
+}
+
+/** The machine's own notes (pulling, started, exited with code…), without their prefix. */
+export function machineNotesOf(lines: LogLine[]): string[] {
+  return linesOf(lines, 'stderr').flatMap((l) => (l.line.startsWith(MACHINE_NOTE_PREFIX) ? [l.line.slice(MACHINE_NOTE_PREFIX.length)] : []));
 }

@@ -2,13 +2,20 @@ import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufar
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 
+/**
+ * Why agent log lines were not stored as sent: dropped because their assignment ended past the
+ * grace (`assignment_ended`) or is not the machine's (`not_this_machine`), or stored as the
+ * machine's `stderr` because they claimed the service's own `system` stream (`system_stream`).
+ */
+export type AgentLogRefusal = 'assignment_ended' | 'not_this_machine' | 'system_stream';
+
 /** What the gateway itself needs: the database, the timings of `config.execution`, a logger. */
 export interface GatewayDeps {
   db: Database;
   config: ExecutionConfig;
   log?: (message: string, err?: unknown) => void;
-  /** Where the bytes of stored agent log lines are counted (`metrics/`); absent: not counted. */
-  metrics?: { logBytes(bytes: number): void };
+  /** Where stored agent log bytes and refused agent lines are counted (`metrics/`); absent: not counted. */
+  metrics?: { logBytes(bytes: number): void; agentLogLinesRefused(reason: AgentLogRefusal, lines: number): void };
 }
 
 /**

@@ -9,7 +9,9 @@ import {
   type GpuHealthReport,
   type HeartbeatMessage,
   type HelloMessage,
+  type LogBatchLine,
   type LogsMessage,
+  MACHINE_NOTE_PREFIX,
   type ServerMessage,
 } from '@gpufarm/shared';
 import type { WebSocket } from 'ws';
@@ -21,7 +23,7 @@ import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { scheduleCanaries } from '../machine-verification/canary.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
-import { applyHello, drainRequest, findAssignments, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
+import { applyHello, drainRequest, findAssignments, findLogTarget, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
 /**
@@ -42,6 +44,25 @@ export interface LinkContext {
 }
 
 const LIVE_STATES = new Set<AssignmentRow['state']>(['offered', 'accepted', 'running']);
+
+/**
+ * How long after its assignment ended (finished, failed, lost, canceled…) an agent's log lines
+ * are still stored: the container's last lines while it is stopped (the agent's 10 s stop grace)
+ * and a batch in flight. Later lines are acked and dropped, so a machine cannot append to a job
+ * that is over, and its outbox lets go of them.
+ */
+export const LOG_LINES_GRACE_SECONDS = 60;
+
+/** The agent's lines as stored: a line claiming `system` becomes the machine's note on `stderr` (`MACHINE_NOTE_PREFIX`). */
+function asMachineLines(lines: readonly LogBatchLine[]): { lines: LogBatchLine[]; restreamed: number } {
+  let restreamed = 0;
+  const out = lines.map((l) => {
+    if (l.stream !== 'system') return l;
+    restreamed++;
+    return { ...l, stream: 'stderr' as const, line: `${MACHINE_NOTE_PREFIX}${l.line}` };
+  });
+  return { lines: out, restreamed };
+}
 /** A WebSocket close reason is at most 123 bytes. */
 const MAX_CLOSE_REASON_BYTES = 123;
 
@@ -363,13 +384,27 @@ export class AgentConnection {
     if (a && a.machine_id === this.machineId && a.state === 'offered') this.sendAssign(a);
   }
 
+  /**
+   * Stores a batch of the agent's lines when its assignment is this machine's and open for lines
+   * (live, or ended within LOG_LINES_GRACE_SECONDS), `system` lines as the machine's `stderr`.
+   * Every batch is acked, stored or not: a refused one is counted and logged, never an error
+   * that drops the link, and the agent's outbox lets go of it instead of resending it forever.
+   */
   private async onLogs(message: LogsMessage): Promise<void> {
-    const jobId = await this.jobOf(message.assignmentId);
-    // Lines of an assignment that is not this machine's are dropped but acked, so the agent
-    // does not hold them forever.
-    if (jobId !== null) {
-      const stored = await insertAgentLines(this.ctx.deps.db, { jobId, assignmentId: message.assignmentId, lines: message.lines, capBytes: this.ctx.deps.config.logCapBytes });
-      if (stored.bytes > 0) this.ctx.deps.metrics?.logBytes(stored.bytes);
+    const { deps } = this.ctx;
+    const target = await findLogTarget(deps.db, message.assignmentId, LOG_LINES_GRACE_SECONDS);
+    const count = message.lines.length;
+    if (!target || target.machine_id !== this.machineId) {
+      deps.metrics?.agentLogLinesRefused('not_this_machine', count);
+      this.ctx.log(`agent link of ${this.machineId}: assignment ${message.assignmentId} is not this machine's; ${count} log lines acked and dropped`);
+    } else if (!target.open) {
+      deps.metrics?.agentLogLinesRefused('assignment_ended', count);
+      this.ctx.log(`agent link of ${this.machineId}: assignment ${message.assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; ${count} log lines acked and dropped`);
+    } else {
+      const { lines, restreamed } = asMachineLines(message.lines);
+      if (restreamed > 0) deps.metrics?.agentLogLinesRefused('system_stream', restreamed);
+      const stored = await insertAgentLines(deps.db, { jobId: target.job_id, assignmentId: message.assignmentId, lines, capBytes: deps.config.logCapBytes });
+      if (stored.bytes > 0) deps.metrics?.logBytes(stored.bytes);
     }
     this.send({ type: 'logs.ack', assignmentId: message.assignmentId, seq: message.lines[message.lines.length - 1]!.seq });
   }

@@ -307,6 +307,21 @@ export function findAssignments(db: Queryable, ids: readonly string[]): Promise<
 }
 
 /**
+ * Where an agent's log batch for `assignmentId` may go: its job, its machine, and whether it is
+ * open for lines (live, or ended less than `graceSeconds` ago by the database's clock; a row
+ * that ended before `ended_at` existed counts as ended long ago). Null when there is no such assignment.
+ */
+export async function findLogTarget(db: Queryable, assignmentId: string, graceSeconds: number): Promise<{ job_id: string; machine_id: string; open: boolean } | null> {
+  const [row] = await db.query<{ job_id: string; machine_id: string; open: boolean }>(
+    `SELECT job_id, machine_id,
+            (state IN ('offered', 'accepted', 'running') OR COALESCE(ended_at > now() - make_interval(secs => $2), false)) AS open
+       FROM assignments WHERE id = $1`,
+    [assignmentId, graceSeconds],
+  );
+  return row ?? null;
+}
+
+/**
  * Reserves the GPUs of assignments the agent still holds although the control plane ended them
  * (it requeued them while the machine was cut off), so they are not offered while the old
  * container may still use them; GPUs such a reservation kept from an earlier connection whose

@@ -11,4 +11,14 @@ export interface ExecutionDeps {
   config: ExecutionConfig;
   blobs: BlobStore;
   log?: (message: string, err?: unknown) => void;
+  /**
+   * The server's clock: when a run's start and end were received, which is what a run is billed
+   * on (`billed-runtime.ts`). Default: the wall clock.
+   */
+  now?: () => Date;
+}
+
+/** The time on the server's clock of `deps`. */
+export function serverNow(deps: Pick<ExecutionDeps, 'now'>): Date {
+  return deps.now ? deps.now() : new Date();
 }

@@ -8,7 +8,8 @@ import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { canaryVerdict } from '../machine-verification/canary.js';
 import { recordCanaryOutcome } from '../machine-verification/store.js';
-import type { ExecutionDeps } from './deps.js';
+import { billedRuntimeSeconds } from './billed-runtime.js';
+import { serverNow, type ExecutionDeps } from './deps.js';
 import { findAssignment, findMachineFacts, moveAssignment, releaseGpus } from './store.js';
 import { allHashesMatch, canaryExpected, canaryIterations, readTarEntry, verificationLevel, type ExecutionEvidence } from './verification.js';
 
@@ -18,7 +19,8 @@ const NO_PAYOUT = 'the farm has no payout address';
 /**
  * Settles an assignment the machine reported `finished`: compares the reported hashes with the
  * server's, verifies (canary recomputation, signed execution record), prices the run (billable
- * GPU-seconds at the matched price plus the fee, never above the escrowed maximum), sends the
+ * GPU-seconds at the matched price plus the fee, never above the escrowed maximum; the runtime
+ * on the server's clock, or the machine's when shorter: `billedRuntimeSeconds`), sends the
  * escrow completion and moves the job RUNNING -> COMPLETED (or TIMED_OUT). Idempotent: a second
  * call for a settled assignment does nothing, and a completion already recorded is not sent
  * again. Throws when the chain refuses or is down; the execution worker calls it again.
@@ -79,9 +81,12 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
   const mismatched = outputs.some((o) => o.serverSha256 !== null && o.serverSha256 !== o.hostSha256);
 
   const timedOut = asg.timed_out === true;
-  const started = asg.started_at?.getTime() ?? Date.now();
-  const finished = asg.finished_at?.getTime() ?? Date.now();
-  const runtimeSeconds = Math.min(job.max_runtime_seconds, Math.max(0, Math.ceil((finished - started) / 1000)));
+  const runtime = billedRuntimeSeconds({
+    server: { startedAt: asg.started_at, finishedAt: asg.finished_at ?? serverNow(deps) },
+    reported: { startedAt: asg.reported_started_at, finishedAt: asg.reported_finished_at },
+    maxRuntimeSeconds: job.max_runtime_seconds,
+  });
+  const runtimeSeconds = runtime.billed;
   const price = Number(asg.price_per_gpu_hour_micro_usd);
   const cost = finalCost({ runtimeSeconds, minBillingSeconds: job.min_billing_seconds, gpuCount: job.gpu_count, pricePerGpuHourMicroUsd: price, platformFeeBps: job.platform_fee_bps });
 
@@ -139,9 +144,17 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     await appendServiceLine(
       tx,
       job.id,
-      `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatUsdCents(price)}/GPU-hour, total $${formatUsdCents(cost.totalMicroUsd)} (fee included)`,
+      `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatUsdCents(price)}/GPU-hour, total $${formatUsdCents(cost.totalMicroUsd)} (fee included); ${runtimeText(runtime, job.max_runtime_seconds)}`,
     );
     // Only the machine's current canary job changes its verification; any other job, nothing.
     await recordCanaryOutcome(tx, { machineId: asg.machine_id, jobId: job.id }, canaryVerdict({ level, timedOut, exitCode: asg.exit_code }));
   });
+}
+
+/** How the billed runtime came about, for the completion line: both clocks' figures, and the cap. */
+function runtimeText(runtime: ReturnType<typeof billedRuntimeSeconds>, maxRuntimeSeconds: number): string {
+  const seen = `${runtime.server} s from the start to the end as the service received them`;
+  const why = runtime.reported === null ? seen : `the shorter of ${seen} and ${runtime.reported} s as the machine reports them`;
+  const capped = Math.min(runtime.server, runtime.reported ?? runtime.server) > maxRuntimeSeconds ? ', capped at maxRuntimeSeconds' : '';
+  return `runtime ${runtime.billed} s: ${why}${capped}`;
 }

@@ -8,10 +8,10 @@ import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { recordCanaryOutcome } from '../machine-verification/store.js';
 import { notifyAgent } from '../matching/store.js';
-import type { ExecutionDeps } from './deps.js';
+import { serverNow, type ExecutionDeps } from './deps.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
-import { advanceAgentState, cancelLiveAssignments, countEndedRuns, excludeMachine, findAssignment, LIVE_STATES, moveAssignment, recordFinishReport, releaseGpus } from './store.js';
+import { advanceAgentState, cancelLiveAssignments, countEndedRuns, excludeMachine, findAssignment, LIVE_STATES, moveAssignment, recordFinishReport, recordRunEnded, releaseGpus } from './store.js';
 
 /**
  * What happens to a job when its assignment moves: the
@@ -41,6 +41,9 @@ const AGENT_STATE_RANK: Readonly<Record<AssignmentStatusMessage['state'], number
   finished: 7,
   failed: 7,
 };
+
+/** The agent's reports that say the container ended (the server's end of the billed window). */
+const ENDED_STATES: ReadonlySet<AssignmentStatusMessage['state']> = new Set(['exited', 'uploading', 'finished']);
 
 /** The agent accepted an offered assignment. */
 export async function assignmentAccepted(deps: ExecutionDeps, machineId: string, assignmentId: string): Promise<void> {
@@ -81,10 +84,12 @@ export async function assignmentRejected(
 /**
  * An `assignment.status` from the agent of `machineId` (ignored when the assignment is not
  * that machine's): `running` starts the job, `finished` verifies and settles it, `failed`
- * requeues it (at most two more times) or fails it; `uploading` becomes a system line (the agent
- * writes its own for the other steps).
+ * requeues it (at most two more times) or fails it; `uploading` becomes a system line (the
+ * machine's own notes tell the other steps). The server's clock says when the run started and ended
+ * (the first report of each, as received); the machine's own times are kept beside them.
  */
 export async function assignmentStatus(deps: ExecutionDeps, machineId: string, message: AssignmentStatusMessage): Promise<void> {
+  const receivedAt = serverNow(deps);
   const asg = await findAssignment(deps.db, message.assignmentId);
   if (!asg || asg.machine_id !== machineId || !(LIVE_STATES as readonly string[]).includes(asg.state)) return;
   if (message.state === 'failed') {
@@ -94,7 +99,10 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
   }
   // A report moves the agent state forward only, so a report repeated after a restart writes no second line.
   const advanced = await advanceAgentState(deps.db, asg.id, message.state, AGENT_STATE_RANK);
-  if (message.state === 'running' || (message.startedAt && asg.state !== 'running')) await startJob(deps, asg.id, message);
+  if (message.state === 'running' || (message.startedAt && asg.state !== 'running')) await startJob(deps, asg.id, message, receivedAt);
+  if (ENDED_STATES.has(message.state)) {
+    await recordRunEnded(deps.db, asg.id, { receivedAt, reportedStartedAt: reportedTime(message.startedAt), reportedFinishedAt: reportedTime(message.finishedAt) });
+  }
   if (advanced) {
     const line = statusLine(message);
     if (line) await appendServiceLine(deps.db, asg.job_id, line);
@@ -106,8 +114,8 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
 }
 
 /**
- * The service's line for an agent state, where the agent's own system lines do not already say
- * it (they say pulling, started, stopping at the limit and exited with code, in the job's log).
+ * The service's line for an agent state, where the machine's own notes do not already say it
+ * (pulling, started, stopping at the limit and exited with code: on stderr, `MACHINE_NOTE_PREFIX`).
  */
 function statusLine(message: AssignmentStatusMessage): string | null {
   switch (message.state) {
@@ -118,15 +126,23 @@ function statusLine(message: AssignmentStatusMessage): string | null {
   }
 }
 
-/** MATCHING -> RUNNING when the container started (an `accepted` that never arrived is implied). */
-async function startJob(deps: ExecutionDeps, assignmentId: string, message: AssignmentStatusMessage): Promise<void> {
+/** A time the machine reported, on its own clock: kept for display, never billed alone. */
+function reportedTime(iso: string | null): Date | null {
+  return iso === null ? null : new Date(iso);
+}
+
+/**
+ * MATCHING -> RUNNING when the container started (an `accepted` that never arrived is implied):
+ * `started_at` is when the server received it, the machine's own start goes to `reported_started_at`.
+ */
+async function startJob(deps: ExecutionDeps, assignmentId: string, message: AssignmentStatusMessage, receivedAt: Date): Promise<void> {
   await deps.db.transaction(async (tx) => {
     const asg = await moveAssignment(tx, {
       id: assignmentId,
       machineId: null,
       from: ['offered', 'accepted'],
       to: 'running',
-      set: { started_at: message.startedAt ? new Date(message.startedAt) : new Date(), image_digest: message.imageDigest },
+      set: { started_at: receivedAt, reported_started_at: reportedTime(message.startedAt), image_digest: message.imageDigest },
     });
     if (!asg) return;
     await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'start').to, assignmentId });
@@ -177,7 +193,7 @@ async function failAssignment(
       machineId: null,
       from: LIVE_STATES,
       to: options.lost ? 'lost' : 'failed',
-      set: { failure_code: code, failure_message: message.slice(0, 2000), finished_at: new Date(), exit_code: options.exitFacts?.exitCode ?? null },
+      set: { failure_code: code, failure_message: message.slice(0, 2000), finished_at: serverNow(deps), exit_code: options.exitFacts?.exitCode ?? null },
     });
     if (!asg) return null;
     await releaseGpus(tx, asg.id);

@@ -14,8 +14,12 @@ export interface AssignmentRow {
   gpu_model: string;
   price_per_gpu_hour_micro_usd: number;
   spec: { command: string[]; image: string; imageDigest: string | null; outputRules?: Array<{ path: string; maxBytes: number }> };
+  /** When the server received the start (billing's clock; the machine's own in `reported_started_at`). */
   started_at: Date | null;
+  /** When the server received the first report that the container ended, or ended the run itself. */
   finished_at: Date | null;
+  reported_started_at: Date | null;
+  reported_finished_at: Date | null;
   exit_code: number | null;
   oom_killed: boolean | null;
   timed_out: boolean | null;
@@ -29,7 +33,7 @@ export interface AssignmentRow {
 }
 
 const ASSIGNMENT_COLUMNS = `id, job_id, machine_id, attempt, state, agent_state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec,
-  started_at, finished_at, exit_code, oom_killed, timed_out, image_digest, outputs, output_notes, log_report, record_json, record_signature`;
+  started_at, finished_at, reported_started_at, reported_finished_at, exit_code, oom_killed, timed_out, image_digest, outputs, output_notes, log_report, record_json, record_signature`;
 
 export const LIVE_STATES = ['offered', 'accepted', 'running'] as const;
 
@@ -41,18 +45,20 @@ export async function findAssignment(db: Queryable, id: string): Promise<Assignm
 /**
  * Moves a live assignment of `machineId` (any machine when null) from one of `from` to `to`
  * and sets `set` columns; null when it was not in such a state (another writer, or not its machine).
+ * A move out of the live states records when (`ended_at`, the database's clock).
  */
 export async function moveAssignment(
   db: Queryable,
   params: { id: string; machineId: string | null; from: readonly AssignmentRow['state'][]; to: AssignmentRow['state']; set?: Record<string, string | number | boolean | null | Date> },
 ): Promise<AssignmentRow | null> {
   const entries = Object.entries(params.set ?? {});
-  const sets = entries.map(([column, ], i) => `${column} = $${i + 5}`);
+  const sets = entries.map(([column, ], i) => `${column} = $${i + 6}`);
   const [row] = await db.query<AssignmentRow>(
-    `UPDATE assignments SET state = $3, updated_at = now()${sets.length ? `, ${sets.join(', ')}` : ''}
+    `UPDATE assignments SET state = $3, updated_at = now(),
+            ended_at = CASE WHEN $3 = ANY($5) THEN ended_at ELSE COALESCE(ended_at, now()) END${sets.length ? `, ${sets.join(', ')}` : ''}
       WHERE id = $1 AND ($2::text IS NULL OR machine_id = $2) AND state = ANY($4)
       RETURNING ${ASSIGNMENT_COLUMNS}`,
-    [params.id, params.machineId, params.to, [...params.from], ...entries.map(([, v]) => v)],
+    [params.id, params.machineId, params.to, [...params.from], [...LIVE_STATES], ...entries.map(([, v]) => v)],
   );
   return row ?? null;
 }
@@ -108,17 +114,33 @@ export async function advanceAgentState(db: Queryable, assignmentId: string, sta
   return advanced !== undefined;
 }
 
-/** The facts of a `finished` report, kept on the running assignment for settlement. */
+/**
+ * A report that the running assignment's container ended (`exited`, `uploading` or `finished`):
+ * the first one received sets `finished_at` to `receivedAt` (the server's clock); the machine's
+ * own start and finish, when the report has them, are kept in `reported_*`.
+ */
+export async function recordRunEnded(
+  db: Queryable,
+  assignmentId: string,
+  params: { receivedAt: Date; reportedStartedAt: Date | null; reportedFinishedAt: Date | null },
+): Promise<void> {
+  await db.query(
+    `UPDATE assignments SET finished_at = COALESCE(finished_at, $2), reported_started_at = COALESCE($3, reported_started_at),
+            reported_finished_at = COALESCE($4, reported_finished_at), updated_at = now()
+      WHERE id = $1 AND state = 'running'`,
+    [assignmentId, params.receivedAt, params.reportedStartedAt, params.reportedFinishedAt],
+  );
+}
+
+/** The facts of a `finished` report, kept on the running assignment for settlement (its times: `recordRunEnded`). */
 export async function recordFinishReport(db: Queryable, assignmentId: string, message: AssignmentStatusMessage): Promise<void> {
   await db.query(
-    `UPDATE assignments SET started_at = COALESCE($2, started_at), finished_at = $3, exit_code = $4, oom_killed = $5, timed_out = $6,
-            image_digest = COALESCE($7, image_digest), outputs = $8::jsonb, log_report = $9::jsonb, record_json = $10, record_signature = $11,
-            last_log_seq = $12, output_notes = $13::jsonb, updated_at = now()
+    `UPDATE assignments SET exit_code = $2, oom_killed = $3, timed_out = $4,
+            image_digest = COALESCE($5, image_digest), outputs = $6::jsonb, log_report = $7::jsonb, record_json = $8, record_signature = $9,
+            last_log_seq = $10, output_notes = $11::jsonb, updated_at = now()
       WHERE id = $1 AND state = 'running'`,
     [
       assignmentId,
-      message.startedAt ? new Date(message.startedAt) : null,
-      message.finishedAt ? new Date(message.finishedAt) : new Date(),
       message.exitCode,
       message.oomKilled,
       message.timedOut,
@@ -142,7 +164,7 @@ export async function countEndedRuns(db: Queryable, jobId: string): Promise<numb
 /** Cancels the job's live assignments; returns them with their machines. */
 export async function cancelLiveAssignments(db: Queryable, jobId: string): Promise<Array<{ id: string; machine_id: string }>> {
   return db.query<{ id: string; machine_id: string }>(
-    `UPDATE assignments SET state = 'canceled', updated_at = now() WHERE job_id = $1 AND state = ANY($2) RETURNING id, machine_id`,
+    `UPDATE assignments SET state = 'canceled', updated_at = now(), ended_at = now() WHERE job_id = $1 AND state = ANY($2) RETURNING id, machine_id`,
     [jobId, [...LIVE_STATES]],
   );
 }

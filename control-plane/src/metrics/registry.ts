@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AgentLogRefusal } from '../agent-gateway/lifecycle-port.js';
 import type { ChainHealth } from '../chain/health.js';
 import type { Database } from '../db/database.js';
 import { lastScannedBlock } from '../jobs/escrow-worker.js';
@@ -34,6 +35,8 @@ export interface ControlPlaneMetrics {
   httpRequest(labels: { method: string; route: string; code: number }, seconds: number): void;
   matcher: MatcherMetrics;
   logBytes(bytes: number): void;
+  /** Counts agent log lines not stored as sent, by why (`AgentLogRefusal`). */
+  agentLogLinesRefused(reason: AgentLogRefusal, lines: number): void;
   artifactBytes(bytes: number): void;
   /** Connects the scrape-time gauges to their sources (once, when the sources exist). */
   attach(sources: ScrapeSources): void;
@@ -72,6 +75,12 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
     registers,
   });
   const logBytes = new Counter({ name: `${METRIC_PREFIX}log_bytes_total`, help: 'Bytes of job log text stored from agents.', registers });
+  const agentLogLinesRefused = new Counter({
+    name: `${METRIC_PREFIX}agent_log_lines_refused_total`,
+    help: 'Agent log lines not stored as sent: dropped (assignment_ended past the grace, not_this_machine) or stored as the machine\'s stderr (system_stream).',
+    labelNames: ['reason'],
+    registers,
+  });
   const artifactBytes = new Counter({ name: `${METRIC_PREFIX}artifact_bytes_total`, help: 'Bytes of artifacts stored (outputs, logs and inputs).', registers });
 
   new Gauge({
@@ -162,6 +171,7 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
       queueWait: (seconds) => queueWait.observe(seconds),
     },
     logBytes: (bytes) => logBytes.inc(bytes),
+    agentLogLinesRefused: (reason, lines) => agentLogLinesRefused.inc({ reason }, lines),
     artifactBytes: (bytes) => artifactBytes.inc(bytes),
     attach(next) {
       if (next.escrow && !sources.escrow) registerChainGauges(next.escrow, next.db ?? sources.db, next.escrowStartBlock ?? sources.escrowStartBlock ?? 0);

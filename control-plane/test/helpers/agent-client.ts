@@ -8,6 +8,7 @@ import {
   serverMessageSchema,
   type AgentMessage,
   type AssignmentSpec,
+  type AssignmentStatusMessage,
   type EnrollRequest,
   type HelloMessage,
   type HeartbeatMessage,
@@ -23,6 +24,7 @@ import type { LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
 import type { ExecutionDeps } from '../../src/execution/deps.js';
 import { executionLifecycle } from '../../src/execution/lifecycle.js';
 import type { Database } from '../../src/db/database.js';
+import { createControlPlaneMetrics, type ControlPlaneMetrics } from '../../src/metrics/registry.js';
 import { buildTestApp, createTestKey, type TestApp } from './app.js';
 import { tarOf } from './uploads.js';
 
@@ -222,17 +224,31 @@ export interface GatewayTestApp extends TestApp {
   url: string;
   calls: LifecycleCall[];
   logs: string[];
+  /** The gateway's metrics (agent log bytes, refused agent lines). */
+  metrics: ControlPlaneMetrics;
 }
 
-/** The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls `gateway.sweep()`). */
+/**
+ * The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls
+ * `gateway.sweep()`); `now` is the execution slice's clock (when a report was received).
+ */
 export async function startGatewayApp(
   t: TestContext,
-  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void } = {},
+  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void; now?: () => Date } = {},
 ): Promise<GatewayTestApp> {
   const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
-  const deps: ExecutionDeps = { db: test.db, escrow: null, config: test.config.execution, blobs: test.blobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) };
+  const metrics = createControlPlaneMetrics();
+  const deps: ExecutionDeps & { metrics: ControlPlaneMetrics } = {
+    db: test.db,
+    escrow: null,
+    config: test.config.execution,
+    blobs: test.blobs,
+    log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`),
+    metrics,
+    ...(options.now ? { now: options.now } : {}),
+  };
   const gateway = await createAgentGateway({
     app: test.app,
     deps,
@@ -242,7 +258,7 @@ export async function startGatewayApp(
   });
   const url = await test.app.listen({ port: 0, host: '127.0.0.1' });
   t.teardown(() => gateway.close());
-  return { ...test, gateway, url, calls, logs };
+  return { ...test, gateway, url, calls, logs, metrics };
 }
 
 /** Where the test farms' earnings go. */
@@ -312,8 +328,61 @@ export async function insertAssignment(db: Database, params: { jobId: string; ma
   return id;
 }
 
+/**
+ * A fresh machine enrolled with the gateway app `s` whose agent is linked and welcomed, holding a
+ * running assignment of a RUNNING job (the job's current one); the socket closes at teardown.
+ */
+export async function agentWithRunningJob(t: TestContext, s: Pick<GatewayTestApp, 'app' | 'db' | 'url'>): Promise<{ agent: AgentSocket; machineId: string; jobId: string; assignmentId: string }> {
+  const { machineId, machineToken } = await enrollMachine(s.app, s.db);
+  const jobId = await insertJob(s.db, 'RUNNING');
+  const assignmentId = await insertAssignment(s.db, { jobId, machineId, state: 'running' });
+  await s.db.query('UPDATE jobs SET assignment_id = $2 WHERE id = $1', [jobId, assignmentId]);
+  const agent = await AgentSocket.connect(s.url, machineToken);
+  t.teardown(() => agent.close());
+  agent.send(hello(testInventory(), [{ assignmentId, jobId, state: 'running', nextLogSeq: 0 }]));
+  await agent.next('welcome');
+  return { agent, machineId, jobId, assignmentId };
+}
+
 /** A canary image reference for gateway apps that verify machines (`GF_CANARY_IMAGE`); nothing pulls it here. */
 export const TEST_CANARY_IMAGE = `registry.local/gpufarm/canary@sha256:${'c'.repeat(64)}`;
+
+/** An `assignment.status` of `state` with every fact null but those in `extra` (`at`: now). */
+export function statusMessage(assignmentId: string, state: AssignmentStatusMessage['state'], extra: Partial<AssignmentStatusMessage> = {}): AssignmentStatusMessage {
+  return {
+    type: 'assignment.status',
+    assignmentId,
+    state,
+    at: new Date().toISOString(),
+    imageDigest: null,
+    startedAt: null,
+    finishedAt: null,
+    exitCode: null,
+    oomKilled: null,
+    timedOut: null,
+    failure: null,
+    outputs: null,
+    record: null,
+    lastLogSeq: null,
+    ...extra,
+  };
+}
+
+/**
+ * Uploads `files` as the assignment's first output (a tar, `output-0`) with the machine's token,
+ * as the agent does; answers the output as a `finished` report lists it.
+ */
+export async function uploadOutput(params: { url: string; machineToken: string; assignmentId: string; files: Record<string, string> }): Promise<NonNullable<AssignmentStatusMessage['outputs']>[number]> {
+  const body = await tarOf(params.files);
+  const sha256 = createHash('sha256').update(body).digest('hex');
+  const res = await fetch(`${params.url}/agent/v1/assignments/${params.assignmentId}/outputs/output-0`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${params.machineToken}`, 'content-type': 'application/octet-stream', 'x-content-sha256': sha256 },
+    body,
+  });
+  if (res.status !== 201) throw new Error(`the upload of ${params.assignmentId}'s output answered ${res.status}: ${await res.text()}`);
+  return { path: '/output', name: 'output-0', sha256, sizeBytes: body.length };
+}
 
 /**
  * Plays the machine's part of its verification canary, as the agent does: takes the `assign`
@@ -325,20 +394,13 @@ export async function runCanary(agent: AgentSocket, params: { url: string; machi
   const iterations = Number(assignment.command[1]);
   const text = (params.result ?? canaryResult)(assignment.jobId, iterations);
   const at = new Date().toISOString();
-  const base = { type: 'assignment.status' as const, assignmentId: assignment.assignmentId, imageDigest: assignment.imageDigest, startedAt: at, finishedAt: null, exitCode: null, oomKilled: null, timedOut: null, failure: null, outputs: null, record: null, lastLogSeq: null };
+  const base = { imageDigest: assignment.imageDigest, startedAt: at };
   agent.send({ type: 'assignment.accepted', assignmentId: assignment.assignmentId });
-  agent.send({ ...base, state: 'running', at });
+  agent.send(statusMessage(assignment.assignmentId, 'running', { ...base, at }));
   await agent.barrier();
-  const body = await tarOf({ 'result.txt': text });
-  const sha256 = createHash('sha256').update(body).digest('hex');
-  const res = await fetch(`${params.url}/agent/v1/assignments/${assignment.assignmentId}/outputs/output-0`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${params.machineToken}`, 'content-type': 'application/octet-stream', 'x-content-sha256': sha256 },
-    body,
-  });
-  if (res.status !== 201) throw new Error(`the canary's upload answered ${res.status}: ${await res.text()}`);
+  const output = await uploadOutput({ url: params.url, machineToken: params.machineToken, assignmentId: assignment.assignmentId, files: { 'result.txt': text } });
   const finishedAt = new Date().toISOString();
-  agent.send({ ...base, state: 'finished', at: finishedAt, finishedAt, exitCode: params.exitCode ?? 0, oomKilled: false, timedOut: false, outputs: [{ path: '/output', name: 'output-0', sha256, sizeBytes: body.length }] });
+  agent.send(statusMessage(assignment.assignmentId, 'finished', { ...base, at: finishedAt, finishedAt, exitCode: params.exitCode ?? 0, oomKilled: false, timedOut: false, outputs: [output] }));
   await agent.barrier();
   return { jobId: assignment.jobId, assignmentId: assignment.assignmentId };
 }

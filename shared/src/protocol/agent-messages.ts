@@ -32,6 +32,9 @@ import { assignmentSpecSchema } from './assignment.js';
  * Log lines are numbered per assignment from 0 (the same `seq` as the public log API). The agent
  * keeps every line until a `logs.ack` covers it and resends unacked lines, in order, after a
  * reconnect; the server stores each (assignmentId, seq) once, so a resent line is harmless.
+ * It acks every batch, stored or not: lines of an assignment that ended more than a short grace
+ * ago, or that is not the machine's, are dropped; a line on `system` (the service's own stream)
+ * is stored as the machine's note on `stderr` (`MACHINE_NOTE_PREFIX`).
  * The agent sends nothing before `welcome` except `hello`.
  */
 

@@ -6,6 +6,14 @@ export const LOG_STREAMS = ['stdout', 'stderr', 'system'] as const;
 export const logStreamSchema = z.enum(LOG_STREAMS);
 export type LogStream = z.infer<typeof logStreamSchema>;
 
+/**
+ * `system` lines are the service's own (queued, matched, verified…). The machine's own notes
+ * (pulling, started, egress decisions, exited with code…), which its agent sends as `system`,
+ * are stored on `stderr` starting with this prefix: no machine can write a line that reads as
+ * the platform's.
+ */
+export const MACHINE_NOTE_PREFIX = '[machine] ';
+
 /** One log line; `seq` numbers the lines of one assignment from 0. */
 export const logLineSchema = z.strictObject({
   id: z.int().positive(),
