@@ -22,8 +22,8 @@ t.test('drain, cordon and quarantine', async (t) => {
   await agent.next('welcome');
   const farmId = (await db.query<{ farm_id: string }>('SELECT farm_id FROM machines WHERE id = $1', [machineId]))[0]!.farm_id;
   const offered = async () => ({
-    index: (await loadFleetRows(db)).some((r) => r.machineId === machineId),
-    matcher: (await loadCandidates(db, { allowAgentless: false, now: new Date() })).some((u) => u.machine.id === machineId),
+    index: (await loadFleetRows(db, { allowSimulated: true })).some((r) => r.machineId === machineId),
+    matcher: (await loadCandidates(db, { allowAgentless: false, allowSimulated: true, now: new Date() })).some((u) => u.machine.id === machineId),
   });
   t.same(await offered(), { index: true, matcher: true }, 'offered before');
 
