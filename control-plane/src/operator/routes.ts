@@ -108,6 +108,7 @@ export function machineVerdict(m: MachineFactsRow, going: ReadonlyArray<{ classI
     driverVersion: m.driverVersion,
     pricePerGpuHourMicroUsd: m.pricePerGpuHourMicroUsd,
     drainRequested: m.drainRequested,
+    drainSetBy: m.drainSetBy,
     cordoned: m.cordoned,
     farmStatus: m.farmStatus,
     verification: m.verification,

@@ -25,6 +25,7 @@ export interface MachineFactsRow {
   unenrolledAt: Date | null;
   draining: boolean;
   drainRequested: boolean;
+  drainSetBy: 'admin' | 'operator' | null;
   cordoned: boolean;
   verification: EarningFacts['verification'];
   verificationReason: string | null;
@@ -41,7 +42,7 @@ const MACHINE_FACTS = `
          m.agent_version AS "agentVersion", m.driver_version AS "driverVersion", m.cuda_version AS "cudaVersion",
          m.benchmark_tier AS "benchmarkTier", m.last_heartbeat_at AS "lastHeartbeatAt", m.offline_since AS "offlineSince",
          m.unenrolled_at AS "unenrolledAt", m.draining,
-         m.drain_requested AS "drainRequested", m.cordoned,
+         m.drain_requested AS "drainRequested", m.drain_set_by AS "drainSetBy", m.cordoned,
          m.verification, m.verification_reason AS "verificationReason",
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
