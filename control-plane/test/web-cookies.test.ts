@@ -1,5 +1,6 @@
 import t from 'tap';
 import { assertError } from './helpers/assert.js';
+import { loadConfig } from '../src/config.js';
 import { buildTestApp } from './helpers/app.js';
 import { createPgliteTestDatabase } from './helpers/database.js';
 import { browserCookieOf, buildWebTestApp, devWallet, fakeWebDist, HOST, issueNonce, postSignIn, signIn, siweMessage } from './helpers/web.js';
@@ -84,3 +85,11 @@ t.test('error: invalid_api_key for a nonce another browser asked for', async (t)
   }
 });
 
+
+t.test('error: invalid_config for a mainnet deployment served over plain http beyond this host', async (t) => {
+  t.throws(() => loadConfig({ GF_ENVIRONMENT: 'mainnet', GF_PUBLIC_URL: 'http://dash.example.com' }), { code: 'invalid_config', message: /GF_PUBLIC_URL: must be an https URL when GF_ENVIRONMENT is mainnet .*\(got "http:\/\/dash\.example\.com"\)/ });
+  t.throws(() => loadConfig({ GF_ENVIRONMENT: 'mainnet', HOST: '10.0.0.5' }), { code: 'invalid_config', message: /GF_PUBLIC_URL: must be an https URL/ }, 'the default public URL on a LAN address');
+  t.equal(loadConfig({ GF_ENVIRONMENT: 'mainnet', GF_PUBLIC_URL: 'https://dash.example.com' }).publicUrl, 'https://dash.example.com');
+  t.equal(loadConfig({ GF_ENVIRONMENT: 'mainnet' }).publicUrl, 'http://127.0.0.1:8080', 'loopback http stays allowed');
+  t.equal(loadConfig({ GF_ENVIRONMENT: 'testnet', GF_PUBLIC_URL: 'http://dash.example.com' }).publicUrl, 'http://dash.example.com', 'test deployments may run on http');
+});

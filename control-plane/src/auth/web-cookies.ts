@@ -24,7 +24,7 @@ export interface WebCookies {
  * does not, nor does any browser from another http host. Both are HttpOnly and SameSite=Strict.
  */
 export function webCookies(publicUrl: string): WebCookies {
-  const https = new URL(publicUrl).protocol === 'https:';
+  const https = publicUrl.startsWith('https:');
   const options: CookieSerializeOptions = { path: '/', httpOnly: true, sameSite: 'strict', secure: https };
   const name = (base: string) => (https ? `__Host-${base}` : base);
   return { session: { name: name('gf_session'), options }, browser: { name: name('gf_browser'), options } };
