@@ -16,3 +16,15 @@ ALTER TABLE machines ADD CONSTRAINT machines_drain_set_by CHECK (drain_requested
 -- pre-session cookie. Unbound nonces (five minutes of life at most) are dropped.
 DELETE FROM web_nonces;
 ALTER TABLE web_nonces ADD COLUMN browser_hash text NOT NULL CHECK (browser_hash ~ '^[0-9a-f]{64}$');
+
+-- The earnings ledger is summed by the database, a page at a time: every settled job carries its
+-- fee in token base units. Completions recorded before migration 018 kept only the fee in
+-- micro-USD: it is converted as the completion did (stablecoin: scaled to its decimals; ETH: at
+-- the job's fixed rate, rounded up).
+UPDATE jobs SET settlement_fee = CASE
+    WHEN payment_kind = 'stable' THEN fee_micro_usd::numeric * (10::numeric ^ (payment_decimals - 6))
+    ELSE ceil(fee_micro_usd::numeric * coalesce(wei_per_usd, 0) / 1000000)
+  END
+  WHERE settlement_status IS NOT NULL AND settlement_fee IS NULL AND fee_micro_usd IS NOT NULL;
+-- A page of keys starts after the last key of the previous one.
+CREATE INDEX api_keys_account_created ON api_keys (account_id, created_at DESC, id DESC);

@@ -11,7 +11,8 @@ import { cookieOf, hashCookieValue, webCookies } from '../auth/web-cookies.js';
 import { createApiKey, ensureAccount, findApiKey, listApiKeys, revokeApiKey, type ApiKeySummary } from '../auth/store.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
-import { parseBody, parseParams } from '../http/parse.js';
+import { decodeCursor, encodeCursor } from '../http/cursor.js';
+import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
@@ -21,6 +22,10 @@ const signInBodySchema = z.strictObject({
   message: z.string().min(1, 'must be the EIP-4361 message the wallet signed').max(8192),
   signature: z.string().regex(/^0x([0-9a-fA-F]{2})+$/, 'must be the signature as 0x-prefixed hex') as z.ZodType<`0x${string}`>,
 });
+
+/** `GET /dashboard/api/keys`: a page of the account's keys, newest first (the /v1 list envelope). */
+const keysQuerySchema = z.strictObject({ limit: intParam(1, 100, 20), cursor: z.string().max(200).optional() });
+const keyCursorSchema = z.strictObject({ at: z.string().regex(/^\d{1,12}(\.\d{1,6})?$/), id: z.string().regex(/^key_[0-9a-z]{26}$/) });
 
 /** A browser cookie as the nonce route makes it: 32 random bytes, base64url. */
 const BROWSER_COOKIE = /^[A-Za-z0-9_-]{43}$/;
@@ -129,8 +134,12 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
   });
 
   app.get(`${base}/keys`, { config: { auth: 'session' } }, async (request) => {
-    const keys = await listApiKeys(db, sessionOf(request.webSession).accountId);
-    return { data: keys.map(apiKeyView) };
+    const query = parseQuery(keysQuerySchema, request.query, `GET ${base}/keys`);
+    const after = query.cursor ? decodeCursor(query.cursor, keyCursorSchema) : null;
+    const keys = await listApiKeys(db, sessionOf(request.webSession).accountId, { after, limit: query.limit + 1 });
+    const page = keys.slice(0, query.limit);
+    const last = page.at(-1);
+    return { object: 'list', data: page.map(apiKeyView), nextCursor: keys.length > query.limit && last ? encodeCursor(last.cursor) : null };
   });
 
   app.post(`${base}/keys`, { config: { auth: 'session' } }, async (request, reply) => {
