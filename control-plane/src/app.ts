@@ -6,6 +6,7 @@ import type { Chain, Client, Transport } from 'viem';
 import { adminRoutes } from './admin/routes.js';
 import { adminSessionRoutes } from './admin/session-routes.js';
 import { DASHBOARD_API_PREFIX, enforceAuth, resolveCredentials } from './auth/plugin.js';
+import { webCookies } from './auth/web-cookies.js';
 import { agentDirectUploadRoutes } from './artifacts/agent-direct-upload.js';
 import { agentArtifactRoutes } from './artifacts/agent-upload.js';
 import type { BlobStore } from './artifacts/blob-store.js';
@@ -113,7 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app, routes);
   // Cookies are parsed only where they are a credential (`/dashboard/api`, see `auth/plugin.ts`).
   await app.register(fastifyCookie, { hook: false });
-  await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken, adminWallets: config.adminWallets });
+  await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken, adminWallets: config.adminWallets, cookies: webCookies(config.publicUrl) });
   await app.register(rateLimit, { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt, ...(deps.now ? { now: deps.now } : {}) });
   await app.register(enforceAuth, { adminWallets: config.adminWallets });
   installCors(app, routes);

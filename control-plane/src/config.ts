@@ -14,6 +14,8 @@ const envSchema = z.object({
   // On for the embedded quick path; a deployment runs `migrate` once and starts its replicas with false.
   GF_MIGRATE_ON_START: booleanFromEnv.default(true),
   GF_ENVIRONMENT: z.enum(ENVIRONMENTS).default('local'),
+  // Default: on for `local` only (npm start, the demo, tests); refused on mainnet (see loadConfig).
+  GF_ALLOW_SIMULATED_MACHINES: booleanFromEnv.optional(),
   GF_CHAIN_ID: z.coerce.number().int().positive().default(DEFAULT_CHAIN_ID),
   GF_PUBLIC_URL: z.url().optional(),
   GF_PLATFORM_FEE_BPS: z.coerce.number().int().min(0).max(10_000).default(1000),
@@ -218,6 +220,11 @@ export interface ExecutionConfig {
   inputQuotaBytes: number;
   /** The service's canary image pinned by digest; null: no job reaches RESULT_VERIFIED. */
   canaryImage: { repository: string; digest: string } | null;
+  /**
+   * Whether machines whose agent runs in simulated mode (no GPU proven) are enrolled, verified,
+   * listed and matched (`GF_ALLOW_SIMULATED_MACHINES`; default true on `local` only, never on mainnet).
+   */
+  allowSimulatedMachines: boolean;
 }
 
 /** An S3-compatible bucket holding the artifact bytes. */
@@ -245,6 +252,11 @@ export function defaultPublicUrl(host: string, port: number): string {
   return `http://${publicHost}:${port}`;
 }
 
+/** `localhost`, 127.0.0.0/8 or ::1: a URL on such a host is reached from this machine only. */
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(hostname) || hostname === '[::1]';
+}
+
 /** Reads and validates the configuration; a bad value throws a ConfigError naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   // An empty variable means unset, as in most shells' `VAR= cmd`.
@@ -260,6 +272,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ...(!e.GF_S3_ACCESS_KEY_ID !== !e.GF_S3_SECRET_ACCESS_KEY ? ['GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY, or neither (the SDK then finds credentials itself)'] : []),
   ];
   if (s3Problems.length > 0) throw new ConfigError(s3Problems);
+  const publicUrl = (e.GF_PUBLIC_URL ?? defaultPublicUrl(e.HOST, e.PORT)).replace(/\/$/, '');
+  const liveProblems = e.GF_ENVIRONMENT !== 'mainnet' ? [] : [
+    // Live keys mean paying customers: a machine nobody proved has GPUs is never offered to them.
+    ...(e.GF_ALLOW_SIMULATED_MACHINES === true ? ['GF_ALLOW_SIMULATED_MACHINES: must not be true when GF_ENVIRONMENT is mainnet (live keys): simulated machines are for local and test deployments (got "true")'] : []),
+    // The session cookie is Secure (and __Host-) only over https: plain http is for this host alone.
+    ...(!publicUrl.startsWith('https:') && !(URL.canParse(publicUrl) && isLoopbackHost(new URL(publicUrl).hostname))
+      ? [`GF_PUBLIC_URL: must be an https URL when GF_ENVIRONMENT is mainnet (sessions and keys travel over it), or a loopback address (got ${JSON.stringify(publicUrl)})`]
+      : []),
+  ];
+  if (liveProblems.length > 0) throw new ConfigError(liveProblems);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -268,7 +290,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     migrateOnStart: e.GF_MIGRATE_ON_START,
     environment: e.GF_ENVIRONMENT,
     chainId: e.GF_CHAIN_ID,
-    publicUrl: (e.GF_PUBLIC_URL ?? defaultPublicUrl(e.HOST, e.PORT)).replace(/\/$/, ''),
+    publicUrl,
     publicUrlFollowsPort: e.GF_PUBLIC_URL === undefined,
     platformFeeBps: e.GF_PLATFORM_FEE_BPS,
     // Replicas share one PostgreSQL: their limits are shared unless told otherwise; PGlite serves one process.
@@ -324,6 +346,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       canaryImage: e.GF_CANARY_IMAGE
         ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
         : null,
+      allowSimulatedMachines: e.GF_ALLOW_SIMULATED_MACHINES ?? e.GF_ENVIRONMENT === 'local',
     },
     web: { dir: e.GF_WEB_DIR ?? WEB_DIST_DIR, sessionTtlSeconds: e.GF_SESSION_TTL_SECONDS },
     logLevel: e.GF_LOG_LEVEL,

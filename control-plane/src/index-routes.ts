@@ -40,6 +40,7 @@ function indexBody(config: Config, escrowAddress: string | null): string {
     environment: config.environment,
     apiKeyPrefix: config.environment === 'mainnet' ? 'gf_live_' : 'gf_test_',
     canary: canaryOf(config),
+    simulatedMachines: { allowed: config.execution.allowSimulatedMachines },
     escrow: escrowAddress ? { address: getAddress(escrowAddress) } : null,
     links: {
       self: base,

@@ -84,7 +84,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     opened.push(() => rateLimitStore.close());
     const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
     const queue = createQueueFigures(db);
-    const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass });
+    const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass, allowSimulated: config.execution.allowSimulatedMachines });
     opened.push(() => offerIndex.close());
     await offerIndex.start();
     const metrics = createControlPlaneMetrics();
@@ -131,7 +131,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     if (config.execution.runMatcher) {
       const matcher = startMatcher(
         { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
-        { intervalMs: config.execution.matchIntervalMs, queue, metrics: metrics.matcher },
+        { intervalMs: config.execution.matchIntervalMs, queue, metrics: metrics.matcher, allowSimulated: config.execution.allowSimulatedMachines },
       );
       opened.push(() => matcher.close());
     }

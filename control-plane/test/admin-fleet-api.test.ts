@@ -32,7 +32,7 @@ t.test('admin actions through HTTP', async (t) => {
     const deadline = new Date(Date.now() + 7200_000).toISOString();
     const res = await app.inject(post(asAdmin, `/admin/api/machines/${machineId}/drain`, { deadline, reason: 'swap PSU' }));
     t.equal(res.statusCode, 200, res.body);
-    t.same(res.json(), { machineId, drainRequested: true, drainDeadline: deadline, drainReason: 'swap PSU', cordoned: false });
+    t.same(res.json(), { machineId, drainRequested: true, drainSetBy: 'admin', drainDeadline: deadline, drainReason: 'swap PSU', cordoned: false });
     t.same(await agent.next('drain'), { type: 'drain', undrain: false, reason: 'swap PSU' });
     const audit = (await app.inject({ url: '/admin/api/audit', headers: session(asAdmin) })).json();
     t.match(audit.data[0], { actor: { kind: 'admin_wallet', id: admin.address.toLowerCase() }, action: 'machine.drain', targetType: 'machine', targetId: machineId, at: /^\d{4}-/ });

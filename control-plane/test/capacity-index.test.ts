@@ -53,7 +53,7 @@ for (const [backend, createDatabase] of BACKENDS) {
     const { db } = await createDatabase(t);
     const fleet = await buildFleet(db);
     const { o4090, oH100, oA100, o3080 } = fleet;
-    const index = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {} });
+    const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true, onWarning: () => {} });
     t.teardown(() => index.close());
     await index.start();
     t.equal(index.version, 1);
@@ -165,7 +165,7 @@ for (const [backend, createDatabase] of BACKENDS) {
     });
 
     t.test('behavior: queue comes from queuedByClass', async (t) => {
-      const queued = createOfferIndex(db, { refreshMs: 60_000, queuedByClass: () => new Map([['h100-80gb-sxm', 3]]) });
+      const queued = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true, queuedByClass: () => new Map([['h100-80gb-sxm', 3]]) });
       t.teardown(() => queued.close());
       await queued.refresh();
       t.equal(queued.listOffers().data.find((o) => o.id === oH100)?.queue, 3);
@@ -201,7 +201,7 @@ for (const [backend, createDatabase] of BACKENDS) {
 
     // Last: it changes the fixture's uptimes.
     t.test('behavior: the periodic reload refreshes uptimes (no notification for them)', async (t) => {
-      const periodic = createOfferIndex(db, { refreshMs: 150, onWarning: () => {} });
+      const periodic = createOfferIndex(db, { refreshMs: 150, allowSimulated: true, onWarning: () => {} });
       t.teardown(() => periodic.close());
       await periodic.start();
       const uptimeOf3080 = () => periodic.listOffers(parseCapacityQuery({ farm: 'beta-cloud', model: 'rtx-3080-10gb' })).data[0]?.uptimePct;
@@ -241,7 +241,7 @@ t.test('cursor walk over 150 offers gives each offer once, for every sort', asyn
       }
     }
   }
-  const index = createOfferIndex(db, { refreshMs: 60_000 });
+  const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true });
   t.teardown(() => index.close());
   await index.start();
   for (const sort of CAPACITY_SORTS) {
@@ -272,7 +272,7 @@ t.test('behavior: the unfiltered page is serialized once per snapshot and queue 
   const { db } = await createDatabase(t);
   const { oH100 } = await buildFleet(db);
   let queue: ReadonlyMap<string, number> = new Map([['h100-80gb-sxm', 2]]);
-  const index = createOfferIndex(db, { refreshMs: 60_000, queuedByClass: () => queue, onWarning: () => {} });
+  const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true, queuedByClass: () => queue, onWarning: () => {} });
   t.teardown(() => index.close());
   await index.start();
   const fresh = () => Buffer.from(JSON.stringify(index.listOffers().data));
@@ -368,7 +368,7 @@ t.test('error: unavailable before the first load, then served once the database 
   await gate.down();
   const warnings: string[] = [];
   const flaky = openPostgres(gate.url);
-  const index = createOfferIndex(flaky, { refreshMs: 60_000, onWarning: (m) => warnings.push(m) });
+  const index = createOfferIndex(flaky, { refreshMs: 60_000, allowSimulated: true, onWarning: (m) => warnings.push(m) });
   t.teardown(async () => {
     await index.close();
     await flaky.close();

@@ -22,15 +22,15 @@ t.test('drain, cordon and quarantine', async (t) => {
   await agent.next('welcome');
   const farmId = (await db.query<{ farm_id: string }>('SELECT farm_id FROM machines WHERE id = $1', [machineId]))[0]!.farm_id;
   const offered = async () => ({
-    index: (await loadFleetRows(db)).some((r) => r.machineId === machineId),
-    matcher: (await loadCandidates(db, { allowAgentless: false, now: new Date() })).some((u) => u.machine.id === machineId),
+    index: (await loadFleetRows(db, { allowSimulated: true })).some((r) => r.machineId === machineId),
+    matcher: (await loadCandidates(db, { allowAgentless: false, allowSimulated: true, now: new Date() })).some((u) => u.machine.id === machineId),
   });
   t.same(await offered(), { index: true, matcher: true }, 'offered before');
 
   t.test('behavior: a drain reaches the agent link as `drain`, withdraws the offer, and is recorded', async (t) => {
     const deadline = new Date(Date.now() + 3600_000);
     const state = await setMachineDrain(db, { machineId, drain: true, deadline, reason: 'rack maintenance', actor: admin });
-    t.same(state, { machineId, drainRequested: true, drainDeadline: deadline, drainReason: 'rack maintenance', cordoned: false });
+    t.same(state, { machineId, drainRequested: true, drainSetBy: 'admin', drainDeadline: deadline, drainReason: 'rack maintenance', cordoned: false });
     t.same(await agent.next('drain'), { type: 'drain', undrain: false, reason: 'rack maintenance' });
     t.same(await offered(), { index: false, matcher: false });
     const { events } = await listFleetEvents(db, { limit: 10, after: null, machineId });
@@ -38,7 +38,7 @@ t.test('drain, cordon and quarantine', async (t) => {
     const { entries } = await listAudit(db, { limit: 10, after: null });
     t.match(entries[0], { actor: admin, action: 'machine.drain', targetType: 'machine', targetId: machineId, details: { reason: 'rack maintenance', deadline: deadline.toISOString() } });
 
-    t.same(await setMachineDrain(db, { machineId, drain: false, deadline: null, reason: null, actor: admin }), { machineId, drainRequested: false, drainDeadline: null, drainReason: null, cordoned: false });
+    t.same(await setMachineDrain(db, { machineId, drain: false, deadline: null, reason: null, actor: admin }), { machineId, drainRequested: false, drainSetBy: null, drainDeadline: null, drainReason: null, cordoned: false });
     t.same(await agent.next('drain'), { type: 'drain', undrain: true, reason: null });
     t.same(await offered(), { index: true, matcher: true }, 'offered again');
   });

@@ -106,7 +106,7 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   t.same([...paged.json().data, ...rest.json().data].map((r: { jobId: string }) => r.jobId), [refunded.id, disputed.id, pending.id, released.id], 'pages walk the ledger');
   t.equal(rest.json().nextCursor, null);
   const future = await app.inject({ url: `/operator/api/earnings?from=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`, headers: session(me) });
-  t.same(future.json(), { data: [], nextCursor: null, totals: [] }, 'from filters by completion time');
+  t.same(future.json(), { object: 'list', data: [], nextCursor: null, totals: [] }, 'from filters by completion time');
 
   const csv = await app.inject({ url: '/operator/api/earnings.csv', headers: session(me) });
   t.equal(csv.statusCode, 200);

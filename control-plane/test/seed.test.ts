@@ -48,7 +48,7 @@ for (const [backend, createDatabase] of BACKENDS) {
     t.ok(result.busyGpus > 0 && result.busyGpus < result.gpus / 2, 'some GPUs busy');
     t.ok(result.uptimeDays >= 400 * 28, 'about 30 uptime days per machine');
 
-    const index = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {} });
+    const index = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {}, allowSimulated: true });
     t.teardown(() => index.close());
     await index.start();
     const offers = index.listOffers().data;

@@ -1,8 +1,6 @@
 import t from 'tap';
-import { createPgliteTestDatabase } from './helpers/database.js';
 import { assertError } from './helpers/assert.js';
-import { buildTestApp } from './helpers/app.js';
-import { buildWebTestApp, devWallet, fakeWebDist, HOST, issueNonce, postSignIn, session, signIn, siweMessage } from './helpers/web.js';
+import { buildWebTestApp, devWallet, HOST, issueNonce, postSignIn, session, signIn, siweMessage } from './helpers/web.js';
 
 t.test('default: a nonce, a signed message, a session cookie and the session', async (t) => {
   const { app, db } = await buildWebTestApp(t);
@@ -34,17 +32,6 @@ t.test('default: a nonce, a signed message, a session cookie and the session', a
   t.same(current.json(), view);
   const accounts = await db.query<{ wallet_address: string }>('SELECT wallet_address FROM accounts');
   t.same(accounts, [{ wallet_address: wallet.address.toLowerCase() }], 'the wallet became an account on first sign-in');
-});
-
-t.test('behavior: the cookie is Secure when the public URL is https', async (t) => {
-  const { db } = await createPgliteTestDatabase(t);
-  const { app } = await buildTestApp(t, { db, env: { GF_PUBLIC_URL: 'https://dash.test', GF_WEB_DIR: fakeWebDist(t) } });
-  const wallet = devWallet(2);
-  const nonce = await issueNonce(app, 'dash.test');
-  const message = siweMessage(wallet.address, nonce, { domain: 'dash.test', uri: 'https://dash.test/dashboard/' });
-  const res = await postSignIn(app, { message, signature: await wallet.signMessage(message) }, { host: 'dash.test' });
-  t.equal(res.statusCode, 200, res.body);
-  t.match(res.cookies.find((c) => c.name === 'gf_session'), { secure: true, httpOnly: true, sameSite: 'Strict' });
 });
 
 t.test('error: invalid_api_key for a replayed message (its nonce is used)', async (t) => {

@@ -21,7 +21,8 @@ commands:
   create-enrollment-token --farm SLUG --region KEY --price USD [--payout 0x<40 hex>] [--name TEXT] [--label TEXT]
       creates the farm if needed and a one-time token for \`gf-agent enroll\` (valid one day);
       machines enrolled with it are offered in that region at that price per GPU hour;
-      --payout (where the farm's earnings are released) is required for a farm that has none
+      --payout (where the farm's earnings are released) is required for a farm that has none;
+      a new --payout for a farm removes the operator wallets its old payout wallet listed
 
 scopes: ${API_KEY_SCOPES.join(', ')}
 It talks to the local control plane started by \`npm start\` when one runs on the embedded
@@ -51,6 +52,8 @@ interface EnrollmentTokenCreated {
   regionKey: string;
   pricePerGpuHour: string | null;
   expiresAt: string;
+  /** Set when --payout replaced the farm's payout address (its listed operator wallets were removed). */
+  payoutChange: { from: string; to: string; operatorsRemoved: string[] } | null;
 }
 
 async function httpPort(url: string, adminToken: string): Promise<AdminPort> {
@@ -168,6 +171,10 @@ async function main(argv: string[]): Promise<void> {
         });
         console.log(`farm ${created.farm.slug} (${created.farm.name}), region ${created.regionKey}, ${created.pricePerGpuHour ?? 'no'} USD per GPU hour`);
         console.log(`expires ${created.expiresAt}; it enrolls one machine`);
+        if (created.payoutChange) {
+          const removed = created.payoutChange.operatorsRemoved;
+          console.log(`payout address changed from ${created.payoutChange.from} to ${created.payoutChange.to}; ${removed.length > 0 ? `operator wallets removed (the new payout wallet lists its own): ${removed.join(', ')}` : 'the farm listed no operator wallet'}`);
+        }
         console.log(`\nEnrollment token (shown once; only its SHA-256 is stored):\n${created.token}`);
         console.log(`\nOn the machine: gf-agent enroll --server <control plane URL> --token ${created.token}`);
         return;

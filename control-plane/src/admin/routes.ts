@@ -89,7 +89,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       action: 'enrollment_token.create',
       targetType: 'enrollment_token',
       targetId: created.farm.slug,
-      details: { farm: created.farm.slug, regionKey: created.regionKey, pricePerGpuHourMicroUsd: price, label: body.label ?? null, expiresAt: created.expiresAt.toISOString() },
+      details: { farm: created.farm.slug, regionKey: created.regionKey, pricePerGpuHourMicroUsd: price, label: body.label ?? null, expiresAt: created.expiresAt.toISOString(), payoutChange: created.payoutChange },
     });
     return reply.code(201).send({
       object: 'enrollment_token',
@@ -98,6 +98,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       regionKey: created.regionKey,
       pricePerGpuHour: price === null ? null : formatMicroUsd(price),
       expiresAt: created.expiresAt.toISOString(),
+      payoutChange: created.payoutChange,
     });
   });
 

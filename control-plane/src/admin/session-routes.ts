@@ -64,7 +64,7 @@ const overviewQuery = z.strictObject({ window: z.enum(['24h', '7d'], { message: 
 const historyQuery = z.strictObject({ range: z.enum(HISTORY_RANGES, { message: `must be one of ${HISTORY_RANGES.join(', ')}` }).default('24h') });
 
 function drainView(state: MachineDrainState) {
-  return { machineId: state.machineId, drainRequested: state.drainRequested, drainDeadline: state.drainDeadline?.toISOString() ?? null, drainReason: state.drainReason, cordoned: state.cordoned };
+  return { machineId: state.machineId, drainRequested: state.drainRequested, drainSetBy: state.drainSetBy, drainDeadline: state.drainDeadline?.toISOString() ?? null, drainReason: state.drainReason, cordoned: state.cordoned };
 }
 
 function eventTypes(raw: string | undefined): FleetEventType[] | undefined {

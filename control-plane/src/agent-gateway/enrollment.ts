@@ -16,7 +16,10 @@ export interface EnrollmentTokenInput {
   farmSlug: string;
   /** The farm's display name (and provider) when it is created; default derived from the slug. */
   farmName?: string | null;
-  /** Where the farm is paid (escrow `provider`); stored lowercase; replaces the farm's when given. */
+  /**
+   * Where the farm is paid (escrow `provider`); stored lowercase; replaces the farm's when given,
+   * and a new address removes the operator wallets the old one listed.
+   */
   payoutAddress?: string | null;
   regionKey: string;
   /** null: machines enrolled with it are listed nowhere until priced. */
@@ -34,6 +37,11 @@ export interface CreatedEnrollmentToken {
   regionKey: string;
   pricePerGpuHourMicroUsd: number | null;
   expiresAt: Date;
+  /**
+   * Set when `payoutAddress` replaced the farm's: the operator wallets the old payout wallet had
+   * listed were removed (they run the farm no more until the new payout wallet lists them).
+   */
+  payoutChange: { from: string; to: string; operatorsRemoved: string[] } | null;
 }
 
 /** Default life of an enrollment token: one day. */
@@ -67,7 +75,11 @@ export async function createEnrollmentToken(db: Database, input: EnrollmentToken
       throw errorForField('invalid_request', 'payoutAddress', `farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`);
     }
     const expiresAt = await insertEnrollmentToken(tx, { id, tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
-    return { id, token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt };
+    const payoutChange =
+      farm.previous_payout_address !== null && farm.payout_address !== null && farm.previous_payout_address !== farm.payout_address
+        ? { from: farm.previous_payout_address, to: farm.payout_address, operatorsRemoved: farm.operators_removed }
+        : null;
+    return { id, token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt, payoutChange };
   });
 }
 

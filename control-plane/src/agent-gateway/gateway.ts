@@ -88,7 +88,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
   // One writer for every link: their heartbeats share statements.
   const writeBeat = heartbeatWriter(deps.db, { maxGapSeconds: 2 * deps.config.heartbeatSeconds });
 
-  await app.register(agentRoutes, { db: deps.db, heartbeatSeconds: deps.config.heartbeatSeconds });
+  await app.register(agentRoutes, { db: deps.db, heartbeatSeconds: deps.config.heartbeatSeconds, allowSimulated: deps.config.allowSimulatedMachines });
 
   const accept = (ws: WebSocket, machineId: string, epoch: number) => {
     if (closing) {

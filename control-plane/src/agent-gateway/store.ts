@@ -9,18 +9,28 @@ import { gpuRowsFor, inventoryColumns } from './machine-store.js';
  * `machine-store.ts`.
  */
 
-/** Creates the farm, or gives an existing one the payout address when one is given. */
+/**
+ * Creates the farm, or gives an existing one the payout address when one is given. A payout
+ * address that replaces another removes the farm's listed operator wallets (returned, sorted).
+ */
 export async function upsertFarm(
   tx: Queryable,
   farm: { id: string; slug: string; name: string; payoutAddress: string | null },
-): Promise<{ id: string; slug: string; name: string; payout_address: string | null }> {
+): Promise<{ id: string; slug: string; name: string; payout_address: string | null; previous_payout_address: string | null; operators_removed: string[] }> {
+  const [previous] = await tx.query<{ payout_address: string | null }>('SELECT payout_address FROM farms WHERE slug = $1 FOR UPDATE', [farm.slug]);
   const [row] = await tx.query<{ id: string; slug: string; name: string; payout_address: string | null }>(
     `INSERT INTO farms (id, slug, name, provider, payout_address) VALUES ($1, $2, $3, $3, $4)
      ON CONFLICT (slug) DO UPDATE SET payout_address = coalesce(excluded.payout_address, farms.payout_address)
      RETURNING id, slug, name, payout_address`,
     [farm.id, farm.slug, farm.name, farm.payoutAddress],
   );
-  return row!;
+  const previousPayout = previous?.payout_address ?? null;
+  const changed = previousPayout !== null && previousPayout !== row!.payout_address;
+  // The listed operator wallets were the old payout wallet's to choose: the new one lists its own.
+  const removed = changed
+    ? await tx.query<{ wallet_address: string }>('DELETE FROM farm_operators WHERE farm_id = $1 RETURNING wallet_address', [row!.id])
+    : [];
+  return { ...row!, previous_payout_address: previousPayout, operators_removed: removed.map((r) => r.wallet_address).sort() };
 }
 
 /** Stores a new enrollment token (its hash) under `id`; returns when it expires. */

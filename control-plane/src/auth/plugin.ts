@@ -8,8 +8,9 @@ import type { Queryable } from '../db/database.js';
 import { ADMIN_PREFIX, DASHBOARD_PREFIX, OPERATOR_PREFIX, webApiAreaOf } from '../http/route-config.js';
 import { hashApiKey, keyEnvironmentFor, parseApiKey } from './api-keys.js';
 import { isAdminWallet, type OperatorFarm } from './roles.js';
-import { findWebSession, SESSION_COOKIE, type WebSession } from './session-store.js';
+import { findWebSession, type WebSession } from './session-store.js';
 import { findApiKeysByHash, operatorFarmsOf, touchApiKey, type ApiKeyRecord } from './store.js';
+import { cookieOf, type WebCookies } from './web-cookies.js';
 
 /** The session APIs of the web app's areas: the session cookie is the credential there, and only there. */
 export const DASHBOARD_API_PREFIX = `${DASHBOARD_PREFIX}/api`;
@@ -32,6 +33,8 @@ export interface AuthOptions {
   adminToken: string | undefined;
   /** Wallets (lower case) whose sessions open the admin area. */
   adminWallets: readonly string[];
+  /** The web app's cookies (`webCookies` of the public URL): the session cookie is read by its name. */
+  cookies: WebCookies;
 }
 
 declare module 'fastify' {
@@ -142,7 +145,7 @@ async function resolveSession(app: FastifyInstance, options: AuthOptions, reques
     );
     return;
   }
-  const cookie = sessionCookieOf(app, request);
+  const cookie = cookieOf(app, request, options.cookies.session);
   if (!cookie) return;
   const session = await findWebSession(options.db, cookie);
   if (!session) return;
@@ -215,8 +218,3 @@ export const enforceAuth = fp<{ adminWallets: readonly string[] }>(
   },
   { name: 'gpufarm-enforce-auth' },
 );
-
-/** The dashboard session cookie's value the request carried, if any. */
-export function sessionCookieOf(app: FastifyInstance, request: FastifyRequest): string | null {
-  return (request.headers.cookie ? app.parseCookie(request.headers.cookie)[SESSION_COOKIE] : undefined) ?? null;
-}

@@ -1,8 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/database.js';
-
-/** The dashboard's session cookie; its value is the session's only credential. */
-export const SESSION_COOKIE = 'gf_session';
+import { hashCookieValue } from './web-cookies.js';
 
 /** A signed-in dashboard browser, as `auth/plugin.ts` resolves it from the cookie. */
 export interface WebSession {
@@ -14,11 +12,6 @@ export interface WebSession {
   chainId: number;
   csrfToken: string;
   expiresAt: Date;
-}
-
-/** The stored form of a cookie value: only its SHA-256 is kept, so a database read gives no session away. */
-export function hashSessionCookie(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
 }
 
 /**
@@ -36,7 +29,7 @@ export async function createWebSession(
   const [row] = await db.query<{ id: string; expires_at: Date }>(
     `INSERT INTO web_sessions (id, account_id, wallet_address, chain_id, csrf_token, expires_at)
      VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING id, expires_at`,
-    [hashSessionCookie(cookie), params.accountId, params.walletAddress, params.chainId, csrfToken, params.ttlSeconds],
+    [hashCookieValue(cookie), params.accountId, params.walletAddress, params.chainId, csrfToken, params.ttlSeconds],
   );
   if (!row) throw new Error('the session insert returned no row');
   return {
@@ -59,7 +52,7 @@ export async function findWebSession(db: Queryable, cookie: string): Promise<Web
     `SELECT s.id, s.account_id, a.status AS account_status, s.wallet_address, s.chain_id, s.csrf_token, s.expires_at
        FROM web_sessions s JOIN accounts a ON a.id = s.account_id
       WHERE s.id = $1`,
-    [hashSessionCookie(cookie)],
+    [hashCookieValue(cookie)],
   );
   if (!row) return null;
   return {
@@ -75,7 +68,7 @@ export async function findWebSession(db: Queryable, cookie: string): Promise<Web
 
 /** Signs the cookie's session out; nothing happens when there is none. */
 export async function deleteWebSession(db: Queryable, cookie: string): Promise<void> {
-  await db.query('DELETE FROM web_sessions WHERE id = $1', [hashSessionCookie(cookie)]);
+  await db.query('DELETE FROM web_sessions WHERE id = $1', [hashCookieValue(cookie)]);
 }
 
 /** Ends every session of the account (it was suspended); returns how many. */

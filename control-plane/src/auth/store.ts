@@ -131,10 +131,24 @@ function toSummary(row: ApiKeySummaryRow): ApiKeySummary {
   };
 }
 
-/** The account's keys, newest first, revoked ones included. */
-export async function listApiKeys(db: Queryable, accountId: string): Promise<ApiKeySummary[]> {
-  const rows = await db.query<ApiKeySummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC`, [accountId]);
-  return rows.map(toSummary);
+/** Where a page of keys starts: after the key created at `at` (epoch seconds, to the microsecond, as text) with `id`. */
+export interface KeyCursor {
+  at: string;
+  id: string;
+}
+
+/**
+ * A page of the account's keys, newest first, revoked ones included: `limit` of them after
+ * `after` when given, each with the cursor that starts the page after it.
+ */
+export async function listApiKeys(db: Queryable, accountId: string, page: { after: KeyCursor | null; limit: number }): Promise<Array<ApiKeySummary & { cursor: KeyCursor }>> {
+  const rows = await db.query<ApiKeySummaryRow & { at: string }>(
+    `SELECT ${SUMMARY_COLUMNS}, extract(epoch FROM created_at)::text AS at FROM api_keys
+      WHERE account_id = $1 AND ($2::numeric IS NULL OR (extract(epoch FROM created_at), id) < ($2::numeric, $3::text))
+      ORDER BY created_at DESC, id DESC LIMIT $4`,
+    [accountId, page.after?.at ?? null, page.after?.id ?? null, page.limit],
+  );
+  return rows.map((row) => ({ ...toSummary(row), cursor: { at: row.at, id: row.id } }));
 }
 
 /** One key of the account; null when it has no such key. */

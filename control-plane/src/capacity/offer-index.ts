@@ -29,6 +29,11 @@ export interface OfferIndexOptions {
    * message holds an error code or message, never connection details. Default: console.warn.
    */
   onWarning?: (message: string) => void;
+  /**
+   * List machines whose agent runs in simulated mode (`ExecutionConfig.allowSimulatedMachines`).
+   * Off by default: a deployment with live keys never offers them.
+   */
+  allowSimulated?: boolean;
 }
 
 /** A page of `GET /v1/capacity`. */
@@ -90,6 +95,7 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
   const warn = options.onWarning ?? ((message: string) => console.warn(`offer index: ${message}`));
   const noQueue: ReadonlyMap<string, number> = new Map();
   const queued = options.queuedByClass ?? (() => noQueue);
+  const fleet = { allowSimulated: options.allowSimulated ?? false };
 
   let snapshot: Snapshot | null = null;
   let lastError: unknown = null;
@@ -124,11 +130,11 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
         uptime = { firstDay, seconds };
         snapshot = withUptime(snapshot!, seconds, version, at);
       } else if (mode === 'full') {
-        const [rows, seconds] = await Promise.all([loadFleetRows(db), loadUptimeSeconds(db, firstDay)]);
+        const [rows, seconds] = await Promise.all([loadFleetRows(db, fleet), loadUptimeSeconds(db, firstDay)]);
         uptime = { firstDay, seconds };
         snapshot = buildSnapshot(rows, seconds, version, at);
       } else {
-        const rows = await loadFleetRows(db);
+        const rows = await loadFleetRows(db, fleet);
         const known = uptime!.seconds;
         const unseen = [...new Set(rows.filter((r) => !known.has(r.machineId)).map((r) => r.machineId))];
         if (unseen.length > 0) {

@@ -2,7 +2,7 @@ import type { Queryable } from '../db/database.js';
 
 /**
  * One row per (machine, GPU class; GPUs judged failed left out) of every machine that is online and verified (machine-verification) on an active farm, priced
- * or not: the offer index's raw material.
+ * or not, simulated ones only where the deployment allows them: the offer index's raw material.
  */
 export interface FleetRow {
   machineId: string;
@@ -62,14 +62,16 @@ interface GpuGroupRecord {
  * took tens of seconds. Each statement here is a scan (plus a GROUP BY for the GPUs) whatever
  * the statistics say.
  */
-export async function loadFleetRows(db: Queryable): Promise<FleetRow[]> {
+export async function loadFleetRows(db: Queryable, params: { allowSimulated: boolean }): Promise<FleetRow[]> {
   const [farms, machines, gpuGroups] = await Promise.all([
     db.query<FarmRecord>(`SELECT id, slug, name, provider FROM farms WHERE status = 'active'`),
     db.query<MachineRecord>(
       `SELECT id, farm_id AS "farmId", region_key AS "regionKey", price_per_gpu_hour_micro_usd AS price,
          min_billing_seconds AS "minBillingSeconds", benchmark_tier AS "benchmarkTier", cuda_version AS "cudaVersion",
          driver_version AS "driverVersion", workloads, simulated, (extract(epoch FROM created_at) * 1000)::float8 AS "createdAtMs"
-       FROM machines WHERE status = 'online' AND verification = 'verified' AND NOT drain_requested AND NOT cordoned`,
+       FROM machines WHERE status = 'online' AND verification = 'verified' AND NOT drain_requested AND NOT cordoned
+         AND ($1::boolean OR NOT simulated)`,
+      [params.allowSimulated],
     ),
     db.query<GpuGroupRecord>(
       `SELECT machine_id AS "machineId", class_id AS "classId", count(*)::int AS gpus, (count(*) FILTER (WHERE busy))::int AS busy

@@ -6,16 +6,20 @@ import type { Queryable } from '../db/database.js';
  * gateway's.
  */
 
+/** Who asked for a drain: an admin, or the farm (its operator area or the machine's own `gf-agent drain`). */
+export type DrainSetter = 'admin' | 'operator';
+
 export interface DrainRow {
   id: string;
   drain_requested: boolean;
+  drain_set_by: DrainSetter | null;
   drain_deadline: Date | null;
   drain_reason: string | null;
   cordoned: boolean;
   cordon_reason: string | null;
 }
 
-const DRAIN_COLUMNS = 'id, drain_requested, drain_deadline, drain_reason, cordoned, cordon_reason';
+const DRAIN_COLUMNS = 'id, drain_requested, drain_set_by, drain_deadline, drain_reason, cordoned, cordon_reason';
 
 /** The machine's drain and cordon, locked for update when `lock` (inside a transaction). */
 export async function readDrainRow(db: Queryable, machineId: string, options: { lock?: boolean } = {}): Promise<DrainRow | null> {
@@ -23,13 +27,13 @@ export async function readDrainRow(db: Queryable, machineId: string, options: { 
   return row ?? null;
 }
 
-/** Sets the drain; a repeated drain keeps the time it was first asked. */
-export async function writeDrain(db: Queryable, machineId: string, drain: { requested: boolean; deadline: Date | null; reason: string | null }): Promise<DrainRow | null> {
+/** Sets the drain and who asked for it; a repeated drain keeps the time it was first asked. */
+export async function writeDrain(db: Queryable, machineId: string, drain: { requested: boolean; setBy: DrainSetter; deadline: Date | null; reason: string | null }): Promise<DrainRow | null> {
   const [row] = await db.query<DrainRow>(
-    `UPDATE machines SET drain_requested = $2, drain_deadline = $3, drain_reason = $4,
+    `UPDATE machines SET drain_requested = $2, drain_set_by = $5, drain_deadline = $3, drain_reason = $4,
        drain_requested_at = CASE WHEN $2 THEN coalesce(CASE WHEN drain_requested THEN drain_requested_at END, now()) END, updated_at = now()
      WHERE id = $1 RETURNING ${DRAIN_COLUMNS}`,
-    [machineId, drain.requested, drain.requested ? drain.deadline : null, drain.requested ? drain.reason : null],
+    [machineId, drain.requested, drain.requested ? drain.deadline : null, drain.requested ? drain.reason : null, drain.requested ? drain.setBy : null],
   );
   return row ?? null;
 }

@@ -1,7 +1,8 @@
+import { ApiError } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
 import { notifyAgent } from '../matching/store.js';
 import { recordAudit, type AuditActor } from './audit.js';
-import { lockFarmStatus, readDrainRow, writeCordon, writeDrain, writeFarmQuarantine, type DrainRow } from './drain-store.js';
+import { lockFarmStatus, readDrainRow, writeCordon, writeDrain, writeFarmQuarantine, type DrainRow, type DrainSetter } from './drain-store.js';
 import { recordFleetEvent } from './events.js';
 
 /**
@@ -13,16 +14,25 @@ import { recordFleetEvent } from './events.js';
  * Each change records an audit entry (and an event when it changed something) in its transaction.
  */
 
+export type { DrainSetter };
+
 export interface MachineDrainState {
   machineId: string;
   drainRequested: boolean;
+  /** Who asked for the drain; null when not drained. */
+  drainSetBy: DrainSetter | null;
   drainDeadline: Date | null;
   drainReason: string | null;
   cordoned: boolean;
 }
 
 function stateOf(row: DrainRow): MachineDrainState {
-  return { machineId: row.id, drainRequested: row.drain_requested, drainDeadline: row.drain_deadline, drainReason: row.drain_reason, cordoned: row.cordoned };
+  return { machineId: row.id, drainRequested: row.drain_requested, drainSetBy: row.drain_set_by, drainDeadline: row.drain_deadline, drainReason: row.drain_reason, cordoned: row.cordoned };
+}
+
+/** The kind of drain an actor sets: admins (wallet or token) set an admin's; the farm's wallets and the machine itself an operator's. */
+export function drainSetterOf(actor: AuditActor): DrainSetter {
+  return actor.kind === 'admin_wallet' || actor.kind === 'admin_token' ? 'admin' : 'operator';
 }
 
 function who(actor: AuditActor): string {
@@ -37,17 +47,25 @@ export async function machineDrainState(db: Database, machineId: string): Promis
 
 /**
  * Drains (`drain: true`) or undrains a machine. Draining again replaces the deadline and reason;
- * undraining clears them. The agent is told when the drain starts or ends. Null: no machine.
+ * undraining clears them. The agent is told when the drain starts or ends. A drain carries who
+ * set it (`drainSetterOf`): an admin's drain is lifted by an admin only (an operator's undrain
+ * is 403 `forbidden`, and an operator's drain leaves it as it is); an admin lifts or takes over
+ * any drain. Null: no machine.
  */
 export async function setMachineDrain(
   db: Database,
   input: { machineId: string; drain: boolean; deadline: Date | null; reason: string | null; actor: AuditActor },
 ): Promise<MachineDrainState | null> {
+  const setBy = drainSetterOf(input.actor);
   return db.transaction(async (tx) => {
     const before = await readDrainRow(tx, input.machineId, { lock: true });
     if (!before) return null;
-    const state = stateOf((await writeDrain(tx, input.machineId, { requested: input.drain, deadline: input.deadline, reason: input.reason }))!);
-    const details = { deadline: state.drainDeadline?.toISOString() ?? null, reason: state.drainReason };
+    if (before.drain_requested && before.drain_set_by === 'admin' && setBy === 'operator') {
+      if (input.drain) return stateOf(before);
+      throw new ApiError('forbidden', `An admin drained machine ${input.machineId}${before.drain_reason ? ` (${before.drain_reason})` : ''}: only an admin lifts that drain.`);
+    }
+    const state = stateOf((await writeDrain(tx, input.machineId, { requested: input.drain, setBy, deadline: input.deadline, reason: input.reason }))!);
+    const details = { deadline: state.drainDeadline?.toISOString() ?? null, reason: state.drainReason, ...(input.drain ? { setBy } : {}) };
     await recordAudit(tx, { actor: input.actor, action: input.drain ? 'machine.drain' : 'machine.undrain', targetType: 'machine', targetId: input.machineId, details });
     if (input.drain || before.drain_requested) {
       await recordFleetEvent(tx, {

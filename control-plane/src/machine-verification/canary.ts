@@ -11,16 +11,17 @@ import { CANARY_MAX_RUNTIME_SECONDS, CANARY_RETRY_SECONDS, machinesDueForCanary,
 
 export interface CanaryDeps {
   db: Database;
-  config: Pick<ExecutionConfig, 'canaryImage'>;
+  config: Pick<ExecutionConfig, 'canaryImage' | 'allowSimulatedMachines'>;
   log?: (message: string, err?: unknown) => void;
 }
 
 /** Starts the canaries that are due: of `machineId` only when given (a hello), else of every machine (the sweep). */
 export async function scheduleCanaries(deps: CanaryDeps, params: { machineId?: string } = {}): Promise<void> {
   const retryFailedAfterSeconds = params.machineId === undefined ? CANARY_RETRY_SECONDS : 0;
-  const due = await machinesDueForCanary(deps.db, { retryFailedAfterSeconds, ...(params.machineId === undefined ? {} : { machineId: params.machineId }) });
+  const allowSimulated = deps.config.allowSimulatedMachines;
+  const due = await machinesDueForCanary(deps.db, { retryFailedAfterSeconds, allowSimulated, ...(params.machineId === undefined ? {} : { machineId: params.machineId }) });
   for (const machineId of due) {
-    const start = await startCanary(deps.db, { machineId, canary: deps.config.canaryImage, retryFailedAfterSeconds });
+    const start = await startCanary(deps.db, { machineId, canary: deps.config.canaryImage, retryFailedAfterSeconds, allowSimulated });
     if (!start.started && start.reason !== null) deps.log?.(`machine ${machineId} cannot be verified: ${start.reason}`);
   }
 }

@@ -71,9 +71,23 @@ export function probeMismatch(gpus: MachineInventory['gpus'], health: MachineHea
   return `the GPU probe's nvidia-smi -L disagrees with the GPUs the agent reports: ${problems.join('; ')}`.slice(0, 2000);
 }
 
+/** The setting that lets a deployment offer simulated machines; every refusal names it. */
+export const SIMULATED_MACHINES_SETTING = 'GF_ALLOW_SIMULATED_MACHINES';
+
+/**
+ * Why a machine in simulated mode is not taken here, or null when it is (a real machine, or a
+ * deployment that allows simulated ones): nothing proves a simulated machine has GPUs, so it is
+ * never offered where customers pay (live keys), and elsewhere only when the setting says so.
+ */
+export function simulatedRefusal(simulated: boolean, allowSimulated: boolean): string | null {
+  if (!simulated || allowSimulated) return null;
+  return `this deployment does not offer simulated machines (${SIMULATED_MACHINES_SETTING} is off): run the agent without simulated mode on a machine with NVIDIA GPUs`;
+}
+
 /**
  * Why the probe cannot back the machine's claims, or null when it can: a machine with real
- * GPUs is verified only with a passed probe that listed them.
+ * GPUs is verified only with a passed probe that listed them (a simulated one has no probe:
+ * `simulatedRefusal` decides whether it is taken at all).
  */
 export function probeEvidenceMissing(inventory: MachineInventory): string | null {
   if (inventory.simulated) return null;

@@ -6,7 +6,7 @@ import { insertServiceJob } from '../jobs/store.js';
 import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, type StoredJobSpec } from '../matching/assignment-spec.js';
 import { writeMatches } from '../matching/store.js';
-import { claimChange, claimFingerprint, probeEvidenceMissing, type ClaimFingerprint } from './claims.js';
+import { claimChange, claimFingerprint, probeEvidenceMissing, simulatedRefusal, type ClaimFingerprint } from './claims.js';
 
 /**
  * The SQL of machine verification. A canary is a job of kind `verification` on the service's own
@@ -55,15 +55,23 @@ export async function noteClaims(db: Queryable, machineId: string, inventory: Ma
   return change;
 }
 
-/** The machines due a canary: connected (online, not draining), unverified, or failed over `retryFailedAfterSeconds` ago. */
-export async function machinesDueForCanary(db: Queryable, params: { retryFailedAfterSeconds: number; machineId?: string }): Promise<string[]> {
+/**
+ * Which machines are due a verification (`$1`: seconds before a failed one is retried; `$2`:
+ * whether simulated machines are allowed): unverified, failed long enough ago, or simulated and
+ * verified on a deployment that no longer allows them (so the refusal's reason is recorded).
+ */
+const DUE_FOR_CANARY = `(m.verification = 'unverified'
+    OR (m.verification = 'failed' AND (m.verification_started_at IS NULL OR m.verification_started_at <= now() - make_interval(secs => $1)))
+    OR (m.verification = 'verified' AND m.simulated AND NOT $2::boolean))`;
+
+/** The machines due a canary: connected (online, not draining) and `DUE_FOR_CANARY`. */
+export async function machinesDueForCanary(db: Queryable, params: { retryFailedAfterSeconds: number; allowSimulated: boolean; machineId?: string }): Promise<string[]> {
   const rows = await db.query<{ id: string }>(
-    `SELECT id FROM machines
-      WHERE token_hash IS NOT NULL AND status = 'online' AND NOT draining AND NOT drain_requested AND ($2::text IS NULL OR id = $2)
-        AND (verification = 'unverified'
-             OR (verification = 'failed' AND (verification_started_at IS NULL OR verification_started_at <= now() - make_interval(secs => $1))))
+    `SELECT id FROM machines m
+      WHERE token_hash IS NOT NULL AND status = 'online' AND NOT draining AND NOT drain_requested AND ($3::text IS NULL OR id = $3)
+        AND ${DUE_FOR_CANARY}
       ORDER BY id LIMIT 500`,
-    [params.retryFailedAfterSeconds, params.machineId ?? null],
+    [params.retryFailedAfterSeconds, params.allowSimulated, params.machineId ?? null],
   );
   return rows.map((r) => r.id);
 }
@@ -74,19 +82,22 @@ export type CanaryStart = { started: true; jobId: string; assignmentId: string }
  * Puts a canary on the machine when it is still due (checked again under its row lock): a
  * QUEUED verification job moved at once to MATCHING with its assignment offered on every GPU
  * of the machine (reserved, so no customer job takes them meanwhile), and the machine
- * `verifying` the claims of its stored inventory. Without a canary image, or without probe
- * evidence for real GPUs, the machine is `failed` with the reason instead.
+ * `verifying` the claims of its stored inventory. A simulated machine where they are not
+ * allowed, or without a canary image, or without probe evidence for real GPUs, the machine is
+ * `failed` with the reason instead.
  */
-export async function startCanary(db: Database, params: { machineId: string; canary: CanaryImage | null; retryFailedAfterSeconds: number }): Promise<CanaryStart> {
+export async function startCanary(
+  db: Database,
+  params: { machineId: string; canary: CanaryImage | null; retryFailedAfterSeconds: number; allowSimulated: boolean },
+): Promise<CanaryStart> {
   return db.transaction(async (tx) => {
     const [m] = await tx.query<{ id: string; inventory: MachineInventory | null; price: number | null; region_key: string; farm_name: string }>(
       `SELECT m.id, m.inventory, m.price_per_gpu_hour_micro_usd AS price, m.region_key, f.name AS farm_name
          FROM machines m JOIN farms f ON f.id = m.farm_id
-        WHERE m.id = $1 AND m.token_hash IS NOT NULL AND m.status = 'online' AND NOT m.draining AND NOT m.drain_requested
-          AND (m.verification = 'unverified'
-               OR (m.verification = 'failed' AND (m.verification_started_at IS NULL OR m.verification_started_at <= now() - make_interval(secs => $2))))
+        WHERE m.id = $3 AND m.token_hash IS NOT NULL AND m.status = 'online' AND NOT m.draining AND NOT m.drain_requested
+          AND ${DUE_FOR_CANARY}
         FOR UPDATE OF m`,
-      [params.machineId, params.retryFailedAfterSeconds],
+      [params.retryFailedAfterSeconds, params.allowSimulated, params.machineId],
     );
     if (!m || !m.inventory) return { started: false, reason: null };
     const fail = async (reason: string): Promise<CanaryStart> => {
@@ -96,6 +107,8 @@ export async function startCanary(db: Database, params: { machineId: string; can
       );
       return { started: false, reason };
     };
+    const refused = simulatedRefusal(m.inventory.simulated, params.allowSimulated);
+    if (refused !== null) return fail(refused);
     if (params.canary === null) return fail('no canary image is configured on the control plane (GF_CANARY_IMAGE), so the machine cannot be verified');
     const evidence = probeEvidenceMissing(m.inventory);
     if (evidence !== null) return fail(evidence);

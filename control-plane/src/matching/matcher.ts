@@ -45,6 +45,11 @@ export interface MatchOptions {
   batchSize?: number;
   /** Also match machines without an agent (seeded machines, which never connect): benches only. */
   allowAgentless?: boolean;
+  /**
+   * Also match machines whose agent runs in simulated mode (`ExecutionConfig.allowSimulatedMachines`).
+   * Off by default: a deployment with live keys never runs a customer's job on one.
+   */
+  allowSimulated?: boolean;
   /** Attempts to re-plan jobs whose GPUs another matcher took meanwhile, per batch. Default 4. */
   lockRounds?: number;
 }
@@ -84,6 +89,7 @@ const DEFAULT_BATCH = 2000;
 export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions = {}): Promise<MatchResult> {
   const batchSize = options.batchSize ?? DEFAULT_BATCH;
   const allowAgentless = options.allowAgentless ?? false;
+  const allowSimulated = options.allowSimulated ?? false;
   const lockRounds = options.lockRounds ?? 4;
   const now = deps.now ?? (() => new Date());
   const log = deps.log ?? ((message: string, err?: unknown) => console.warn(`matcher: ${message}${err instanceof Error ? `: ${err.message}` : ''}`));
@@ -91,7 +97,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
   const result: MatchResult = { considered: 0, matched: [], contended: 0, batches: 0 };
   if (!(await anyQueuedJob(deps.db))) return result;
 
-  const pool = new CandidatePool(await loadCandidates(deps.db, { allowAgentless, now: now() }));
+  const pool = new CandidatePool(await loadCandidates(deps.db, { allowAgentless, allowSimulated, now: now() }));
   if (pool.freeGpus === 0) return result;
   let afterSeq = 0;
   for (;;) {
@@ -109,7 +115,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
         if ((spec.inputs?.length ?? 0) > 0 && !deps.resolveInputs) continue;
         needs.push({ job, need: needOf(job, spec, history.excluded.get(job.id)) });
       }
-      const planned = await planAndLock(tx, pool, needs, { allowAgentless, lockRounds });
+      const planned = await planAndLock(tx, pool, needs, { allowAgentless, allowSimulated, lockRounds });
       const records: MatchRecord[] = [];
       for (const { job, match, priceMicroUsd } of planned.won) {
         const record = await recordFor(deps, tx, job, match, priceMicroUsd, (history.assignments.get(job.id) ?? 0) + 1, log);
@@ -160,7 +166,7 @@ async function planAndLock(
   tx: Queryable,
   pool: CandidatePool,
   needs: ReadonlyArray<{ job: ClaimedJob; need: JobNeed }>,
-  options: { allowAgentless: boolean; lockRounds: number },
+  options: { allowAgentless: boolean; allowSimulated: boolean; lockRounds: number },
 ): Promise<{ won: Array<{ job: ClaimedJob; match: PlannedMatch; priceMicroUsd: number }>; contended: number }> {
   const won: Array<{ job: ClaimedJob; match: PlannedMatch; priceMicroUsd: number }> = [];
   /** GPUs this transaction holds but no winning job uses (their job lost another GPU). */
@@ -177,7 +183,7 @@ async function planAndLock(
     for (const { match } of plans) {
       for (const gpu of match.gpus) if (!spare.has(gpuKey(match.unit.machine.id, gpu.index))) toLock.push({ machineId: match.unit.machine.id, index: gpu.index });
     }
-    const locked = await lockGpus(tx, { machineIds: toLock.map((g) => g.machineId), indices: toLock.map((g) => g.index), allowAgentless: options.allowAgentless });
+    const locked = await lockGpus(tx, { machineIds: toLock.map((g) => g.machineId), indices: toLock.map((g) => g.index), allowAgentless: options.allowAgentless, allowSimulated: options.allowSimulated });
     const price = new Map<string, number>(spare);
     for (const row of locked) price.set(gpuKey(row.machineId, row.index), Number(row.priceMicroUsd));
     const retry: Array<{ job: ClaimedJob; need: JobNeed }> = [];

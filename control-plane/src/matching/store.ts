@@ -81,10 +81,10 @@ export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): 
 /**
  * Every free GPU (not busy, no assignment, with a UUID, not judged failed) of the machines that can take jobs:
  * online, verified (machine-verification), not draining (by its agent or asked to), not cordoned, priced, on an active farm, with an enrolled agent (a machine token)
- * unless `allowAgentless`. Read without locks, outside any transaction (the statements run side
+ * unless `allowAgentless`, and not simulated unless `allowSimulated`. Read without locks, outside any transaction (the statements run side
  * by side on the pool): the matcher locks what it picked (`lockGpus`).
  */
-export async function loadCandidates(db: Queryable, params: { allowAgentless: boolean; now: Date }): Promise<CandidateUnit[]> {
+export async function loadCandidates(db: Queryable, params: { allowAgentless: boolean; allowSimulated: boolean; now: Date }): Promise<CandidateUnit[]> {
   const [farms, machines, gpus, uptime] = await Promise.all([
     db.query<{ id: string; name: string }>(`SELECT id, name FROM farms WHERE status = 'active'`),
     db.query<{ id: string; farm_id: string; region_key: string; price: number; tier: string | null; workloads: string[] | null; created_ms: number }>(
@@ -93,8 +93,8 @@ export async function loadCandidates(db: Queryable, params: { allowAgentless: bo
        FROM machines
        WHERE status = 'online' AND verification = 'verified' AND NOT draining AND NOT drain_requested AND NOT cordoned
          AND price_per_gpu_hour_micro_usd IS NOT NULL
-         AND ($1::boolean OR token_hash IS NOT NULL)`,
-      [params.allowAgentless],
+         AND ($1::boolean OR token_hash IS NOT NULL) AND ($2::boolean OR NOT simulated)`,
+      [params.allowAgentless, params.allowSimulated],
     ),
     db.query<{ machine_id: string; gpu_index: number; uuid: string; class_id: string; vram_bytes: number }>(
       `SELECT machine_id, gpu_index, uuid, class_id, vram_bytes FROM machine_gpus
@@ -145,7 +145,7 @@ export interface LockedGpu {
  */
 export async function lockGpus(
   tx: Queryable,
-  params: { machineIds: readonly string[]; indices: readonly number[]; allowAgentless: boolean },
+  params: { machineIds: readonly string[]; indices: readonly number[]; allowAgentless: boolean; allowSimulated: boolean },
 ): Promise<LockedGpu[]> {
   if (params.machineIds.length === 0) return [];
   return tx.query<LockedGpu>(
@@ -157,9 +157,9 @@ export async function lockGpus(
      WHERE NOT g.busy AND g.assignment_id IS NULL AND g.health <> 'failed'
        AND m.status = 'online' AND m.verification = 'verified' AND NOT m.draining AND NOT m.drain_requested AND NOT m.cordoned
        AND m.price_per_gpu_hour_micro_usd IS NOT NULL
-       AND ($3::boolean OR m.token_hash IS NOT NULL) AND f.status = 'active'
+       AND ($3::boolean OR m.token_hash IS NOT NULL) AND ($4::boolean OR NOT m.simulated) AND f.status = 'active'
      FOR UPDATE OF g SKIP LOCKED`,
-    [params.machineIds, params.indices, params.allowAgentless],
+    [params.machineIds, params.indices, params.allowAgentless, params.allowSimulated],
   );
 }
 

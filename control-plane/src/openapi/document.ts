@@ -67,7 +67,7 @@ const INTEGRITY_HEADERS = { 'X-Artifact-Sha256': 'SHA-256 of the artifact bytes 
 
 /** Every route the document describes; the drift test compares it with the server's routes. */
 export const DOCUMENTED_ROUTES: readonly DocumentedRoute[] = [
-  { method: 'get', path: '/v1', operationId: 'getIndex', summary: 'This deployment: service version, chain id, environment, canary, escrow, links', auth: 'public', successes: [{ status: 200, description: 'The deployment', body: serviceIndexSchema }], errors: [] },
+  { method: 'get', path: '/v1', operationId: 'getIndex', summary: 'This deployment: service version, chain id, environment, canary, whether simulated machines are offered, escrow, links', auth: 'public', successes: [{ status: 200, description: 'The deployment', body: serviceIndexSchema }], errors: [] },
   { method: 'get', path: '/v1/openapi.json', operationId: 'getOpenApi', summary: 'This OpenAPI 3.1 document', auth: 'public', successes: [{ status: 200, description: 'The document', body: 'openapi' }], errors: [] },
   { method: 'get', path: '/v1/capacity', operationId: 'listCapacity', summary: 'GPU offers, filtered and sorted', auth: 'public', query: capacityQuerySchema, successes: [{ status: 200, description: 'A page of offers', body: capacityListSchema }], errors: ['invalid_request'] },
   { method: 'get', path: '/v1/pricing', operationId: 'getPricing', summary: 'Prices and availability per GPU class, payment assets, fee', auth: 'public', successes: [{ status: 200, description: 'Pricing', body: pricingSchema }], errors: [] },

@@ -1,13 +1,16 @@
 import { stringify } from 'csv-stringify/sync';
+import { z } from 'zod';
 import type { Queryable } from '../db/database.js';
-import { microUsdToTokenUnits } from '../jobs/settlement.js';
-import { ledgerRows } from './store.js';
+import { decodeCursor, encodeCursor } from '../http/cursor.js';
+import { ledgerGroups, ledgerJobs, type LedgerScope, type LedgerState } from './store.js';
 
 /**
  * A farm's earnings ledger, from what the control plane recorded of the escrow: each completed
  * job's payout and fee (the farm gets payout - fee), the challenge window's end, the release
  * and its transaction. A job is the farm's when the assignment that produced its result ran on
- * one of the farm's machines.
+ * one of the farm's machines. The rows, sums and totals are computed by the database
+ * (`operator/store.ts`, which also defines the states), a page at a time: a farm with years of
+ * jobs costs a request one page, never the whole ledger in memory.
  *
  * States: `pending` (completed, in or past the challenge window, not released yet),
  * `disputed` (the customer disputed it; an admin resolves it), `released` (paid out: the amount
@@ -15,53 +18,9 @@ import { ledgerRows } from './store.js';
  * resolved as a refund).
  */
 
-export type EarningState = 'pending' | 'released' | 'disputed' | 'refunded';
+export type EarningState = LedgerState;
 export type EarningsGroup = 'job' | 'machine' | 'day';
-
-export interface JobEarning {
-  jobId: string;
-  machineId: string;
-  token: string;
-  symbol: string;
-  decimals: number;
-  /** Token base units the farm is paid: payout - fee. */
-  amount: bigint;
-  fee: bigint;
-  state: EarningState;
-  completedAt: Date;
-  challengeEndsAt: Date | null;
-  releasedAt: Date | null;
-  releaseTxHash: string | null;
-}
-
-/** The farms' settled jobs completed in `[from, to)`, newest first. */
-export async function jobEarnings(db: Queryable, params: { farmIds: readonly string[]; from: Date | null; to: Date | null }): Promise<JobEarning[]> {
-  const rows = await ledgerRows(db, params);
-  return rows.map((row) => {
-    const payout = BigInt(row.payout ?? '0');
-    // Completions recorded before the fee was kept: the fee is what the completion sent, recomputed.
-    const recomputed = row.feeMicroUsd === null ? 0n : microUsdToTokenUnits({ payment_kind: row.paymentKind, payment_decimals: row.decimals, wei_per_usd: row.weiPerUsd }, Number(row.feeMicroUsd));
-    // A dispute resolved as a refund leaves a payout of 0, and no fee is taken from nothing.
-    const recorded = row.fee !== null ? BigInt(row.fee) : recomputed;
-    const fee = recorded < payout ? recorded : payout;
-    const amount = payout - fee;
-    const state: EarningState = row.settlementStatus === 'completed' ? 'pending' : row.settlementStatus === 'disputed' ? 'disputed' : amount === 0n ? 'refunded' : 'released';
-    return {
-      jobId: row.jobId,
-      machineId: row.machineId,
-      token: row.token,
-      symbol: row.symbol,
-      decimals: row.decimals,
-      amount,
-      fee,
-      state,
-      completedAt: row.completedAt,
-      challengeEndsAt: row.challengeEndsAt,
-      releasedAt: row.releasedAt,
-      releaseTxHash: row.releaseTxHash,
-    };
-  });
-}
+export type { LedgerScope };
 
 /** A ledger row as the API and the CSV give it: amounts as decimal strings of base units. */
 export interface EarningRowView {
@@ -80,72 +39,89 @@ export interface EarningRowView {
   releaseTxHash: string | null;
 }
 
+export interface EarningsPage {
+  data: EarningRowView[];
+  /** Pass as `cursor` for the next page; null on the last. */
+  nextCursor: string | null;
+}
+
+const jobCursor = z.strictObject({ at: z.string().regex(/^\d{1,12}(\.\d{1,6})?$/), id: z.string().min(1).max(100) });
+const groupCursor = z.strictObject({ key: z.string().min(1).max(100), token: z.string().min(1).max(100), state: z.string().min(1).max(20) });
+
 function dayOf(at: Date): string {
   return at.toISOString().slice(0, 10);
 }
 
 /**
- * The ledger's rows: one per job, or summed per (machine | UTC day of completion, token, state).
- * Summed rows keep the latest completion and release times of the jobs in them.
+ * One page of the ledger: one row per job (newest first), or summed per (machine | UTC day of
+ * completion, token, state), each sum with the latest completion and release of its jobs.
+ * `cursor` is the previous page's `nextCursor` (400 `invalid_request` naming `cursor` when it is
+ * not one this grouping issued).
  */
-export function groupEarnings(jobs: readonly JobEarning[], groupBy: EarningsGroup): EarningRowView[] {
+export async function earningsPage(db: Queryable, scope: LedgerScope, params: { groupBy: EarningsGroup; cursor: string | undefined; limit: number }): Promise<EarningsPage> {
+  const { groupBy, limit } = params;
   if (groupBy === 'job') {
-    return jobs.map((e) => ({
-      jobId: e.jobId,
-      machineId: e.machineId,
-      day: dayOf(e.completedAt),
-      token: e.token,
-      symbol: e.symbol,
-      decimals: e.decimals,
-      amount: e.amount.toString(),
-      fee: e.fee.toString(),
-      state: e.state,
-      completedAt: e.completedAt.toISOString(),
-      challengeEndsAt: e.challengeEndsAt?.toISOString() ?? null,
-      releasedAt: e.releasedAt?.toISOString() ?? null,
-      releaseTxHash: e.releaseTxHash,
-    }));
+    const after = params.cursor === undefined ? null : decodeCursor(params.cursor, jobCursor);
+    const rows = await ledgerJobs(db, scope, { after, limit: limit + 1 });
+    const page = rows.slice(0, limit);
+    return {
+      data: page.map((e) => ({
+        jobId: e.jobId,
+        machineId: e.machineId,
+        day: dayOf(e.completedAt),
+        token: e.token,
+        symbol: e.symbol,
+        decimals: e.decimals,
+        amount: e.amount,
+        fee: e.fee,
+        state: e.state,
+        completedAt: e.completedAt.toISOString(),
+        challengeEndsAt: e.challengeEndsAt?.toISOString() ?? null,
+        releasedAt: e.releasedAt?.toISOString() ?? null,
+        releaseTxHash: e.releaseTxHash,
+      })),
+      nextCursor: rows.length > limit ? encodeCursor(page.at(-1)!.cursor) : null,
+    };
   }
-  const groups = new Map<string, { view: EarningRowView; amount: bigint; fee: bigint }>();
-  for (const e of jobs) {
-    const by = groupBy === 'machine' ? e.machineId : dayOf(e.completedAt);
-    const key = `${by}|${e.token}|${e.state}`;
-    let group = groups.get(key);
-    if (!group) {
-      group = {
-        view: { jobId: null, machineId: groupBy === 'machine' ? e.machineId : null, day: groupBy === 'day' ? by : null, token: e.token, symbol: e.symbol, decimals: e.decimals, amount: '0', fee: '0', state: e.state, completedAt: null, challengeEndsAt: null, releasedAt: null, releaseTxHash: null },
-        amount: 0n,
-        fee: 0n,
-      };
-      groups.set(key, group);
-    }
-    group.amount += e.amount;
-    group.fee += e.fee;
-    const latest = (a: string | null, b: Date | null) => (b !== null && (a === null || b.toISOString() > a) ? b.toISOString() : a);
-    group.view.completedAt = latest(group.view.completedAt, e.completedAt);
-    group.view.releasedAt = latest(group.view.releasedAt, e.releasedAt);
-  }
-  return [...groups.values()].map((g) => ({ ...g.view, amount: g.amount.toString(), fee: g.fee.toString() }));
-}
-
-/** Per token: what waits in (or past) the challenge window, and what was released to the payout address. */
-export function earningTotals(jobs: readonly JobEarning[]): Array<{ token: string; symbol: string; decimals: number; pending: string; released: string }> {
-  const totals = new Map<string, { token: string; symbol: string; decimals: number; pending: bigint; released: bigint }>();
-  for (const e of jobs) {
-    const total = totals.get(e.token) ?? { token: e.token, symbol: e.symbol, decimals: e.decimals, pending: 0n, released: 0n };
-    if (e.state === 'pending') total.pending += e.amount;
-    if (e.state === 'released') total.released += e.amount;
-    totals.set(e.token, total);
-  }
-  return [...totals.values()].sort((a, b) => a.symbol.localeCompare(b.symbol)).map((t) => ({ ...t, pending: t.pending.toString(), released: t.released.toString() }));
+  const after = params.cursor === undefined ? null : decodeCursor(params.cursor, groupCursor);
+  const rows = await ledgerGroups(db, scope, { groupBy, after, limit: limit + 1 });
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    data: page.map((g) => ({
+      jobId: null,
+      machineId: groupBy === 'machine' ? g.key : null,
+      day: groupBy === 'day' ? g.key : null,
+      token: g.token,
+      symbol: g.symbol,
+      decimals: g.decimals,
+      amount: g.amount,
+      fee: g.fee,
+      state: g.state,
+      completedAt: g.completedAt.toISOString(),
+      challengeEndsAt: null,
+      releasedAt: g.releasedAt?.toISOString() ?? null,
+      releaseTxHash: null,
+    })),
+    nextCursor: rows.length > limit && last ? encodeCursor({ key: last.key, token: last.token, state: last.state }) : null,
+  };
 }
 
 export const EARNINGS_CSV_COLUMNS = ['jobId', 'machineId', 'day', 'token', 'symbol', 'decimals', 'amount', 'fee', 'state', 'completedAt', 'challengeEndsAt', 'releasedAt', 'releaseTxHash'] as const;
 
-/** The rows as RFC 4180 CSV: a header line, CRLF line ends, fields quoted where needed. */
-export function earningsCsv(rows: readonly EarningRowView[]): string {
-  return stringify(
-    rows.map((row) => EARNINGS_CSV_COLUMNS.map((column) => row[column] ?? '')),
-    { header: true, columns: [...EARNINGS_CSV_COLUMNS], record_delimiter: 'windows' },
-  );
+/** Rows read per query while the CSV streams. */
+export const EARNINGS_CSV_PAGE = 1000;
+
+/**
+ * The ledger as RFC 4180 CSV (a header line, CRLF line ends, fields quoted where needed), in
+ * chunks of `EARNINGS_CSV_PAGE` rows read one page at a time: the whole ledger is never held.
+ */
+export async function* earningsCsv(db: Queryable, scope: LedgerScope, groupBy: EarningsGroup): AsyncGenerator<string> {
+  yield stringify([[...EARNINGS_CSV_COLUMNS]], { record_delimiter: 'windows' });
+  let cursor: string | undefined;
+  do {
+    const page = await earningsPage(db, scope, { groupBy, cursor, limit: EARNINGS_CSV_PAGE });
+    if (page.data.length > 0) yield stringify(page.data.map((row) => EARNINGS_CSV_COLUMNS.map((column) => row[column] ?? '')), { record_delimiter: 'windows' });
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor !== undefined);
 }

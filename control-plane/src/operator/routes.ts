@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { ApiError, earningVerdict, errorForField, findGpuClass, parseUsdToMicroUsd, type EarningVerdict } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -13,13 +14,14 @@ import { recordAudit, type AuditTargetType } from '../fleet/audit.js';
 import { setMachineDrain } from '../fleet/drain.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
-import { earningsCsv, earningTotals, groupEarnings, jobEarnings } from './earnings.js';
+import { earningsCsv, earningsPage, type LedgerScope } from './earnings.js';
 import { goingPrices } from './market.js';
 import {
   addFarmOperator,
   farmPricesByClass,
   findEnrollmentToken,
   findMachineFacts,
+  ledgerTotals,
   listEnrollmentTokens,
   listFarmOperators,
   listMachineFacts,
@@ -72,7 +74,6 @@ const machinePriceBody = z.strictObject({ pricePerGpuHour: usdPrice });
 const drainBody = z.strictObject({ reason: z.string().min(1).max(500).nullable().optional() });
 const operatorBody = z.strictObject({ wallet: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address') });
 const idCursor = z.object({ id: z.string() });
-const earningsCursor = z.object({ at: z.string(), id: z.string() });
 
 /** micro-USD of a USD price field; null stays null (not offered). */
 function priceField(value: string | number | null, field = 'pricePerGpuHour'): number | null {
@@ -108,6 +109,7 @@ export function machineVerdict(m: MachineFactsRow, going: ReadonlyArray<{ classI
     driverVersion: m.driverVersion,
     pricePerGpuHourMicroUsd: m.pricePerGpuHourMicroUsd,
     drainRequested: m.drainRequested,
+    drainSetBy: m.drainSetBy,
     cordoned: m.cordoned,
     farmStatus: m.farmStatus,
     verification: m.verification,
@@ -305,34 +307,27 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
     });
   }
 
-  app.get(`${base}/earnings`, session, async (request) => {
-    const query = parseQuery(earningsQuery, request.query, 'GET /operator/api/earnings');
-    const jobs = await jobEarnings(db, { farmIds: ids(scope(request, query.farm)), from: query.from ? new Date(query.from) : null, to: query.to ? new Date(query.to) : null });
-    const rows = groupEarnings(jobs, query.groupBy);
-    let start = 0;
-    if (query.cursor && query.groupBy === 'job') {
-      // Rows are newest first by (completedAt, jobId): the page starts after the cursor's row.
-      const cursor = decodeCursor(query.cursor, earningsCursor);
-      start = rows.findIndex((r) => r.completedAt! < cursor.at || (r.completedAt === cursor.at && r.jobId! < cursor.id));
-      if (start < 0) start = rows.length;
-    }
-    const paged = query.groupBy === 'job';
-    const page = paged ? rows.slice(start, start + query.limit) : rows;
-    const more = paged && start + query.limit < rows.length;
-    return {
-      data: page,
-      nextCursor: more ? encodeCursor({ at: page.at(-1)!.completedAt, id: page.at(-1)!.jobId }) : null,
-      totals: earningTotals(jobs),
-    };
+  const ledgerScope = (request: FastifyRequest, query: { farm?: string | undefined; from?: string | undefined; to?: string | undefined }): LedgerScope => ({
+    farmIds: ids(scope(request, query.farm)),
+    from: query.from ? new Date(query.from) : null,
+    to: query.to ? new Date(query.to) : null,
   });
 
+  app.get(`${base}/earnings`, session, async (request) => {
+    const query = parseQuery(earningsQuery, request.query, 'GET /operator/api/earnings');
+    const ledger = ledgerScope(request, query);
+    const [page, totals] = await Promise.all([earningsPage(db, ledger, { groupBy: query.groupBy, cursor: query.cursor, limit: query.limit }), ledgerTotals(db, ledger)]);
+    return { object: 'list', data: page.data, nextCursor: page.nextCursor, totals };
+  });
+
+  // Streamed a page at a time: a ledger of any length is never held whole.
   app.get(`${base}/earnings.csv`, session, async (request, reply) => {
     const query = parseQuery(earningsCsvQuery, request.query, 'GET /operator/api/earnings.csv');
-    const jobs = await jobEarnings(db, { farmIds: ids(scope(request, query.farm)), from: query.from ? new Date(query.from) : null, to: query.to ? new Date(query.to) : null });
+    const ledger = ledgerScope(request, query);
     return reply
       .header('content-type', 'text/csv; charset=utf-8; header=present')
       .header('content-disposition', `attachment; filename="earnings-${query.groupBy}.csv"`)
-      .send(earningsCsv(groupEarnings(jobs, query.groupBy)));
+      .send(Readable.from(earningsCsv(db, ledger, query.groupBy)));
   });
 
   const payoutFarm = (request: FastifyRequest) => {

@@ -25,6 +25,7 @@ export interface MachineFactsRow {
   unenrolledAt: Date | null;
   draining: boolean;
   drainRequested: boolean;
+  drainSetBy: 'admin' | 'operator' | null;
   cordoned: boolean;
   verification: EarningFacts['verification'];
   verificationReason: string | null;
@@ -41,7 +42,7 @@ const MACHINE_FACTS = `
          m.agent_version AS "agentVersion", m.driver_version AS "driverVersion", m.cuda_version AS "cudaVersion",
          m.benchmark_tier AS "benchmarkTier", m.last_heartbeat_at AS "lastHeartbeatAt", m.offline_since AS "offlineSince",
          m.unenrolled_at AS "unenrolledAt", m.draining,
-         m.drain_requested AS "drainRequested", m.cordoned,
+         m.drain_requested AS "drainRequested", m.drain_set_by AS "drainSetBy", m.cordoned,
          m.verification, m.verification_reason AS "verificationReason",
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
@@ -152,41 +153,114 @@ export async function listFarmOperators(db: Queryable, farmId: string): Promise<
   return db.query<{ wallet: string; addedAt: Date }>('SELECT wallet_address AS wallet, added_at AS "addedAt" FROM farm_operators WHERE farm_id = $1 ORDER BY added_at', [farmId]);
 }
 
-/** What the control plane recorded of a farm's settled job: the escrow's amounts in token units and the dates. */
-export interface LedgerRow {
+/** Which part of the earnings ledger: the farms' settled customer jobs completed in `[from, to)`. */
+export interface LedgerScope {
+  farmIds: readonly string[];
+  from: Date | null;
+  to: Date | null;
+}
+
+export type LedgerState = 'pending' | 'released' | 'disputed' | 'refunded';
+
+/**
+ * The ledger as a relation ($1 farm ids, $2 from, $3 to): one row per settled customer job that
+ * ran (its result's assignment) on one of the farms, in token base units: the farm is paid
+ * `amount` = payout - fee (a dispute resolved as a refund leaves a payout of 0, and no fee is
+ * taken from nothing). `state`: `pending` (completed, not released), `disputed`, `released`,
+ * `refunded` (released with nothing for the farm). Completed when it was charged; released when
+ * its release was recorded.
+ */
+const LEDGER = `
+  SELECT * FROM (
+    SELECT e.*, e.payout - e.fee AS amount,
+           CASE e.settlement_status WHEN 'completed' THEN 'pending' WHEN 'disputed' THEN 'disputed'
+                ELSE CASE WHEN e.payout - e.fee = 0 THEN 'refunded' ELSE 'released' END END AS state
+      FROM (
+        SELECT j.id AS job_id, a.machine_id, j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
+               coalesce(j.settlement_amount, 0) AS payout, least(coalesce(j.settlement_fee, 0), coalesce(j.settlement_amount, 0)) AS fee,
+               j.settlement_status,
+               coalesce((SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'charge'), a.finished_at, j.updated_at) AS completed_at,
+               j.challenge_ends_at,
+               (SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'release') AS released_at,
+               j.release_tx_hash
+          FROM jobs j JOIN assignments a ON a.id = j.assignment_id JOIN machines m ON m.id = a.machine_id
+         WHERE m.farm_id = ANY($1::text[]) AND j.kind = 'customer' AND j.settlement_status IS NOT NULL
+      ) e
+  ) l
+  WHERE ($2::timestamptz IS NULL OR l.completed_at >= $2) AND ($3::timestamptz IS NULL OR l.completed_at < $3)`;
+
+/** A job of the ledger; amounts as decimal strings of token base units. */
+export interface LedgerJobRow {
   jobId: string;
   machineId: string;
   token: string;
   symbol: string;
   decimals: number;
-  payout: string | null;
-  fee: string | null;
-  feeMicroUsd: string | null;
-  paymentKind: 'eth' | 'stable';
-  weiPerUsd: string | null;
-  settlementStatus: 'completed' | 'disputed' | 'released';
+  amount: string;
+  fee: string;
+  state: LedgerState;
   completedAt: Date;
   challengeEndsAt: Date | null;
   releasedAt: Date | null;
   releaseTxHash: string | null;
+  /** Where the page after this row starts: its completion (epoch seconds to the microsecond, as text) and job id. */
+  cursor: { at: string; id: string };
 }
 
-/** The farms' settled customer jobs completed in `[from, to)`, newest first (the earnings ledger's rows). */
-export function ledgerRows(db: Queryable, params: { farmIds: readonly string[]; from: Date | null; to: Date | null }): Promise<LedgerRow[]> {
-  return db.query<LedgerRow>(
+/** A page of the ledger's jobs, newest first by (completion, job id): `limit` after `after` when given. */
+export async function ledgerJobs(db: Queryable, scope: LedgerScope, page: { after: { at: string; id: string } | null; limit: number }): Promise<LedgerJobRow[]> {
+  const rows = await db.query<Omit<LedgerJobRow, 'cursor'> & { at: string }>(
+    `SELECT l.job_id AS "jobId", l.machine_id AS "machineId", l.token, l.symbol, l.decimals, l.amount::text AS amount, l.fee::text AS fee, l.state,
+            l.completed_at AS "completedAt", l.challenge_ends_at AS "challengeEndsAt", l.released_at AS "releasedAt", l.release_tx_hash AS "releaseTxHash",
+            extract(epoch FROM l.completed_at)::text AS at
+       FROM (${LEDGER}) l
+      WHERE $4::numeric IS NULL OR (extract(epoch FROM l.completed_at), l.job_id) < ($4::numeric, $5::text)
+      ORDER BY l.completed_at DESC, l.job_id DESC LIMIT $6`,
+    [scope.farmIds, scope.from, scope.to, page.after?.at ?? null, page.after?.id ?? null, page.limit],
+  );
+  return rows.map(({ at, ...row }) => ({ ...row, cursor: { at, id: row.jobId } }));
+}
+
+/** The ledger summed per (machine | UTC day of completion, token, state); `key` is the machine id or the day. */
+export interface LedgerGroupRow {
+  key: string;
+  token: string;
+  symbol: string;
+  decimals: number;
+  state: LedgerState;
+  amount: string;
+  fee: string;
+  /** The latest completion and release of the jobs in the group. */
+  completedAt: Date;
+  releasedAt: Date | null;
+}
+
+/** A page of the ledger's sums, by (key, token, state) descending: `limit` after `after` when given. */
+export function ledgerGroups(
+  db: Queryable,
+  scope: LedgerScope,
+  page: { groupBy: 'machine' | 'day'; after: { key: string; token: string; state: string } | null; limit: number },
+): Promise<LedgerGroupRow[]> {
+  const key = page.groupBy === 'machine' ? 'l.machine_id' : `to_char(l.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`;
+  return db.query<LedgerGroupRow>(
     `SELECT * FROM (
-       SELECT j.id AS "jobId", a.machine_id AS "machineId", j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
-              j.settlement_amount::text AS payout, j.settlement_fee::text AS fee, j.fee_micro_usd::text AS "feeMicroUsd",
-              j.payment_kind AS "paymentKind", j.wei_per_usd::text AS "weiPerUsd", j.settlement_status AS "settlementStatus",
-              coalesce((SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'charge'), a.finished_at, j.updated_at) AS "completedAt",
-              j.challenge_ends_at AS "challengeEndsAt",
-              (SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'release') AS "releasedAt",
-              j.release_tx_hash AS "releaseTxHash"
-         FROM jobs j JOIN assignments a ON a.id = j.assignment_id JOIN machines m ON m.id = a.machine_id
-        WHERE m.farm_id = ANY($1::text[]) AND j.kind = 'customer' AND j.settlement_status IS NOT NULL
-     ) e
-     WHERE ($2::timestamptz IS NULL OR e."completedAt" >= $2) AND ($3::timestamptz IS NULL OR e."completedAt" < $3)
-     ORDER BY e."completedAt" DESC, e."jobId" DESC`,
-    [params.farmIds, params.from, params.to],
+       SELECT ${key} AS key, l.token, min(l.symbol) AS symbol, min(l.decimals) AS decimals, l.state,
+              sum(l.amount)::text AS amount, sum(l.fee)::text AS fee, max(l.completed_at) AS "completedAt", max(l.released_at) AS "releasedAt"
+         FROM (${LEDGER}) l GROUP BY 1, l.token, l.state
+     ) g
+     WHERE $4::text IS NULL OR (g.key, g.token, g.state) < ($4::text, $5::text, $6::text)
+     ORDER BY g.key DESC, g.token DESC, g.state DESC LIMIT $7`,
+    [scope.farmIds, scope.from, scope.to, page.after?.key ?? null, page.after?.token ?? null, page.after?.state ?? null, page.limit],
+  );
+}
+
+/** Per token: what waits in (or past) the challenge window, and what was released to the payout address; by symbol. */
+export function ledgerTotals(db: Queryable, scope: LedgerScope): Promise<Array<{ token: string; symbol: string; decimals: number; pending: string; released: string }>> {
+  return db.query(
+    `SELECT l.token, min(l.symbol) AS symbol, min(l.decimals) AS decimals,
+            coalesce(sum(l.amount) FILTER (WHERE l.state = 'pending'), 0)::text AS pending,
+            coalesce(sum(l.amount) FILTER (WHERE l.state = 'released'), 0)::text AS released
+       FROM (${LEDGER}) l GROUP BY l.token ORDER BY min(l.symbol), l.token`,
+    [scope.farmIds, scope.from, scope.to],
   );
 }

@@ -1,15 +1,18 @@
+import { randomBytes } from 'node:crypto';
 import { API_KEY_SCOPES, ApiError } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { z } from 'zod';
 import { apiKeyParams, keyEnvironmentFor } from '../auth/api-keys.js';
-import { ADMIN_API_PREFIX, DASHBOARD_API_PREFIX, OPERATOR_API_PREFIX, sessionCookieOf } from '../auth/plugin.js';
+import { ADMIN_API_PREFIX, DASHBOARD_API_PREFIX, OPERATOR_API_PREFIX } from '../auth/plugin.js';
 import { webRolesOf, type OperatorFarm, type WebRoles } from '../auth/roles.js';
-import { createWebSession, deleteWebSession, SESSION_COOKIE, type WebSession } from '../auth/session-store.js';
+import { createWebSession, deleteWebSession, type WebSession } from '../auth/session-store.js';
+import { cookieOf, hashCookieValue, webCookies } from '../auth/web-cookies.js';
 import { createApiKey, ensureAccount, findApiKey, listApiKeys, revokeApiKey, type ApiKeySummary } from '../auth/store.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
-import { parseBody, parseParams } from '../http/parse.js';
+import { decodeCursor, encodeCursor } from '../http/cursor.js';
+import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
@@ -19,6 +22,13 @@ const signInBodySchema = z.strictObject({
   message: z.string().min(1, 'must be the EIP-4361 message the wallet signed').max(8192),
   signature: z.string().regex(/^0x([0-9a-fA-F]{2})+$/, 'must be the signature as 0x-prefixed hex') as z.ZodType<`0x${string}`>,
 });
+
+/** `GET /dashboard/api/keys`: a page of the account's keys, newest first (the /v1 list envelope). */
+const keysQuerySchema = z.strictObject({ limit: intParam(1, 100, 20), cursor: z.string().max(200).optional() });
+const keyCursorSchema = z.strictObject({ at: z.string().regex(/^\d{1,12}(\.\d{1,6})?$/), id: z.string().regex(/^key_[0-9a-z]{26}$/) });
+
+/** A browser cookie as the nonce route makes it: 32 random bytes, base64url. */
+const BROWSER_COOKIE = /^[A-Za-z0-9_-]{43}$/;
 
 const createKeyBodySchema = z.strictObject({
   label: z.string().min(1).max(64).optional(),
@@ -68,24 +78,36 @@ export interface WebRoutesOptions {
  */
 export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient }) => {
   const base = DASHBOARD_API_PREFIX;
-  const cookieOptions = () => ({ path: '/', httpOnly: true, sameSite: 'strict' as const, secure: config.publicUrl.startsWith('https:') });
-  const signedOut = (reply: FastifyReply) => reply.clearCookie(SESSION_COOKIE, cookieOptions());
+  // The scheme of the public URL never changes after start (only a PORT=0 port is filled in).
+  const cookies = webCookies(config.publicUrl);
+  const signedOut = (reply: FastifyReply) => reply.clearCookie(cookies.session.name, cookies.session.options);
   const sessionOf = (session: WebSession | null): WebSession => {
     if (!session) throw new Error('a session route was reached without a session');
     return session;
   };
 
-  app.post(`${base}/auth/nonce`, { config: { auth: 'public' } }, async (_request, reply) => {
+  // The nonce is bound to the browser that asks: its browser cookie (kept when it has a
+  // well-formed one, so two tabs signing in at once both succeed).
+  app.post(`${base}/auth/nonce`, { config: { auth: 'public' } }, async (request, reply) => {
+    const held = cookieOf(app, request, cookies.browser);
+    const browser = held !== null && BROWSER_COOKIE.test(held) ? held : randomBytes(32).toString('base64url');
     const nonce = newSiweNonce();
-    const expiresAt = await insertSiweNonce(db, nonce, NONCE_TTL_SECONDS);
+    const expiresAt = await insertSiweNonce(db, { nonce, browserHash: hashCookieValue(browser), ttlSeconds: NONCE_TTL_SECONDS });
+    reply.setCookie(cookies.browser.name, browser, { ...cookies.browser.options, maxAge: NONCE_TTL_SECONDS });
     return reply.code(201).send({ nonce, expiresAt: expiresAt.toISOString() });
   });
 
   app.post(`${base}/auth/sign-in`, { config: { auth: 'public' } }, async (request, reply) => {
     const body = parseBody(signInBodySchema, request.body);
+    const browser = cookieOf(app, request, cookies.browser);
     const signer = await checkSignIn(
       { db, client: chainClient },
-      { message: body.message, signature: body.signature, expected: { publicUrl: config.publicUrl, requestHost: request.host, chainId: config.chainId } },
+      {
+        message: body.message,
+        signature: body.signature,
+        browserHash: browser === null ? null : hashCookieValue(browser),
+        expected: { publicUrl: config.publicUrl, requestHost: request.host, chainId: config.chainId },
+      },
     );
     const account = await ensureAccount(db, signer.address);
     if (account.status === 'suspended') throw new ApiError('account_suspended');
@@ -94,9 +116,9 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
       walletAddress: signer.address,
       chainId: signer.chainId,
       ttlSeconds: config.web.sessionTtlSeconds,
-      replacing: sessionCookieOf(app, request),
+      replacing: cookieOf(app, request, cookies.session),
     });
-    reply.setCookie(SESSION_COOKIE, cookie, { ...cookieOptions(), maxAge: config.web.sessionTtlSeconds });
+    reply.setCookie(cookies.session.name, cookie, { ...cookies.session.options, maxAge: config.web.sessionTtlSeconds });
     return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
   });
 
@@ -106,14 +128,18 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
   });
 
   app.post(`${base}/auth/sign-out`, { config: { auth: 'session' } }, async (request, reply) => {
-    const cookie = sessionCookieOf(app, request);
+    const cookie = cookieOf(app, request, cookies.session);
     if (cookie) await deleteWebSession(db, cookie);
     return signedOut(reply).code(204).send();
   });
 
   app.get(`${base}/keys`, { config: { auth: 'session' } }, async (request) => {
-    const keys = await listApiKeys(db, sessionOf(request.webSession).accountId);
-    return { data: keys.map(apiKeyView) };
+    const query = parseQuery(keysQuerySchema, request.query, `GET ${base}/keys`);
+    const after = query.cursor ? decodeCursor(query.cursor, keyCursorSchema) : null;
+    const keys = await listApiKeys(db, sessionOf(request.webSession).accountId, { after, limit: query.limit + 1 });
+    const page = keys.slice(0, query.limit);
+    const last = page.at(-1);
+    return { object: 'list', data: page.map(apiKeyView), nextCursor: keys.length > query.limit && last ? encodeCursor(last.cursor) : null };
   });
 
   app.post(`${base}/keys`, { config: { auth: 'session' } }, async (request, reply) => {

@@ -43,11 +43,15 @@ function malformed(problem: string): never {
 /**
  * Checks a Sign-In with Ethereum message and its signature against this deployment, in order:
  * its fields (400 `invalid_request` naming the one missing or malformed), the Host, domain, URI
- * and chain, the times, then takes the nonce (single use, even when a later check fails) and
- * verifies the signature. Every refusal is a 401 `invalid_api_key` saying which check failed.
+ * and chain, the times, then takes the nonce (single use, even when a later check fails; issued
+ * to the browser whose cookie hashes to `browserHash`, so a message signed for one browser's
+ * nonce signs in no other) and verifies the signature. Every refusal is a 401 `invalid_api_key` saying which check failed.
  * Returns the signing address (lower-case) and chain.
  */
-export async function checkSignIn(deps: SignInDeps, params: { message: string; signature: Hex; expected: SignInExpectation }): Promise<{ address: `0x${string}`; chainId: number }> {
+export async function checkSignIn(
+  deps: SignInDeps,
+  params: { message: string; signature: Hex; browserHash: string | null; expected: SignInExpectation },
+): Promise<{ address: `0x${string}`; chainId: number }> {
   const { message, signature, expected } = params;
   const now = deps.now?.() ?? new Date();
   const parsed = parseSiweMessage(message);
@@ -71,9 +75,10 @@ export async function checkSignIn(deps: SignInDeps, params: { message: string; s
   if (expirationTime !== undefined && expirationTime.getTime() <= now.getTime()) throw refused(`The message expired at ${expirationTime.toISOString()}`);
   if (notBefore !== undefined && notBefore.getTime() > now.getTime() + CLOCK_SKEW_MS) throw refused(`The message is not valid before ${notBefore.toISOString()}`);
 
-  const taken = await takeSiweNonce(deps.db, nonce);
+  const taken = await takeSiweNonce(deps.db, nonce, params.browserHash);
   if (taken === 'unknown') throw refused(`The nonce ${nonce} was not issued by this server or was already used`);
   if (taken === 'expired') throw refused(`The nonce ${nonce} expired`);
+  if (taken === 'other_browser') throw refused(`The nonce ${nonce} was issued to another browser (or this browser refused its cookie)`);
 
   // verifySiweMessage checks the fields above again (domain, nonce, times) and then the signature.
   const valid = await verifySiweMessage(deps.client, { message, signature, domain, nonce, time: now }).catch(() => false);

@@ -50,7 +50,7 @@ export async function buildTestApp(
   const db = options.db ?? (await createPostgresTestDatabase(t)).db;
   const config = loadConfig({ GF_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env });
   const rateLimitStore = createMemoryRateLimitStore();
-  const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
+  const offerIndex = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: config.execution.allowSimulatedMachines });
   await offerIndex.start();
   const artifacts = await testArtifacts(t, db, config);
   const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, logger: false, artifacts, ...(options.now ? { now: options.now } : {}), ...(options.logStream ? { logStream: options.logStream } : {}), ...(options.metrics ? { metrics: options.metrics } : {}) });

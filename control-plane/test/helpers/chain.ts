@@ -97,7 +97,7 @@ export async function buildEscrowTestApp(
   });
   const escrow = await escrowDepsFor(t, testChain, { confirmations: options.confirmations ?? 1 });
   const rateLimitStore = createMemoryRateLimitStore();
-  const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
+  const offerIndex = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: config.execution.allowSimulatedMachines });
   await offerIndex.start();
   const artifacts = await testArtifacts(t, db, config);
   const app = await buildApp({ config, db, rateLimitStore, clientHashSalt: 'test-salt', offerIndex, escrow, logger: false, artifacts });

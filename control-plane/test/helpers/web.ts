@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { createSiweMessage } from 'viem/siwe';
+import { createSiweMessage, parseSiweMessage } from 'viem/siwe';
 import { ANVIL_ACCOUNTS } from '../../src/chain/anvil.js';
 import { createPgliteTestDatabase } from './database.js';
 import { buildTestApp, type TestApp } from './app.js';
@@ -48,11 +48,27 @@ export function devWallet(index: 1 | 2 | 3): SiweSigner {
   return { address: account.address, signMessage: (message) => account.signMessage({ message }) };
 }
 
-/** A fresh server nonce. */
-export async function issueNonce(app: FastifyInstance, host = HOST): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/dashboard/api/auth/nonce', headers: { host } });
+/**
+ * The browser cookie each issued nonce is bound to, as `name=value`: the test browser that asked
+ * for the nonce, whose cookie `postSignIn` sends with a message of that nonce.
+ */
+const browserOfNonce = new Map<string, string>();
+
+/** The `gf_browser` (or `__Host-gf_browser`) cookie a nonce answer set, as `name=value`. */
+export function browserCookieOf(res: LightMyRequestResponse): string {
+  const cookie = res.cookies.find((c) => c.name.endsWith('gf_browser'));
+  if (!cookie) throw new Error('the nonce answer set no browser cookie');
+  return `${cookie.name}=${cookie.value}`;
+}
+
+/** A fresh server nonce for a new test browser (or the one of `browserCookie`). */
+export async function issueNonce(app: FastifyInstance, host = HOST, browserCookie?: string): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: '/dashboard/api/auth/nonce', headers: { host, ...(browserCookie ? { cookie: browserCookie } : {}) } });
   if (res.statusCode !== 201) throw new Error(`nonce answered ${res.statusCode}: ${res.body}`);
-  return res.json().nonce as string;
+  const nonce = res.json().nonce as string;
+  const browser = res.cookies.find((c) => c.name.endsWith('gf_browser'));
+  if (browser) browserOfNonce.set(nonce, `${browser.name}=${browser.value}`);
+  return nonce;
 }
 
 /** The EIP-4361 message a dashboard at PUBLIC_URL asks a wallet to sign; `overrides` spoil one field. */
@@ -77,9 +93,25 @@ export interface SignedIn {
   res: LightMyRequestResponse;
 }
 
-/** Posts a signed message to sign-in as is. */
-export function postSignIn(app: FastifyInstance, body: { message: string; signature: string }, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
-  return app.inject({ method: 'POST', url: '/dashboard/api/auth/sign-in', headers: { host: HOST, ...headers }, payload: body });
+/**
+ * Posts a signed message to sign-in as is, from the test browser that asked for its nonce (its
+ * browser cookie added to `headers.cookie`) unless `options.otherBrowser`.
+ */
+export function postSignIn(
+  app: FastifyInstance,
+  body: { message: string; signature: string },
+  headers: Record<string, string> = {},
+  options: { otherBrowser?: boolean } = {},
+): Promise<LightMyRequestResponse> {
+  let nonce: string | undefined;
+  try {
+    nonce = parseSiweMessage(body.message).nonce;
+  } catch {
+    nonce = undefined;
+  }
+  const browser = nonce === undefined || options.otherBrowser ? undefined : browserOfNonce.get(nonce);
+  const cookie = [headers.cookie, browser].filter((c) => c !== undefined).join('; ');
+  return app.inject({ method: 'POST', url: '/dashboard/api/auth/sign-in', headers: { host: HOST, ...headers, ...(cookie ? { cookie } : {}) }, payload: body });
 }
 
 /** Signs in with `signer` (a nonce, its message, its signature) and returns the session cookie and CSRF token. */
@@ -87,7 +119,7 @@ export async function signIn(app: FastifyInstance, signer: SiweSigner = devWalle
   const message = siweMessage(signer.address, await issueNonce(app));
   const res = await postSignIn(app, { message, signature: await signer.signMessage(message) }, headers);
   if (res.statusCode !== 200) throw new Error(`sign-in answered ${res.statusCode}: ${res.body}`);
-  const cookie = res.cookies.find((c) => c.name === 'gf_session');
+  const cookie = res.cookies.find((c) => c.name.endsWith('gf_session'));
   if (!cookie) throw new Error('sign-in set no gf_session cookie');
   return { cookie: cookie.value, csrfToken: res.json().csrfToken as string, address: res.json().address as string, res };
 }

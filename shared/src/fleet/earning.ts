@@ -58,6 +58,8 @@ export interface EarningFacts {
   driverVersion: string | null;
   pricePerGpuHourMicroUsd: number | null;
   drainRequested: boolean;
+  /** Who asked for the drain (an admin's is lifted by an admin only); absent or null: unknown or none. */
+  drainSetBy?: 'admin' | 'operator' | null;
   cordoned: boolean;
   farmStatus: string;
   /** Machine verification (the control plane's canary). */
@@ -123,6 +125,9 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
     return verdict('offline', reason, 'Start the agent (`systemctl start gf-agent`) and check that the machine reaches the control plane, then run `gf-agent status`.', since);
   }
   if (facts.cordoned) return verdict('cordoned', 'Cordoned by the service: no new job is offered to it.', 'Contact the service\'s support; running jobs are not affected.');
+  if (facts.drainRequested && facts.drainSetBy === 'admin') {
+    return verdict('draining', 'Drained by the service\'s admins: it takes no new job.', 'Only an admin lifts this drain: contact the service\'s support; running jobs finish.');
+  }
   if (facts.drainRequested || facts.status === 'draining') {
     return verdict('draining', 'Drained: it takes no new job.', 'Undrain it from the machine page or with `gf-agent undrain` when it should take jobs again.');
   }

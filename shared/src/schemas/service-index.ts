@@ -12,7 +12,8 @@ export const serviceCanarySchema = z.strictObject({
 
 /**
  * `GET /v1`: what this deployment is and where each resource lives. `canary` is null without a
- * canary image; `escrow` is null when the deployment has no escrow (funding is unavailable).
+ * canary image; `escrow` is null when the deployment has no escrow (funding is unavailable);
+ * `simulatedMachines` says whether simulated machines are offered here.
  */
 export const serviceIndexSchema = z.strictObject({
   object: z.literal('index'),
@@ -22,6 +23,11 @@ export const serviceIndexSchema = z.strictObject({
   environment: z.enum(ENVIRONMENTS),
   apiKeyPrefix: z.enum(['gf_live_', 'gf_test_']),
   canary: serviceCanarySchema.nullable(),
+  /**
+   * Whether capacity may list, and jobs run on, machines in simulated mode (no GPU proven; each
+   * such offer says `simulated: true`). Never on a deployment with live keys.
+   */
+  simulatedMachines: z.strictObject({ allowed: z.boolean() }),
   /** The escrow contract customers fund, approve, dispute and claim refunds on. */
   escrow: z.strictObject({ address: addressSchema }).nullable(),
   links: z.strictObject({

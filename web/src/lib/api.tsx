@@ -16,7 +16,8 @@ export interface DashboardApi {
     signOut: () => Promise<void>;
   };
   keys: {
-    list: () => Promise<ReturnType<typeof apiKeyListSchema.parse>>;
+    /** A page of the account's keys, newest first; `cursor` is the previous page's `nextCursor`. */
+    list: (cursor?: string) => Promise<ReturnType<typeof apiKeyListSchema.parse>>;
     create: (body: { label?: string; scopes: ApiKeyScope[] }) => Promise<ReturnType<typeof apiKeyCreatedSchema.parse>>;
     revoke: (id: string) => Promise<ReturnType<typeof apiKeyViewSchema.parse>>;
   };
@@ -48,8 +49,8 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
   const gf = createBrowserClient({ baseUrl: `${origin}${DASHBOARD_API}`, fetch: doFetch });
   const areas = createBrowserClient({ baseUrl: origin, fetch: doFetch }).transport;
   // The dashboard's own routes go through the SDK's transport too: same timeouts, errors and schema checks.
-  const call = async <T,>(method: 'GET' | 'POST', path: string, status: number, schema: z.ZodType<T> | null, body?: unknown): Promise<T> =>
-    (await gf.transport.request<T>({ method, path, body, expect: { [status]: schema }, retry: method === 'GET' })).body;
+  const call = async <T,>(method: 'GET' | 'POST', path: string, status: number, schema: z.ZodType<T> | null, body?: unknown, query?: Record<string, string>): Promise<T> =>
+    (await gf.transport.request<T>({ method, path, body, query, expect: { [status]: schema }, retry: method === 'GET' })).body;
   return {
     gf,
     fetch: doFetch,
@@ -60,7 +61,7 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
       signOut: () => call<void>('POST', '/auth/sign-out', 204, null),
     },
     keys: {
-      list: () => call('GET', '/keys', 200, apiKeyListSchema),
+      list: (cursor) => call('GET', '/keys', 200, apiKeyListSchema, undefined, cursor === undefined ? undefined : { cursor }),
       create: (body) => call('POST', '/keys', 201, apiKeyCreatedSchema, body),
       revoke: (id) => call('POST', `/keys/${encodeURIComponent(id)}/revoke`, 200, apiKeyViewSchema),
     },

@@ -42,7 +42,8 @@ export const apiKeyViewSchema = z.object({
 });
 export type ApiKeyView = z.infer<typeof apiKeyViewSchema>;
 
-export const apiKeyListSchema = z.object({ data: z.array(apiKeyViewSchema) });
+/** A page of keys, newest first: the /v1 list envelope. */
+export const apiKeyListSchema = z.object({ data: z.array(apiKeyViewSchema), nextCursor: z.string().nullable() });
 export const apiKeyCreatedSchema = z.object({ key: z.string().min(1), apiKey: apiKeyViewSchema });
 export type ApiKeyCreated = z.infer<typeof apiKeyCreatedSchema>;
 

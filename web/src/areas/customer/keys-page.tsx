@@ -1,5 +1,5 @@
 import { API_KEY_SCOPES } from '@gpufarm/shared';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
@@ -8,18 +8,26 @@ import type { ApiKeyCreated, ApiKeyScope, ApiKeyView } from '../../lib/session-a
 import { CopyButton } from '../../ui/copy-button';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
-import { Table } from '../../ui/table';
+import { Pager, Table, useCursorPages } from '../../ui/table';
 
 const KEYS = ['keys'] as const;
 
-/** API keys: create one with a label and scopes (shown once), list them, revoke one. */
+/** API keys: create one with a label and scopes (shown once), list them a page at a time, revoke one. */
 export function KeysPage() {
   const api = useApi();
-  const keys = useQuery({ queryKey: KEYS, queryFn: () => api.keys.list() });
+  const pages = useCursorPages();
+  const { cursor } = pages;
+  const keys = useQuery({ queryKey: [...KEYS, cursor], queryFn: () => api.keys.list(cursor), placeholderData: keepPreviousData });
   const [created, setCreated] = useState<ApiKeyCreated | null>(null);
   return (
     <Page title="API keys">
-      <CreateKeyForm onCreated={setCreated} />
+      <CreateKeyForm
+        onCreated={(answer) => {
+          setCreated(answer);
+          // The new key is the newest: it is on the first page.
+          pages.reset();
+        }}
+      />
       {created ? (
         <section className="card new-key" role="region" aria-label="New API key">
           <h2>New API key</h2>
@@ -43,20 +51,23 @@ export function KeysPage() {
           empty={{ title: 'No API keys yet', body: <p>Create one above to use the API, the SDK or the gf command line.</p> }}
         >
           {(k) => (
-            <Table
-              caption="API keys"
-              rows={k.data}
-              rowKey={(key) => key.id}
-              columns={[
-                { header: 'Prefix', cell: (key) => <code>{key.prefix}</code> },
-                { header: 'Label', cell: (key) => key.label ?? <span className="muted">none</span> },
-                { header: 'Scopes', cell: (key) => key.scopes.join(', ') },
-                { header: 'Created', cell: (key) => when(key.createdAt) },
-                { header: 'Last used', cell: (key) => (key.lastUsedAt ? when(key.lastUsedAt) : 'never') },
-                { header: 'Status', cell: (key) => (key.revokedAt ? `revoked ${when(key.revokedAt)}` : 'active') },
-                { header: 'Actions', cell: (key) => (key.revokedAt ? null : <RevokeButton apiKey={key} />) },
-              ]}
-            />
+            <>
+              <Table
+                caption="API keys"
+                rows={k.data}
+                rowKey={(key) => key.id}
+                columns={[
+                  { header: 'Prefix', cell: (key) => <code>{key.prefix}</code> },
+                  { header: 'Label', cell: (key) => key.label ?? <span className="muted">none</span> },
+                  { header: 'Scopes', cell: (key) => key.scopes.join(', ') },
+                  { header: 'Created', cell: (key) => when(key.createdAt) },
+                  { header: 'Last used', cell: (key) => (key.lastUsedAt ? when(key.lastUsedAt) : 'never') },
+                  { header: 'Status', cell: (key) => (key.revokedAt ? `revoked ${when(key.revokedAt)}` : 'active') },
+                  { header: 'Actions', cell: (key) => (key.revokedAt ? null : <RevokeButton apiKey={key} />) },
+                ]}
+              />
+              <Pager pages={pages} nextCursor={k.nextCursor} busy={keys.isFetching} />
+            </>
           )}
         </QueryState>
       </section>
