@@ -12,10 +12,11 @@ import { ledgerRows } from './store.js';
  * States: `pending` (completed, in or past the challenge window, not released yet),
  * `disputed` (the customer disputed it; an admin resolves it), `released` (paid out: the amount
  * went to the payout address), `refunded` (released with nothing for the farm: a dispute
- * resolved as a refund).
+ * resolved as a refund), `waiting_withdrawal` (released, but the escrow could not send the payout:
+ * it waits in the escrow until the payout wallet calls `withdraw(token)`; `released` once it did).
  */
 
-export type EarningState = 'pending' | 'released' | 'disputed' | 'refunded';
+export type EarningState = 'pending' | 'released' | 'disputed' | 'refunded' | 'waiting_withdrawal';
 export type EarningsGroup = 'job' | 'machine' | 'day';
 
 export interface JobEarning {
@@ -45,7 +46,12 @@ export async function jobEarnings(db: Queryable, params: { farmIds: readonly str
     const recorded = row.fee !== null ? BigInt(row.fee) : recomputed;
     const fee = recorded < payout ? recorded : payout;
     const amount = payout - fee;
-    const state: EarningState = row.settlementStatus === 'completed' ? 'pending' : row.settlementStatus === 'disputed' ? 'disputed' : amount === 0n ? 'refunded' : 'released';
+    const state: EarningState =
+      row.settlementStatus === 'completed' ? 'pending'
+      : row.settlementStatus === 'disputed' ? 'disputed'
+      : amount === 0n ? 'refunded'
+      : row.waitingWithdrawal ? 'waiting_withdrawal'
+      : 'released';
     return {
       jobId: row.jobId,
       machineId: row.machineId,
@@ -128,16 +134,22 @@ export function groupEarnings(jobs: readonly JobEarning[], groupBy: EarningsGrou
   return [...groups.values()].map((g) => ({ ...g.view, amount: g.amount.toString(), fee: g.fee.toString() }));
 }
 
-/** Per token: what waits in (or past) the challenge window, and what was released to the payout address. */
-export function earningTotals(jobs: readonly JobEarning[]): Array<{ token: string; symbol: string; decimals: number; pending: string; released: string }> {
-  const totals = new Map<string, { token: string; symbol: string; decimals: number; pending: bigint; released: bigint }>();
+/**
+ * Per token: what waits in (or past) the challenge window, what was released to the payout
+ * address, and what was released but waits in the escrow for the payout wallet's withdrawal.
+ */
+export function earningTotals(jobs: readonly JobEarning[]): Array<{ token: string; symbol: string; decimals: number; pending: string; released: string; waitingWithdrawal: string }> {
+  const totals = new Map<string, { token: string; symbol: string; decimals: number; pending: bigint; released: bigint; waitingWithdrawal: bigint }>();
   for (const e of jobs) {
-    const total = totals.get(e.token) ?? { token: e.token, symbol: e.symbol, decimals: e.decimals, pending: 0n, released: 0n };
+    const total = totals.get(e.token) ?? { token: e.token, symbol: e.symbol, decimals: e.decimals, pending: 0n, released: 0n, waitingWithdrawal: 0n };
     if (e.state === 'pending') total.pending += e.amount;
     if (e.state === 'released') total.released += e.amount;
+    if (e.state === 'waiting_withdrawal') total.waitingWithdrawal += e.amount;
     totals.set(e.token, total);
   }
-  return [...totals.values()].sort((a, b) => a.symbol.localeCompare(b.symbol)).map((t) => ({ ...t, pending: t.pending.toString(), released: t.released.toString() }));
+  return [...totals.values()]
+    .sort((a, b) => a.symbol.localeCompare(b.symbol))
+    .map((t) => ({ ...t, pending: t.pending.toString(), released: t.released.toString(), waitingWithdrawal: t.waitingWithdrawal.toString() }));
 }
 
 export const EARNINGS_CSV_COLUMNS = ['jobId', 'machineId', 'day', 'token', 'symbol', 'decimals', 'amount', 'fee', 'state', 'completedAt', 'challengeEndsAt', 'releasedAt', 'releaseTxHash'] as const;

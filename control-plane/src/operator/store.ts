@@ -169,6 +169,8 @@ export interface LedgerRow {
   challengeEndsAt: Date | null;
   releasedAt: Date | null;
   releaseTxHash: string | null;
+  /** The escrow could not send the farm's payout at release and it has not been withdrawn yet. */
+  waitingWithdrawal: boolean;
 }
 
 /** The farms' settled customer jobs completed in `[from, to)`, newest first (the earnings ledger's rows). */
@@ -181,7 +183,8 @@ export function ledgerRows(db: Queryable, params: { farmIds: readonly string[]; 
               coalesce((SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'charge'), a.finished_at, j.updated_at) AS "completedAt",
               j.challenge_ends_at AS "challengeEndsAt",
               (SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'release') AS "releasedAt",
-              j.release_tx_hash AS "releaseTxHash"
+              j.release_tx_hash AS "releaseTxHash",
+              EXISTS (SELECT 1 FROM escrow_deferred_payments d WHERE d.job_id = j.id AND d.party = 'provider' AND d.withdraw_tx_hash IS NULL) AS "waitingWithdrawal"
          FROM jobs j JOIN assignments a ON a.id = j.assignment_id JOIN machines m ON m.id = a.machine_id
         WHERE m.farm_id = ANY($1::text[]) AND j.kind = 'customer' AND j.settlement_status IS NOT NULL
      ) e
