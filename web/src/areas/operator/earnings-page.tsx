@@ -1,16 +1,28 @@
-import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { withdrawalListSchema } from '@gpufarm/shared';
+import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useApi } from '../../lib/api';
-import { earningsSchema, OPERATOR_API, type Earnings } from '../../lib/fleet-api';
+import { earningsSchema, OPERATOR_API, type EARNING_STATES, type Earnings } from '../../lib/fleet-api';
 import { tokenAmount, when } from '../../lib/format';
+import { useSession } from '../../lib/session';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Pager, Table, useCursorPages } from '../../ui/table';
+import { WithdrawalsTable } from '../../ui/withdrawals';
 import { FarmFilter, useFarmParam } from './farm-filter';
 
 type GroupBy = 'job' | 'machine' | 'day';
 type Row = Earnings['data'][number];
+
+const STATE_LABEL: Record<(typeof EARNING_STATES)[number], string> = {
+  pending: 'pending',
+  released: 'released',
+  disputed: 'disputed',
+  refunded: 'refunded',
+  waiting_withdrawal: 'waiting for withdrawal',
+};
+const stateOf = (r: Row) => (r.state ? STATE_LABEL[r.state] : '—');
 
 /** `from`/`to` as the server wants them: ISO times of the reader's local day bounds; empty means open. */
 function dayBound(date: string, end: boolean): string | undefined {
@@ -49,8 +61,40 @@ export function EarningsPage() {
           <input type="date" value={to} onChange={(e) => setTo(e.target.value)} />
         </label>
       </div>
+      <Withdrawals farm={farm} />
       <EarningsList key={JSON.stringify(query)} query={query} />
     </Page>
+  );
+}
+
+/**
+ * Payouts released to the farm that the escrow could not send to its payout wallet (a wallet
+ * that refuses ETH, a token that blocks it): they wait in the escrow until the payout wallet
+ * withdraws them. Shown only while something waits (and for the rest of the visit after).
+ */
+function Withdrawals({ farm }: { farm: string }) {
+  const api = useApi();
+  const queryClient = useQueryClient();
+  const session = useSession();
+  const waiting = useQuery({
+    queryKey: ['operator', 'withdrawals', farm],
+    queryFn: () => api.request({ method: 'GET', path: `${OPERATOR_API}/withdrawals`, query: { farm }, schema: withdrawalListSchema }),
+    refetchInterval: 15_000,
+  });
+  const [shown, setShown] = useState(false);
+  const rows = waiting.data?.data ?? [];
+  if (rows.length > 0 && !shown) setShown(true);
+  if (!shown && rows.length === 0) return null;
+  return (
+    <section aria-labelledby="withdrawals-heading" className="card">
+      <h2 id="withdrawals-heading">Waiting for withdrawal</h2>
+      {rows.length > 0 ? (
+        <p>The escrow released these payouts but could not send them to the payout wallet. They wait in the escrow until that wallet withdraws them.</p>
+      ) : (
+        <p className="muted">Nothing waits for withdrawal.</p>
+      )}
+      <WithdrawalsTable rows={rows} caption="Payouts waiting for withdrawal" signedInAs={session.data?.address ?? null} onMined={() => void queryClient.invalidateQueries({ queryKey: ['operator'] })} />
+    </section>
   );
 }
 
@@ -82,6 +126,7 @@ function EarningsList({ query }: { query: { farm: string; groupBy: GroupBy; from
                   { header: 'Token', cell: (t) => t.symbol },
                   { header: 'Pending (challenge window)', cell: (t) => tokenAmount(t.pending, t.decimals, t.symbol), className: 'num' },
                   { header: 'Released (paid to the payout wallet)', cell: (t) => tokenAmount(t.released, t.decimals, t.symbol), className: 'num' },
+                  { header: 'Waiting for withdrawal', cell: (t) => tokenAmount(t.waitingWithdrawal, t.decimals, t.symbol), className: 'num' },
                 ]}
               />
             )}
@@ -101,13 +146,13 @@ const rowKey = (groupBy: GroupBy) => (row: Row) => `${row[groupBy === 'job' ? 'j
 
 function columnsFor(groupBy: GroupBy) {
   const amount = { header: 'Amount', cell: (r: Row) => tokenAmount(r.amount, r.decimals, r.symbol), className: 'num' };
-  if (groupBy === 'day') return [{ header: 'Day', cell: (r: Row) => r.day ?? '—' }, amount, { header: 'State', cell: (r: Row) => r.state ?? '—' }];
-  if (groupBy === 'machine') return [{ header: 'Machine', cell: (r: Row) => r.machineId ?? '—' }, amount, { header: 'State', cell: (r: Row) => r.state ?? '—' }];
+  if (groupBy === 'day') return [{ header: 'Day', cell: (r: Row) => r.day ?? '—' }, amount, { header: 'State', cell: stateOf }];
+  if (groupBy === 'machine') return [{ header: 'Machine', cell: (r: Row) => r.machineId ?? '—' }, amount, { header: 'State', cell: stateOf }];
   return [
     { header: 'Job', cell: (r: Row) => <code>{r.jobId ?? '—'}</code> },
     { header: 'Machine', cell: (r: Row) => r.machineId ?? '—' },
     amount,
-    { header: 'State', cell: (r: Row) => r.state ?? '—' },
+    { header: 'State', cell: stateOf },
     { header: 'Completed', cell: (r: Row) => when(r.completedAt) },
     { header: 'Challenge ends', cell: (r: Row) => when(r.challengeEndsAt) },
     { header: 'Released', cell: (r: Row) => (r.releaseTxHash ? <Hash value={r.releaseTxHash} label="release transaction" /> : when(r.releasedAt)) },
