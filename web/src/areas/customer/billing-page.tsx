@@ -1,6 +1,6 @@
 import { withdrawalListSchema, type BillingEntry, type BillingEntryType } from '@gpufarm/shared';
 import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { lazy, Suspense, useState } from 'react';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
 import { usd, when } from '../../lib/format';
@@ -10,9 +10,11 @@ import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Hash } from '../../ui/hash';
 import { Pager, Table, useCursorPages } from '../../ui/table';
-import { WithdrawalsTable } from '../../ui/withdrawals';
+import { Loading } from '../../ui/states';
 
 const PAGE_SIZE = 50;
+// The wallet's write path loads only when something waits for withdrawal: it stays out of the first load.
+const WithdrawalsTable = lazy(() => import('../../ui/withdrawals').then((m) => ({ default: m.WithdrawalsTable })));
 // The totals read every entry; an account past this many sees the newest ones summed and is told so.
 const TOTALS_MAX_ENTRIES = 5_000;
 
@@ -133,7 +135,9 @@ function Withdrawals() {
       ) : (
         <p className="muted">Nothing waits for withdrawal.</p>
       )}
-      <WithdrawalsTable rows={rows} caption="Refunds waiting for withdrawal" signedInAs={session.data?.address ?? null} onMined={() => void queryClient.invalidateQueries({ queryKey: ['withdrawals'] })} />
+      <Suspense fallback={<Loading />}>
+        <WithdrawalsTable rows={rows} caption="Refunds waiting for withdrawal" signedInAs={session.data?.address ?? null} onMined={() => void queryClient.invalidateQueries({ queryKey: ['withdrawals'] })} />
+      </Suspense>
     </section>
   );
 }
