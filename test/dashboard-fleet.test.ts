@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Locator } from 'playwright-core';
 import t from 'tap';
-import { createTestClient, http, zeroAddress, type Address, type Hash, type Hex } from 'viem';
+import type { Address, Hash, Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { enrollAgent, type TestAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard } from './helpers/dashboard.js';
-import { balanceAt, escrowJob } from './helpers/escrow.js';
+import { balanceAt, escrowJob, ethWithdrawable, whileRefusingEth, withdrawOnPage } from './helpers/escrow.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
 import { until } from './helpers/wait.js';
@@ -335,15 +335,12 @@ t.test('behavior: an operator withdraws from the earnings page a payout the escr
   const customer = await Customer.create(market, 1);
   const { created } = await customer.createFundedJob({ ...busyboxSpec(market.images, 'echo paid later'), paymentToken: 'eth' });
   const done = await customer.waitForStatus(created.job.id, ['COMPLETED'], 180_000);
-  // While the customer approves, the payout wallet refuses ETH (anvil gives it code that reverts): its payout stays in the escrow.
-  const anvil = createTestClient({ chain: market.chain, mode: 'anvil', transport: http(market.anvil.rpcUrl, { retryCount: 0 }) });
-  await anvil.setCode({ address: OPERATOR.address, bytecode: '0x60006000fd' });
-  const approve = await customer.wallet.writeContract({ address: market.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'approve', args: [done.receipt!.jobKey as Hex] });
-  await market.publicClient.waitForTransactionReceipt({ hash: approve });
-  await anvil.setCode({ address: OPERATOR.address, bytecode: '0x' });
-  const owed = () => market.publicClient.readContract({ address: market.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'withdrawable', args: [OPERATOR.address, zeroAddress] });
-  const waiting = await owed();
-  t.ok(waiting > 0n, 'the payout waits in the escrow');
+  // While the customer approves, the payout wallet refuses ETH: its payout stays in the escrow.
+  await whileRefusingEth(market, OPERATOR.address, async () => {
+    const approve = await customer.wallet.writeContract({ address: market.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'approve', args: [done.receipt!.jobKey as Hex] });
+    await market.publicClient.waitForTransactionReceipt({ hash: approve });
+  });
+  t.ok((await ethWithdrawable(market, OPERATOR.address)) > 0n, 'the payout waits in the escrow');
 
   const operator = await signInToDashboard(t, market, OPERATOR.privateKey);
   const { page } = operator;
@@ -352,17 +349,7 @@ t.test('behavior: an operator withdraws from the earnings page a payout the escr
   await row.waitFor({ timeout: 60_000 });
   await page.getByRole('table', { name: 'Earnings per job' }).getByRole('row').filter({ hasText: created.job.id }).getByText('waiting for withdrawal', { exact: true }).waitFor();
   await lookAt(t, operator, 'operator: a payout waiting for withdrawal');
-  const before = await market.publicClient.getBalance({ address: OPERATOR.address });
-  await row.getByRole('button', { name: 'Withdraw' }).click();
-  const mined = page.getByRole('status').filter({ hasText: /Mined: Withdraw/ });
-  await mined.waitFor({ timeout: 60_000 });
-  const txHash = /0x[0-9a-f]{64}/.exec((await mined.textContent()) ?? '')?.[0] as Hash | undefined;
-  if (!txHash) throw new Error('the page shows no transaction hash');
-  const receipt = await market.publicClient.getTransactionReceipt({ hash: txHash });
-  t.equal(receipt.from.toLowerCase(), OPERATOR.address.toLowerCase(), "the payout wallet's own transaction");
-  t.equal(await owed(), 0n, 'nothing left in the escrow');
-  t.equal((await market.publicClient.getBalance({ address: OPERATOR.address })) - before, waiting - receipt.gasUsed * receipt.effectiveGasPrice, 'the payout wallet has its payout');
-  await page.getByText('Nothing waits for withdrawal.').waitFor({ timeout: 60_000 });
+  await withdrawOnPage(t, market, page, row, OPERATOR.address);
   await page.reload();
   await page.getByRole('table', { name: 'Earnings per job' }).getByRole('row').filter({ hasText: created.job.id }).getByText('released', { exact: true }).waitFor();
   await lookAt(t, operator, 'operator: the payout withdrawn');

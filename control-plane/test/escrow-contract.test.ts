@@ -296,12 +296,18 @@ for (const { who, how } of [
   });
 }
 
-t.test('behavior: a disputing customer that refuses ETH cannot hold up the resolution: provider and treasury are paid', async (t) => {
-  const c = await chainP;
-  const escrow = await escrowDepsFor(t, c);
+/** A job of 1,000,000 wei funded, completed and disputed by a TestWallet that refuses ETH. */
+async function disputedByRefusingWallet(c: TestChain, escrow: Awaited<ReturnType<typeof escrowDepsFor>>) {
   const { wallet, key } = await walletFundsEth(c, ON_RECEIVE.refuse, 1_000_000n);
   await completeJob(escrow.chain, { jobKey: key, payout: 800_000n, fee: 80_000n, computeSeconds: 60, resultHash: RESULT, provider: PROVIDER });
   await walletExecute(c, 1, wallet, { to: c.deployment.escrow, data: escrowCall({ abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [key] }) });
+  return { wallet, key };
+}
+
+t.test('behavior: a disputing customer that refuses ETH cannot hold up the resolution: provider and treasury are paid', async (t) => {
+  const c = await chainP;
+  const escrow = await escrowDepsFor(t, c);
+  const { wallet, key } = await disputedByRefusingWallet(c, escrow);
   t.equal((await readEscrowJob(escrow.chain, key)).status, 'disputed');
   const before = { provider: await ethOf(c, PROVIDER), treasury: await ethOf(c, TREASURY) };
   const { txHash } = await resolveDispute(escrow.chain, { jobKey: key, payout: 400_000n, fee: 40_000n });
@@ -389,9 +395,7 @@ t.test('error: claimDisputeTimeout only ends a dispute', async (t) => {
 t.test('behavior: a customer that refuses ETH cannot hold up a timed-out dispute: its refund is credited for withdrawal', async (t) => {
   const c = await chainP;
   const escrow = await escrowDepsFor(t, c);
-  const { wallet, key } = await walletFundsEth(c, ON_RECEIVE.refuse, 1_000_000n);
-  await completeJob(escrow.chain, { jobKey: key, payout: 800_000n, fee: 80_000n, computeSeconds: 60, resultHash: RESULT, provider: PROVIDER });
-  await walletExecute(c, 1, wallet, { to: c.deployment.escrow, data: escrowCall({ abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [key] }) });
+  const { wallet, key } = await disputedByRefusingWallet(c, escrow);
   await c.testClient.increaseTime({ seconds: Number(DAYS_14) });
   await c.testClient.mine({ blocks: 1 });
   const receipt = await mined(c, c.wallet(2).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'claimDisputeTimeout', args: [key] }));

@@ -18,6 +18,7 @@ import {
   listPendingRefunds,
   listReleasesDue,
   markCreditReorged,
+  type JobRow,
   recordLateFunding,
   updateEscrowRecord,
 } from './store.js';
@@ -175,24 +176,21 @@ export async function sweepRefunds(deps: EscrowWorkerDeps): Promise<number> {
   return done;
 }
 
+/** Runs `act` on each job `due` lists now (a batch); answers how many it ran on. */
+async function sweepDue(deps: EscrowWorkerDeps, due: (db: Database, now: Date, limit: number) => Promise<JobRow[]>, act: (deps: { db: Database; escrow: EscrowDeps }, job: JobRow) => Promise<unknown>): Promise<number> {
+  const jobs = await due(deps.db, (deps.now ?? (() => new Date()))(), BATCH);
+  for (const job of jobs) await act({ db: deps.db, escrow: deps.escrow }, job);
+  return jobs.length;
+}
+
 /** Sends `release` for completed jobs whose challenge window ended. */
-export async function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
-  let done = 0;
-  for (const job of await listReleasesDue(deps.db, (deps.now ?? (() => new Date()))(), BATCH)) {
-    await releaseCompleted({ db: deps.db, escrow: deps.escrow }, job);
-    done++;
-  }
-  return done;
+export function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
+  return sweepDue(deps, listReleasesDue, releaseCompleted);
 }
 
 /** Sends `claimDisputeTimeout` for disputed jobs whose deadline passed without a resolution. */
-export async function sweepDisputeTimeouts(deps: EscrowWorkerDeps): Promise<number> {
-  let done = 0;
-  for (const job of await listDisputeTimeoutsDue(deps.db, (deps.now ?? (() => new Date()))(), BATCH)) {
-    await endExpiredDispute({ db: deps.db, escrow: deps.escrow }, job);
-    done++;
-  }
-  return done;
+export function sweepDisputeTimeouts(deps: EscrowWorkerDeps): Promise<number> {
+  return sweepDue(deps, listDisputeTimeoutsDue, endExpiredDispute);
 }
 
 /**

@@ -112,18 +112,24 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
 
 /** Sends `release` for a completed job whose challenge window ended, and records it. */
 export async function releaseCompleted(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
-  const key = job.escrow_job_key as Hex;
-  let payout: Payout;
+  const payout = await payOutUnlessPaid(deps, job, () => releaseJob(deps.escrow.chain, job.escrow_job_key as Hex, deps.db));
+  return payout ? recordPayout(deps, job, payout) : recordRelease(deps.db, job, null);
+}
+
+/**
+ * Sends a payout transaction of ours; null when the escrow refused it because the job was paid
+ * out already by someone else (the customer's approve or claim, anyone's release): the event
+ * scan records that transaction. Any other refusal throws.
+ */
+async function payOutUnlessPaid(deps: { escrow: EscrowDeps }, job: JobRow, send: () => Promise<Payout>): Promise<Payout | null> {
   try {
-    payout = await releaseJob(deps.escrow.chain, key, deps.db);
+    return await send();
   } catch (err) {
     if (!(err instanceof ChainError) || err.retryable) throw err;
-    // Released by someone else (the customer's approve, anyone's release): the event scan records its transaction.
-    const onChain = await readEscrowJob(deps.escrow.chain, key);
+    const onChain = await readEscrowJob(deps.escrow.chain, job.escrow_job_key as Hex);
     if (onChain.status !== 'released') throw err;
-    return recordRelease(deps.db, job, null);
+    return null;
   }
-  return recordPayout(deps, job, payout);
 }
 
 /** The settlement of a dispute that ended at its deadline: nothing paid out, the whole deposit back to the customer. */
@@ -135,17 +141,8 @@ export const DISPUTE_TIMED_OUT = { settlement_amount: '0', settlement_fee: '0', 
  * someone else ended (the customer's own claim) is left to the event scan.
  */
 export async function endExpiredDispute(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
-  const key = job.escrow_job_key as Hex;
-  let payout: Payout;
-  try {
-    payout = await claimDisputeTimeout(deps.escrow.chain, key, deps.db);
-  } catch (err) {
-    if (!(err instanceof ChainError) || err.retryable) throw err;
-    const onChain = await readEscrowJob(deps.escrow.chain, key);
-    if (onChain.status !== 'released') throw err;
-    return job;
-  }
-  return recordPayout(deps, job, payout, (tx) => updateEscrowRecord(tx, job.id, DISPUTE_TIMED_OUT, { settlementStatus: 'disputed' }));
+  const payout = await payOutUnlessPaid(deps, job, () => claimDisputeTimeout(deps.escrow.chain, job.escrow_job_key as Hex, deps.db));
+  return payout ? recordPayout(deps, job, payout, (tx) => updateEscrowRecord(tx, job.id, DISPUTE_TIMED_OUT, { settlementStatus: 'disputed' })) : job;
 }
 
 /**

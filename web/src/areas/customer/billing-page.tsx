@@ -1,20 +1,16 @@
-import { withdrawalListSchema, type BillingEntry, type BillingEntryType } from '@gpufarm/shared';
-import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
-import { lazy, Suspense, useState } from 'react';
+import type { BillingEntry, BillingEntryType } from '@gpufarm/shared';
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
 import { usd, when } from '../../lib/format';
-import { useSession } from '../../lib/session';
 import { DASHBOARD_API } from '../../lib/session-api';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Hash } from '../../ui/hash';
 import { Pager, Table, useCursorPages } from '../../ui/table';
-import { Loading } from '../../ui/states';
+import { WithdrawalsCard } from '../../ui/withdrawals-card';
 
 const PAGE_SIZE = 50;
-// The wallet's write path loads only when something waits for withdrawal: it stays out of the first load.
-const WithdrawalsTable = lazy(() => import('../../ui/withdrawals').then((m) => ({ default: m.WithdrawalsTable })));
 // The totals read every entry; an account past this many sees the newest ones summed and is told so.
 const TOTALS_MAX_ENTRIES = 5_000;
 
@@ -54,7 +50,13 @@ export function BillingPage() {
   });
   return (
     <Page title="Billing">
-      <Withdrawals />
+      <WithdrawalsCard
+        queryKey={['withdrawals']}
+        path={`${DASHBOARD_API}/withdrawals`}
+        intro="The escrow could not send these refunds to your wallet when the jobs were released. They wait in the escrow until your wallet withdraws them."
+        caption="Refunds waiting for withdrawal"
+        refresh={['withdrawals']}
+      />
       <section aria-labelledby="totals-heading">
         <h2 id="totals-heading">Totals per month</h2>
         <QueryState
@@ -109,35 +111,3 @@ export function BillingPage() {
   );
 }
 
-/**
- * What the escrow holds for the account's wallet: its share of a release that could not be sent
- * (a wallet that refused ETH, a token that blocked it), shown only while something waits (and for
- * the rest of the visit after, so the outcome of a withdrawal sent here can be read).
- */
-function Withdrawals() {
-  const api = useApi();
-  const queryClient = useQueryClient();
-  const session = useSession();
-  const waiting = useQuery({
-    queryKey: ['withdrawals'],
-    queryFn: () => api.request({ method: 'GET', path: `${DASHBOARD_API}/withdrawals`, schema: withdrawalListSchema }),
-    refetchInterval: 15_000,
-  });
-  const [shown, setShown] = useState(false);
-  const rows = waiting.data?.data ?? [];
-  if (rows.length > 0 && !shown) setShown(true);
-  if (!shown && rows.length === 0) return null;
-  return (
-    <section aria-labelledby="withdrawals-heading" className="card">
-      <h2 id="withdrawals-heading">Waiting for withdrawal</h2>
-      {rows.length > 0 ? (
-        <p>The escrow could not send these refunds to your wallet when the jobs were released. They wait in the escrow until your wallet withdraws them.</p>
-      ) : (
-        <p className="muted">Nothing waits for withdrawal.</p>
-      )}
-      <Suspense fallback={<Loading />}>
-        <WithdrawalsTable rows={rows} caption="Refunds waiting for withdrawal" signedInAs={session.data?.address ?? null} onMined={() => void queryClient.invalidateQueries({ queryKey: ['withdrawals'] })} />
-      </Suspense>
-    </section>
-  );
-}

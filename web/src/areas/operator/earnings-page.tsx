@@ -1,15 +1,13 @@
-import { withdrawalListSchema } from '@gpufarm/shared';
-import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useApi } from '../../lib/api';
 import { earningsSchema, OPERATOR_API, type EARNING_STATES, type Earnings } from '../../lib/fleet-api';
 import { tokenAmount, when } from '../../lib/format';
-import { useSession } from '../../lib/session';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Pager, Table, useCursorPages } from '../../ui/table';
-import { WithdrawalsTable } from '../../ui/withdrawals';
+import { WithdrawalsCard } from '../../ui/withdrawals-card';
 import { FarmFilter, useFarmParam } from './farm-filter';
 
 type GroupBy = 'job' | 'machine' | 'day';
@@ -61,40 +59,16 @@ export function EarningsPage() {
           <input type="date" value={to} onChange={(e) => setTo(e.target.value)} />
         </label>
       </div>
-      <Withdrawals farm={farm} />
+      <WithdrawalsCard
+        queryKey={['operator', 'withdrawals', farm]}
+        path={`${OPERATOR_API}/withdrawals`}
+        query={{ farm }}
+        intro="The escrow released these payouts but could not send them to the payout wallet. They wait in the escrow until that wallet withdraws them."
+        caption="Payouts waiting for withdrawal"
+        refresh={['operator']}
+      />
       <EarningsList key={JSON.stringify(query)} query={query} />
     </Page>
-  );
-}
-
-/**
- * Payouts released to the farm that the escrow could not send to its payout wallet (a wallet
- * that refuses ETH, a token that blocks it): they wait in the escrow until the payout wallet
- * withdraws them. Shown only while something waits (and for the rest of the visit after).
- */
-function Withdrawals({ farm }: { farm: string }) {
-  const api = useApi();
-  const queryClient = useQueryClient();
-  const session = useSession();
-  const waiting = useQuery({
-    queryKey: ['operator', 'withdrawals', farm],
-    queryFn: () => api.request({ method: 'GET', path: `${OPERATOR_API}/withdrawals`, query: { farm }, schema: withdrawalListSchema }),
-    refetchInterval: 15_000,
-  });
-  const [shown, setShown] = useState(false);
-  const rows = waiting.data?.data ?? [];
-  if (rows.length > 0 && !shown) setShown(true);
-  if (!shown && rows.length === 0) return null;
-  return (
-    <section aria-labelledby="withdrawals-heading" className="card">
-      <h2 id="withdrawals-heading">Waiting for withdrawal</h2>
-      {rows.length > 0 ? (
-        <p>The escrow released these payouts but could not send them to the payout wallet. They wait in the escrow until that wallet withdraws them.</p>
-      ) : (
-        <p className="muted">Nothing waits for withdrawal.</p>
-      )}
-      <WithdrawalsTable rows={rows} caption="Payouts waiting for withdrawal" signedInAs={session.data?.address ?? null} onMined={() => void queryClient.invalidateQueries({ queryKey: ['operator'] })} />
-    </section>
   );
 }
 
