@@ -11,7 +11,7 @@ import type { Job } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard, type DashboardSession } from './helpers/dashboard.js';
-import { escrowJob } from './helpers/escrow.js';
+import { escrowJob, ethWithdrawable, whileRefusingEth, withdrawOnPage } from './helpers/escrow.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
 import { until } from './helpers/wait.js';
@@ -174,4 +174,34 @@ t.test('behavior: dispute a completed job from the page and see it held; a tampe
   t.equal(await item.getByRole('status', { name: 'Verified' }).count(), 0, 'never shown as verified');
   t.equal(downloads, 0, 'no file offered');
   await lookAt(t, session, 'artifact: integrity error');
+});
+
+t.test('behavior: a refund the escrow could not send to the wallet shows on the job and billing pages, and the wallet withdraws it from the billing page', async (t) => {
+  const wallet = ANVIL_ACCOUNTS[3];
+  const customer = await Customer.create(market, 3);
+  const { created } = await customer.createFundedJob({ ...busyboxSpec(market.images, 'echo refund later'), paymentToken: 'eth' });
+  const done = await customer.waitForStatus(created.job.id, ['COMPLETED'], 180_000);
+  const session = await signInToDashboard(t, market, wallet.privateKey);
+  const { page } = session;
+  await page.goto(created.job.links.dashboard);
+  await page.getByRole('button', { name: 'Approve early' }).waitFor();
+  // While the approval releases the job, the wallet refuses ETH: its refund stays in the escrow.
+  await whileRefusingEth(market, wallet.address, async () => {
+    await page.getByRole('button', { name: 'Approve early' }).click();
+    await page.getByText(/Mined: Approve early/).waitFor({ timeout: 60_000 });
+  });
+  t.equal(await ethWithdrawable(market, wallet.address), BigInt(done.payment.maxPayment) - BigInt((await escrowJob(market, done.receipt!.jobKey as Hex)).payout), 'the refund waits in the escrow');
+  const waiting = page.getByRole('region', { name: 'Escrow' }).getByText(/could not be sent to your wallet/);
+  await waiting.waitFor({ timeout: 60_000 });
+  await lookAt(t, session, 'job: refund waiting for withdrawal');
+
+  await page.getByRole('link', { name: 'Billing' }).click();
+  const row = page.getByRole('region', { name: 'Refunds waiting for withdrawal' }).getByRole('row').filter({ hasText: created.job.id });
+  await row.waitFor({ timeout: 30_000 });
+  await lookAt(t, session, 'billing: refund waiting for withdrawal');
+  const txHash = await withdrawOnPage(t, market, page, row, wallet.address);
+  await page.goto(created.job.links.dashboard);
+  await page.getByRole('region', { name: 'Escrow' }).getByText('Withdrawn', { exact: true }).waitFor({ timeout: 60_000 });
+  t.match((await customer.getJob(created.job.id)).receipt?.withdrawal, { status: 'withdrawn', withdrawTxHash: txHash }, 'the job records the withdrawal and its transaction');
+  await lookAt(t, session, 'job: refund withdrawn');
 });

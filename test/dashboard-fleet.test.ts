@@ -9,7 +9,7 @@ import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { enrollAgent, type TestAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard } from './helpers/dashboard.js';
-import { balanceAt, escrowJob } from './helpers/escrow.js';
+import { balanceAt, escrowJob, ethWithdrawable, whileRefusingEth, withdrawOnPage } from './helpers/escrow.js';
 import { busyboxSpec } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
 import { until } from './helpers/wait.js';
@@ -329,4 +329,28 @@ t.test('behavior: an admin cordons a machine, quarantines a farm, suspends an ac
   await page.goto(`${market.url}/admin/audit`);
   const actions = (await page.getByRole('table', { name: 'Audit log' }).textContent()) ?? '';
   for (const action of ['cordon', 'quarantine', 'suspend', 'reactivate', 'api_key.revoke']) t.match(actions, action, `the audit log has the ${action}`);
+});
+
+t.test('behavior: an operator withdraws from the earnings page a payout the escrow could not send to the payout wallet, and sees it released', async (t) => {
+  const customer = await Customer.create(market, 1);
+  const { created } = await customer.createFundedJob({ ...busyboxSpec(market.images, 'echo paid later'), paymentToken: 'eth' });
+  const done = await customer.waitForStatus(created.job.id, ['COMPLETED'], 180_000);
+  // While the customer approves, the payout wallet refuses ETH: its payout stays in the escrow.
+  await whileRefusingEth(market, OPERATOR.address, async () => {
+    const approve = await customer.wallet.writeContract({ address: market.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'approve', args: [done.receipt!.jobKey as Hex] });
+    await market.publicClient.waitForTransactionReceipt({ hash: approve });
+  });
+  t.ok((await ethWithdrawable(market, OPERATOR.address)) > 0n, 'the payout waits in the escrow');
+
+  const operator = await signInToDashboard(t, market, OPERATOR.privateKey);
+  const { page } = operator;
+  await page.goto(`${market.url}/operator/earnings`);
+  const row = page.getByRole('region', { name: 'Payouts waiting for withdrawal' }).getByRole('row').filter({ hasText: created.job.id });
+  await row.waitFor({ timeout: 60_000 });
+  await page.getByRole('table', { name: 'Earnings per job' }).getByRole('row').filter({ hasText: created.job.id }).getByText('waiting for withdrawal', { exact: true }).waitFor();
+  await lookAt(t, operator, 'operator: a payout waiting for withdrawal');
+  await withdrawOnPage(t, market, page, row, OPERATOR.address);
+  await page.reload();
+  await page.getByRole('table', { name: 'Earnings per job' }).getByRole('row').filter({ hasText: created.job.id }).getByText('released', { exact: true }).waitFor();
+  await lookAt(t, operator, 'operator: the payout withdrawn');
 });

@@ -9,8 +9,9 @@ interface IERC20 {
 /// @title gpufarm escrow: one deposit per job, paid out after a challenge window.
 /// @notice A customer funds a job from their own wallet (ETH or an ERC-20). The operator records
 /// the completion (final payment, fee, provider) which opens a challenge window; the customer may
-/// approve early or dispute inside it; anyone releases after it. A canceled or failed job gets its
-/// refund authorized by the operator and claimed by the customer. Every state change emits an event;
+/// approve early or dispute inside it; anyone releases after it. A dispute the operator does not
+/// resolve within DISPUTE_TIMEOUT returns the whole deposit to the customer (anyone may send that
+/// call). A canceled or failed job gets its refund authorized by the operator and claimed by the customer. Every state change emits an event;
 /// every payout follows checks-effects-interactions under a reentrancy guard. No party can hold up
 /// another's money: a payout that fails (a wallet that refuses ETH, a token that blocks an address)
 /// is credited to its recipient, who takes it with `withdraw(token)`.
@@ -28,6 +29,7 @@ contract GpuFarmEscrow {
         uint256 fee;
         uint64 computeSeconds;
         uint64 challengeEndsAt;
+        uint64 disputeEndsAt;
         bytes32 resultHash;
     }
 
@@ -37,6 +39,10 @@ contract GpuFarmEscrow {
     /// Gas that must be left before a payout so it gets all of PAYOUT_GAS (a call passes on 63/64 of
     /// what is left after its own cost, up to 36,600 for a cold, new, ETH-receiving account).
     uint256 private constant PAYOUT_GAS_NEEDED = PAYOUT_GAS * 64 / 63 + 40_000;
+
+    /// How long the operator has to resolve a dispute; after it the dispute can only end with the
+    /// whole deposit back to the customer (`claimDisputeTimeout`). See docs/decisions.md.
+    uint64 public constant DISPUTE_TIMEOUT = 14 days;
 
     address public immutable operator;
     address public immutable treasury;
@@ -50,7 +56,8 @@ contract GpuFarmEscrow {
     event JobFunded(bytes32 indexed jobKey, address indexed customer, address token, uint256 amount, bytes32 jobHash);
     event JobCompleted(bytes32 indexed jobKey, address indexed provider, uint256 payout, uint256 fee, uint64 computeSeconds, bytes32 resultHash, uint64 challengeEndsAt);
     event JobApproved(bytes32 indexed jobKey);
-    event JobDisputed(bytes32 indexed jobKey);
+    event JobDisputed(bytes32 indexed jobKey, uint64 disputeEndsAt);
+    event DisputeTimedOut(bytes32 indexed jobKey);
     event DisputeResolved(bytes32 indexed jobKey, uint256 payout, uint256 fee);
     event JobReleased(bytes32 indexed jobKey, address indexed provider, uint256 providerAmount, uint256 fee, uint256 customerRefund);
     event RefundAuthorized(bytes32 indexed jobKey);
@@ -67,6 +74,8 @@ contract GpuFarmEscrow {
     error ZeroAddress();
     error ChallengeWindowOpen();
     error ChallengeWindowClosed();
+    error DisputeDeadlineNotReached();
+    error DisputeDeadlinePassed();
     error TransferFailed();
     error NothingToWithdraw();
     error OutOfGas();
@@ -163,24 +172,42 @@ contract GpuFarmEscrow {
         _release(jobKey, job);
     }
 
-    /// @notice Customer: disputes the result inside the window; blocks release until resolved.
+    /// @notice Customer: disputes the result inside the window; blocks release until the operator
+    /// resolves it, for at most DISPUTE_TIMEOUT.
     function dispute(bytes32 jobKey) external {
         Job storage job = jobs[jobKey];
         if (job.status != Status.Completed) revert WrongStatus(job.status);
         if (msg.sender != job.customer) revert NotCustomer();
         if (block.timestamp >= job.challengeEndsAt) revert ChallengeWindowClosed();
+        uint64 endsAt = uint64(block.timestamp) + DISPUTE_TIMEOUT;
         job.status = Status.Disputed;
-        emit JobDisputed(jobKey);
+        job.disputeEndsAt = endsAt;
+        emit JobDisputed(jobKey, endsAt);
     }
 
-    /// @notice Operator: settles a dispute with a new payment (at most the recorded one) and pays out.
+    /// @notice Operator: settles a dispute before its deadline with a new payment (at most the
+    /// recorded one) and pays out.
     function resolveDispute(bytes32 jobKey, uint256 payout, uint256 fee) external onlyOperator nonReentrant {
         Job storage job = jobs[jobKey];
         if (job.status != Status.Disputed) revert WrongStatus(job.status);
+        // Past the deadline the outcome is fixed (the customer's refund): no race with its claim.
+        if (block.timestamp >= job.disputeEndsAt) revert DisputeDeadlinePassed();
         if (payout > job.payout || fee > payout) revert BadPayout();
         job.payout = payout;
         job.fee = fee;
         emit DisputeResolved(jobKey, payout, fee);
+        _release(jobKey, job);
+    }
+
+    /// @notice Anyone: ends a dispute left unresolved past its deadline: the whole deposit goes
+    /// back to the customer, nothing to the provider, no fee.
+    function claimDisputeTimeout(bytes32 jobKey) external nonReentrant {
+        Job storage job = jobs[jobKey];
+        if (job.status != Status.Disputed) revert WrongStatus(job.status);
+        if (block.timestamp < job.disputeEndsAt) revert DisputeDeadlineNotReached();
+        job.payout = 0;
+        job.fee = 0;
+        emit DisputeTimedOut(jobKey);
         _release(jobKey, job);
     }
 

@@ -71,6 +71,7 @@ t.test('behavior: release pays the recorded payout and fee; the escrow and the j
   t.same(listed.data, [{
     jobId, jobKey, customer: devWallet(3).address.toLowerCase(), provider: PROVIDER, token: c.deployment.stablecoin!.address.toLowerCase(), symbol: 'tUSDC', decimals: 6,
     amount: before.amount.toString(), payout: before.payout.toString(), fee: before.fee.toString(), disputedAt: listed.data[0].disputedAt,
+    disputeEndsAt: new Date(Number(before.disputeEndsAt) * 1000).toISOString(),
   }]);
   t.match(listed.data[0].disputedAt, /^\d{4}-/);
   t.equal(before.status, 'disputed');

@@ -296,12 +296,18 @@ for (const { who, how } of [
   });
 }
 
-t.test('behavior: a disputing customer that refuses ETH cannot hold up the resolution: provider and treasury are paid', async (t) => {
-  const c = await chainP;
-  const escrow = await escrowDepsFor(t, c);
+/** A job of 1,000,000 wei funded, completed and disputed by a TestWallet that refuses ETH. */
+async function disputedByRefusingWallet(c: TestChain, escrow: Awaited<ReturnType<typeof escrowDepsFor>>) {
   const { wallet, key } = await walletFundsEth(c, ON_RECEIVE.refuse, 1_000_000n);
   await completeJob(escrow.chain, { jobKey: key, payout: 800_000n, fee: 80_000n, computeSeconds: 60, resultHash: RESULT, provider: PROVIDER });
   await walletExecute(c, 1, wallet, { to: c.deployment.escrow, data: escrowCall({ abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [key] }) });
+  return { wallet, key };
+}
+
+t.test('behavior: a disputing customer that refuses ETH cannot hold up the resolution: provider and treasury are paid', async (t) => {
+  const c = await chainP;
+  const escrow = await escrowDepsFor(t, c);
+  const { wallet, key } = await disputedByRefusingWallet(c, escrow);
   t.equal((await readEscrowJob(escrow.chain, key)).status, 'disputed');
   const before = { provider: await ethOf(c, PROVIDER), treasury: await ethOf(c, TREASURY) };
   const { txHash } = await resolveDispute(escrow.chain, { jobKey: key, payout: 400_000n, fee: 40_000n });
@@ -322,4 +328,78 @@ t.test('error: OutOfGas: a release sent with too little gas for its payouts reve
   t.equal(await revertName(release(150_000n)), 'OutOfGas', 'a caller cannot starve a payout into a deferral');
   t.equal(await revertName(release(500_000n)), 'did not revert', 'with enough gas it pays out');
   t.equal((await readEscrowJob(escrow.chain, key)).status, 'completed', 'nothing moved');
+});
+
+// A dispute has a deadline: DISPUTE_TIMEOUT after it was raised. Before it only the operator
+// ends it (resolveDispute); from it on, anyone's claimDisputeTimeout returns the whole deposit to
+// the customer and the operator can no longer resolve.
+
+const DAYS_14 = 14n * 24n * 3600n;
+
+async function disputedStable(c: TestChain, escrow: Awaited<ReturnType<typeof escrowDepsFor>>) {
+  const key = await fundStable(c, 1_000_000n);
+  await completeJob(escrow.chain, { jobKey: key, payout: 800_000n, fee: 80_000n, computeSeconds: 60, resultHash: RESULT, provider: PROVIDER });
+  const receipt = await mined(c, c.wallet(1).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [key] }));
+  const [event] = parseEventLogs({ abi: gpuFarmEscrowAbi, eventName: 'JobDisputed', logs: receipt.logs });
+  const block = await c.publicClient.getBlock({ blockNumber: receipt.blockNumber });
+  return { key, disputeEndsAt: event!.args.disputeEndsAt, disputedAt: block.timestamp };
+}
+
+const timeoutReverts = (c: TestChain, index: 0 | 1 | 2, key: Hex) =>
+  revertName(c.publicClient.simulateContract({ account: c.wallet(index).account, address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'claimDisputeTimeout', args: [key] }));
+const resolveReverts = (c: TestChain, key: Hex) =>
+  revertName(c.publicClient.simulateContract({ account: c.wallet(0).account, address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'resolveDispute', args: [key, 0n, 0n] }));
+
+t.test('behavior: a dispute ends 14 days after it was raised: before, only the operator resolves it; after, anyone returns the whole deposit to the customer', async (t) => {
+  const c = await chainP;
+  const escrow = await escrowDepsFor(t, c);
+  t.equal(await c.publicClient.readContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'DISPUTE_TIMEOUT' }), DAYS_14, 'the timeout is 14 days');
+  const { key, disputeEndsAt, disputedAt } = await disputedStable(c, escrow);
+  t.equal(disputeEndsAt, disputedAt + DAYS_14, 'JobDisputed names the deadline: 14 days after the dispute');
+  t.equal((await readEscrowJob(escrow.chain, key)).disputeEndsAt, disputeEndsAt, 'the escrow keeps it with the job');
+  t.equal(await timeoutReverts(c, 2, key), 'DisputeDeadlineNotReached', 'nobody ends it before the deadline');
+  await c.testClient.setNextBlockTimestamp({ timestamp: disputeEndsAt - 1n });
+  await c.testClient.mine({ blocks: 1 });
+  t.equal(await timeoutReverts(c, 1, key), 'DisputeDeadlineNotReached', 'not even the customer, a second before');
+  t.equal(await resolveReverts(c, key), 'did not revert', 'the operator still may, until the deadline');
+
+  await c.testClient.setNextBlockTimestamp({ timestamp: disputeEndsAt });
+  await c.testClient.mine({ blocks: 1 });
+  t.equal(await resolveReverts(c, key), 'DisputeDeadlinePassed', 'from the deadline on, the operator can no longer resolve');
+  const before = { customer: await balance(c, CUSTOMER), provider: await balance(c, PROVIDER), treasury: await balance(c, TREASURY) };
+  // Anyone: here dev account 2, neither customer nor operator.
+  const receipt = await mined(c, c.wallet(2).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'claimDisputeTimeout', args: [key] }));
+  t.equal(receipt.status, 'success');
+  t.equal(await balance(c, CUSTOMER) - before.customer, 1_000_000n, 'the customer gets the whole deposit back');
+  t.equal(await balance(c, PROVIDER), before.provider, 'nothing to the provider');
+  t.equal(await balance(c, TREASURY), before.treasury, 'no fee');
+  const events = parseEventLogs({ abi: gpuFarmEscrowAbi, logs: receipt.logs });
+  t.same(events.map((e) => e.eventName), ['DisputeTimedOut', 'JobReleased']);
+  t.match(events[1]!.args, { jobKey: key, providerAmount: 0n, fee: 0n, customerRefund: 1_000_000n });
+  const after = await readEscrowJob(escrow.chain, key);
+  t.match(after, { status: 'released', payout: 0n, fee: 0n });
+  t.equal(await timeoutReverts(c, 1, key), 'WrongStatus', 'ended once');
+});
+
+t.test('error: claimDisputeTimeout only ends a dispute', async (t) => {
+  const c = await chainP;
+  const escrow = await escrowDepsFor(t, c);
+  const key = await fundStable(c, 1_000_000n);
+  t.equal(await timeoutReverts(c, 1, key), 'WrongStatus', 'a funded job');
+  await completeJob(escrow.chain, { jobKey: key, payout: 800_000n, fee: 80_000n, computeSeconds: 60, resultHash: RESULT, provider: PROVIDER });
+  await c.testClient.increaseTime({ seconds: Number(DAYS_14) + 601 });
+  await c.testClient.mine({ blocks: 1 });
+  t.equal(await timeoutReverts(c, 1, key), 'WrongStatus', 'a completed job, however long after');
+});
+
+t.test('behavior: a customer that refuses ETH cannot hold up a timed-out dispute: its refund is credited for withdrawal', async (t) => {
+  const c = await chainP;
+  const escrow = await escrowDepsFor(t, c);
+  const { wallet, key } = await disputedByRefusingWallet(c, escrow);
+  await c.testClient.increaseTime({ seconds: Number(DAYS_14) });
+  await c.testClient.mine({ blocks: 1 });
+  const receipt = await mined(c, c.wallet(2).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'claimDisputeTimeout', args: [key] }));
+  t.same(await deferredIn(c, receipt.transactionHash), [{ jobKey: key, to: wallet, token: zeroAddress, amount: 1_000_000n }]);
+  t.equal(await withdrawable(c, wallet, zeroAddress), 1_000_000n);
+  t.equal((await readEscrowJob(escrow.chain, key)).status, 'released');
 });

@@ -95,7 +95,7 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
     challengeEndsAt: /^\d{4}-/, releasedAt: /^\d{4}-/, releaseTxHash: releaseTx,
   });
   t.ok(releaseTx, 'the release transaction is recorded');
-  t.same(totals, [{ token: token.toLowerCase(), symbol: 'tUSDC', decimals: 6, pending: (pending.payout - pending.fee).toString(), released: onChain.toString() }], 'released total = on-chain transfers');
+  t.same(totals, [{ token: token.toLowerCase(), symbol: 'tUSDC', decimals: 6, pending: (pending.payout - pending.fee).toString(), released: onChain.toString(), waitingWithdrawal: '0' }], 'released total = on-chain transfers');
 
   const byDay = (await app.inject({ url: '/operator/api/earnings?groupBy=day', headers: session(me) })).json().data;
   t.same(byDay.map((r: { state: string; amount: string }) => [r.state, r.amount]).sort(), [['disputed', (disputed.payout - disputed.fee).toString()], ['pending', (pending.payout - pending.fee).toString()], ['refunded', '0'], ['released', onChain.toString()]]);

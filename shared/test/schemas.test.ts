@@ -78,6 +78,9 @@ const completedJob: Job = {
     resultHash: `0x${sha('c')}`,
     challengeEndsAt: '2026-10-02T12:10:00Z',
     transactions: { fund: hex('3', 64), completion: hex('4', 64), release: null, refund: null },
+    disputeEndsAt: null,
+    disputeOutcome: null,
+    withdrawal: null,
   },
   artifacts: [
     { id: 'art_out', kind: 'output', filename: 'output.tar', sizeBytes: 10_240, sha256: sha('c') },

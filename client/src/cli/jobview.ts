@@ -27,6 +27,10 @@ export function describeJob(job: Job): string {
   if (job.cost) rows.push(['cost', `${usd(job.cost.totalMicroUsd)} (${job.cost.billableGpuSeconds} GPU-seconds, fee ${usd(job.cost.feeMicroUsd)})`]);
   if (job.result) rows.push(['result', `${job.result.serverHash ?? 'no output'}${job.result.hashesMatch ? '' : ' (host and server hashes differ)'}`]);
   if (job.receipt) rows.push(['receipt', `${job.receipt.status}${job.receipt.challengeEndsAt ? `, challenge window ends ${job.receipt.challengeEndsAt}` : ''}`]);
+  const r = job.receipt;
+  if (r?.status === 'disputed' && r.disputeEndsAt) rows.push(['dispute', `unresolved by ${r.disputeEndsAt}, the whole deposit comes back`]);
+  if (r?.disputeOutcome === 'timed_out') rows.push(['dispute', 'timed out: the whole deposit went back']);
+  if (r?.withdrawal?.status === 'waiting_withdrawal') rows.push(['withdraw', `${r.withdrawal.amount} base units of ${job.payment.symbol} wait in the escrow: send withdraw(${job.payment.token}) from ${r.withdrawal.wallet}`]);
   for (const art of job.artifacts) rows.push(['artifact', `${art.id} ${art.kind} ${art.filename} ${bytesText(art.sizeBytes)} sha256 ${art.sha256}`]);
   rows.push(['dashboard', job.links.dashboard]);
   return rows.map(([name, value]) => `${name.padEnd(10)}${value}`).join('\n') + '\n';

@@ -4,7 +4,7 @@ import { readEscrowJob, resolveDispute } from '../chain/escrow.js';
 import type { Database } from '../db/database.js';
 import { recordAudit, type AuditActor } from '../fleet/audit.js';
 import type { EscrowDeps } from '../jobs/funding.js';
-import { recordRelease } from '../jobs/settlement.js';
+import { recordPayout } from '../jobs/settlement.js';
 import { findJobById, updateEscrowRecord } from '../jobs/store.js';
 
 export type DisputeOutcome = 'release' | 'refund';
@@ -30,19 +30,23 @@ export async function resolveJobDispute(
   if (onChain.status !== 'disputed') {
     throw new ApiError('conflict', `The escrow holds job ${input.jobId} as ${onChain.status}, not disputed; the event scan records the change shortly.`);
   }
+  const latest = await deps.escrow.chain.publicClient.getBlock({ blockTag: 'latest' });
+  if (latest.timestamp >= onChain.disputeEndsAt) {
+    throw new ApiError('conflict', `The dispute of job ${input.jobId} passed its deadline (${new Date(Number(onChain.disputeEndsAt) * 1000).toISOString()}): the escrow now only returns the whole deposit to the customer, which the escrow worker sends.`);
+  }
   const payout = input.outcome === 'release' ? onChain.payout : 0n;
   const fee = input.outcome === 'release' ? onChain.fee : 0n;
-  const { txHash } = await resolveDispute(deps.escrow.chain, { jobKey: key, payout, fee }, deps.db);
-  await deps.db.transaction(async (tx) => {
-    const resolved = await updateEscrowRecord(tx, job.id, { settlement_amount: payout.toString() }, { settlementStatus: 'disputed' });
-    if (resolved) await recordRelease(tx, resolved, txHash);
+  const sent = await resolveDispute(deps.escrow.chain, { jobKey: key, payout, fee }, deps.db);
+  await recordPayout({ db: deps.db, escrow: deps.escrow }, job, sent, async (tx) => {
+    const resolved = await updateEscrowRecord(tx, job.id, { settlement_amount: payout.toString(), settlement_fee: fee.toString(), dispute_outcome: 'resolved' }, { settlementStatus: 'disputed' });
     await recordAudit(tx, {
       actor: input.actor,
       action: 'job.resolve_dispute',
       targetType: 'job',
       targetId: job.id,
-      details: { outcome: input.outcome, payout: payout.toString(), fee: fee.toString(), txHash },
+      details: { outcome: input.outcome, payout: payout.toString(), fee: fee.toString(), txHash: sent.txHash },
     });
+    return resolved;
   });
-  return { jobId: job.id, outcome: input.outcome, txHash };
+  return { jobId: job.id, outcome: input.outcome, txHash: sent.txHash };
 }

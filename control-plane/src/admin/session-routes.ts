@@ -150,6 +150,8 @@ export const adminSessionRoutes: FastifyPluginAsync<{ db: Database; escrow: Escr
         return {
           jobId: d.job_id, jobKey: d.job_key, customer: d.customer, provider: e ? e.provider.toLowerCase() : d.provider, token: d.token, symbol: d.symbol, decimals: d.decimals,
           amount: e ? e.amount.toString() : d.amount, payout: e ? e.payout.toString() : d.payout, fee: e ? e.fee.toString() : null, disputedAt: d.disputed_at?.toISOString() ?? null,
+          // Past it the admin can no longer resolve: the escrow worker returns the whole deposit to the customer.
+          disputeEndsAt: d.dispute_ends_at?.toISOString() ?? null,
         };
       }),
     };

@@ -35,6 +35,7 @@ export interface DisputeRow {
   amount: string;
   payout: string | null;
   disputed_at: Date | null;
+  dispute_ends_at: Date | null;
 }
 
 /** Jobs in dispute (the escrow event scan saw the customer's `dispute`), oldest first. */
@@ -44,7 +45,7 @@ export function listDisputes(db: Queryable): Promise<DisputeRow[]> {
             (SELECT f.payout_address FROM assignments s JOIN machines m ON m.id = s.machine_id JOIN farms f ON f.id = m.farm_id
               WHERE s.job_id = j.id AND s.state = 'finished' ORDER BY s.finished_at DESC LIMIT 1) AS provider,
             j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
-            j.max_payment::text AS amount, j.settlement_amount::text AS payout, j.disputed_at
+            j.max_payment::text AS amount, j.settlement_amount::text AS payout, j.disputed_at, j.dispute_ends_at
        FROM jobs j JOIN accounts a ON a.id = j.account_id
       WHERE j.settlement_status = 'disputed'
       ORDER BY j.disputed_at NULLS FIRST, j.id`,

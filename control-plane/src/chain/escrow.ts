@@ -94,6 +94,8 @@ export interface EscrowJob {
   fee: bigint;
   computeSeconds: bigint;
   challengeEndsAt: bigint;
+  /** Unix seconds until which the operator may resolve a dispute (0 before one). */
+  disputeEndsAt: bigint;
   resultHash: Hex;
 }
 
@@ -163,18 +165,55 @@ export async function completeJob(chain: EscrowChain, completion: Completion, le
   };
 }
 
-/** Anyone (the operator here): pays out a completed job after its challenge window. */
-export async function releaseJob(chain: EscrowChain, jobKey: Hex, ledger?: Database): Promise<{ txHash: Hash }> {
-  const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'release', args: [jobKey] });
-  const receipt = await sendOperatorTx(chain, { jobKey, action: 'release', data }, ledger);
-  return { txHash: receipt.transactionHash };
+/** A payout the escrow could not send at a release (its PaymentDeferred log): it waits in `withdrawable(to, token)`. */
+export interface DeferredPaymentLog {
+  jobKey: Hex;
+  to: Address;
+  token: Address;
+  amount: bigint;
+  txHash: Hash;
+  logIndex: number;
+  blockNumber: bigint;
 }
 
-/** Operator: settles a dispute with a new payment (at most the recorded one) and pays out. */
-export async function resolveDispute(chain: EscrowChain, params: { jobKey: Hex; payout: bigint; fee: bigint }, ledger?: Database): Promise<{ txHash: Hash }> {
+/** What a transaction that paid a job out did: its hash and the payouts the escrow deferred. */
+export interface Payout {
+  txHash: Hash;
+  deferred: DeferredPaymentLog[];
+}
+
+/** The escrow's PaymentDeferred logs in a receipt (logs of other contracts are ignored). */
+export function deferredPaymentsIn(chain: Pick<EscrowChain, 'escrowAddress'>, receipt: Pick<TransactionReceipt, 'logs'>): DeferredPaymentLog[] {
+  const logs = receipt.logs.filter((l) => sameAddress(l.address, chain.escrowAddress));
+  return parseEventLogs({ abi: gpuFarmEscrowAbi, eventName: 'PaymentDeferred', logs }).map((l) => ({
+    ...l.args,
+    txHash: l.transactionHash,
+    logIndex: l.logIndex,
+    blockNumber: l.blockNumber,
+  }));
+}
+
+async function payOut(chain: EscrowChain, call: OperatorCall, ledger?: Database): Promise<Payout> {
+  const receipt = await sendOperatorTx(chain, call, ledger);
+  return { txHash: receipt.transactionHash, deferred: deferredPaymentsIn(chain, receipt) };
+}
+
+/** Anyone (the operator here): pays out a completed job after its challenge window. */
+export function releaseJob(chain: EscrowChain, jobKey: Hex, ledger?: Database): Promise<Payout> {
+  const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'release', args: [jobKey] });
+  return payOut(chain, { jobKey, action: 'release', data }, ledger);
+}
+
+/** Operator: settles a dispute before its deadline with a new payment (at most the recorded one) and pays out. */
+export function resolveDispute(chain: EscrowChain, params: { jobKey: Hex; payout: bigint; fee: bigint }, ledger?: Database): Promise<Payout> {
   const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'resolveDispute', args: [params.jobKey, params.payout, params.fee] });
-  const receipt = await sendOperatorTx(chain, { jobKey: params.jobKey, action: 'resolveDispute', data }, ledger);
-  return { txHash: receipt.transactionHash };
+  return payOut(chain, { jobKey: params.jobKey, action: 'resolveDispute', data }, ledger);
+}
+
+/** Anyone (the operator here): ends a dispute left unresolved past its deadline; the whole deposit goes back to the customer. */
+export function claimDisputeTimeout(chain: EscrowChain, jobKey: Hex, ledger?: Database): Promise<Payout> {
+  const data = encodeFunctionData({ abi: gpuFarmEscrowAbi, functionName: 'claimDisputeTimeout', args: [jobKey] });
+  return payOut(chain, { jobKey, action: 'claimDisputeTimeout', data }, ledger);
 }
 
 export const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db/database.js';
 
-export type OperatorAction = 'authorizeRefund' | 'completeJob' | 'release' | 'resolveDispute';
+export type OperatorAction = 'authorizeRefund' | 'completeJob' | 'release' | 'resolveDispute' | 'claimDisputeTimeout';
 export type OperatorTxState = 'sent' | 'mined' | 'reverted' | 'dropped';
 
 /** One job action's operator transaction (its latest signing). */

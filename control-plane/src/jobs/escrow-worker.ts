@@ -1,19 +1,24 @@
 import type { Hex } from 'viem';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { readEscrowJob } from '../chain/escrow.js';
 import { runSteps, startPeriodic, type Periodic } from '../background/periodic.js';
 import { withAdvisoryLock } from '../db/advisory-lock.js';
 import type { Database } from '../db/database.js';
 import { insertBillingEntry } from '../billing/store.js';
 import { readSetting, writeSetting } from '../settings/store.js';
 import type { EscrowDeps } from './funding.js';
-import { authorizePendingRefund, recordRelease, releaseCompleted } from './settlement.js';
+import { withParties } from './deferred-payments.js';
+import { insertDeferredPayments, markWithdrawn } from './deferred-payments-store.js';
+import { authorizePendingRefund, DISPUTE_TIMED_OUT, endExpiredDispute, recordRelease, releaseCompleted } from './settlement.js';
 import {
   findJobByEscrowKey,
   insertCredit,
   listCreditsToRecheck,
+  listDisputeTimeoutsDue,
   listPendingRefunds,
   listReleasesDue,
   markCreditReorged,
+  type JobRow,
   recordLateFunding,
   updateEscrowRecord,
 } from './store.js';
@@ -49,8 +54,10 @@ export async function lastScannedBlock(deps: Pick<EscrowWorkerDeps, 'db' | 'escr
  * Reads the escrow's events since the last scan and records what they mean for our jobs:
  * a JobFunded for a job that was canceled or expired before its funding arrived is credited and
  * its refund queued (never lost); RefundClaimed fills `receipt.transactions.refund` with a
- * `refund` billing entry; JobDisputed and JobReleased (the customer's approve, anyone's release)
- * update the receipt. Returns the last block scanned.
+ * `refund` billing entry; JobDisputed (with its deadline), DisputeResolved, DisputeTimedOut and
+ * JobReleased (the customer's approve, anyone's release) update the receipt; PaymentDeferred
+ * records a payout left in the escrow and Withdrawn settles the recipient's deferrals before it.
+ * Returns the last block scanned.
  */
 export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> {
   const { chain } = deps.escrow;
@@ -62,8 +69,14 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
   while (from <= head) {
     const to = from + SCAN_STEP - 1n < head ? from + SCAN_STEP - 1n : head;
     const events = await chain.publicClient.getContractEvents({ address: chain.escrowAddress, abi: gpuFarmEscrowAbi, fromBlock: from, toBlock: to, strict: true });
+    const now = deps.now ?? (() => new Date());
     for (const event of events) {
-      // Withdrawn (a deferred payout taken later) names an account, not a job.
+      if (event.eventName === 'Withdrawn') {
+        // It names an account, not a job: the account took its whole credit in the token.
+        const { account, token } = event.args;
+        await markWithdrawn(deps.db, { chainId: chain.chainId, escrowAddress: chain.escrowAddress, account, token, txHash: event.transactionHash, blockNumber: event.blockNumber, logIndex: event.logIndex, at: now() });
+        continue;
+      }
       if (!('jobKey' in event.args)) continue;
       const job = await findJobByEscrowKey(deps.db, event.args.jobKey as string);
       if (!job) continue;
@@ -97,11 +110,29 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
           });
           break;
         case 'JobDisputed':
-          await updateEscrowRecord(deps.db, job.id, { settlement_status: 'disputed', dispute_tx_hash: txHash, disputed_at: (deps.now ?? (() => new Date()))() }, { settlementStatus: 'completed' });
+          await updateEscrowRecord(
+            deps.db,
+            job.id,
+            { settlement_status: 'disputed', dispute_tx_hash: txHash, disputed_at: now(), dispute_ends_at: new Date(Number(event.args.disputeEndsAt) * 1000) },
+            { settlementStatus: 'completed' },
+          );
+          break;
+        // Both come right before the JobReleased of the same transaction, which records the release.
+        case 'DisputeResolved':
+          await updateEscrowRecord(deps.db, job.id, { settlement_amount: event.args.payout.toString(), settlement_fee: event.args.fee.toString(), dispute_outcome: 'resolved' }, { settlementStatus: 'disputed' });
+          break;
+        case 'DisputeTimedOut':
+          await updateEscrowRecord(deps.db, job.id, DISPUTE_TIMED_OUT, { settlementStatus: 'disputed' });
           break;
         case 'JobReleased':
           if (!job.release_tx_hash) await recordRelease(deps.db, job, txHash);
           break;
+        case 'PaymentDeferred': {
+          const escrowJob = await readEscrowJob(chain, event.args.jobKey);
+          const log = { ...event.args, txHash: event.transactionHash, logIndex: event.logIndex, blockNumber: event.blockNumber };
+          await insertDeferredPayments(deps.db, { chainId: chain.chainId, escrowAddress: chain.escrowAddress, jobId: job.id, payments: withParties(escrowJob, [log]) });
+          break;
+        }
         default:
           break;
       }
@@ -145,14 +176,21 @@ export async function sweepRefunds(deps: EscrowWorkerDeps): Promise<number> {
   return done;
 }
 
+/** Runs `act` on each job `due` lists now (a batch); answers how many it ran on. */
+async function sweepDue(deps: EscrowWorkerDeps, due: (db: Database, now: Date, limit: number) => Promise<JobRow[]>, act: (deps: { db: Database; escrow: EscrowDeps }, job: JobRow) => Promise<unknown>): Promise<number> {
+  const jobs = await due(deps.db, (deps.now ?? (() => new Date()))(), BATCH);
+  for (const job of jobs) await act({ db: deps.db, escrow: deps.escrow }, job);
+  return jobs.length;
+}
+
 /** Sends `release` for completed jobs whose challenge window ended. */
-export async function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
-  let done = 0;
-  for (const job of await listReleasesDue(deps.db, (deps.now ?? (() => new Date()))(), BATCH)) {
-    await releaseCompleted({ db: deps.db, escrow: deps.escrow }, job);
-    done++;
-  }
-  return done;
+export function sweepReleases(deps: EscrowWorkerDeps): Promise<number> {
+  return sweepDue(deps, listReleasesDue, releaseCompleted);
+}
+
+/** Sends `claimDisputeTimeout` for disputed jobs whose deadline passed without a resolution. */
+export function sweepDisputeTimeouts(deps: EscrowWorkerDeps): Promise<number> {
+  return sweepDue(deps, listDisputeTimeoutsDue, endExpiredDispute);
 }
 
 /**
@@ -174,6 +212,7 @@ async function runEscrowSweeps(deps: EscrowWorkerDeps): Promise<void> {
     ['reorg check', () => checkReorgs(deps)],
     ['refunds', () => sweepRefunds(deps)],
     ['releases', () => sweepReleases(deps)],
+    ['dispute timeouts', () => sweepDisputeTimeouts(deps)],
   ]);
 }
 

@@ -1,27 +1,38 @@
-import type { ArtifactSummary, Job, JobAssignment, JobReceipt } from '@gpufarm/shared';
+import type { ArtifactSummary, Job, JobAssignment, JobReceipt, JobWithdrawal } from '@gpufarm/shared';
 import { listJobsArtifacts } from '../artifacts/store.js';
 import type { Queryable } from '../db/database.js';
+import { deferredPaymentsOfJobs } from './deferred-payments-store.js';
 import { microUsdToTokenUnits } from './settlement.js';
 import { listJobAssignments, type JobRow } from './store.js';
 
-/** What a job object shows beyond its own row: where it ran and its stored artifacts. */
+/** What a job object shows beyond its own row: where it ran, its stored artifacts, the customer's share the escrow holds. */
 export interface JobExtras {
   assignment: JobAssignment | null;
   artifacts: ArtifactSummary[];
+  withdrawal: JobWithdrawal | null;
 }
 
-const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [] };
+const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [], withdrawal: null };
 
-/** The assignment (with farm and coarse region) and the output and log artifacts of each job, in two statements. */
+/** The assignment (with farm and coarse region), the output and log artifacts and the deferred payouts of each job, in three statements. */
 export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Promise<Map<string, JobExtras>> {
   const out = new Map<string, JobExtras>();
   if (rows.length === 0) return out;
   const assignmentIds = rows.map((r) => r.assignment_id).filter((id): id is string => id !== null);
-  const [assignments, artifacts] = await Promise.all([
-    listJobAssignments(db, assignmentIds),
-    listJobsArtifacts(db, rows.map((r) => r.id)),
-  ]);
-  for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [] });
+  const jobIds = rows.map((r) => r.id);
+  const [assignments, artifacts, deferred] = await Promise.all([listJobAssignments(db, assignmentIds), listJobsArtifacts(db, jobIds), deferredPaymentsOfJobs(db, jobIds)]);
+  for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [], withdrawal: null });
+  // A release pays the customer once, so a job has at most one deferral of the customer's share.
+  for (const d of deferred) {
+    if (d.party !== 'customer') continue;
+    out.get(d.jobId)!.withdrawal = {
+      status: d.withdrawTxHash ? 'withdrawn' : 'waiting_withdrawal',
+      wallet: d.recipient,
+      amount: d.amount,
+      withdrawTxHash: d.withdrawTxHash,
+      withdrawnAt: d.withdrawnAt ? new Date(d.withdrawnAt).toISOString() : null,
+    };
+  }
   for (const a of assignments) {
     out.get(a.job_id)!.assignment = {
       gpu: { model: a.gpu_model, modelClass: a.class_id, count: a.gpu_count },
@@ -78,7 +89,7 @@ export function toJob(row: JobRow, publicUrl: string, extras: JobExtras = NO_EXT
       row.verification_level !== null
         ? { hostHash: row.host_hash, serverHash: row.server_hash, hashesMatch: row.hashes_match ?? false, outputArtifactId: row.output_artifact_id, logArtifactId: row.log_artifact_id }
         : null,
-    receipt: receiptOf(row),
+    receipt: receiptOf(row, extras.withdrawal),
     artifacts: extras.artifacts,
   };
 }
@@ -94,8 +105,9 @@ function minPayment(row: JobRow): string {
  * The escrow's record: from the completion on (`completed`, `disputed`, `released`), or the
  * refund once authorized on chain (`refund_authorized`, `refunded`: the whole deposit); null before.
  */
-function receiptOf(row: JobRow): JobReceipt | null {
+function receiptOf(row: JobRow, withdrawal: JobWithdrawal | null): JobReceipt | null {
   const transactions = { fund: row.fund_tx_hash, completion: row.completion_tx_hash, release: row.release_tx_hash, refund: row.refund_tx_hash };
+  const later = { disputeEndsAt: row.dispute_ends_at?.toISOString() ?? null, disputeOutcome: row.dispute_outcome, withdrawal };
   if (row.settlement_status) {
     return {
       jobKey: row.escrow_job_key,
@@ -105,6 +117,7 @@ function receiptOf(row: JobRow): JobReceipt | null {
       resultHash: row.result_hash,
       challengeEndsAt: row.challenge_ends_at?.toISOString() ?? null,
       transactions,
+      ...later,
     };
   }
   if (row.refund_status === 'authorized' || row.refund_status === 'claimed') {
@@ -116,6 +129,7 @@ function receiptOf(row: JobRow): JobReceipt | null {
       resultHash: null,
       challengeEndsAt: null,
       transactions,
+      ...later,
     };
   }
   return null;

@@ -1,8 +1,10 @@
 import { finalCost, type FinalCost } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
 import { insertBillingEntry } from '../billing/store.js';
-import { authorizeRefund, ChainError, completeJob, readEscrowJob, releaseJob } from '../chain/escrow.js';
+import { authorizeRefund, ChainError, claimDisputeTimeout, completeJob, readEscrowJob, releaseJob, type Payout } from '../chain/escrow.js';
 import type { Database, Queryable } from '../db/database.js';
+import { withParties } from './deferred-payments.js';
+import { insertDeferredPayments } from './deferred-payments-store.js';
 import type { EscrowDeps } from './funding.js';
 import { findJobById, updateEscrowRecord, type JobRow } from './store.js';
 
@@ -110,17 +112,60 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
 
 /** Sends `release` for a completed job whose challenge window ended, and records it. */
 export async function releaseCompleted(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
-  const key = job.escrow_job_key as Hex;
-  let txHash: Hex | null = null;
+  const payout = await payOutUnlessPaid(deps, job, () => releaseJob(deps.escrow.chain, job.escrow_job_key as Hex, deps.db));
+  return payout ? recordPayout(deps, job, payout) : recordRelease(deps.db, job, null);
+}
+
+/**
+ * Sends a payout transaction of ours; null when the escrow refused it because the job was paid
+ * out already by someone else (the customer's approve or claim, anyone's release): the event
+ * scan records that transaction. Any other refusal throws.
+ */
+async function payOutUnlessPaid(deps: { escrow: EscrowDeps }, job: JobRow, send: () => Promise<Payout>): Promise<Payout | null> {
   try {
-    txHash = (await releaseJob(deps.escrow.chain, key, deps.db)).txHash;
+    return await send();
   } catch (err) {
     if (!(err instanceof ChainError) || err.retryable) throw err;
-    // Released by someone else (the customer's approve, anyone's release): the event scan records its transaction.
-    const onChain = await readEscrowJob(deps.escrow.chain, key);
+    const onChain = await readEscrowJob(deps.escrow.chain, job.escrow_job_key as Hex);
     if (onChain.status !== 'released') throw err;
+    return null;
   }
-  return recordRelease(deps.db, job, txHash);
+}
+
+/** The settlement of a dispute that ended at its deadline: nothing paid out, the whole deposit back to the customer. */
+export const DISPUTE_TIMED_OUT = { settlement_amount: '0', settlement_fee: '0', dispute_outcome: 'timed_out' } as const;
+
+/**
+ * Sends `claimDisputeTimeout` for a disputed job whose deadline passed without a resolution, and
+ * records the outcome (`DISPUTE_TIMED_OUT`, released with its transaction). A dispute that
+ * someone else ended (the customer's own claim) is left to the event scan.
+ */
+export async function endExpiredDispute(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
+  const payout = await payOutUnlessPaid(deps, job, () => claimDisputeTimeout(deps.escrow.chain, job.escrow_job_key as Hex, deps.db));
+  return payout ? recordPayout(deps, job, payout, (tx) => updateEscrowRecord(tx, job.id, DISPUTE_TIMED_OUT, { settlementStatus: 'disputed' })) : job;
+}
+
+/**
+ * Records a payout transaction of ours in one database transaction: `settle` (the settlement's
+ * own fields; the row it answers is released, null: another writer recorded it), the release
+ * with its billing entry, and the payouts the escrow deferred in it.
+ */
+export async function recordPayout(
+  deps: { db: Database; escrow: EscrowDeps },
+  job: JobRow,
+  payout: Payout,
+  settle: (tx: Queryable) => Promise<JobRow | null> = async () => job,
+): Promise<JobRow> {
+  // Whose share each deferral was is the escrow's record of the job: read before the transaction.
+  const escrowJob = payout.deferred.length > 0 ? await readEscrowJob(deps.escrow.chain, job.escrow_job_key as Hex) : null;
+  return deps.db.transaction(async (tx) => {
+    const settled = await settle(tx);
+    const row = settled ? await recordRelease(tx, settled, payout.txHash) : job;
+    if (escrowJob) {
+      await insertDeferredPayments(tx, { chainId: deps.escrow.chain.chainId, escrowAddress: deps.escrow.chain.escrowAddress, jobId: job.id, payments: withParties(escrowJob, payout.deferred) });
+    }
+    return row;
+  });
 }
 
 /** Records a release (ours or seen on chain) once, with its billing entry. */

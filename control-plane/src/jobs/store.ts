@@ -47,6 +47,10 @@ export interface JobRow {
   /** The customer's `dispute` as the escrow event scan saw it (kept after a resolution). */
   dispute_tx_hash: string | null;
   disputed_at: Date | null;
+  /** The escrow's deadline for resolving the dispute (its JobDisputed event); null before one. */
+  dispute_ends_at: Date | null;
+  /** How a dispute ended: an admin's `resolveDispute`, or the deadline passing (the deposit went back). */
+  dispute_outcome: 'resolved' | 'timed_out' | null;
   /** Assignments made so far (the matcher sets it to the attempt number of the one it just made). */
   attempts: number;
   /** The live assignment (MATCHING, RUNNING), or the one that produced the result. */
@@ -73,7 +77,7 @@ const COLUMNS = `id, seq, account_id, status, spec, spec_hash, title, gpu_count,
   max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment::text AS max_payment,
   wei_per_usd::text AS wei_per_usd, escrow_job_key, escrow_address, job_hash, cancel_reason, funding_hold, fund_tx_hash, settlement_status,
   settlement_amount::text AS settlement_amount, compute_seconds, result_hash, challenge_ends_at, completion_tx_hash, release_tx_hash,
-  refund_status, refund_authorize_tx_hash, refund_tx_hash, dispute_tx_hash, disputed_at, attempts, assignment_id, verification_level, host_hash, server_hash,
+  refund_status, refund_authorize_tx_hash, refund_tx_hash, dispute_tx_hash, disputed_at, dispute_ends_at, dispute_outcome, attempts, assignment_id, verification_level, host_hash, server_hash,
   hashes_match, output_artifact_id, log_artifact_id, billable_gpu_seconds, compute_micro_usd, fee_micro_usd, total_micro_usd,
   failure_reason, deterministic, created_at, updated_at`;
 
@@ -93,6 +97,8 @@ const ESCROW_DEFAULTS = {
   refund_tx_hash: null,
   dispute_tx_hash: null,
   disputed_at: null,
+  dispute_ends_at: null,
+  dispute_outcome: null,
   attempts: 0,
   assignment_id: null,
   verification_level: null,
@@ -278,7 +284,7 @@ export async function recordLateFunding(db: Queryable, params: { jobId: string; 
 export async function updateEscrowRecord(
   db: Queryable,
   jobId: string,
-  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'dispute_tx_hash' | 'disputed_at' | 'funding_hold'>> & { settlement_fee?: string },
+  fields: Partial<Pick<JobRow, 'refund_status' | 'refund_authorize_tx_hash' | 'refund_tx_hash' | 'settlement_status' | 'settlement_amount' | 'compute_seconds' | 'result_hash' | 'challenge_ends_at' | 'completion_tx_hash' | 'release_tx_hash' | 'dispute_tx_hash' | 'disputed_at' | 'dispute_ends_at' | 'dispute_outcome' | 'funding_hold'>> & { settlement_fee?: string },
   guard: { refundStatus?: JobRow['refund_status']; settlementStatus?: JobRow['settlement_status'] } = {},
 ): Promise<JobRow | null> {
   const entries = Object.entries(fields);
@@ -356,6 +362,14 @@ export async function listPendingRefunds(db: Queryable, params: { limit: number;
 export async function listReleasesDue(db: Queryable, now: Date, limit: number): Promise<JobRow[]> {
   return db.query<JobRow>(
     `SELECT ${COLUMNS} FROM jobs WHERE settlement_status = 'completed' AND release_tx_hash IS NULL AND challenge_ends_at <= $1 ORDER BY challenge_ends_at LIMIT $2`,
+    [now, limit],
+  );
+}
+
+/** Disputed jobs whose deadline passed without a resolution: the escrow now only returns the deposit. */
+export async function listDisputeTimeoutsDue(db: Queryable, now: Date, limit: number): Promise<JobRow[]> {
+  return db.query<JobRow>(
+    `SELECT ${COLUMNS} FROM jobs WHERE settlement_status = 'disputed' AND dispute_ends_at <= $1 ORDER BY dispute_ends_at LIMIT $2`,
     [now, limit],
   );
 }

@@ -20,7 +20,7 @@ export async function jobTimeline(db: Queryable, params: { job: JobRow; chainId:
  * the final status (the last status change), the completion and its charge, the dispute (the
  * event scan), the release (its entry; told apart by whose transaction it is: the operator's
  * `release` after the window, the `resolveDispute` of a disputed job, else the customer's
- * `approve` when recorded before the window ended), the refund's authorization (the operator's
+ * `approve` when recorded before the window ended; a dispute past its deadline ends timed out), the refund's authorization (the operator's
  * transaction) and its claim (its entry). Events are in time order; one without a time stays after
  * the event before it.
  */
@@ -44,10 +44,12 @@ export function buildJobTimeline(job: JobRow, records: JobTimelineRecords): JobT
   if (job.completion_tx_hash) push('completion_recorded', entry('charge')?.created_at ?? null, job.completion_tx_hash);
   const disputed = job.dispute_tx_hash !== null || job.settlement_status === 'disputed';
   if (disputed) push('disputed', job.disputed_at, job.dispute_tx_hash);
+  if (job.dispute_ends_at && (job.settlement_status === 'disputed' || job.dispute_outcome === 'timed_out')) push('dispute_deadline', job.dispute_ends_at);
   if (job.settlement_status === 'released') {
     const releasedAt = entry('release')?.created_at ?? null;
     const how: JobTimelineState =
-      disputed || operatorTx('resolveDispute', job.release_tx_hash) ? 'resolved'
+      job.dispute_outcome === 'timed_out' ? 'dispute_timed_out'
+      : disputed || operatorTx('resolveDispute', job.release_tx_hash) ? 'resolved'
       : operatorTx('release', job.release_tx_hash) ? 'released'
       : releasedAt && job.challenge_ends_at && releasedAt < job.challenge_ends_at ? 'approved'
       : 'released';

@@ -15,7 +15,8 @@ import { ledgerGroups, ledgerJobs, type LedgerScope, type LedgerState } from './
  * States: `pending` (completed, in or past the challenge window, not released yet),
  * `disputed` (the customer disputed it; an admin resolves it), `released` (paid out: the amount
  * went to the payout address), `refunded` (released with nothing for the farm: a dispute
- * resolved as a refund).
+ * resolved as a refund), `waiting_withdrawal` (released, but the escrow could not send the payout:
+ * it waits in the escrow until the payout wallet calls `withdraw(token)`; `released` once it did).
  */
 
 export type EarningState = LedgerState;

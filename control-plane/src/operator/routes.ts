@@ -14,6 +14,8 @@ import { recordAudit, type AuditTargetType } from '../fleet/audit.js';
 import { setMachineDrain } from '../fleet/drain.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
+import { withdrawalsOf } from '../jobs/deferred-payments.js';
+import { waitingForFarms } from '../jobs/deferred-payments-store.js';
 import { earningsCsv, earningsPage, type LedgerScope } from './earnings.js';
 import { goingPrices } from './market.js';
 import {
@@ -328,6 +330,12 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
       .header('content-type', 'text/csv; charset=utf-8; header=present')
       .header('content-disposition', `attachment; filename="earnings-${query.groupBy}.csv"`)
       .send(Readable.from(earningsCsv(db, ledger, query.groupBy)));
+  });
+
+  // Payouts the escrow holds for the farms' payout wallets: each wallet takes its own with withdraw(token).
+  app.get(`${base}/withdrawals`, session, async (request) => {
+    const query = parseQuery(farmQuery, request.query, 'GET /operator/api/withdrawals');
+    return { data: withdrawalsOf(await waitingForFarms(db, ids(scope(request, query.farm)))) };
   });
 
   const payoutFarm = (request: FastifyRequest) => {

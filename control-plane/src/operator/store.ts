@@ -160,21 +160,22 @@ export interface LedgerScope {
   to: Date | null;
 }
 
-export type LedgerState = 'pending' | 'released' | 'disputed' | 'refunded';
+export type LedgerState = 'pending' | 'released' | 'disputed' | 'refunded' | 'waiting_withdrawal';
 
 /**
  * The ledger as a relation ($1 farm ids, $2 from, $3 to): one row per settled customer job that
  * ran (its result's assignment) on one of the farms, in token base units: the farm is paid
  * `amount` = payout - fee (a dispute resolved as a refund leaves a payout of 0, and no fee is
  * taken from nothing). `state`: `pending` (completed, not released), `disputed`, `released`,
- * `refunded` (released with nothing for the farm). Completed when it was charged; released when
+ * `refunded` (released with nothing for the farm), `waiting_withdrawal` (released, but the escrow
+ * could not send the farm's payout: it waits for the payout wallet's `withdraw(token)`). Completed when it was charged; released when
  * its release was recorded.
  */
 const LEDGER = `
   SELECT * FROM (
     SELECT e.*, e.payout - e.fee AS amount,
            CASE e.settlement_status WHEN 'completed' THEN 'pending' WHEN 'disputed' THEN 'disputed'
-                ELSE CASE WHEN e.payout - e.fee = 0 THEN 'refunded' ELSE 'released' END END AS state
+                ELSE CASE WHEN e.payout - e.fee = 0 THEN 'refunded' WHEN e.waiting_withdrawal THEN 'waiting_withdrawal' ELSE 'released' END END AS state
       FROM (
         SELECT j.id AS job_id, a.machine_id, j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
                coalesce(j.settlement_amount, 0) AS payout, least(coalesce(j.settlement_fee, 0), coalesce(j.settlement_amount, 0)) AS fee,
@@ -182,7 +183,8 @@ const LEDGER = `
                coalesce((SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'charge'), a.finished_at, j.updated_at) AS completed_at,
                j.challenge_ends_at,
                (SELECT min(b.created_at) FROM billing_entries b WHERE b.job_id = j.id AND b.type = 'release') AS released_at,
-               j.release_tx_hash
+               j.release_tx_hash,
+               EXISTS (SELECT 1 FROM escrow_deferred_payments d WHERE d.job_id = j.id AND d.party = 'provider' AND d.withdraw_tx_hash IS NULL) AS waiting_withdrawal
           FROM jobs j JOIN assignments a ON a.id = j.assignment_id JOIN machines m ON m.id = a.machine_id
          WHERE m.farm_id = ANY($1::text[]) AND j.kind = 'customer' AND j.settlement_status IS NOT NULL
       ) e
@@ -254,12 +256,16 @@ export function ledgerGroups(
   );
 }
 
-/** Per token: what waits in (or past) the challenge window, and what was released to the payout address; by symbol. */
-export function ledgerTotals(db: Queryable, scope: LedgerScope): Promise<Array<{ token: string; symbol: string; decimals: number; pending: string; released: string }>> {
+/**
+ * Per token, by symbol: what waits in (or past) the challenge window, what was released to the payout
+ * address, and what was released but waits in the escrow for the payout wallet's withdrawal.
+ */
+export function ledgerTotals(db: Queryable, scope: LedgerScope): Promise<Array<{ token: string; symbol: string; decimals: number; pending: string; released: string; waitingWithdrawal: string }>> {
   return db.query(
     `SELECT l.token, min(l.symbol) AS symbol, min(l.decimals) AS decimals,
             coalesce(sum(l.amount) FILTER (WHERE l.state = 'pending'), 0)::text AS pending,
-            coalesce(sum(l.amount) FILTER (WHERE l.state = 'released'), 0)::text AS released
+            coalesce(sum(l.amount) FILTER (WHERE l.state = 'released'), 0)::text AS released,
+            coalesce(sum(l.amount) FILTER (WHERE l.state = 'waiting_withdrawal'), 0)::text AS "waitingWithdrawal"
        FROM (${LEDGER}) l GROUP BY l.token ORDER BY min(l.symbol), l.token`,
     [scope.farmIds, scope.from, scope.to],
   );

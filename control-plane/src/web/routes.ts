@@ -14,6 +14,8 @@ import type { Database } from '../db/database.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { requireAccountJob } from '../jobs/account-job.js';
+import { withdrawalsOf } from '../jobs/deferred-payments.js';
+import { waitingForCustomer } from '../jobs/deferred-payments-store.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
 import { insertSiweNonce } from './store.js';
@@ -73,7 +75,7 @@ export interface WebRoutesOptions {
 
 /**
  * The dashboard's own API under `/dashboard/api`: Sign-In with Ethereum sessions (nonce,
- * sign-in, session, sign-out), the account's API keys and a job's timeline. The `/v1` routes it also serves
+ * sign-in, session, sign-out), the account's API keys, a job's timeline and the payouts waiting for withdrawal. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
 export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient }) => {
@@ -172,4 +174,10 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
     const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
     return jobTimeline(db, { job, chainId: config.chainId });
   });
+
+  // Dashboard only: the account's shares of its jobs' releases that the escrow could not send
+  // to its wallet, per (wallet, token); the wallet takes each with withdraw(token).
+  app.get(`${base}/withdrawals`, { config: { auth: 'session' } }, async (request) => ({
+    data: withdrawalsOf(await waitingForCustomer(db, sessionOf(request.webSession).accountId)),
+  }));
 };

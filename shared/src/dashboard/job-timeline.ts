@@ -26,7 +26,10 @@ export const JOB_TIMELINE_STATES = [
   'approved',
   'released',
   'disputed',
+  // Until when an admin may resolve the dispute (`at` may be ahead); past it the deposit goes back.
+  'dispute_deadline',
   'resolved',
+  'dispute_timed_out',
   'refund_authorized',
   'refunded',
 ] as const;

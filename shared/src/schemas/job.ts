@@ -126,8 +126,28 @@ export const jobResultSchema = z.strictObject({
 export type JobResult = z.infer<typeof jobResultSchema>;
 
 /**
+ * The customer's share of the release that the escrow could not send to their wallet (a wallet
+ * that refuses ETH, a token that blocks it): it waits in the escrow until that wallet calls
+ * `withdraw(token)`. `status` is `waiting_withdrawal` until the service sees the withdrawal.
+ */
+export const jobWithdrawalSchema = z.strictObject({
+  status: z.enum(['waiting_withdrawal', 'withdrawn']),
+  wallet: addressSchema,
+  amount: tokenAmountSchema,
+  withdrawTxHash: txHashSchema.nullable(),
+  withdrawnAt: isoTimeSchema.nullable(),
+});
+export type JobWithdrawal = z.infer<typeof jobWithdrawalSchema>;
+
+/** How a dispute ended: an admin resolved it, or its deadline passed and the whole deposit went back to the customer. */
+export const DISPUTE_OUTCOMES = ['resolved', 'timed_out'] as const;
+
+/**
  * The escrow's record of the job. `resultHash` (bytes32, on chain) and `challengeEndsAt` are
- * null for a refund receipt; a transaction hash is null until the transaction exists.
+ * null for a refund receipt; a transaction hash is null until the transaction exists. Beyond the
+ * spec's fields: `disputeEndsAt` (after a dispute: until when an admin may resolve it; past it the
+ * customer's whole deposit comes back), `disputeOutcome` and `withdrawal` (null when the release
+ * paid the customer's share, or there was none).
  */
 export const jobReceiptSchema = z.strictObject({
   jobKey: bytes32Schema,
@@ -142,6 +162,9 @@ export const jobReceiptSchema = z.strictObject({
     release: txHashSchema.nullable(),
     refund: txHashSchema.nullable(),
   }),
+  disputeEndsAt: isoTimeSchema.nullable(),
+  disputeOutcome: z.enum(DISPUTE_OUTCOMES).nullable(),
+  withdrawal: jobWithdrawalSchema.nullable(),
 });
 export type JobReceipt = z.infer<typeof jobReceiptSchema>;
 

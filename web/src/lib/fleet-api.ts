@@ -165,6 +165,8 @@ export const disputeListSchema = z.object({
       /** Null when the service has not recorded the fee apart (the chain holds it). */
       fee: tokenAmount.nullable(),
       disputedAt: iso.nullable(),
+      /** Until when the dispute may be resolved; past it the escrow returns the whole deposit to the customer. Null: a dispute from before deadlines. */
+      disputeEndsAt: iso.nullable(),
     }),
   ),
 });
@@ -260,7 +262,7 @@ export type EnrollmentTokenCreated = z.infer<typeof enrollmentTokenCreatedSchema
 
 export const priceSetSchema = z.object({ farm: z.string(), classId: z.string(), machines: z.int(), pricePerGpuHourMicroUsd: micro.nullable() });
 
-export const EARNING_STATES = ['pending', 'released', 'disputed', 'refunded'] as const;
+export const EARNING_STATES = ['pending', 'released', 'disputed', 'refunded', 'waiting_withdrawal'] as const;
 export const earningsSchema = z.object({
   data: z.array(
     z.object({
@@ -280,6 +282,6 @@ export const earningsSchema = z.object({
     }),
   ),
   nextCursor: nextCursor.optional(),
-  totals: z.array(z.object({ token: z.string(), symbol: z.string(), decimals: z.int().nonnegative(), pending: tokenAmount, released: tokenAmount })),
+  totals: z.array(z.object({ token: z.string(), symbol: z.string(), decimals: z.int().nonnegative(), pending: tokenAmount, released: tokenAmount, waitingWithdrawal: tokenAmount })),
 });
 export type Earnings = z.infer<typeof earningsSchema>;

@@ -1,10 +1,11 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useCallback, useState } from 'react';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { ADMIN_API, disputeListSchema, resolvedDisputeSchema, type Dispute } from '../../lib/fleet-api';
 import { tokenAmount, when } from '../../lib/format';
 import { ConfirmButton } from '../../ui/confirm';
+import { Countdown } from '../../ui/countdown';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
@@ -13,7 +14,11 @@ import { TxStatus, type TxState } from '../../ui/tx-status';
 
 type Outcome = 'release' | 'refund';
 
-/** Disputed jobs, each resolved by the escrow's `resolveDispute`: release pays the farm as recorded, refund returns everything to the customer. */
+/**
+ * Disputed jobs, each resolved by the escrow's `resolveDispute` before its deadline: release pays
+ * the farm as recorded, refund returns everything to the customer. Past the deadline the escrow
+ * only returns the whole deposit to the customer (the escrow worker sends that).
+ */
 export function DisputesPage() {
   const api = useApi();
   const disputes = useQuery({ queryKey: ['admin', 'disputes'], queryFn: () => api.request({ method: 'GET', path: `${ADMIN_API}/disputes`, schema: disputeListSchema }), refetchInterval: 15_000 });
@@ -39,7 +44,7 @@ export function DisputesPage() {
         loading="Loading disputes…"
         errorTitle="Could not load the disputes"
         isEmpty={(d) => d.data.length === 0}
-        empty={{ title: 'No open dispute', body: <p>A customer’s dispute inside the challenge window appears here until an admin resolves it.</p> }}
+        empty={{ title: 'No open dispute', body: <p>A customer’s dispute inside the challenge window appears here until an admin resolves it or its deadline passes.</p> }}
       >
         {(d) => (
           <Table
@@ -49,6 +54,7 @@ export function DisputesPage() {
             columns={[
               { header: 'Job', cell: (row) => <code>{row.jobId}</code> },
               { header: 'Disputed', cell: (row) => when(row.disputedAt) },
+              { header: 'Deadline', cell: (row) => (row.disputeEndsAt ? <Deadline at={row.disputeEndsAt} /> : '—') },
               { header: 'Customer', cell: (row) => <Hash value={row.customer} label="customer wallet" /> },
               { header: 'Farm payout', cell: (row) => <Hash value={row.provider} label="farm payout wallet" /> },
               { header: 'Escrowed', cell: (row) => tokenAmount(row.amount, row.decimals, row.symbol), className: 'num' },
@@ -92,5 +98,18 @@ function ResolveActions({ dispute, onState }: { dispute: Dispute; onState: (stat
         <p>The escrow returns all {amount(dispute.amount)} to the customer; the farm and gpufarm get nothing.</p>
       </ConfirmButton>
     </div>
+  );
+}
+
+/** The dispute's deadline and the time left; once past, that the deposit goes back to the customer. */
+function Deadline({ at }: { at: string }) {
+  const [past, setPast] = useState(() => Date.parse(at) <= Date.now());
+  const end = useCallback(() => setPast(true), []);
+  return past ? (
+    <>{when(at)}: passed, the whole deposit goes back to the customer</>
+  ) : (
+    <>
+      {when(at)} (<Countdown to={at} onEnd={end} />)
+    </>
   );
 }

@@ -3,10 +3,12 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
 import { usd, when } from '../../lib/format';
+import { DASHBOARD_API } from '../../lib/session-api';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Hash } from '../../ui/hash';
 import { Pager, Table, useCursorPages } from '../../ui/table';
+import { WithdrawalsCard } from '../../ui/withdrawals-card';
 
 const PAGE_SIZE = 50;
 // The totals read every entry; an account past this many sees the newest ones summed and is told so.
@@ -48,6 +50,13 @@ export function BillingPage() {
   });
   return (
     <Page title="Billing">
+      <WithdrawalsCard
+        queryKey={['withdrawals']}
+        path={`${DASHBOARD_API}/withdrawals`}
+        intro="The escrow could not send these refunds to your wallet when the jobs were released. They wait in the escrow until your wallet withdraws them."
+        caption="Refunds waiting for withdrawal"
+        refresh={['withdrawals']}
+      />
       <section aria-labelledby="totals-heading">
         <h2 id="totals-heading">Totals per month</h2>
         <QueryState
@@ -101,3 +110,4 @@ export function BillingPage() {
     </Page>
   );
 }
+

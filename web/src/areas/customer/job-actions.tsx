@@ -1,37 +1,16 @@
 import type { FundStep } from '@gpufarm/client/browser';
-import { gpuFarmEscrowAbi, type Job } from '@gpufarm/shared';
+import type { Job } from '@gpufarm/shared';
 import { useState } from 'react';
-import type { Address, Hash as TxHash, Hex } from 'viem';
-import { useConfig } from 'wagmi';
-import { getConnection, getWalletClient, switchChain, waitForTransactionReceipt, writeContract } from 'wagmi/actions';
+import type { Hex } from 'viem';
+import { getWalletClient } from 'wagmi/actions';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { useServiceIndex } from '../../lib/index';
+import { EscrowCallButton, useChainWallet } from '../../ui/escrow-call';
 import { TxStatus, type TxState } from '../../ui/tx-status';
 
-type EscrowAction = 'approve' | 'dispute' | 'claimRefund';
+type EscrowAction = 'approve' | 'dispute' | 'claimRefund' | 'claimDisputeTimeout';
 
-const ACTION_LABEL: Record<EscrowAction, string> = { approve: 'Approve early', dispute: 'Dispute', claimRefund: 'Claim refund' };
-
-/**
- * A wallet on the deployment's chain: connected (else a clear error) and switched if needed, and
- * the escrow the deployment names in its service index (null: it has none).
- */
-function useChainWallet() {
-  const config = useConfig();
-  const index = useServiceIndex().data!;
-  const chainId = index.chainId;
-  return {
-    chainId,
-    config,
-    escrow: (index.escrow?.address ?? null) as Address | null,
-    ready: async () => {
-      const connection = getConnection(config);
-      if (connection.status !== 'connected') throw new Error('No wallet is connected: sign in again with your wallet.');
-      if (connection.chainId !== chainId) await switchChain(config, { chainId });
-    },
-  };
-}
+const ACTION_LABEL: Record<EscrowAction, string> = { approve: 'Approve early', dispute: 'Dispute', claimRefund: 'Claim refund', claimDisputeTimeout: 'Reclaim deposit' };
 
 /** "Fund job" for a CREATED job: the SDK's fundJob with the connected wallet, each step shown. */
 export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => void; onDone: () => void }) {
@@ -86,44 +65,9 @@ export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => voi
 }
 
 /**
- * One escrow call (`approve`, `dispute`, `claimRefund`) of this job from the wallet, with its
- * state. The button shows while `available`; the state of a call made here stays after the
- * receipt moved on, so its outcome can still be read.
+ * One escrow call of this job (`approve`, `dispute`, `claimRefund`, `claimDisputeTimeout`) from
+ * the wallet, with its state (see `EscrowCallButton`).
  */
 export function EscrowButton({ job, action, available, onMined }: { job: Job; action: EscrowAction; available: boolean; onMined: () => void }) {
-  const wallet = useChainWallet();
-  const [state, setState] = useState<TxState>({ phase: 'idle' });
-  const label = ACTION_LABEL[action];
-  const run = async () => {
-    let hash: TxHash | null = null;
-    try {
-      setState({ phase: 'wallet', step: label });
-      await wallet.ready();
-      const address = wallet.escrow;
-      if (!address) throw new Error('This deployment has no escrow contract: gpufarm cannot take escrow actions here.');
-      hash = await writeContract(wallet.config, { address, abi: gpuFarmEscrowAbi, functionName: action, args: [job.payment.escrowJobKey as Hex], chainId: wallet.chainId });
-      setState({ phase: 'pending', step: label, hash });
-      const receipt = await waitForTransactionReceipt(wallet.config, { hash, chainId: wallet.chainId });
-      if (receipt.status !== 'success') {
-        setState({ phase: 'failed', step: label, reason: 'The transaction reverted on chain.', hash });
-        return;
-      }
-      setState({ phase: 'mined', step: label, hash });
-      onMined();
-    } catch (err) {
-      setState({ phase: 'failed', step: label, reason: reasonOf(err), hash });
-    }
-  };
-  const busy = state.phase === 'wallet' || state.phase === 'pending';
-  if (!available && state.phase === 'idle') return null;
-  return (
-    <div className="action">
-      {available ? (
-        <button type="button" className={action === 'dispute' ? 'danger' : 'primary'} onClick={() => void run()} disabled={busy}>
-          {label}
-        </button>
-      ) : null}
-      <TxStatus state={state} />
-    </div>
-  );
+  return <EscrowCallButton label={ACTION_LABEL[action]} call={{ functionName: action, jobKey: job.payment.escrowJobKey as Hex }} available={available} danger={action === 'dispute'} onMined={onMined} />;
 }

@@ -4,7 +4,9 @@ import { useCallback, useState, type ReactNode } from 'react';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
 import { tokenAmount, usd, when } from '../../lib/format';
+import { useSession } from '../../lib/session';
 import { Countdown } from '../../ui/countdown';
+import { EscrowCallButton } from '../../ui/escrow-call';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { ErrorState, Loading } from '../../ui/states';
@@ -20,13 +22,18 @@ const VERIFICATION_WORDS: Record<VerificationLevel, string> = {
   HOST_REPORTED: 'Host reported: the result is what the machine reported; nothing independent checked it.',
 };
 
-/** What the page waits for after a wallet action: the job or its receipt leaving these states. */
+/** What the page waits for after a wallet action: the job, its receipt or its withdrawal leaving these states. */
 interface AwaitChange {
   status: Job['status'];
   receipt: string | null;
+  withdrawal: string | null;
 }
 
-const changed = (job: Job, from: AwaitChange) => job.status !== from.status || (job.receipt?.status ?? null) !== from.receipt;
+const awaitFrom = (job: Job): AwaitChange => ({ status: job.status, receipt: job.receipt?.status ?? null, withdrawal: job.receipt?.withdrawal?.status ?? null });
+const changed = (job: Job, from: AwaitChange) => {
+  const now = awaitFrom(job);
+  return now.status !== from.status || now.receipt !== from.receipt || now.withdrawal !== from.withdrawal;
+};
 
 /** The job: title, status, timeline (each state's time and transaction), escrow with its transactions and wallet actions, logs and artifacts. */
 export default function JobPage({ id }: { id: string }) {
@@ -42,7 +49,12 @@ export default function JobPage({ id }: { id: string }) {
       const data = query.state.data;
       if (!data) return false;
       if (awaiting && !changed(data, awaiting)) return 1_000;
-      const live = !isTerminalStatus(data.status) || data.receipt?.status === 'completed' || data.receipt?.status === 'disputed' || data.receipt?.status === 'refund_authorized';
+      const live =
+        !isTerminalStatus(data.status) ||
+        data.receipt?.status === 'completed' ||
+        data.receipt?.status === 'disputed' ||
+        data.receipt?.status === 'refund_authorized' ||
+        data.receipt?.withdrawal?.status === 'waiting_withdrawal';
       return live ? 3_000 : false;
     },
   });
@@ -50,7 +62,7 @@ export default function JobPage({ id }: { id: string }) {
   const timeline = useJobTimeline(data, id);
   if (awaiting && data && changed(data, awaiting)) setAwaiting(null);
   const watchForChange = useCallback(() => {
-    if (data) setAwaiting({ status: data.status, receipt: data.receipt?.status ?? null });
+    if (data) setAwaiting(awaitFrom(data));
     void queryClient.invalidateQueries({ queryKey: ['job', id] });
   }, [data, id, queryClient]);
 
@@ -111,9 +123,15 @@ function TxRow({ label, hash, children }: { label: string; hash: string | null; 
 
 function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
   const r = job.receipt;
+  const session = useSession();
   const [windowOpen, setWindowOpen] = useState(() => (r?.challengeEndsAt ? Date.parse(r.challengeEndsAt) > Date.now() : false));
   const closeWindow = useCallback(() => setWindowOpen(false), []);
   if (r?.challengeEndsAt && Date.parse(r.challengeEndsAt) > Date.now() && !windowOpen) setWindowOpen(true);
+  // Past the dispute's deadline anyone may end it, and the whole deposit comes back.
+  const [disputeOpen, setDisputeOpen] = useState(() => (r?.disputeEndsAt ? Date.parse(r.disputeEndsAt) > Date.now() : true));
+  const endDispute = useCallback(() => setDisputeOpen(false), []);
+  const w = r?.withdrawal ?? null;
+  const mine = w !== null && session.data?.address.toLowerCase() === w.wallet.toLowerCase();
   return (
     <section aria-labelledby="escrow-heading" className="card">
       <h2 id="escrow-heading">Escrow</h2>
@@ -146,10 +164,32 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
             ) : null}
             {r.status === 'disputed' ? (
               <TxRow label="Disputed" hash={null}>
-                held until gpufarm resolves the dispute
+                {r.disputeEndsAt === null ? (
+                  'held until gpufarm resolves the dispute'
+                ) : disputeOpen ? (
+                  <>
+                    held until gpufarm resolves the dispute, at the latest {when(r.disputeEndsAt)} (<Countdown to={r.disputeEndsAt} onEnd={endDispute} />); unresolved by then, your whole deposit comes back
+                  </>
+                ) : (
+                  <>unresolved past its deadline ({when(r.disputeEndsAt)}): your whole deposit comes back</>
+                )}
+              </TxRow>
+            ) : null}
+            {r.disputeOutcome === 'timed_out' ? (
+              <TxRow label="Dispute timed out" hash={null}>
+                not resolved by its deadline ({when(r.disputeEndsAt)}): the whole deposit went back to you
               </TxRow>
             ) : null}
             {r.transactions.release ? <TxRow label={r.status === 'released' ? 'Released' : 'Resolved'} hash={r.transactions.release} /> : null}
+            {w ? (
+              <TxRow label={w.status === 'withdrawn' ? 'Withdrawn' : 'Waiting for withdrawal'} hash={w.withdrawTxHash}>
+                {w.status === 'withdrawn' ? null : (
+                  <>
+                    {tokenAmount(w.amount, job.payment.decimals, job.payment.symbol)} could not be sent to your wallet <code>{w.wallet}</code> at the release; it waits in the escrow until that wallet withdraws it
+                  </>
+                )}
+              </TxRow>
+            ) : null}
             {r.status === 'refund_authorized' || r.status === 'refunded' ? <TxRow label={r.status === 'refunded' ? 'Refunded' : 'Refund authorized'} hash={r.transactions.refund} /> : null}
           </dl>
           <div className="actions">
@@ -157,6 +197,9 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
             <EscrowButton job={job} action="approve" available={r.status === 'completed' && windowOpen} onMined={onMined} />
             <EscrowButton job={job} action="dispute" available={r.status === 'completed' && windowOpen} onMined={onMined} />
             <EscrowButton job={job} action="claimRefund" available={r.status === 'refund_authorized'} onMined={onMined} />
+            <EscrowButton job={job} action="claimDisputeTimeout" available={r.status === 'disputed' && r.disputeEndsAt !== null && !disputeOpen} onMined={onMined} />
+            {w && w.status === 'waiting_withdrawal' && !mine ? <p className="muted">Sign in with the wallet {w.wallet} to withdraw.</p> : null}
+            <EscrowCallButton label="Withdraw" call={{ functionName: 'withdraw', token: job.payment.token as `0x${string}` }} available={w?.status === 'waiting_withdrawal' && mine} onMined={onMined} />
           </div>
         </>
       )}

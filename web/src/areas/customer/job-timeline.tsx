@@ -21,7 +21,9 @@ const STATE_LABEL: Record<JobTimelineState, string> = {
   approved: 'Approved early: payment released',
   released: 'Payment released',
   disputed: 'Disputed',
+  dispute_deadline: 'Dispute deadline: unresolved by then, the whole deposit comes back',
   resolved: 'Dispute resolved: payment released',
+  dispute_timed_out: 'Dispute timed out: the whole deposit went back to you',
   refund_authorized: 'Refund authorized',
   refunded: 'Refunded',
 };

@@ -1,16 +1,26 @@
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useApi } from '../../lib/api';
-import { earningsSchema, OPERATOR_API, type Earnings } from '../../lib/fleet-api';
+import { earningsSchema, OPERATOR_API, type EARNING_STATES, type Earnings } from '../../lib/fleet-api';
 import { tokenAmount, when } from '../../lib/format';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Pager, Table, useCursorPages } from '../../ui/table';
+import { WithdrawalsCard } from '../../ui/withdrawals-card';
 import { FarmFilter, useFarmParam } from './farm-filter';
 
 type GroupBy = 'job' | 'machine' | 'day';
 type Row = Earnings['data'][number];
+
+const STATE_LABEL: Record<(typeof EARNING_STATES)[number], string> = {
+  pending: 'pending',
+  released: 'released',
+  disputed: 'disputed',
+  refunded: 'refunded',
+  waiting_withdrawal: 'waiting for withdrawal',
+};
+const stateOf = (r: Row) => (r.state ? STATE_LABEL[r.state] : '—');
 
 /** `from`/`to` as the server wants them: ISO times of the reader's local day bounds; empty means open. */
 function dayBound(date: string, end: boolean): string | undefined {
@@ -49,6 +59,14 @@ export function EarningsPage() {
           <input type="date" value={to} onChange={(e) => setTo(e.target.value)} />
         </label>
       </div>
+      <WithdrawalsCard
+        queryKey={['operator', 'withdrawals', farm]}
+        path={`${OPERATOR_API}/withdrawals`}
+        query={{ farm }}
+        intro="The escrow released these payouts but could not send them to the payout wallet. They wait in the escrow until that wallet withdraws them."
+        caption="Payouts waiting for withdrawal"
+        refresh={['operator']}
+      />
       <EarningsList key={JSON.stringify(query)} query={query} />
     </Page>
   );
@@ -82,6 +100,7 @@ function EarningsList({ query }: { query: { farm: string; groupBy: GroupBy; from
                   { header: 'Token', cell: (t) => t.symbol },
                   { header: 'Pending (challenge window)', cell: (t) => tokenAmount(t.pending, t.decimals, t.symbol), className: 'num' },
                   { header: 'Released (paid to the payout wallet)', cell: (t) => tokenAmount(t.released, t.decimals, t.symbol), className: 'num' },
+                  { header: 'Waiting for withdrawal', cell: (t) => tokenAmount(t.waitingWithdrawal, t.decimals, t.symbol), className: 'num' },
                 ]}
               />
             )}
@@ -101,13 +120,13 @@ const rowKey = (groupBy: GroupBy) => (row: Row) => `${row[groupBy === 'job' ? 'j
 
 function columnsFor(groupBy: GroupBy) {
   const amount = { header: 'Amount', cell: (r: Row) => tokenAmount(r.amount, r.decimals, r.symbol), className: 'num' };
-  if (groupBy === 'day') return [{ header: 'Day', cell: (r: Row) => r.day ?? '—' }, amount, { header: 'State', cell: (r: Row) => r.state ?? '—' }];
-  if (groupBy === 'machine') return [{ header: 'Machine', cell: (r: Row) => r.machineId ?? '—' }, amount, { header: 'State', cell: (r: Row) => r.state ?? '—' }];
+  if (groupBy === 'day') return [{ header: 'Day', cell: (r: Row) => r.day ?? '—' }, amount, { header: 'State', cell: stateOf }];
+  if (groupBy === 'machine') return [{ header: 'Machine', cell: (r: Row) => r.machineId ?? '—' }, amount, { header: 'State', cell: stateOf }];
   return [
     { header: 'Job', cell: (r: Row) => <code>{r.jobId ?? '—'}</code> },
     { header: 'Machine', cell: (r: Row) => r.machineId ?? '—' },
     amount,
-    { header: 'State', cell: (r: Row) => r.state ?? '—' },
+    { header: 'State', cell: stateOf },
     { header: 'Completed', cell: (r: Row) => when(r.completedAt) },
     { header: 'Challenge ends', cell: (r: Row) => when(r.challengeEndsAt) },
     { header: 'Released', cell: (r: Row) => (r.releaseTxHash ? <Hash value={r.releaseTxHash} label="release transaction" /> : when(r.releasedAt)) },
