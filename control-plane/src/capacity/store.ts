@@ -1,4 +1,4 @@
-import { GPU_FAMILIES, type GpuFamily } from '@gpufarm/shared';
+import { GPU_FAMILIES, type GpuClass, type GpuFamily } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /**
@@ -111,17 +111,12 @@ export async function loadFleetRows(db: Queryable): Promise<FleetRow[]> {
   return rows;
 }
 
-/** A GPU class as `gpu_classes` lists it: a curated one, or one derived when a machine first reported it. */
-export interface ListedGpuClass {
-  classId: string;
-  label: string;
-  model: string;
-  vendor: 'nvidia';
-  family: GpuFamily;
-  vramBytes: number;
-  origin: 'curated' | 'derived';
-  architecture: string | null;
-}
+/**
+ * A GPU class as `gpu_classes` lists it: a curated one, or one derived when a machine first
+ * reported it; its generation is text (a row written by another version may name one this
+ * build does not know).
+ */
+export type ListedGpuClass = Pick<GpuClass, 'classId' | 'label' | 'model' | 'vendor' | 'family' | 'vramBytes' | 'origin'> & { architecture: string | null };
 
 /** Every class `gpu_classes` lists, curated and derived, by id. */
 export async function loadGpuClasses(db: Queryable): Promise<ListedGpuClass[]> {
