@@ -2,16 +2,17 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { agentMessageSchema, enrollRequestSchema, gpuClassForProductName, serverMessageSchema } from '@gpufarm/shared';
+import { agentMessageSchema, enrollRequestSchema, serverMessageSchema, type GpuInventory } from '@gpufarm/shared';
 import { backoffDelay } from '../src/link/backoff.js';
 import { loadConfig, ConfigError } from '../src/config/config.js';
 import { parseNvidiaSmiXml, NvidiaSmiParseError } from '../src/inventory/nvidia-smi-xml.js';
-import { decideHealth } from '../src/inventory/snapshot.js';
+import { decideHealth, gpusFromReading } from '../src/inventory/snapshot.js';
+import { parseComputeCapabilities } from '../src/inventory/gpu-reader.js';
 import { parseNvidiaSmiList } from '../src/inventory/gpu-probe.js';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../src/inventory/simulated.js';
 import { tierFor, tierForRatio } from '../src/benchmark/tiers.js';
 import { LogOutbox } from '../src/logs/outbox.js';
-import { fixturePath } from './helpers/fake-nvidia-smi.js';
+import { fixturePath, type Fixture } from './helpers/fake-nvidia-smi.js';
 
 const MiB = 1024 * 1024;
 
@@ -42,25 +43,38 @@ t.test('parseNvidiaSmiXml: N/A and malformed input', async (t) => {
   t.same(parseNvidiaSmiXml('<nvidia_smi_log><driver_version>550.1</driver_version><attached_gpus>0</attached_gpus></nvidia_smi_log>').gpus, []);
 });
 
-t.test('gpuClassForProductName: product names of the catalog', async (t) => {
-  const rows: Array<[string, string | undefined]> = [
-    ['NVIDIA H100 80GB HBM3', 'h100-80gb-sxm'],
-    ['NVIDIA H100 PCIe', 'h100-80gb-pcie'],
-    ['NVIDIA A100-SXM4-40GB', 'a100-40gb'],
-    ['NVIDIA A100-SXM4-80GB', 'a100-80gb'],
-    ['NVIDIA GeForce RTX 4090', 'rtx-4090-24gb'],
-    ['NVIDIA L4', 'l4-24gb'],
-    ['NVIDIA L40S', 'l40s-48gb'],
-    ['NVIDIA A10', 'a10-24gb'],
-    ['Tesla T4', undefined],
+t.test('gpusFromReading: each recorded card with its class, or why it is not offered', async (t) => {
+  const rows: Array<{ fixture: Fixture; cc: string | null; expected: Partial<GpuInventory> }> = [
+    { fixture: 't4', cc: '7.5', expected: { name: 'Tesla T4', classId: 't4-16gb', architecture: 'turing', computeCapability: '7.5', pciDeviceId: '0x1EB810DE', notOfferedReason: null } },
+    { fixture: 'rtx-3060', cc: '8.6', expected: { classId: 'rtx-3060-12gb', architecture: 'ampere' } },
+    { fixture: 'a100-sxm4-40gb', cc: null, expected: { classId: 'a100-40gb', architecture: 'ampere', computeCapability: '8.0' } },
+    { fixture: 'rtx-4000-sff-ada', cc: '8.9', expected: { classId: 'rtx-4000-sff-ada-20gb', architecture: 'ada' } },
+    { fixture: 'rtx-4090', cc: '8.9', expected: { classId: 'rtx-4090-24gb' } },
+    { fixture: 'l4', cc: '8.9', expected: { classId: 'l4-24gb' } },
+    { fixture: 'h100-80gb-hbm3', cc: '9.0', expected: { classId: 'h100-80gb-sxm', architecture: 'hopper' } },
+    { fixture: 'rtx-5090', cc: '12.0', expected: { classId: 'rtx-5090-32gb', architecture: 'blackwell', computeCapability: '12.0' } },
+    { fixture: 'b200-graphics-device-driver-570.86', cc: '10.0', expected: { name: 'NVIDIA Graphics Device', classId: 'b200-180gb', architecture: 'blackwell' } },
+    { fixture: 'rtx-a2000-12gb', cc: '8.6', expected: { classId: 'derived-nvidia-rtx-a2000-12gb', architecture: 'ampere', notOfferedReason: null } },
+    { fixture: 'gtx-1080-ti', cc: '6.1', expected: { classId: null, architecture: 'pascal', computeCapability: '6.1', notOfferedReason: 'compute capability 6.1 (Pascal) is older than 7.5 (Turing), the oldest offered: CUDA 13 and the benchmark do not support it' } },
   ];
-  for (const [name, classId] of rows) t.equal(gpuClassForProductName(name)?.classId, classId, name);
+  for (const row of rows) {
+    const report = parseNvidiaSmiXml(readFileSync(fixturePath(row.fixture), 'utf8'));
+    const withCc = { ...report, gpus: report.gpus.map((g) => ({ ...g, computeCapability: row.cc })) };
+    const [gpu] = gpusFromReading({ ok: true, report: withCc });
+    t.match(gpu, row.expected, row.fixture);
+  }
+});
+
+t.test('parseComputeCapabilities: the answer of --query-gpu=pci.bus_id,compute_cap, or an older driver\'s refusal', async (t) => {
+  const caps = parseComputeCapabilities('00000000:18:00.0, 9.0\n00000000:3B:00.0, 12.0\n00000000:5E:00.0, [N/A]\n');
+  t.same([...caps], [['0000:18:00.0', '9.0'], ['0000:3b:00.0', '12.0']]);
+  t.same([...parseComputeCapabilities('Field "compute_cap" is not a valid field to query.\n')], []);
 });
 
 t.test('decideHealth', async (t) => {
   const now = new Date('2026-11-22T00:00:00Z');
   const { health } = parseNvidiaSmiXml(readFileSync(fixturePath('l4'), 'utf8')).gpus[0]!;
-  const report = { driverVersion: '550', cudaVersion: '12.4', lost: [], gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null, pciBusId: null, health }] };
+  const report = { driverVersion: '550', cudaVersion: '12.4', lost: [], gpus: [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA L4', vramBytes: 1, temperatureC: null, utilizationPercent: null, memoryUsedBytes: null, powerDrawWatts: null, powerLimitWatts: null, pciBusId: null, pciDeviceId: null, productArchitecture: null, computeCapability: null, health }] };
   t.match(decideHealth({ simulated: true, reading: null, probe: { kind: 'not_run' }, now }), { status: 'healthy', gpuProbe: 'simulated' });
   t.match(decideHealth({ simulated: false, reading: { ok: false, missing: true, reason: 'nvidia-smi was not found' }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus', reason: /install the NVIDIA driver/ });
   t.match(decideHealth({ simulated: false, reading: { ok: true, report: { ...report, gpus: [] } }, probe: { kind: 'not_run' }, now }), { status: 'unhealthy', gpuProbe: 'no_gpus' });
@@ -105,6 +119,10 @@ t.test('tiers', async (t) => {
   t.equal(tierFor({ gpus: [{ classId: 'l4-24gb', matmulGflops: 120_000, memoryBandwidthMbps: 290_000 }], host: { diskWriteMBps: 10, sha256MBps: 2000 } }), 'B', 'a slow disk lowers the tier to B at most');
   t.equal(tierFor({ gpus: [], host }), null);
   t.equal(tierFor({ gpus: [{ classId: null, matmulGflops: 1, memoryBandwidthMbps: 1 }], host }), null);
+  // A derived class is judged against its generation's floor, and is at most A.
+  t.equal(tierFor({ gpus: [{ classId: 'derived-nvidia-rtx-a2000-12gb', architecture: 'ampere', matmulGflops: 1e6, memoryBandwidthMbps: 1e7 }], host }), 'A', 'far above the floor: still A');
+  t.equal(tierFor({ gpus: [{ classId: 'derived-nvidia-rtx-a2000-12gb', architecture: 'ampere', matmulGflops: 1000, memoryBandwidthMbps: 1e7 }], host }), 'C', 'below the floor');
+  t.equal(tierFor({ gpus: [{ classId: 'derived-nvidia-rtx-a2000-12gb', matmulGflops: 1e6, memoryBandwidthMbps: 1e7 }], host }), null, 'no generation: no tier');
 });
 
 t.test('backoffDelay: exponential with full jitter, capped', async (t) => {

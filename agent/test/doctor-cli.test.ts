@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { gfAgent } from './helpers/cli.js';
-import { fakeNvidiaSmi } from './helpers/fake-nvidia-smi.js';
+import { fakeNvidiaSmi, machineXml } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
 
 interface Check {
@@ -71,9 +71,25 @@ t.test('gf-agent doctor on this machine (Docker Engine, no GPU, no NVIDIA runtim
     const by = (name: string) => checks.find((c) => c.name === name)!;
     t.equal(by('nvidia-smi').status, 'ok');
     t.match(by('nvidia-smi').detail, /8 GPU\(s\): NVIDIA A100-SXM4-80GB; driver 525\.85\.12, CUDA 12\.0/);
+    t.same([by('gpu support').status, by('gpu support').detail], ['ok', `8 GPU(s) offered: ${[...Array(8).keys()].map((i) => `GPU ${i} as a100-80gb`).join(', ')}`]);
     t.equal(by('nvidia container runtime').status, hasNvidiaRuntime ? 'ok' : 'fail');
     t.equal(by('control plane').status, 'skip');
     t.match(by('control plane').fix, /gf-agent enroll/);
+  });
+
+  t.test('behavior: a GPU older than compute capability 7.5 is named with why it is not offered', async (t) => {
+    const smi = fakeNvidiaSmi('gtx-1080-ti');
+    t.teardown(smi.cleanup);
+    const only = JSON.parse((await gfAgent(['doctor', '--json'], { PATH: smi.path, GF_AGENT_STATE_DIR: stateDir })).stdout) as Check[];
+    const support = only.find((c) => c.name === 'gpu support')!;
+    t.equal(support.status, 'fail', 'nothing to offer');
+    t.equal(support.detail, 'no GPU is offered: GPU 0 (NVIDIA GeForce GTX 1080 Ti) is not offered: compute capability 6.1 (Pascal) is older than 7.5 (Turing), the oldest offered: CUDA 13 and the benchmark do not support it');
+    t.match(support.fix, /compute capability 7\.5 \(Turing\) or newer are offered/);
+
+    const card = (name: string, memoryMiB: number, pciDeviceId: string, architecture: string) => ({ name, memoryMiB, pciDeviceId, architecture, computeCap: null });
+    smi.useXml(machineXml('gtx-1080-ti', [card('NVIDIA GeForce RTX 3060', 12288, '0x250410DE', 'Ampere'), card('NVIDIA GeForce GTX 1080 Ti', 11264, '0x1B0610DE', 'Pascal')]), null);
+    const mixed = JSON.parse((await gfAgent(['doctor', '--json'], { PATH: smi.path, GF_AGENT_STATE_DIR: stateDir })).stdout) as Check[];
+    t.match(mixed.find((c) => c.name === 'gpu support'), { status: 'warn', detail: /^GPU 0 as rtx-3060-12gb offered; GPU 1 \(NVIDIA GeForce GTX 1080 Ti\) is not offered: compute capability 6\.1 \(Pascal\)/ }, 'by its device id where the driver has no compute_cap field');
   });
 
   t.test('behavior: simulated mode does not need the driver or the runtime', async (t) => {

@@ -7,17 +7,20 @@ import { fakeNvidiaSmi, type Fixture } from './helpers/fake-nvidia-smi.js';
 
 const MiB = 1024 * 1024;
 
-const cases: Array<{ fixture: Fixture; count: number; classId: string; name: string; vramMiB: number; driver: string; cuda: string }> = [
+const cases: Array<{ fixture: Fixture; count: number; classId: string | null; name: string; vramMiB: number; driver: string; cuda: string; architecture?: string; notOfferedReason?: RegExp }> = [
   { fixture: 'h100-80gb-hbm3', count: 1, classId: 'h100-80gb-sxm', name: 'NVIDIA H100 80GB HBM3', vramMiB: 81559, driver: '535.129.03', cuda: '12.2' },
   { fixture: 'h100-80gb-hbm3-driver-550', count: 1, classId: 'h100-80gb-sxm', name: 'NVIDIA H100 80GB HBM3', vramMiB: 81559, driver: '550.54.15', cuda: '12.4' },
   { fixture: 'a100-sxm4-40gb', count: 1, classId: 'a100-40gb', name: 'NVIDIA A100-SXM4-40GB', vramMiB: 40536, driver: '470.182.03', cuda: '11.4' },
   { fixture: 'rtx-4090', count: 1, classId: 'rtx-4090-24gb', name: 'NVIDIA GeForce RTX 4090', vramMiB: 24564, driver: '545.29.06', cuda: '12.3' },
   { fixture: 'l4', count: 1, classId: 'l4-24gb', name: 'NVIDIA L4', vramMiB: 23034, driver: '550.90.07', cuda: '12.4' },
   { fixture: '8x-a100-sxm4-80gb', count: 8, classId: 'a100-80gb', name: 'NVIDIA A100-SXM4-80GB', vramMiB: 81920, driver: '525.85.12', cuda: '12.0' },
+  { fixture: 't4', count: 1, classId: 't4-16gb', name: 'Tesla T4', vramMiB: 15360, driver: '535.183.01', cuda: '12.2', architecture: 'turing' },
+  { fixture: 'rtx-a2000-12gb', count: 1, classId: 'derived-nvidia-rtx-a2000-12gb', name: 'NVIDIA RTX A2000 12GB', vramMiB: 12282, driver: '545.29.06', cuda: '12.3', architecture: 'ampere' },
+  { fixture: 'gtx-1080-ti', count: 1, classId: null, name: 'NVIDIA GeForce GTX 1080 Ti', vramMiB: 11264, driver: '535.183.01', cuda: '12.2', architecture: 'pascal', notOfferedReason: /^compute capability 6\.1 \(Pascal\) is older than 7\.5 \(Turing\), the oldest offered/ },
 ];
 
 interface Printed {
-  gpus: Array<{ index: number; uuid: string; name: string; classId: string | null; vramBytes: number; driverVersion: string; cudaVersion: string; simulated: boolean; temperatureC: number | null; powerDrawWatts: number | null }>;
+  gpus: Array<{ index: number; uuid: string; name: string; classId: string | null; vramBytes: number; driverVersion: string; cudaVersion: string; simulated: boolean; temperatureC: number | null; powerDrawWatts: number | null; architecture?: string | null; notOfferedReason?: string | null }>;
   driverVersion: string | null;
   cudaVersion: string | null;
   detectedGpuCount: number;
@@ -58,6 +61,10 @@ t.test('gf-agent inventory on each recorded nvidia-smi output', async (t) => {
         t.match(g.uuid, /^GPU-[0-9a-f-]+$/);
         t.type(g.temperatureC, 'number');
         t.type(g.powerDrawWatts, 'number');
+        if (c.architecture) t.equal(g.architecture, c.architecture, `GPU ${i} generation`);
+        // A GPU that is not offered says why, never only a null class.
+        if (c.notOfferedReason) t.match(g.notOfferedReason, c.notOfferedReason, `GPU ${i} reason`);
+        else t.equal(g.notOfferedReason, null, `GPU ${i} offered`);
       }
       t.equal(new Set(inv.gpus.map((g) => g.uuid)).size, c.count, 'UUIDs are distinct');
       // Without the container probe nothing is offered, and it says why.

@@ -117,7 +117,7 @@ t.test('behavior: per-GPU health (the GPU-health columns of machine_gpus) reache
   await db.query(`UPDATE machine_gpus SET health = 'failed', health_reasons = '["XID 79: the GPU fell off the bus"]'::jsonb WHERE machine_id = $1`, [priced.id]);
   const me = await signIn(app, payout);
   const row = (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().machine;
-  t.same(row.gpus, [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'failed', reasons: ['XID 79: the GPU fell off the bus'] }]);
+  t.same(row.gpus, [{ index: 0, classId: 'rtx-4090-24gb', label: 'RTX 4090 24GB', verdict: 'failed', reasons: ['XID 79: the GPU fell off the bus'] }]);
   t.match(row.earning, { earning: false, code: 'gpu_failed', reason: 'Every GPU failed its health checks (GPU 0: XID 79: the GPU fell off the bus).' });
 });
 

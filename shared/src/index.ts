@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './catalog/gpu-classes.js';
+export * from './catalog/gpu-classify.js';
 export * from './catalog/regions.js';
 export * from './constants.js';
 export * from './money.js';

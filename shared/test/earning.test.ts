@@ -116,3 +116,24 @@ t.test('args: driver versions compare part by part as numbers; every class has a
   t.ok(compareDriverVersions('garbage', '525.60.13') < 0, 'a malformed version is old');
   for (const c of GPU_CLASSES) t.match(minDriverFor(c), /^\d+\.\d+\.\d+$/, c.classId);
 });
+
+t.test('behavior: GPUs that are not offered are named with their reason; derived classes by their label and generation', async (t) => {
+  const pascal = { index: 0, name: 'NVIDIA GeForce GTX 1080 Ti', reason: 'compute capability 6.1 (Pascal) is older than 7.5 (Turing), the oldest offered' };
+  const none = earningVerdict(facts({ gpus: [], notOffered: [pascal] }));
+  t.equal(none.code, 'unhealthy');
+  t.equal(none.reason, 'No GPU is offered: GPU 0 (NVIDIA GeForce GTX 1080 Ti): compute capability 6.1 (Pascal) is older than 7.5 (Turing), the oldest offered.');
+  t.match(none.fix, /compute capability 7\.5 \(Turing\) or newer/);
+  t.equal(earningVerdict(facts({ gpus: [] })).reason, 'No GPU of a listed class is offered.', 'nothing detected at all');
+
+  const mixed = earningVerdict(facts({ goingPrices: [], notOffered: [{ ...pascal, index: 1 }] }));
+  t.equal(mixed.code, 'offered');
+  t.match(mixed.reason, / Not offered: GPU 1 \(NVIDIA GeForce GTX 1080 Ti\): compute capability 6\.1 \(Pascal\)/);
+
+  const derived = { index: 0, classId: 'derived-nvidia-rtx-a2000-12gb', verdict: 'healthy' as const, reasons: [] };
+  const classes = [{ classId: 'derived-nvidia-rtx-a2000-12gb', label: 'RTX A2000 12GB', architecture: 'ampere' }];
+  t.match(earningVerdict(facts({ gpus: [derived], classes, goingPrices: [] })).reason, /going price for RTX A2000 12GB is not known yet/);
+  const old = earningVerdict(facts({ gpus: [derived], classes, driverVersion: '470.82.01' }));
+  t.equal(old.code, 'driver_too_old', 'a derived class has its generation\'s minimum');
+  t.match(old.reason, /below 525\.60\.13, the oldest offered for RTX A2000 12GB/);
+  t.equal(earningVerdict(facts({ gpus: [{ ...derived, classId: 'derived-x-8gb' }], driverVersion: '470.82.01' })).code, 'offered', 'an unknown class has no minimum to check');
+});

@@ -26,8 +26,15 @@ export async function runBenchmark(deps: BenchmarkDeps, snapshot: InventorySnaps
   }
   if (deps.gpu === null) return { status: 'not_run', reason: 'the GPU benchmark container was not run: Docker cannot be reached', tier: null, host, gpus: [], ranAt };
   try {
-    const gpus = await deps.gpu.run(snapshot.detected.map((g) => ({ index: g.index, uuid: g.uuid })));
-    const tier = tierFor({ gpus: gpus.map((f) => ({ classId: snapshot.detected.find((g) => g.uuid === f.uuid)?.classId ?? null, ...f })), host });
+    // Only offered GPUs are measured: the program is not built for older generations.
+    const offered = snapshot.detected.filter((g) => g.classId !== null);
+    if (offered.length === 0) return { status: 'not_run', reason: 'the GPU benchmark container was not run: no GPU of this machine is offered (see gf-agent inventory)', tier: null, host, gpus: [], ranAt };
+    const gpus = await deps.gpu.run(offered.map((g) => ({ index: g.index, uuid: g.uuid })));
+    const measured = gpus.map((f) => {
+      const g = offered.find((d) => d.uuid === f.uuid);
+      return { classId: g?.classId ?? null, architecture: g?.architecture ?? null, ...f };
+    });
+    const tier = tierFor({ gpus: measured, host });
     return { status: 'completed', reason: tier === null ? 'a GPU model is not in the class catalog: no tier' : null, tier, host, gpus, ranAt };
   } catch (err) {
     return { status: 'not_run', reason: `the GPU benchmark container failed: ${(err as Error).message}`, tier: null, host, gpus: [], ranAt };

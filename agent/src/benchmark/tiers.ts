@@ -1,11 +1,15 @@
-import { findGpuClass, HOST_BENCHMARK_EXPECTATIONS, type BenchmarkTier } from '@gpufarm/shared';
+import { gpuClassReference, HOST_BENCHMARK_EXPECTATIONS, type BenchmarkTier } from '@gpufarm/shared';
 
 /**
- * The tier rule (pure). Each measured figure is divided by the class's expected figure (the
- * catalog's tier-A figures); the machine's tier comes from its worst ratio:
+ * The tier rule (pure). Each measured figure (`matmulGflops`: dense FP16/BF16 tensor matmul;
+ * `memoryBandwidthMbps`: device memory bandwidth) is divided by the class's expected figure
+ * (`gpuClassReference`: a curated class's tier-A figures, a derived class's generation floor);
+ * the machine's tier comes from its worst ratio:
  *
  *   ratio >= 1.05 -> S    ratio >= 0.90 -> A    ratio >= 0.70 -> B    otherwise C
  *
+ * A derived class's tier is at most A: beating the weakest known card of its generation says
+ * nothing about being a fast card.
  * Host figures count with their own expectations (`HOST_BENCHMARK_EXPECTATIONS`) but can lower
  * the tier to B at most: a slow disk makes a machine worse, not useless.
  */
@@ -24,7 +28,8 @@ export function tierForRatio(ratio: number): BenchmarkTier {
 }
 
 export interface TierInput {
-  gpus: Array<{ classId: string | null; matmulGflops: number; memoryBandwidthMbps: number }>;
+  /** `architecture`: the GPU's generation, which a derived class is judged by (older callers leave it out). */
+  gpus: Array<{ classId: string | null; architecture?: string | null; matmulGflops: number; memoryBandwidthMbps: number }>;
   host: { diskWriteMBps: number | null; sha256MBps: number | null };
 }
 
@@ -32,12 +37,15 @@ export interface TierInput {
 export function tierFor(input: TierInput): BenchmarkTier | null {
   if (input.gpus.length === 0) return null;
   let worst = Infinity;
+  let best: BenchmarkTier = 'S';
   for (const g of input.gpus) {
-    const cls = g.classId ? findGpuClass(g.classId) : undefined;
-    if (!cls) return null;
-    worst = Math.min(worst, g.matmulGflops / cls.expectedMatmulGflops, g.memoryBandwidthMbps / cls.expectedMemoryBandwidthMbps);
+    const ref = g.classId ? gpuClassReference(g.classId, g.architecture) : undefined;
+    if (!ref) return null;
+    worst = Math.min(worst, g.matmulGflops / ref.matmulGflops, g.memoryBandwidthMbps / ref.memoryBandwidthMbps);
+    if (ref.maxTier === 'A') best = 'A';
   }
   let tier = tierForRatio(worst);
+  if (ORDER.indexOf(tier) < ORDER.indexOf(best)) tier = best;
   const hostRatios = [
     input.host.diskWriteMBps === null ? Infinity : input.host.diskWriteMBps / HOST_BENCHMARK_EXPECTATIONS.diskWriteMBps,
     input.host.sha256MBps === null ? Infinity : input.host.sha256MBps / HOST_BENCHMARK_EXPECTATIONS.sha256MBps,

@@ -1,7 +1,9 @@
 import { existsSync, statSync, statfsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Docker from 'dockerode';
+import type { GpuInventory } from '@gpufarm/shared';
 import type { GpuReader } from '../inventory/gpu-reader.js';
+import { gpusFromReading } from '../inventory/snapshot.js';
 
 /** One doctor finding: what was checked, what was seen, and how to fix it when it is not ok. */
 export interface DoctorCheck {
@@ -43,7 +45,8 @@ const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
 
 /**
  * Checks what the agent needs on this machine and says how to fix what is missing: the Docker
- * socket and Engine API version, nvidia-smi and the driver, the NVIDIA container runtime, free
+ * socket and Engine API version, nvidia-smi and the driver, which GPUs are offered (and why
+ * not), the NVIDIA container runtime, free
  * disk for job outputs, the clock against the control plane's `Date` header, and whether the
  * control plane answers at all. Never throws: each failure is a finding.
  */
@@ -103,6 +106,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
         : 'install the NVIDIA driver (Debian: "apt-get install -y nvidia-driver" from non-free, then reboot); on a machine without GPUs run with --simulate-gpus "1x rtx-4090-24gb"';
     checks.push({ name: 'nvidia-smi', status: options.simulated ? 'skip' : 'fail', detail: options.simulated ? `${detail} (simulated mode does not need it)` : detail, fix });
   }
+  if (reading.ok && reading.report.gpus.length > 0) checks.push(gpuSupportCheck(gpusFromReading(reading)));
   if (!dockerUp) {
     checks.push({ name: 'nvidia container runtime', status: 'skip', detail: 'Docker Engine not reachable', fix: null });
   } else if (runtimes.includes('nvidia')) {
@@ -159,6 +163,21 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     }
   }
   return checks;
+}
+
+/**
+ * Which GPUs are offered and as which class; each one that is not, with why. Fails when none is
+ * offered (the machine would earn nothing), warns when some are not.
+ */
+export function gpuSupportCheck(gpus: readonly GpuInventory[]): DoctorCheck {
+  const offered = gpus.filter((g) => g.classId !== null);
+  const refused = gpus.filter((g) => g.classId === null);
+  const offeredText = offered.map((g) => `GPU ${g.index} as ${g.classId}`).join(', ');
+  const refusedText = refused.map((g) => `GPU ${g.index} (${g.name}) is not offered: ${g.notOfferedReason ?? 'its class is unknown'}`).join('; ');
+  const fix = 'only NVIDIA GPUs of compute capability 7.5 (Turing) or newer are offered; "gf-agent inventory" shows each GPU with its class or reason';
+  if (refused.length === 0) return { name: 'gpu support', status: 'ok', detail: `${offered.length} GPU(s) offered: ${offeredText}`, fix: null };
+  if (offered.length === 0) return { name: 'gpu support', status: 'fail', detail: `no GPU is offered: ${refusedText}`, fix };
+  return { name: 'gpu support', status: 'warn', detail: `${offeredText} offered; ${refusedText}`, fix };
 }
 
 function nearestExisting(path: string): string {

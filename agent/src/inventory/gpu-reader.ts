@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { NvidiaSmiParseError, parseNvidiaSmiXml, type NvidiaSmiReport } from './nvidia-smi-xml.js';
+import { NvidiaSmiParseError, normalizePciBusId, parseNvidiaSmiXml, type NvidiaSmiReport } from './nvidia-smi-xml.js';
 
 /** What reading the GPUs gave: a report, or why there is none (no driver, no tool, a hang). */
 export type GpuReading =
@@ -18,45 +18,81 @@ export interface NvidiaSmiReaderOptions {
   timeoutMs?: number;
 }
 
+/** The arguments of the compute-capability query (`compute_cap` exists from driver 510 on). */
+export const COMPUTE_CAP_QUERY = ['--query-gpu=pci.bus_id,compute_cap', '--format=csv,noheader'] as const;
+
+/**
+ * The compute capability of each GPU from `nvidia-smi --query-gpu=pci.bus_id,compute_cap
+ * --format=csv,noheader` (`00000000:18:00.0, 9.0` per line), by normalized PCI bus id. Lines
+ * that are no such pair (`[N/A]`, an error) are skipped: an older driver answers
+ * `Field "compute_cap" is not a valid field to query.` and gives none.
+ */
+export function parseComputeCapabilities(csv: string): Map<string, string> {
+  const caps = new Map<string, string>();
+  for (const line of csv.split('\n')) {
+    const m = /^\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*,\s*(\d{1,2}\.\d{1,2})\s*$/.exec(line);
+    const bus = m ? normalizePciBusId(m[1]!) : null;
+    if (m && bus) caps.set(bus, m[2]!);
+  }
+  return caps;
+}
+
+interface Run {
+  error: (Error & { code?: unknown; killed?: boolean }) | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(command: string, args: readonly string[], timeout: number): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(command, args, { timeout, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' }, (error, stdout, stderr) => resolve({ error, stdout, stderr }));
+  });
+}
+
 /**
  * Runs `nvidia-smi -q -x` (no shell, a timeout, 16 MiB of output at most) and parses it.
  * Warnings on stderr do not fail the read; a non-zero exit does, with nvidia-smi's own message,
  * unless it still printed a report: it exits non-zero when one GPU of several is lost, and the
- * others are listed (the lost one in `report.lost`).
+ * others are listed (the lost one in `report.lost`). Each GPU's compute capability comes from a
+ * second query, asked once per driver and set of GPUs (it cannot change without either); a
+ * driver without that field leaves it null.
  */
 export function nvidiaSmiReader(options: NvidiaSmiReaderOptions = {}): GpuReader {
   const command = options.command ?? 'nvidia-smi';
   const timeout = options.timeoutMs ?? 15_000;
+  let caps: { key: string; byBus: Map<string, string> } | null = null;
+
+  const withComputeCapabilities = async (report: NvidiaSmiReport): Promise<NvidiaSmiReport> => {
+    const key = `${report.driverVersion}|${report.gpus.map((g) => g.pciBusId).join(',')}`;
+    if (caps?.key !== key) {
+      const answer = report.gpus.length === 0 ? null : await run(command, COMPUTE_CAP_QUERY, timeout);
+      caps = { key, byBus: answer && !answer.error ? parseComputeCapabilities(answer.stdout) : new Map() };
+    }
+    const byBus = caps.byBus;
+    return { ...report, gpus: report.gpus.map((g) => ({ ...g, computeCapability: (g.pciBusId === null ? undefined : byBus.get(normalizePciBusId(g.pciBusId) ?? '')) ?? null })) };
+  };
+
+  const parse = async (stdout: string): Promise<GpuReading> => {
+    try {
+      return { ok: true, report: await withComputeCapabilities(parseNvidiaSmiXml(stdout)) };
+    } catch (parseErr) {
+      if (!(parseErr instanceof NvidiaSmiParseError)) throw parseErr;
+      return { ok: false, missing: false, reason: parseErr.message };
+    }
+  };
+
   return {
-    read: () =>
-      new Promise((resolve) => {
-        execFile(command, ['-q', '-x'], { timeout, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' }, (err, stdout, stderr) => {
-          if (err) {
-            const code = (err as NodeJS.ErrnoException).code;
-            if (code === 'ENOENT') {
-              resolve({ ok: false, missing: true, reason: `${command} was not found on PATH: the NVIDIA driver is not installed` });
-              return;
-            }
-            const killed = (err as { killed?: boolean }).killed === true;
-            if (!killed && stdout.includes('<nvidia_smi_log')) {
-              try {
-                resolve({ ok: true, report: parseNvidiaSmiXml(stdout) });
-                return;
-              } catch (parseErr) {
-                if (!(parseErr instanceof NvidiaSmiParseError)) throw parseErr;
-              }
-            }
-            const said = `${stdout}\n${stderr}`.trim().split('\n').filter(Boolean).slice(0, 3).join(' ');
-            resolve({ ok: false, missing: false, reason: killed ? `${command} did not answer within ${timeout} ms (a hung driver?)` : `${command} failed: ${said || err.message}` });
-            return;
-          }
-          try {
-            resolve({ ok: true, report: parseNvidiaSmiXml(stdout) });
-          } catch (parseErr) {
-            if (!(parseErr instanceof NvidiaSmiParseError)) throw parseErr;
-            resolve({ ok: false, missing: false, reason: parseErr.message });
-          }
-        });
-      }),
+    async read() {
+      const { error, stdout, stderr } = await run(command, ['-q', '-x'], timeout);
+      if (!error) return parse(stdout);
+      if (error.code === 'ENOENT') return { ok: false, missing: true, reason: `${command} was not found on PATH: the NVIDIA driver is not installed` };
+      const killed = error.killed === true;
+      if (!killed && stdout.includes('<nvidia_smi_log')) {
+        const reading = await parse(stdout);
+        if (reading.ok) return reading;
+      }
+      const said = `${stdout}\n${stderr}`.trim().split('\n').filter(Boolean).slice(0, 3).join(' ');
+      return { ok: false, missing: false, reason: killed ? `${command} did not answer within ${timeout} ms (a hung driver?)` : `${command} failed: ${said || error.message}` };
+    },
   };
 }

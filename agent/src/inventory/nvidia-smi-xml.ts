@@ -31,6 +31,12 @@ export interface NvidiaSmiGpu {
   powerLimitWatts: number | null;
   /** `00000000:3B:00.0`, null when not printed. */
   pciBusId: string | null;
+  /** `pci_device_id` as printed (`0x233010DE`; drivers before 400 print `15F710DE`), null when not printed. */
+  pciDeviceId: string | null;
+  /** `product_architecture` (`Hopper`, `Ada Lovelace`; drivers since 460 print it), null when not printed. */
+  productArchitecture: string | null;
+  /** Compute capability (`9.0`): not in the XML; the reader fills it from `--query-gpu=compute_cap` where the driver has it. */
+  computeCapability: string | null;
   health: NvidiaSmiHealth;
 }
 
@@ -269,6 +275,9 @@ function readGpu(g: unknown, index: number): NvidiaSmiGpu {
       withUnit(child(legacy, 'power_limit'), 'W'),
     ),
     pciBusId: text(child(child(g, 'pci'), 'pci_bus_id')),
+    pciDeviceId: text(child(child(g, 'pci'), 'pci_device_id')),
+    productArchitecture: text(child(g, 'product_architecture')),
+    computeCapability: null,
     health: healthOf(g),
   };
 }

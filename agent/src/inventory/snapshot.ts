@@ -1,4 +1,4 @@
-import { gpuClassForProductName, type GpuHealthReport, type GpuInventory, type HostInventory, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import { classifyGpu, type GpuHealthReport, type GpuInventory, type HostInventory, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
 import type { GpuReading } from './gpu-reader.js';
 import type { KernelLogWatcher } from './kernel-log.js';
 import { normalizePciBusId } from './nvidia-smi-xml.js';
@@ -27,25 +27,36 @@ export interface InventorySnapshot {
 /** The probe's state as the snapshot needs it: not run yet, or its last result. */
 export type ProbeState = { kind: 'not_run' } | { kind: 'done'; result: GpuProbeResult };
 
-/** GPUs from an nvidia-smi reading, mapped to catalog classes. */
+/**
+ * GPUs from an nvidia-smi reading, each with its class (`classifyGpu`: curated, or derived for a
+ * model the catalog does not list) or, when it is not offered, the reason.
+ */
 export function gpusFromReading(reading: GpuReading): GpuInventory[] {
   if (!reading.ok) return [];
   const { driverVersion, cudaVersion } = reading.report;
-  return reading.report.gpus.map((g) => ({
-    index: g.index,
-    uuid: g.uuid,
-    name: g.name,
-    classId: gpuClassForProductName(g.name)?.classId ?? null,
-    vramBytes: g.vramBytes,
-    driverVersion,
-    cudaVersion,
-    temperatureC: g.temperatureC,
-    utilizationPercent: g.utilizationPercent === null ? null : Math.min(100, Math.max(0, g.utilizationPercent)),
-    memoryUsedBytes: g.memoryUsedBytes,
-    powerDrawWatts: g.powerDrawWatts,
-    powerLimitWatts: g.powerLimitWatts,
-    simulated: false,
-  }));
+  return reading.report.gpus.map((g) => {
+    const c = classifyGpu({ name: g.name, vramBytes: g.vramBytes, pciDeviceId: g.pciDeviceId, computeCapability: g.computeCapability, productArchitecture: g.productArchitecture });
+    return {
+      index: g.index,
+      uuid: g.uuid,
+      name: g.name,
+      classId: c.gpuClass?.classId ?? null,
+      vramBytes: g.vramBytes,
+      driverVersion,
+      cudaVersion,
+      temperatureC: g.temperatureC,
+      utilizationPercent: g.utilizationPercent === null ? null : Math.min(100, Math.max(0, g.utilizationPercent)),
+      memoryUsedBytes: g.memoryUsedBytes,
+      powerDrawWatts: g.powerDrawWatts,
+      powerLimitWatts: g.powerLimitWatts,
+      simulated: false,
+      architecture: c.architecture,
+      computeCapability: c.computeCapability,
+      // Only the id's own spelling travels: the message schema refuses anything longer.
+      pciDeviceId: g.pciDeviceId !== null && /^(0x)?[0-9a-f]{8}$/i.test(g.pciDeviceId) ? g.pciDeviceId : null,
+      notOfferedReason: c.reason === null ? null : c.reason.slice(0, 500),
+    };
+  });
 }
 
 /** A GPU the agent read before: a lost one is reported under this UUID and index. */
@@ -138,7 +149,7 @@ export function inventoryKey(inv: MachineInventory): string {
   return JSON.stringify({
     simulated: inv.simulated,
     host: { ...inv.host, diskFreeBytes: Math.round(inv.host.diskFreeBytes / 2 ** 30) },
-    gpus: inv.gpus.map((g) => [g.uuid, g.name, g.classId, g.vramBytes, g.driverVersion, g.cudaVersion, g.powerLimitWatts]),
+    gpus: inv.gpus.map((g) => [g.uuid, g.name, g.classId, g.vramBytes, g.driverVersion, g.cudaVersion, g.powerLimitWatts, g.notOfferedReason ?? null]),
     detected: inv.detectedGpuCount,
     driver: inv.driverVersion,
     cuda: inv.cudaVersion,

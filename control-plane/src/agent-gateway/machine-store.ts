@@ -1,7 +1,21 @@
-import { findGpuClass, type GpuHealthReport, type HeartbeatMessage, type HelloMessage, type MachineHealth, type MachineInventory } from '@gpufarm/shared';
+import {
+  derivedGpuClass,
+  findGpuClass,
+  isDerivedClassId,
+  isOfferedArchitecture,
+  nvidiaDeviceId,
+  type GpuClass,
+  type GpuHealthReport,
+  type GpuInventory,
+  type HeartbeatMessage,
+  type HelloMessage,
+  type MachineHealth,
+  type MachineInventory,
+} from '@gpufarm/shared';
 import { createBatcher } from '../db/batcher.js';
 import type { Database, Queryable } from '../db/database.js';
 import { recordFleetEvent, type FleetEventInput } from '../fleet/events.js';
+import { ensureDerivedClasses } from '../fleet/store.js';
 import { probeMismatch } from '../machine-verification/claims.js';
 import { noteClaims } from '../machine-verification/store.js';
 
@@ -35,18 +49,43 @@ export interface GpuRow {
 }
 
 /**
- * The `machine_gpus` rows an inventory offers: GPUs of a catalog class only. A GPU whose model
- * is not in the catalog (`classId` null or unknown) cannot be priced or matched, so it is not
- * offered; it stays visible in `machines.inventory`.
+ * The class of a GPU the agent reports, as the control plane knows it: a curated class by id; a
+ * derived one made again here from the GPU's product name, memory, generation and PCI device id
+ * (`derivedGpuClass`), so its label, model and family are the control plane's own words and
+ * the id must be the one those facts give. Undefined for a GPU that is not offered (`classId`
+ * null), an unknown curated id, or a derived id its facts do not give (an agent of another
+ * version, say): such a GPU is not offered and stays visible in `machines.inventory`.
  */
-export function gpuRowsFor(inventory: MachineInventory): GpuRow[] {
+export function reportedGpuClass(gpu: GpuInventory): GpuClass | undefined {
+  if (gpu.classId === null) return undefined;
+  const curated = findGpuClass(gpu.classId);
+  if (curated) return curated;
+  if (!isDerivedClassId(gpu.classId) || !gpu.architecture || !isOfferedArchitecture(gpu.architecture)) return undefined;
+  const derived = derivedGpuClass({ name: gpu.name, vramBytes: gpu.vramBytes, architecture: gpu.architecture, pciDeviceId: gpu.pciDeviceId ? nvidiaDeviceId(gpu.pciDeviceId) : null });
+  return derived.classId === gpu.classId ? derived : undefined;
+}
+
+/**
+ * The `machine_gpus` rows an inventory offers, and the classes they reference (derived ones
+ * are added to `gpu_classes` before the rows: `ensureDerivedClasses`).
+ */
+export function offeredGpus(inventory: MachineInventory): { rows: GpuRow[]; classes: GpuClass[] } {
   const rows: GpuRow[] = [];
+  const classes: GpuClass[] = [];
   for (const gpu of inventory.gpus) {
-    const gpuClass = gpu.classId === null ? undefined : findGpuClass(gpu.classId);
+    const gpuClass = reportedGpuClass(gpu);
     if (!gpuClass) continue;
+    classes.push(gpuClass);
     rows.push({ gpu_index: gpu.index, uuid: gpu.uuid, class_id: gpuClass.classId, vram_bytes: gpu.vramBytes > 0 ? gpu.vramBytes : gpuClass.vramBytes });
   }
-  return rows;
+  return { rows, classes };
+}
+
+/** Writes the inventory's offered GPUs: their derived classes first, then the `machine_gpus` rows (`reconcileGpus`). */
+export async function writeOfferedGpus(db: Queryable, machineId: string, inventory: MachineInventory): Promise<boolean> {
+  const { rows, classes } = offeredGpus(inventory);
+  await ensureDerivedClasses(db, classes);
+  return reconcileGpus(db, machineId, rows);
 }
 
 /** The status a machine's own report gives it: unhealthy first, then draining, else online. */
@@ -138,7 +177,7 @@ export async function applyHello(db: Database, machineId: string, hello: HelloMe
         columns.diskFreeBytes, columns.simulated, hello.draining,
       ],
     );
-    await reconcileGpus(tx, machineId, gpuRowsFor(hello.inventory));
+    await writeOfferedGpus(tx, machineId, hello.inventory);
     await noteClaims(tx, machineId, hello.inventory);
   });
 }
@@ -276,7 +315,7 @@ export async function recordHeartbeat(
     const health = healthEvent(machineId, row.status, status, reason);
     if (health) await recordFleetEvent(tx, health);
     if (inventory) {
-      await reconcileGpus(tx, machineId, gpuRowsFor(inventory));
+      await writeOfferedGpus(tx, machineId, inventory);
       await noteClaims(tx, machineId, inventory);
     }
   });

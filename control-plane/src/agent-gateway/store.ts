@@ -1,7 +1,7 @@
 import type { EnrollRequest } from '@gpufarm/shared';
 import type { ExecutionConfig } from '../config.js';
 import type { Queryable } from '../db/database.js';
-import { gpuRowsFor, inventoryColumns } from './machine-store.js';
+import { inventoryColumns, writeOfferedGpus } from './machine-store.js';
 
 /**
  * The gateway's SQL for enrollment (farms, enrollment tokens, new machines) and for the
@@ -74,22 +74,12 @@ export async function insertEnrolledMachine(
       request.publicKeyPem, request.agentVersion, JSON.stringify(request.inventory),
     ],
   );
-  await insertGpus(tx, machine.id, gpuRowsFor(request.inventory));
+  await writeOfferedGpus(tx, machine.id, request.inventory);
 }
 
 /** Records which machine an enrollment token enrolled. */
 export async function linkEnrollmentToken(tx: Queryable, tokenHash: string, machineId: string): Promise<void> {
   await tx.query('UPDATE enrollment_tokens SET machine_id = $2 WHERE token_hash = $1', [tokenHash, machineId]);
-}
-
-async function insertGpus(db: Queryable, machineId: string, gpus: ReturnType<typeof gpuRowsFor>): Promise<void> {
-  if (gpus.length === 0) return;
-  await db.query(
-    `INSERT INTO machine_gpus (machine_id, gpu_index, uuid, class_id, vram_bytes)
-     SELECT $1, x.gpu_index, x.uuid, x.class_id, x.vram_bytes
-       FROM jsonb_to_recordset($2::jsonb) AS x(gpu_index int, uuid text, class_id text, vram_bytes bigint)`,
-    [machineId, JSON.stringify(gpus)],
-  );
 }
 
 /** Marks silent machines offline; returns their ids. Seeded machines (no token) never connect and are left alone. */

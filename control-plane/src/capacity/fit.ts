@@ -1,4 +1,4 @@
-import { GPU_CLASSES, WORKLOAD_TYPES, type WorkloadType } from '@gpufarm/shared';
+import { WORKLOAD_TYPES, type WorkloadType } from '@gpufarm/shared';
 import { ALL_WORKLOADS, WORKLOAD_BIT, type Snapshot } from './snapshot.js';
 
 /** What a job needs of one machine, and the most it pays. */
@@ -26,7 +26,7 @@ export interface FitSummary {
   minPriceMicroUsd: number;
   maxPriceMicroUsd: number;
   maxMinBillingSeconds: number;
-  /** Classes of the matched machines, in catalog order. */
+  /** Classes of the matched machines, in the snapshot's class order (catalog order, then derived classes by id). */
   matchedClasses: string[];
 }
 
@@ -37,9 +37,9 @@ export interface FitSummary {
  */
 export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
   const wanted = (WORKLOAD_BIT.get(req.workloadType) ?? 1 << WORKLOAD_TYPES.length) | ALL_WORKLOADS;
-  const allowed = GPU_CLASSES.map((c) => (req.classIds === null || req.classIds.includes(c.classId)) && (req.minVramBytes === null || c.vramBytes >= req.minVramBytes));
+  const allowed = s.classes.map((c) => (req.classIds === null || req.classIds.includes(c.classId)) && (req.minVramBytes === null || c.vramBytes >= req.minVramBytes));
   const cap = req.capMicroUsd ?? Number.POSITIVE_INFINITY;
-  const matchedClass = new Uint8Array(GPU_CLASSES.length);
+  const matchedClass = new Uint8Array(s.classes.length);
   const out: FitSummary = {
     fitting: 0,
     maxFittingPriceMicroUsd: 0,
@@ -64,6 +64,6 @@ export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
     out.matched += 1;
     matchedClass[classIndex] = 1;
   }
-  out.matchedClasses = GPU_CLASSES.filter((_, i) => matchedClass[i] === 1).map((c) => c.classId);
+  out.matchedClasses = s.classes.filter((_, i) => matchedClass[i] === 1).map((c) => c.classId);
   return out;
 }

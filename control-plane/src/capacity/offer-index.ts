@@ -5,7 +5,7 @@ import { summarizeFit, type FitSummary, type JobRequirements } from './fit.js';
 import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.js';
 import { DEFAULT_CAPACITY_QUERY, type CapacityQuery } from './query.js';
 import { buildSnapshot, withUptime, type FleetSupply, type Snapshot } from './snapshot.js';
-import { loadFleetRows, loadUptimeSeconds, uptimeWindowFirstDay } from './store.js';
+import { loadFleetRows, loadGpuClasses, loadUptimeSeconds, uptimeWindowFirstDay, type ListedGpuClass } from './store.js';
 
 /** The channel the fleet tables' triggers notify (migration 001). */
 export const FLEET_CHANGED_CHANNEL = 'fleet_changed';
@@ -76,8 +76,10 @@ export interface OfferIndex {
    * either changes.
    */
   listOffersJson(query?: CapacityQuery): OfferListJsonPage;
-  /** GPU supply per catalog class and the billing range, for pricing. */
+  /** GPU supply per class (curated, and derived with GPUs online) and the billing range, for pricing. */
   supply(): FleetSupply;
+  /** A class `gpu_classes` lists (curated or derived) by id, as of the current snapshot; undefined when none. */
+  gpuClass(classId: string): ListedGpuClass | undefined;
   /** The offered machines that could run a job with these requirements, summarized. */
   summarizeFit(requirements: JobRequirements): FitSummary;
 }
@@ -130,18 +132,18 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
         uptime = { firstDay, seconds };
         snapshot = withUptime(snapshot!, seconds, version, at);
       } else if (mode === 'full') {
-        const [rows, seconds] = await Promise.all([loadFleetRows(db, fleet), loadUptimeSeconds(db, firstDay)]);
+        const [rows, classes, seconds] = await Promise.all([loadFleetRows(db, fleet), loadGpuClasses(db), loadUptimeSeconds(db, firstDay)]);
         uptime = { firstDay, seconds };
-        snapshot = buildSnapshot(rows, seconds, version, at);
+        snapshot = buildSnapshot(rows, classes, seconds, version, at);
       } else {
-        const rows = await loadFleetRows(db, fleet);
+        const [rows, classes] = await Promise.all([loadFleetRows(db, fleet), loadGpuClasses(db)]);
         const known = uptime!.seconds;
         const unseen = [...new Set(rows.filter((r) => !known.has(r.machineId)).map((r) => r.machineId))];
         if (unseen.length > 0) {
           const found = await loadUptimeSeconds(db, firstDay, unseen);
           for (const id of unseen) known.set(id, found.get(id) ?? 0);
         }
-        snapshot = buildSnapshot(rows, known, version, at);
+        snapshot = buildSnapshot(rows, classes, known, version, at);
       }
       lastError = null;
       if (failing) warn(`reload succeeded again; ${snapshot.size} offered machine rows`);
@@ -310,6 +312,11 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
     },
     supply() {
       return current().supply;
+    },
+    gpuClass(classId) {
+      const s = current();
+      const i = s.classIndex.get(classId);
+      return i === undefined ? undefined : s.classes[i];
     },
     summarizeFit(requirements) {
       // Jobs of the same shape price against the same snapshot: remember each answer until the next load.

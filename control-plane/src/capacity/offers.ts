@@ -1,4 +1,4 @@
-import { GPU_CLASSES, REGIONS, WORKLOAD_TYPES, type CapacityOffer, type WorkloadType } from '@gpufarm/shared';
+import { REGIONS, WORKLOAD_TYPES, type CapacityOffer, type WorkloadType } from '@gpufarm/shared';
 import { encodeCapacityCursor, type CapacityQuery, type CapacitySort } from './query.js';
 import { ALL_WORKLOADS, TIER_RANK, WORKLOAD_BIT, tierOf, type OfferGroup, type Snapshot } from './snapshot.js';
 
@@ -156,9 +156,9 @@ function rowFilter(s: Snapshot, q: CapacityQuery): RowFilter | null {
   let scanned = rowEnd - rowStart;
   let classOk: Uint8Array | null = null;
   if (q.model !== undefined || q.minVramBytes !== undefined) {
-    classOk = new Uint8Array(256);
+    classOk = new Uint8Array(s.classes.length);
     const lists: Int32Array[] = [];
-    GPU_CLASSES.forEach((gpuClass, i) => {
+    s.classes.forEach((gpuClass, i) => {
       const modelOk = q.model === undefined || gpuClass.classId === q.model;
       const vramOk = q.minVramBytes === undefined || gpuClass.vramBytes >= q.minVramBytes;
       classOk![i] = modelOk && vramOk ? 1 : 0;
@@ -377,7 +377,7 @@ function offersBy(s: Snapshot, key: 'classIndex' | 'regionIndex'): OfferAggregat
   const cacheKey = `by:${key}`;
   let lists = s.cache.get(cacheKey) as OfferAggregate[][] | undefined;
   if (lists === undefined) {
-    lists = Array.from({ length: key === 'classIndex' ? GPU_CLASSES.length : REGIONS.length }, () => []);
+    lists = Array.from({ length: key === 'classIndex' ? s.classes.length : REGIONS.length }, () => []);
     for (const offer of allOffers(s)) lists[offer.group[key]]!.push(offer);
     s.cache.set(cacheKey, lists);
   }

@@ -2,10 +2,10 @@ import {
   ApiError,
   BENCHMARK_TIERS,
   fieldDetail,
-  GPU_CLASSES,
   REGIONS,
   WORKLOAD_TYPES,
-  findGpuClass,
+  gpuClassIds,
+  isGpuClassIdShape,
   parseUsdToMicroUsd,
   regionGroups,
   regionKeysFor,
@@ -134,11 +134,12 @@ const minUptimeParam = z
     return centi;
   });
 
-const classIds = GPU_CLASSES.map((c) => c.classId);
+/** The message for a `model` that names no class; derived classes exist once a farm brings such a GPU. */
+export const MODEL_PARAMETER_MESSAGE = `must be a GPU class id: ${gpuClassIds.join(', ')}, or a derived class id (derived-…) that GET /v1/pricing lists`;
 const regionChoices = [...REGIONS.map((r) => r.key), ...regionGroups];
 
 export const querySchema = z.strictObject({
-  model: z.string().refine((id) => findGpuClass(id) !== undefined, `must be a GPU class id: ${classIds.join(', ')}`).optional(),
+  model: z.string().refine((id) => isGpuClassIdShape(id), MODEL_PARAMETER_MESSAGE).optional(),
   minVram: minVramParam.optional(),
   maxPrice: maxPriceParam.optional(),
   farm: z.string().max(63, 'must be a farm slug').optional(),

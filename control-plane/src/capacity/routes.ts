@@ -1,6 +1,7 @@
+import { errorForField } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import type { OfferIndex } from './offer-index.js';
-import { parseCapacityQuery } from './query.js';
+import { MODEL_PARAMETER_MESSAGE, parseCapacityQuery } from './query.js';
 
 export interface CapacityRoutesOptions {
   offerIndex: OfferIndex;
@@ -22,6 +23,8 @@ export const capacityRoutes: FastifyPluginAsync<CapacityRoutesOptions> = async (
   let last: { dataJson: Buffer; nextCursor: string | null; generatedAt: string; body: Buffer } | null = null;
   app.get('/v1/capacity', { config: { auth: 'public' } }, async (request, reply) => {
     const query = parseCapacityQuery(request.query);
+    // A derived class id is well formed by its shape alone: it names a class once a machine reported one.
+    if (query.model !== undefined && offerIndex.gpuClass(query.model) === undefined) throw errorForField('invalid_request', 'model', MODEL_PARAMETER_MESSAGE);
     const page = offerIndex.listOffersJson(query);
     const generatedAt = now().toISOString();
     if (last === null || last.dataJson !== page.dataJson || last.nextCursor !== page.nextCursor || last.generatedAt !== generatedAt) {

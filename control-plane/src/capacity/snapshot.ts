@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { BENCHMARK_TIERS, GPU_CLASSES, REGIONS, WORKLOAD_TYPES, type BenchmarkTier, type GpuClass, type Region } from '@gpufarm/shared';
-import { uptimeCentiPct, type FleetRow } from './store.js';
+import { BENCHMARK_TIERS, GPU_CLASSES, REGIONS, WORKLOAD_TYPES, type BenchmarkTier, type Region } from '@gpufarm/shared';
+import { uptimeCentiPct, type FleetRow, type ListedGpuClass } from './store.js';
 import { versionRank } from './versions.js';
 
 /**
@@ -25,9 +25,9 @@ export interface OfferGroup {
   /** Position of `id` among all group ids, for cheap tie-breaks. */
   idRank: number;
   farm: FarmInfo;
-  gpuClass: GpuClass;
+  gpuClass: ListedGpuClass;
   region: Region;
-  /** Indices into `Snapshot.farms`, `GPU_CLASSES` and `REGIONS`. */
+  /** Indices into `Snapshot.farms`, `Snapshot.classes` and `REGIONS`. */
   farmIndex: number;
   classIndex: number;
   regionIndex: number;
@@ -49,7 +49,7 @@ export interface FarmInfo {
 
 /** Supply per GPU class, for `GET /v1/pricing`. Prices are per machine row, sorted ascending. */
 export interface ClassSupply {
-  gpuClass: GpuClass;
+  gpuClass: ListedGpuClass;
   /** GPUs on online machines of active farms, priced or not. */
   gpusOnline: number;
   gpusBusy: number;
@@ -62,7 +62,10 @@ export interface ClassSupply {
 }
 
 export interface FleetSupply {
-  /** One entry per catalog class, in catalog order. */
+  /**
+   * One entry per curated class, in catalog order, then one per derived class with GPUs online,
+   * by id: a derived class nobody brings any more is not listed.
+   */
   classes: ClassSupply[];
   /** Over offered (priced) machines; null when none is offered. */
   minBillingSeconds: { min: number; max: number } | null;
@@ -76,7 +79,7 @@ export interface Snapshot {
   size: number;
   group: Int32Array;
   farm: Int32Array;
-  classIdx: Uint8Array;
+  classIdx: Uint16Array;
   regionIdx: Uint8Array;
   price: Float64Array;
   gpus: Int32Array;
@@ -96,7 +99,10 @@ export interface Snapshot {
   groups: OfferGroup[];
   farms: FarmInfo[];
   farmBySlug: Map<string, number>;
-  /** Row indices: every row (0…size-1), per catalog class and per catalog region, ascending. */
+  /** Every class `gpu_classes` lists: the curated ones in catalog order, then the derived ones by id. */
+  classes: ListedGpuClass[];
+  classIndex: ReadonlyMap<string, number>;
+  /** Row indices: every row (0…size-1), per class and per catalog region, ascending. */
   allRows: Int32Array;
   classRows: Int32Array[];
   regionRows: Int32Array[];
@@ -108,7 +114,7 @@ export interface Snapshot {
 /** Rows per snapshot are below this (2^21); see the sort in `buildSnapshot`. */
 const ROW_SPAN = 2 ** 21;
 
-const classIndex = new Map(GPU_CLASSES.map((c, i) => [c.classId, i]));
+const catalogOrder = new Map(GPU_CLASSES.map((c, i) => [c.classId, i]));
 const regionIndex = new Map(REGIONS.map((r, i) => [r.key, i]));
 
 const offerIds = new Map<string, string>();
@@ -140,13 +146,23 @@ function safePrice(value: unknown): number | null {
   return Number.isSafeInteger(n) && n > 0 ? n : null;
 }
 
+/** The classes in the snapshot's order: curated ones as the catalog lists them, then derived ones by id. */
+function orderClasses(listed: readonly ListedGpuClass[]): ListedGpuClass[] {
+  const rank = (c: ListedGpuClass) => catalogOrder.get(c.classId) ?? GPU_CLASSES.length;
+  return [...listed].sort((a, b) => rank(a) - rank(b) || (a.classId < b.classId ? -1 : a.classId > b.classId ? 1 : 0));
+}
+
 /**
- * Builds a snapshot from the loaded rows and each machine's seconds up in the uptime window,
- * as of `loadedAt`. Rows of classes or regions outside the catalog are left out.
+ * Builds a snapshot from the loaded rows, the classes `gpu_classes` lists and each machine's
+ * seconds up in the uptime window, as of `loadedAt`. Rows of classes or regions that are not
+ * listed are left out.
  */
-export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: ReadonlyMap<string, number>, version: number, loadedAt: Date): Snapshot {
+export function buildSnapshot(rows: readonly FleetRow[], listedClasses: readonly ListedGpuClass[], uptimeSeconds: ReadonlyMap<string, number>, version: number, loadedAt: Date): Snapshot {
   if (rows.length >= ROW_SPAN) throw new RangeError(`the offer index holds at most ${ROW_SPAN - 1} machine rows`);
-  const supplyAcc = GPU_CLASSES.map(() => ({ online: 0, busy: 0, available: 0, priced: 0, prices: [] as Array<[number, number]> }));
+  const classes = orderClasses(listedClasses);
+  const classIndex = new Map(classes.map((c, i) => [c.classId, i]));
+  if (classes.length >= 65_536) throw new RangeError('the offer index holds at most 65535 GPU classes');
+  const supplyAcc = classes.map(() => ({ online: 0, busy: 0, available: 0, priced: 0, prices: [] as Array<[number, number]> }));
   let minBillingMin = Infinity;
   let minBillingMax = -Infinity;
 
@@ -184,12 +200,14 @@ export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: Readonly
   farmIds.sort();
   const farmOrdinal = new Map(farmIds.map((id, i) => [id, i]));
   const offerKey = new Float64Array(offeredRows.length);
-  // Key and position in one number, exact below 2^53 (fewer than 65,536 farms, 2^21 rows), so a
-  // native numeric sort orders the rows.
-  if (farmIds.length >= 65_536) throw new RangeError('the offer index holds at most 65535 farms');
+  // Key (farm, class, region in mixed radix) and position in one number, exact below 2^53 (keys
+  // below 2^32, 2^21 rows), so a native numeric sort orders the rows.
+  const regionRadix = REGIONS.length;
+  const classRadix = Math.max(1, classes.length);
+  if (Math.max(1, farmIds.length) * classRadix * regionRadix >= 2 ** 32) throw new RangeError('the offer index holds fewer farms × GPU classes × regions than 2^32');
   const order = new Float64Array(offeredRows.length);
   for (let k = 0; k < offeredRows.length; k++) {
-    offerKey[k] = farmOrdinal.get(rows[offeredRows[k]!]!.farmId)! * 65_536 + offeredClass[k]! * 256 + offeredRegion[k]!;
+    offerKey[k] = (farmOrdinal.get(rows[offeredRows[k]!]!.farmId)! * classRadix + offeredClass[k]!) * regionRadix + offeredRegion[k]!;
     order[k] = offerKey[k]! * ROW_SPAN + k;
   }
   order.sort();
@@ -201,7 +219,7 @@ export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: Readonly
     size,
     group: new Int32Array(size),
     farm: new Int32Array(size),
-    classIdx: new Uint8Array(size),
+    classIdx: new Uint16Array(size),
     regionIdx: new Uint8Array(size),
     price: new Float64Array(size),
     gpus: new Int32Array(size),
@@ -220,12 +238,15 @@ export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: Readonly
     groups: [],
     farms: [],
     farmBySlug: new Map(),
+    classes,
+    classIndex,
     allRows: Int32Array.from({ length: size }, (_, i) => i),
     classRows: [],
     regionRows: [],
     supply: {
-      classes: GPU_CLASSES.map((gpuClass, i) => {
+      classes: classes.flatMap((gpuClass, i) => {
         const acc = supplyAcc[i]!;
+        if (gpuClass.origin === 'derived' && acc.online === 0) return [];
         acc.prices.sort((a, b) => a[0] - b[0]);
         return {
           gpuClass,
@@ -257,7 +278,7 @@ export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: Readonly
     }
     if (offerKey[k] !== groupKey) {
       groupKey = offerKey[k]!;
-      snapshot.groups.push(makeGroup(farm, snapshot.farms.length - 1, cls, region));
+      snapshot.groups.push(makeGroup(farm, snapshot.farms.length - 1, classes, cls, region));
     }
     snapshot.group[i] = snapshot.groups.length - 1;
     snapshot.farm[i] = snapshot.farms.length - 1;
@@ -279,7 +300,7 @@ export function buildSnapshot(rows: readonly FleetRow[], uptimeSeconds: Readonly
     snapshot.createdAtMs[i] = row.createdAtMs;
   }
 
-  snapshot.classRows = rowsBy(snapshot.classIdx, GPU_CLASSES.length);
+  snapshot.classRows = rowsBy(snapshot.classIdx, classes.length);
   snapshot.regionRows = rowsBy(snapshot.regionIdx, REGIONS.length);
 
   const byId = snapshot.groups.map((g, i) => [g.id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
@@ -300,7 +321,7 @@ export function withUptime(s: Snapshot, uptimeSeconds: ReadonlyMap<string, numbe
 }
 
 /** For each value 0..n-1, the ascending indices where `values` holds it. */
-function rowsBy(values: Uint8Array, n: number): Int32Array[] {
+function rowsBy(values: Uint8Array | Uint16Array, n: number): Int32Array[] {
   const counts = new Int32Array(n);
   for (const v of values) counts[v]! += 1;
   const lists = Array.from(counts, (c) => new Int32Array(c));
@@ -311,8 +332,8 @@ function rowsBy(values: Uint8Array, n: number): Int32Array[] {
   return lists;
 }
 
-function makeGroup(farm: FarmInfo, farmIndex: number, classIndex: number, regionIndex: number): OfferGroup {
-  const gpuClass = GPU_CLASSES[classIndex]!;
+function makeGroup(farm: FarmInfo, farmIndex: number, classes: readonly ListedGpuClass[], classIndex: number, regionIndex: number): OfferGroup {
+  const gpuClass = classes[classIndex]!;
   const region = REGIONS[regionIndex]!;
   const id = offerIdFor(farm.id, gpuClass.classId, region.key);
   return {

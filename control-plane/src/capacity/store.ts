@@ -1,3 +1,4 @@
+import { GPU_FAMILIES, type GpuClass, type GpuFamily } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /**
@@ -110,6 +111,22 @@ export async function loadFleetRows(db: Queryable, params: { allowSimulated: boo
     });
   }
   return rows;
+}
+
+/**
+ * A GPU class as `gpu_classes` lists it: a curated one, or one derived when a machine first
+ * reported it; its generation is text (a row written by another version may name one this
+ * build does not know).
+ */
+export type ListedGpuClass = Pick<GpuClass, 'classId' | 'label' | 'model' | 'vendor' | 'family' | 'vramBytes' | 'origin'> & { architecture: string | null };
+
+/** Every class `gpu_classes` lists, curated and derived, by id. */
+export async function loadGpuClasses(db: Queryable): Promise<ListedGpuClass[]> {
+  const rows = await db.query<Omit<ListedGpuClass, 'vendor' | 'vramBytes' | 'family'> & { family: string; vramBytes: string | number }>(
+    `SELECT class_id AS "classId", label, model, family, vram_bytes AS "vramBytes", origin, architecture FROM gpu_classes ORDER BY class_id`,
+  );
+  const family = (text: string): GpuFamily => ((GPU_FAMILIES as readonly string[]).includes(text) ? (text as GpuFamily) : 'datacenter');
+  return rows.map((r) => ({ ...r, vendor: 'nvidia', family: family(r.family), vramBytes: Number(r.vramBytes) }));
 }
 
 /** The first UTC day (`YYYY-MM-DD`) counted in the 30-day uptime as of `now`. */

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   ethMaxPayment,
   fieldDetail,
+  isDerivedClassId,
   JOB_SPEC_DEFAULTS,
   maxPriceMicroUsdOf,
   parseJobCreateRequest,
@@ -28,7 +29,7 @@ import { claimIdempotencyKey, findIdempotencyKey, insertJobs, type IdempotencyRe
 
 export interface CreateJobDeps {
   db: Database;
-  offerIndex: Pick<OfferIndex, 'summarizeFit'>;
+  offerIndex: Pick<OfferIndex, 'summarizeFit' | 'gpuClass'>;
   config: Pick<Config, 'bannedImages' | 'stableToken' | 'platformFeeBps' | 'weiPerUsd' | 'publicUrl'>;
   /** The escrow deployment; null when funding is not configured (the answer says `escrow_not_deployed`). */
   escrow: EscrowDeps | null;
@@ -117,6 +118,14 @@ export async function createJob(deps: CreateJobDeps, params: CreateJobParams): P
   // Checks that need this deployment's state, each reported on its field.
   const paymentToken = spec.paymentToken ?? (config.stableToken ? 'stable' : 'eth');
   const details = spec.inputs?.length ? await checkJobInputs(db, principal.accountId, spec.inputs) : [];
+  // A derived class exists once a machine reported one; the request schema checked only its shape.
+  const unknownClasses = (spec.gpu.modelAllowlist ?? []).flatMap((classId, i) =>
+    isDerivedClassId(classId) && deps.offerIndex.gpuClass(classId) === undefined
+      ? [fieldDetail(`gpu.modelAllowlist[${i}]`, `names no GPU class: ${classId} is a derived class id no machine has reported (GET /v1/pricing lists the classes on offer)`)]
+      : [],
+  );
+  // Nothing to price against a class that does not exist: the allowlist is the one thing to fix.
+  if (unknownClasses.length > 0) throw new JobValidationError([...details, ...unknownClasses]);
   if (paymentToken === 'stable' && !config.stableToken) details.push(fieldDetail('paymentToken', 'this deployment has no stablecoin configured; use eth'));
   const maxRuntimeSeconds = spec.maxRuntimeSeconds ?? JOB_SPEC_DEFAULTS.maxRuntimeSeconds;
   const workloadType = spec.workloadType ?? JOB_SPEC_DEFAULTS.workloadType;

@@ -216,11 +216,13 @@ export async function writeMatches(tx: Queryable, matches: readonly MatchRecord[
   );
   if (reserved[0]?.n !== gpuIndex.length) throw new MatchWriteConflict(`reserved ${reserved[0]?.n ?? 0} of ${gpuIndex.length} GPUs`);
 
+  // The class's model as `gpu_classes` names it: a derived class is in no catalog the matcher holds.
   await tx.query(
     `INSERT INTO assignments (id, job_id, machine_id, attempt, state, gpu_indices, class_id, gpu_model, price_per_gpu_hour_micro_usd, spec)
-     SELECT id, job_id, machine_id, attempt, 'offered', gpu_indices, class_id, gpu_model, price, spec
+     SELECT x.id, x.job_id, x.machine_id, x.attempt, 'offered', x.gpu_indices, x.class_id, coalesce(c.model, x.gpu_model), x.price, x.spec
      FROM jsonb_to_recordset($1::jsonb) AS x(id text, job_id text, machine_id text, attempt int, gpu_indices int[], class_id text,
-       gpu_model text, price bigint, spec jsonb)`,
+       gpu_model text, price bigint, spec jsonb)
+     LEFT JOIN gpu_classes c ON c.class_id = x.class_id`,
     [
       JSON.stringify(
         matches.map((m) => ({

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { ApiError, earningVerdict, errorForField, findGpuClass, parseUsdToMicroUsd, type EarningVerdict } from '@gpufarm/shared';
+import { ApiError, earningVerdict, errorForField, parseUsdToMicroUsd, type EarningVerdict } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
@@ -98,6 +98,21 @@ function machineState(m: MachineFactsRow): string {
   return m.currentJobId ? 'busy' : 'online';
 }
 
+/**
+ * The GPUs the agent detected that are not offered, with why: the agent's reason (an old
+ * generation, say), or that the control plane does not know the class it reported.
+ */
+export function notOfferedGpus(m: Pick<MachineFactsRow, 'gpus' | 'inventoryGpus'>): Array<{ index: number; name: string; reason: string }> {
+  const offered = new Set(m.gpus.map((g) => g.index));
+  return (m.inventoryGpus ?? [])
+    .filter((g) => !offered.has(g.index))
+    .map((g) => ({
+      index: g.index,
+      name: g.name,
+      reason: g.notOfferedReason ?? (g.classId === null ? 'its model is not in the class catalog of the agent that reported it; upgrade gf-agent' : `the control plane does not know its class ${g.classId}; upgrade gf-agent`),
+    }));
+}
+
 /** The verdict of a machine row, with the going prices of its classes. */
 export function machineVerdict(m: MachineFactsRow, going: ReadonlyArray<{ classId: string; medianPerGpuHourMicroUsd: number | null }>): EarningVerdict {
   return earningVerdict({
@@ -118,6 +133,8 @@ export function machineVerdict(m: MachineFactsRow, going: ReadonlyArray<{ classI
     verificationReason: m.verificationReason,
     currentJob: m.currentJobId ? { jobId: m.currentJobId, since: iso(m.currentJobSince) } : null,
     goingPrices: going,
+    classes: m.gpus.map((g) => ({ classId: g.classId, label: g.label, architecture: g.architecture })),
+    notOffered: notOfferedGpus(m),
   });
 }
 
@@ -128,7 +145,9 @@ export function operatorMachineView(m: MachineFactsRow, going: ReadonlyArray<{ c
     regionKey: m.regionKey,
     state: machineState(m),
     earning: machineVerdict(m, going),
-    gpus: m.gpus.map((g) => ({ index: g.index, classId: g.classId, verdict: g.verdict, reasons: g.reasons })),
+    gpus: m.gpus.map((g) => ({ index: g.index, classId: g.classId, label: g.label, verdict: g.verdict, reasons: g.reasons })),
+    /** GPUs the agent detected but does not offer, each with why (never just a missing row). */
+    notOfferedGpus: notOfferedGpus(m),
     pricePerGpuHourMicroUsd: m.pricePerGpuHourMicroUsd,
     agentVersion: m.agentVersion,
     driverVersion: m.driverVersion,
@@ -229,7 +248,7 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
         const market = going.get(classId);
         return {
           classId,
-          label: findGpuClass(classId)?.label ?? classId,
+          label: offerIndex.gpuClass(classId)?.label ?? classId,
           gpusOnline: market?.gpusOnline ?? 0,
           gpusBusy: market?.gpusBusy ?? 0,
           jobsQueued: queued.get(classId) ?? 0,
@@ -278,7 +297,8 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
   app.put(`${base}/prices`, session, async (request) => {
     const body = parseBody(classPriceBody, request.body);
     const [farm] = scope(request, body.farm);
-    if (!findGpuClass(body.classId)) throw errorForField('invalid_request', 'classId', `unknown GPU class ${body.classId}`, { subject: true });
+    // Curated classes and the derived ones machines have reported.
+    if (!offerIndex.gpuClass(body.classId)) throw errorForField('invalid_request', 'classId', `unknown GPU class ${body.classId}`, { subject: true });
     const price = priceField(body.pricePerGpuHour);
     const machines = await audited<string[]>(
       request,

@@ -31,7 +31,10 @@ export interface MachineFactsRow {
   verificationReason: string | null;
   probeState: string | null;
   probeOutput: string | null;
-  gpus: Array<{ index: number; classId: string; verdict: EarningGpuHealth; reasons: string[] }>;
+  /** Offered GPUs, with their class's label and generation (`gpu_classes`: derived classes too). */
+  gpus: Array<{ index: number; classId: string; label: string; architecture: string | null; verdict: EarningGpuHealth; reasons: string[] }>;
+  /** The GPUs of the agent's last inventory (null before any): a GPU among them but not in `gpus` is not offered. */
+  inventoryGpus: Array<{ index: number; name: string; classId: string | null; notOfferedReason?: string | null }> | null;
   currentJobId: string | null;
   currentJobSince: Date | null;
 }
@@ -46,9 +49,10 @@ const MACHINE_FACTS = `
          m.verification, m.verification_reason AS "verificationReason",
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
-                     'index', g.gpu_index, 'classId', g.class_id,
+                     'index', g.gpu_index, 'classId', g.class_id, 'label', c.label, 'architecture', c.architecture,
                      'verdict', g.health, 'reasons', g.health_reasons) ORDER BY g.gpu_index)
-                     FROM machine_gpus g WHERE g.machine_id = m.id), '[]'::json) AS gpus,
+                     FROM machine_gpus g JOIN gpu_classes c ON c.class_id = g.class_id WHERE g.machine_id = m.id), '[]'::json) AS gpus,
+         m.inventory -> 'gpus' AS "inventoryGpus",
          cur.job_id AS "currentJobId", cur.since AS "currentJobSince"
     FROM machines m
     JOIN farms f ON f.id = m.farm_id

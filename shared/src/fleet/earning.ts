@@ -1,4 +1,4 @@
-import { compareDriverVersions, findGpuClass, minDriverFor } from '../catalog/gpu-classes.js';
+import { compareDriverVersions, findGpuClass, isOfferedArchitecture, MIN_DRIVER_BY_ARCHITECTURE, minDriverFor } from '../catalog/gpu-classes.js';
 import { z } from 'zod';
 import { formatUsdCents } from '../money.js';
 
@@ -69,6 +69,13 @@ export interface EarningFacts {
   currentJob: { jobId: string; since: string | null } | null;
   /** Going prices of the machine's classes (median of the offers), for the `offered` line. */
   goingPrices?: ReadonlyArray<{ classId: string; medianPerGpuHourMicroUsd: number | null }>;
+  /**
+   * The machine's classes as the control plane lists them (derived classes are not in the
+   * shared catalog): their labels and generations, for the lines and the driver check.
+   */
+  classes?: ReadonlyArray<{ classId: string; label: string; architecture: string | null }>;
+  /** GPUs the agent detected but does not offer, with why (an old generation, say). */
+  notOffered?: ReadonlyArray<{ index: number; name: string; reason: string }>;
 }
 
 const DOCTOR = 'then run `gf-agent doctor` on the machine';
@@ -87,8 +94,21 @@ function probeMessage(output: string | null): string {
   return line.length > 0 ? line : 'no output';
 }
 
-function classLabel(classId: string): string {
-  return findGpuClass(classId)?.label ?? classId;
+function classLabel(facts: Pick<EarningFacts, 'classes'>, classId: string): string {
+  return findGpuClass(classId)?.label ?? facts.classes?.find((c) => c.classId === classId)?.label ?? classId;
+}
+
+/** The oldest driver a class is offered with; null for a class nothing is known of. */
+function classMinDriver(facts: Pick<EarningFacts, 'classes'>, classId: string): string | null {
+  const curated = findGpuClass(classId);
+  if (curated) return minDriverFor(curated);
+  const architecture = facts.classes?.find((c) => c.classId === classId)?.architecture;
+  return architecture && isOfferedArchitecture(architecture) ? MIN_DRIVER_BY_ARCHITECTURE[architecture] : null;
+}
+
+/** `GPU 0 (NVIDIA GeForce GTX 1080 Ti): compute capability 6.1 …` for each GPU that is not offered. */
+function notOfferedText(facts: Pick<EarningFacts, 'notOffered'>): string {
+  return (facts.notOffered ?? []).map((g) => `GPU ${g.index} (${g.name}): ${g.reason}`).join('; ');
 }
 
 function usd(micro: number): string {
@@ -146,14 +166,19 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
     const reason = firstLine(facts.healthReason ?? '') || 'the agent reports the machine unhealthy';
     return verdict('unhealthy', `Unhealthy: ${reason}.`, `Fix what the reason says, ${DOCTOR}.`);
   }
-  if (facts.gpus.length === 0) return verdict('unhealthy', 'No GPU of a listed class is offered.', `Check that \`nvidia-smi\` lists the GPUs, ${DOCTOR}.`);
+  if (facts.gpus.length === 0) {
+    const unsupported = notOfferedText(facts);
+    if (unsupported) {
+      return verdict('unhealthy', `No GPU is offered: ${unsupported}.`, 'Only NVIDIA GPUs of compute capability 7.5 (Turing) or newer are offered; put such a card in this machine. `gf-agent inventory` lists each GPU with its reason.');
+    }
+    return verdict('unhealthy', 'No GPU of a listed class is offered.', `Check that \`nvidia-smi\` lists the GPUs, ${DOCTOR}.`);
+  }
   if (facts.driverVersion !== null) {
     for (const classId of new Set(facts.gpus.map((g) => g.classId))) {
-      const gpuClass = findGpuClass(classId);
-      if (!gpuClass) continue;
-      const minimum = minDriverFor(gpuClass);
+      const minimum = classMinDriver(facts, classId);
+      if (minimum === null) continue;
       if (compareDriverVersions(facts.driverVersion, minimum) < 0) {
-        return verdict('driver_too_old', `Driver too old: ${facts.driverVersion} is below ${minimum}, the oldest offered for ${gpuClass.label}.`, `Install NVIDIA driver ${minimum} or newer and reboot, ${DOCTOR}.`);
+        return verdict('driver_too_old', `Driver too old: ${facts.driverVersion} is below ${minimum}, the oldest offered for ${classLabel(facts, classId)}.`, `Install NVIDIA driver ${minimum} or newer and reboot, ${DOCTOR}.`);
       }
     }
   }
@@ -173,8 +198,9 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
     const median = facts.goingPrices?.find((p) => p.classId === classId)?.medianPerGpuHourMicroUsd ?? null;
     return { classId, median };
   });
-  const goingText = going.map(({ classId, median }) => `going price for ${classLabel(classId)} is ${median === null ? 'not known yet' : `${usd(median)}/GPU-h`}`).join('; ');
-  const withdrawn = failed.length > 0 ? ` GPU ${failed.map((g) => g.index).join(', ')} withdrawn (failed health checks).` : '';
+  const goingText = going.map(({ classId, median }) => `going price for ${classLabel(facts, classId)} is ${median === null ? 'not known yet' : `${usd(median)}/GPU-h`}`).join('; ');
+  const unsupported = notOfferedText(facts);
+  const withdrawn = (failed.length > 0 ? ` GPU ${failed.map((g) => g.index).join(', ')} withdrawn (failed health checks).` : '') + (unsupported ? ` Not offered: ${unsupported}.` : '');
   const above = going.some(({ median }) => median !== null && price > median);
   return verdict(
     'offered',

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BENCHMARK_TIERS } from '../constants.js';
+import { MAX_CLASS_ID_LENGTH, NVIDIA_ARCHITECTURES } from '../catalog/gpu-classes.js';
 import { isoTimeSchema, nonNegativeIntSchema, sha256HexSchema } from '../schemas/common.js';
 import { logStreamSchema } from '../schemas/logs.js';
 import { gpuHealthReportSchema } from '../fleet/gpu-health.js';
@@ -102,8 +103,11 @@ export const gpuInventorySchema = z.strictObject({
   uuid: z.string().min(1).max(128),
   /** Product name as reported, such as `NVIDIA H100 80GB HBM3`. */
   name: z.string().min(1).max(128),
-  /** Catalog class (`shared/src/catalog/gpu-classes.ts`), null when the model is not listed. */
-  classId: z.string().nullable(),
+  /**
+   * The GPU's class: a curated one (`shared/src/catalog/gpu-classes.ts`) or a derived one
+   * (`derived-…`, `classifyGpu`); null when the GPU is not offered (`notOfferedReason` says why).
+   */
+  classId: z.string().max(MAX_CLASS_ID_LENGTH).nullable(),
   vramBytes: nonNegativeIntSchema,
   driverVersion: z.string().min(1).max(32),
   /** CUDA version the driver supports, such as `12.4`. */
@@ -115,6 +119,14 @@ export const gpuInventorySchema = z.strictObject({
   powerLimitWatts: z.number().min(0).nullable(),
   /** True when the agent runs in simulated mode: no such GPU exists. */
   simulated: z.boolean(),
+  /** Its generation as the agent told it (compute capability, PCI device id, driver); older agents omit it. */
+  architecture: z.enum(NVIDIA_ARCHITECTURES).nullable().optional(),
+  /** Compute capability (`9.0`) as the driver reports it or the device id implies; null when unknown. */
+  computeCapability: z.string().regex(/^\d{1,2}\.\d{1,2}$/).nullable().optional(),
+  /** `nvidia-smi`'s `pci_device_id` as printed (`0x233010DE`); it names a card the driver cannot. */
+  pciDeviceId: z.string().max(16).nullable().optional(),
+  /** Why the GPU is not offered (`classId` null): an old generation, an unknown one; null when offered. */
+  notOfferedReason: z.string().max(500).nullable().optional(),
 });
 export type GpuInventory = z.infer<typeof gpuInventorySchema>;
 

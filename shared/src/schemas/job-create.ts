@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { WORKLOAD_TYPES } from '../constants.js';
 import { fieldDetail, type ErrorDetail } from '../errors.js';
-import { findGpuClass, gpuClassIds } from '../catalog/gpu-classes.js';
+import { gpuClassIds, isGpuClassIdShape } from '../catalog/gpu-classes.js';
 import { findRegion, regionKeys } from '../catalog/regions.js';
 import { formatMicroUsd, parseUsdToMicroUsd } from '../money.js';
 import { isDnsName } from '../net/public-name.js';
@@ -220,9 +220,10 @@ const commandSchema = z
     if (argv[0] === '') ctx.addIssue({ code: 'custom', path: [0], message: 'must name the executable (not empty)' });
   }, { when: (payload) => Array.isArray(payload.value) });
 
-const ALLOWLIST_MESSAGE = `must be a known GPU class id (one of: ${gpuClassIds.join(', ')})`;
+// Derived classes (`derived-…`) exist once a farm brings such a GPU: the control plane checks those ids against its classes.
+const ALLOWLIST_MESSAGE = `must be a known GPU class id (one of: ${gpuClassIds.join(', ')}; or a derived class id that GET /v1/pricing lists)`;
 const modelAllowlistSchema = z
-  .array(z.string(fieldError(ALLOWLIST_MESSAGE)).refine((id) => findGpuClass(id) !== undefined, fieldError(ALLOWLIST_MESSAGE)), fieldError('must be a non-empty array of GPU class ids'))
+  .array(z.string(fieldError(ALLOWLIST_MESSAGE)).refine((id) => isGpuClassIdShape(id), fieldError(ALLOWLIST_MESSAGE)), fieldError('must be a non-empty array of GPU class ids'))
   .min(1, fieldError('must be a non-empty array of GPU class ids'))
   .superRefine((ids, ctx) => {
     const first = new Map<unknown, number>();

@@ -203,7 +203,9 @@ export const operatorMachineRowSchema = z.object({
   regionKey: z.string(),
   state: z.string(),
   earning: earningVerdictSchema,
-  gpus: z.array(z.object({ index: z.int(), classId: z.string(), verdict: healthVerdictSchema, reasons: z.array(z.string()) })),
+  gpus: z.array(z.object({ index: z.int(), classId: z.string(), label: z.string().optional(), verdict: healthVerdictSchema, reasons: z.array(z.string()) })),
+  /** GPUs the agent detected but does not offer, with why (an old generation, say). */
+  notOfferedGpus: z.array(z.object({ index: z.int(), name: z.string(), reason: z.string() })).default([]),
   pricePerGpuHourMicroUsd: micro.nullable(),
   agentVersion: z.string().nullable(),
   driverVersion: z.string().nullable(),

@@ -8,6 +8,7 @@ import { MachineStateBadge } from '../../ui/badges';
 import { ConfirmButton } from '../../ui/confirm';
 import { GpuTable, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
 import { Page } from '../../ui/page';
+import { Table } from '../../ui/table';
 import { QueryState } from '../../ui/query-state';
 import { PriceForm } from './price-form';
 import { Verdict } from './verdict';
@@ -75,6 +76,7 @@ function Machine({ detail }: { detail: OperatorMachineDetail }) {
       <section aria-labelledby="gpus-heading">
         <h2 id="gpus-heading">GPUs</h2>
         <GpuTable gpus={m.gpus} />
+        <NotOfferedGpus gpus={m.notOfferedGpus} />
       </section>
       {detail.history ? (
         <section aria-labelledby="history-heading">
@@ -115,6 +117,23 @@ function GoingPrice({ detail }: { detail: OperatorMachineDetail }) {
         );
       })}
     </ul>
+  );
+}
+
+/** The GPUs the agent detected but does not offer, each with its reason: never a bare "0 GPUs". */
+function NotOfferedGpus({ gpus }: { gpus: OperatorMachineDetail['machine']['notOfferedGpus'] }) {
+  if (gpus.length === 0) return null;
+  return (
+    <Table
+      caption="GPUs not offered"
+      rows={gpus}
+      rowKey={(g) => String(g.index)}
+      columns={[
+        { header: 'GPU', cell: (g) => g.index, className: 'num' },
+        { header: 'Model', cell: (g) => g.name },
+        { header: 'Why it is not offered', cell: (g) => g.reason },
+      ]}
+    />
   );
 }
 
