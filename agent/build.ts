@@ -7,15 +7,21 @@
  *   20.11, with `@gpufarm/shared` and every import that is not one of the package's
  *   `dependencies` bundled in. Not split: each file is whole, so `import.meta.url` in the
  *   command is `dist/gf-agent.js` wherever the code came from.
+ * - `dist/gpu-bench/`: the GPU benchmark program and the glibc pieces it loads
+ *   (scripts/build-gpu-bench.sh, cached by its sources), from which the agent makes the
+ *   benchmark image on the farm (src/benchmark/gpu-bench-image.ts).
  * `npm pack` runs it (prepack); scripts/build-agent-deb.sh packs the same tarball.
  */
-import { dirname } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleNodePackage } from '../shared/build/node-package.js';
 
-await bundleNodePackage({
-  packageDir: dirname(fileURLToPath(import.meta.url)),
+const packageDir = dirname(fileURLToPath(import.meta.url));
+const dist = await bundleNodePackage({
+  packageDir,
   entryPoints: { 'gf-agent': 'src/main.ts', 'pack-worker': 'src/artifacts/pack-worker.ts', 'pack-child': 'src/artifacts/pack-child.ts' },
   commands: ['gf-agent'],
   splitting: false,
 });
+execFileSync('bash', [join(packageDir, '../scripts/build-gpu-bench.sh'), '--rootfs', join(dist, 'gpu-bench')], { stdio: ['ignore', 'ignore', 'inherit'] });

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packages the agent: the npm tarball (`npm pack -w agent`, which builds agent/dist) and a .deb
 # made with dpkg-deb from the same tarball, both written to OUT (default dist/ at the root):
-#   /usr/lib/gf-agent              the installed package: dist/, package.json, README.md and its
-#                                  runtime dependencies in node_modules/, installed here by npm
+#   /usr/lib/gf-agent              the installed package: dist/ (with dist/gpu-bench/, the GPU
+#                                  benchmark program), package.json, README.md and its runtime
+#                                  dependencies in node_modules/, installed here by npm
 #   /usr/bin/gf-agent              -> ../lib/gf-agent/dist/gf-agent.js (run by the system's node)
 #   /usr/lib/systemd/system/gf-agent.service   written by the packaged "gf-agent install-service"
 #   /etc/gf-agent/agent.toml       a conffile: every setting, commented, at its default
@@ -38,7 +39,9 @@ version=$(tar -xOzf "$OUT/$tarball" package/package.json | node -e 'let s = ""; 
 # Installed the way "npm install -g" installs it anywhere: the runtime dependencies only, beside
 # the package. No install scripts: the only ones build ssh2's optional native crypto and
 # cpu-features, which ssh2 does without and the agent (Docker over the local socket) never
-# reaches, so the package holds no compiled code and is Architecture: all.
+# reaches. The one compiled program is gpu-bench (and the glibc it loads), built for this
+# machine's architecture, which the package's Architecture says.
+arch=$(dpkg --print-architecture)
 env -u NODE_OPTIONS npm install -g --prefix "$work/npm" "$OUT/$tarball" --ignore-scripts --no-audit --no-fund --loglevel=error >&2
 pkg="$work/root"
 app="$pkg/usr/lib/gf-agent"
@@ -58,7 +61,7 @@ echo /etc/gf-agent/agent.toml > "$pkg/DEBIAN/conffiles"
 cat > "$pkg/DEBIAN/control" <<CONTROL
 Package: gf-agent
 Version: $version
-Architecture: all
+Architecture: $arch
 Maintainer: ${GF_DEB_MAINTAINER:-gpufarm <gpufarm@localhost>}
 Installed-Size: $(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 Depends: nodejs (>= 20.11), adduser
@@ -72,7 +75,7 @@ Description: gpufarm agent: rents this machine's GPUs by the job
  with the docker group.
 CONTROL
 
-deb="$OUT/gf-agent_${version}_all.deb"
+deb="$OUT/gf-agent_${version}_${arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >&2
 say "built $deb"
 printf '%s\n%s\n' "$OUT/$tarball" "$deb"

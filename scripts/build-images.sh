@@ -6,11 +6,16 @@
 #   gpufarm/egress-proxy  images/egress-proxy: agent/src/egress bundled by esbuild (shipped with
 #                    tsx) into one file, run by this host's node binary and the libraries ldd
 #                    lists, FROM scratch
+#   gpufarm/gpu-bench  the GPU benchmark program (scripts/build-gpu-bench.sh: nvcc, cached by its
+#                    sources) and the glibc pieces it loads, laid out in .gpufarm/gpu-bench/rootfs
+#                    and imported with no base image by the agent's own code (the image gf-agent
+#                    makes on a farm), also tagged with the program's digest
 # Writes .gpufarm/images.json: for each image its repository, tag, manifest digest (read from the
 # registry's Docker-Content-Digest header) and the pinned reference `repo@sha256:…`, plus a
 # fingerprint of the inputs. Idempotent: when the fingerprint matches and the registry still
 # holds both digests, it does nothing. Needs docker, gcc, libssl-dev (static libcrypto),
-# busybox-static and a registry on $GF_LOCAL_REGISTRY (scripts/test-env.sh provides them all).
+# busybox-static, a registry on $GF_LOCAL_REGISTRY (scripts/test-env.sh provides them all) and
+# the CUDA toolkit's nvcc with g++ (or a gpu-bench cached from the same sources).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,9 +50,14 @@ mkdir -p "$work/egress-proxy"
 "$ESBUILD" "$ROOT/agent/src/egress/main.ts" --bundle --platform=node --format=esm --target=node20 \
   --legal-comments=none --log-level=warning --outfile="$work/egress-proxy.mjs" || fail "bundling the egress proxy failed"
 
+# gpu-bench is compiled only when its sources changed (its own cache); its root is an input too.
+GPU_BENCH_ROOTFS="$ROOT/.gpufarm/gpu-bench/rootfs"
+bash "$ROOT/scripts/build-gpu-bench.sh" --rootfs "$GPU_BENCH_ROOTFS" >/dev/null || fail "building gpu-bench failed (see above)"
+
 fingerprint=$( { cat "$ROOT/scripts/build-images.sh" "$ROOT/scripts/lib/node-rootfs.sh" "$ROOT"/images/canary/* "$ROOT"/images/busybox/* "$ROOT"/images/egress-proxy/* "$BUSYBOX_BIN" \
-  "$work/egress-proxy.mjs" "$NODE_BIN"; for lib in $(node_libs "$NODE_BIN"); do cat "$(readlink -f "$lib")"; done; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
-IMAGES=(canary busybox egress-proxy)
+  "$work/egress-proxy.mjs" "$NODE_BIN" "$ROOT/agent/src/benchmark/gpu-bench-image.ts" "$ROOT/scripts/src/gpu-bench-image.ts"; for lib in $(node_libs "$NODE_BIN"); do cat "$(readlink -f "$lib")"; done
+  find "$GPU_BENCH_ROOTFS" -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done; echo "$REGISTRY"; } | sha256sum | cut -c1-64)
+IMAGES=(canary busybox egress-proxy gpu-bench)
 
 # The manifest digest the registry serves for repo:tag (or repo@digest), empty when absent.
 registry_digest() {
@@ -110,8 +120,13 @@ for name in "${IMAGES[@]}"; do
   ref="$REGISTRY/$repo:latest"
   say "building and pushing $ref"
   old_id=$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)
-  # The classic builder prints a deprecation notice on stderr: keep it out unless the build fails.
-  docker build -q -t "$ref" "$work/$name" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; fail "docker build of $ref failed"; }
+  if [ "$name" = gpu-bench ]; then
+    made=$(NODE_OPTIONS='' "$ROOT/node_modules/.bin/tsx" "$ROOT/scripts/src/gpu-bench-image.ts" "$GPU_BENCH_ROOTFS" "$REGISTRY/$repo") || fail "making $repo failed"
+    docker tag "$made" "$ref"
+  else
+    # The classic builder prints a deprecation notice on stderr: keep it out unless the build fails.
+    docker build -q -t "$ref" "$work/$name" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; fail "docker build of $ref failed"; }
+  fi
   docker push "$ref" >"$work/push.log" 2>&1 || { cat "$work/push.log" >&2; fail "docker push of $ref failed"; }
   new_id=$(docker image inspect -f '{{.Id}}' "$ref")
   # The image this one replaces keeps no tag: remove it (it stays when a container still uses it).

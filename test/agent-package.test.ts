@@ -8,6 +8,7 @@ import t, { type Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { agentConfigSchema } from '../agent/src/config/config.js';
 import { systemdUnit } from '../agent/src/service/systemd.js';
+import { fakeNvidiaSmi } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { installGlobally, outside, unpackTarball, workspaceImportsUnder } from '../client/test/helpers/package.js';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer, linesOf } from './helpers/customer.js';
@@ -126,7 +127,9 @@ t.test('default: the packed agent installs with npm outside the repository; the 
   const npmWork = join(work, 'npm');
   await mkdir(npmWork);
   const { paths, dir: pkgDir, manifest } = await unpackTarball(tarball!, npmWork);
-  t.same(paths, ['README.md', 'dist/gf-agent.js', 'dist/pack-child.js', 'dist/pack-worker.js', 'package.json'], 'the compiled command, its packer worker and child, the manifest and the README, nothing else');
+  t.same(paths.filter((p) => !p.startsWith('dist/gpu-bench/')), ['README.md', 'dist/gf-agent.js', 'dist/pack-child.js', 'dist/pack-worker.js', 'package.json'], 'the compiled command, its packer worker and child, the manifest and the README');
+  t.ok(paths.includes('dist/gpu-bench/gpu-bench'), 'and the GPU benchmark program');
+  t.same(paths.filter((p) => p.startsWith('dist/gpu-bench/') && p !== 'dist/gpu-bench/gpu-bench' && !/^dist\/gpu-bench\/lib(64)?\/[^/]+\/?[^/]*\.so[.0-9]*$/.test(p)), [], 'with the libraries it loads, nothing else');
   t.same(Object.keys(manifest.dependencies ?? {}).sort(), ['dockerode', 'systeminformation'], 'npm installs dockerode and systeminformation, no @gpufarm/* package');
   t.equal(manifest.bin?.['gf-agent'], './dist/gf-agent.js', 'the gf-agent bin is the compiled entry');
   t.same(await workspaceImportsUnder(join(pkgDir, 'dist')), [], 'no import of a workspace package is left in dist/');
@@ -136,6 +139,20 @@ t.test('default: the packed agent installs with npm outside the repository; the 
   const installed = join(prefix, 'lib/node_modules/@gpufarm/agent');
   t.notOk(existsSync(join(installed, 'node_modules/tsx')) || existsSync(join(installed, 'node_modules/typescript')), 'neither tsx nor typescript is installed with it');
   const gfAgent = join(prefix, 'bin/gf-agent');
+  const benchVersion = await outside(join(installed, 'dist/gpu-bench/gpu-bench'), ['--version'], npmWork);
+  t.match(benchVersion.stdout, /^gpu-bench \d+\.\d+\.\d+ .*\n.*SASS for sm_75/, 'the installed gpu-bench runs');
+
+  // The installed agent makes the benchmark image from the program beside it: no registry.
+  const smi = fakeNvidiaSmi('l4');
+  t.teardown(smi.cleanup);
+  const repository = `gpufarm-test/gpu-bench-package-${process.pid}`;
+  t.teardown(async () => {
+    const ids = (await run('docker', ['images', '-q', repository])).stdout.split('\n').filter(Boolean);
+    if (ids.length > 0) await run('docker', ['rmi', '-f', ...new Set(ids)]).catch(() => undefined);
+  });
+  const benchEnv = { PATH: `${smi.binDir}:${process.env.PATH ?? ''}`, GF_AGENT_STATE_DIR: join(npmWork, 'bench-state'), GF_AGENT_BENCHMARK_IMAGE: repository, GF_AGENT_GPU_PROBE_IMAGE: 'gpufarm/test-no-such-probe-image:1', GF_AGENT_KERNEL_LOG: '' };
+  const bench = await outside(gfAgent, ['benchmark', '--disk-mib', '8', '--sha-mib', '16'], npmWork, benchEnv);
+  t.match(bench.stderr, new RegExp(`benchmark image ${repository}:[0-9a-f]{12}: made from ${installed}/dist/gpu-bench/`), 'gf-agent benchmark made the image from its own package');
 
   const versionOut = await outside(gfAgent, ['--version'], npmWork);
   t.equal(versionOut.stdout.trim(), version, 'gf-agent --version prints the package version');
@@ -151,17 +168,18 @@ t.test('default: the packed agent installs with npm outside the repository; the 
 
 t.test('default: the .deb is built from the npm tarball with its fields, the app under /usr/lib/gf-agent, the command, the unit and the conffile', async (t) => {
   t.ok(tarball && existsSync(tarball), `the script wrote the npm tarball beside it (${tarball})`);
-  t.equal(deb, join(work, 'out', `gf-agent_${version}_all.deb`), 'named gf-agent_<version>_all.deb');
+  const arch = (await run('dpkg', ['--print-architecture'])).stdout.trim();
+  t.equal(deb, join(work, 'out', `gf-agent_${version}_${arch}.deb`), 'named gf-agent_<version>_<architecture>.deb');
   const field = async (name: string) => (await run('dpkg-deb', ['-f', deb!, name])).stdout.trim();
   t.equal(await field('Package'), 'gf-agent');
   t.equal(await field('Version'), version, 'the version of agent/package.json');
-  t.equal(await field('Architecture'), 'all', 'no compiled code: every architecture');
+  t.equal(await field('Architecture'), arch, "gpu-bench is compiled code: this machine's architecture");
   t.equal(await field('Depends'), 'nodejs (>= 20.11), adduser', 'Node 20.11 or newer from the system, adduser for the postinst');
   t.match(await field('Recommends'), /docker\.io/, 'Docker recommended');
 
   const listing = (await run('dpkg-deb', ['-c', deb!], { maxBuffer: 64 * 1024 * 1024 })).stdout.split('\n');
   const paths = listing.map((line) => line.split(/\s+/).slice(5).join(' ')).filter(Boolean);
-  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
+  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/dist/gpu-bench/gpu-bench', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
     t.ok(paths.includes(path), `${path} is in the package`);
   }
   t.ok(paths.includes('./usr/bin/gf-agent -> ../lib/gf-agent/dist/gf-agent.js'), '/usr/bin/gf-agent links to the compiled command');

@@ -1,13 +1,22 @@
 import type Docker from 'dockerode';
 import { z } from 'zod';
 import { demuxDockerOutput } from '../inventory/docker-output.js';
+import { ensureGpuBenchImage, findGpuBenchDir, namesTaggedImage, readGpuBenchProgram } from './gpu-bench-image.js';
 
 /** Per-GPU figures from the benchmark container. */
 export interface GpuFigures {
   index: number;
   uuid: string;
+  /** Dense FP16 tensor-core matmul (fp32 accumulation), GFLOPS: what tiers compare. */
   matmulGflops: number;
+  /** Device memory bandwidth (a copy: bytes read plus written), MB/s: what tiers compare. */
   memoryBandwidthMbps: number;
+  fp16MatmulGflops: number;
+  /** Null below compute capability 8.0 (no bf16 tensor cores). */
+  bf16MatmulGflops: number | null;
+  fp32Gflops: number;
+  hostToDeviceMbps: number;
+  deviceToHostMbps: number;
 }
 
 /** The GPU-benchmark port. */
@@ -15,23 +24,60 @@ export interface GpuBenchmarkRunner {
   run(gpus: Array<{ index: number; uuid: string }>): Promise<GpuFigures[]>;
 }
 
-const figureLine = z.strictObject({ uuid: z.string(), matmulGflops: z.number().min(0), memoryBandwidthMbps: z.number().min(0) });
+const figure = z.number().finite().min(0);
 
 /**
- * The benchmark container through dockerode. Contract of the image (`benchmark_image`, never
- * pulled here): run with the GPUs by UUID and no network, it measures FP16 matmul throughput and
- * device memory bandwidth on each visible GPU and prints one JSON line per GPU,
- * `{"uuid":"GPU-…","matmulGflops":…,"memoryBandwidthMbps":…}`, then exits 0.
+ * One line of gpu-bench's stdout (agent/gpu-bench, docs/gpu-benchmark.md), exactly: a GPU is
+ * printed only after its matmuls were checked against a reference.
  */
-export function dockerGpuBenchmark(docker: Docker, options: { image: string; timeoutMs?: number }): GpuBenchmarkRunner {
+export const gpuBenchLineSchema = z.strictObject({
+  uuid: z.string().regex(/^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/),
+  index: z.number().int().min(0),
+  name: z.string().min(1).max(256),
+  computeCapability: z.string().regex(/^\d{1,2}\.\d$/),
+  pciBusId: z.string().max(64).nullable(),
+  memoryBytes: z.number().int().min(0),
+  multiprocessors: z.number().int().min(1),
+  /** The CUDA version the driver supports, `13.0`. */
+  driverCudaVersion: z.string().regex(/^\d+\.\d+$/),
+  program: z.string().regex(/^gpu-bench \d+\.\d+\.\d+$/),
+  matmulSize: z.number().int().min(1),
+  matmulGflops: figure,
+  fp16MatmulGflops: figure,
+  bf16MatmulGflops: figure.nullable(),
+  fp32Gflops: figure,
+  memoryBandwidthMbps: figure,
+  hostToDeviceMbps: figure,
+  deviceToHostMbps: figure,
+});
+export type GpuBenchLine = z.infer<typeof gpuBenchLineSchema>;
+
+/** gpu-bench's own account of a failure: its last `gpu-bench: …` line on stderr. */
+function programError(stderr: string): string | null {
+  const lines = stderr.split('\n').filter((l) => l.startsWith('gpu-bench: '));
+  return lines.length > 0 ? lines[lines.length - 1]!.slice('gpu-bench: '.length) : null;
+}
+
+/**
+ * The benchmark container through dockerode. `image` is the `benchmark_image` setting: a
+ * repository without a tag (default `gpufarm/gpu-bench`) means the image this agent makes from
+ * the gpu-bench program it carries (`gpu-bench-image.ts`) on first use; a reference with a tag
+ * or digest is an image of the operator's, used as it is (never pulled). Run with the GPUs by
+ * UUID and no network, the program measures each GPU it sees and prints one JSON line per GPU
+ * (`gpuBenchLineSchema`), then exits 0.
+ */
+export function dockerGpuBenchmark(docker: Docker, options: { image: string; programDir?: string; timeoutMs?: number }): GpuBenchmarkRunner {
   const timeoutMs = options.timeoutMs ?? 300_000;
   return {
     async run(gpus) {
-      await docker.getImage(options.image).inspect().catch(() => {
-        throw new Error(`the benchmark image ${options.image} is not on this machine`);
+      const image = namesTaggedImage(options.image)
+        ? options.image
+        : (await ensureGpuBenchImage(docker, { repository: options.image, program: readGpuBenchProgram(options.programDir ?? findGpuBenchDir()) })).image;
+      await docker.getImage(image).inspect().catch(() => {
+        throw new Error(`the benchmark image ${image} is not on this machine`);
       });
       const container = await docker.createContainer({
-        Image: options.image,
+        Image: image,
         Labels: { 'gpufarm.probe': 'benchmark' },
         HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: gpus.map((g) => g.uuid), Capabilities: [['gpu', 'compute', 'utility']] }] },
       });
@@ -42,13 +88,26 @@ export function dockerGpuBenchmark(docker: Docker, options: { image: string; tim
         const outcome = await Promise.race([waited, new Promise<'timeout'>((r) => { timer = setTimeout(() => r('timeout'), timeoutMs); })]);
         clearTimeout(timer);
         if (outcome === 'timeout') throw new Error(`the benchmark container ran longer than ${timeoutMs} ms`);
-        const out = demuxDockerOutput(await container.logs({ stdout: true, stderr: false })).stdout;
-        if (outcome.StatusCode !== 0) throw new Error(`the benchmark container exited with ${outcome.StatusCode}`);
-        const figures = out.split('\n').filter((l) => l.startsWith('{')).map((l) => figureLine.parse(JSON.parse(l)));
+        const { stdout, stderr } = demuxDockerOutput(await container.logs({ stdout: true, stderr: true }));
+        if (outcome.StatusCode !== 0) {
+          const said = programError(stderr);
+          throw new Error(`the benchmark container exited with ${outcome.StatusCode}${said ? `: ${said}` : ''}`);
+        }
+        const figures = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => gpuBenchLineSchema.parse(JSON.parse(l)));
         return gpus.map((g) => {
           const f = figures.find((x) => x.uuid === g.uuid);
           if (!f) throw new Error(`the benchmark container printed no figures for ${g.uuid}`);
-          return { index: g.index, uuid: g.uuid, matmulGflops: f.matmulGflops, memoryBandwidthMbps: f.memoryBandwidthMbps };
+          return {
+            index: g.index,
+            uuid: g.uuid,
+            matmulGflops: f.matmulGflops,
+            memoryBandwidthMbps: f.memoryBandwidthMbps,
+            fp16MatmulGflops: f.fp16MatmulGflops,
+            bf16MatmulGflops: f.bf16MatmulGflops,
+            fp32Gflops: f.fp32Gflops,
+            hostToDeviceMbps: f.hostToDeviceMbps,
+            deviceToHostMbps: f.deviceToHostMbps,
+          };
         });
       } finally {
         await container.remove({ force: true }).catch(() => undefined);

@@ -9,12 +9,13 @@ import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAto
 import { runBenchmark } from '../benchmark/run.js';
 import { measureDiskWriteMBps, measureSha256MBps } from '../benchmark/host-checks.js';
 import { dockerGpuBenchmark } from '../benchmark/gpu-container.js';
+import { prepareBenchmarkImage } from '../benchmark/gpu-bench-image.js';
 import { formatDoctor, runDoctor } from '../doctor/checks.js';
 import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
 import { toWireInventory } from '../inventory/snapshot.js';
 import { SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { packageReadme, systemdUnit } from '../service/systemd.js';
-import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, type GlobalOptions } from './context.js';
+import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, simulateSpec, type GlobalOptions } from './context.js';
 import { enroll } from './enroll.js';
 import { fetchMachineView, machineViewLines, requestDrain, requireEnrollment, unenroll } from './machine.js';
 import { runDaemon } from './run.js';
@@ -201,12 +202,18 @@ export function buildProgram(): Command {
     .option('--sha-mib <n>', 'MiB hashed by the SHA-256 check', '512')
     .action(action(async (opts: { diskMib: string; shaMib: string }) => {
       const config = configFrom(globals());
+      const docker = dockerClient();
+      // First use on this machine: the image is made before the GPUs are probed, so a problem
+      // with it shows even while they are not offered.
+      if (simulateSpec(config) === null) {
+        err(await prepareBenchmarkImage(docker, config.benchmarkImage).catch((e: unknown) => `benchmark image: ${(e as Error).message}`));
+      }
       const snap = await inventoryMonitor(config, { probe: true }).refresh();
       const workDir = workDirOf(config);
       const result = await runBenchmark(
         {
           host: { diskWriteMBps: () => measureDiskWriteMBps(workDir, Number(opts.diskMib) * 1024 * 1024), sha256MBps: () => measureSha256MBps(Number(opts.shaMib) * 1024 * 1024) },
-          gpu: dockerGpuBenchmark(dockerClient(), { image: config.benchmarkImage }),
+          gpu: dockerGpuBenchmark(docker, { image: config.benchmarkImage }),
           now: () => new Date(),
         },
         snap,

@@ -8,6 +8,7 @@ import { AgentDaemon } from '../daemon/daemon.js';
 import { dockerRunner } from '../daemon/runner-setup.js';
 import { STOP_GRACE_SECONDS } from '../runtime/docker-runtime.js';
 import { createAgentMetrics, type AgentMetrics } from '../metrics/metrics.js';
+import { prepareBenchmarkImage } from '../benchmark/gpu-bench-image.js';
 import { AGENT_VERSION, dockerClient, inventoryMonitor, simulateSpec } from './context.js';
 
 /** The last stored benchmark, if it still parses. */
@@ -78,6 +79,11 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
   metrics = createAgentMetrics({ inventory: () => inventory.latest, linkUp: () => daemon.link.ready });
   const metricsListener = await serveMetrics(config, metrics, log);
   await daemon.start();
+  if (simulateSpec(config) === null) {
+    // The benchmark's image is made on the daemon's first start on a machine, from the program
+    // in this package: the first benchmark does not wait for it and no registry is involved.
+    prepareBenchmarkImage(dockerClient(), config.benchmarkImage).then(log, (e: unknown) => log(`benchmark image: ${(e as Error).message}`));
+  }
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       log(`${signal}: stopping (running containers keep running)`);

@@ -48,7 +48,12 @@ export const agentConfigSchema = z.strictObject({
   /** How often a passed GPU probe is repeated. */
   gpuProbeIntervalSeconds: seconds(10, 86_400).default(900),
   gpuProbeImage: z.string().min(1).default('nvidia/cuda:12.4.1-base-ubuntu22.04'),
-  benchmarkImage: z.string().min(1).default('gpufarm/gpu-bench:1'),
+  /**
+   * A repository without a tag: the image the agent makes from the gpu-bench program in its own
+   * package, tagged with the program's digest, on first use. With a tag or digest: an image of
+   * the operator's, used as it is (never pulled).
+   */
+  benchmarkImage: z.string().min(1).default('gpufarm/gpu-bench'),
   /** Unacked log lines kept in memory per assignment before they spill to disk. */
   logMemoryBytes: int(64 * 1024, 1024 ** 3).default(8 * 1024 * 1024),
   reconnectInitialMs: int(10, 60_000).default(500),

@@ -190,11 +190,25 @@ export type MachineInventory = z.infer<typeof machineInventorySchema>;
 
 export const benchmarkTierSchema = z.enum(BENCHMARK_TIERS);
 
+/**
+ * One GPU's figures from gpu-bench (docs/gpu-benchmark.md). Tiers compare `matmulGflops` (dense
+ * FP16 tensor-core matmul, fp32 accumulation, GFLOPS) and `memoryBandwidthMbps` (a device copy,
+ * bytes read plus written, MB/s); the other figures are for the operator and older agents
+ * leave them out.
+ */
 export const gpuBenchmarkSchema = z.strictObject({
   index: nonNegativeIntSchema,
   uuid: z.string().min(1),
   matmulGflops: z.number().min(0),
   memoryBandwidthMbps: z.number().min(0),
+  fp16MatmulGflops: z.number().min(0).optional(),
+  /** Null on GPUs without bf16 tensor cores (compute capability below 8.0). */
+  bf16MatmulGflops: z.number().min(0).nullable().optional(),
+  /** FP32 FMA throughput, GFLOPS. */
+  fp32Gflops: z.number().min(0).optional(),
+  /** Pinned host memory to the GPU over its bus, MB/s. */
+  hostToDeviceMbps: z.number().min(0).optional(),
+  deviceToHostMbps: z.number().min(0).optional(),
 });
 
 /**

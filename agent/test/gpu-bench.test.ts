@@ -1,0 +1,162 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { gpuBenchLineSchema } from '../src/benchmark/gpu-container.js';
+import { buildFakeLibcuda, buildGpuBenchRootfs, fatbinEntries, runProgram } from './helpers/gpu-bench.js';
+
+/**
+ * gpu-bench (agent/gpu-bench) as built here with nvcc, run on this machine, which has no GPU:
+ * its arguments, its GPU code for each architecture, what it says with no driver, and, through
+ * the tests' fake libcuda.so.1 (found by its real dlopen on LD_LIBRARY_PATH; the kernels are
+ * replayed on the CPU), its refusals and the JSON lines the agent's parser reads.
+ */
+
+// The first build compiles the GPU code for seven architectures: minutes on two busy cores.
+t.setTimeout(900_000);
+
+const work = mkdtempSync(join(tmpdir(), 'gpu-bench-test-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+const rootfs = await buildGpuBenchRootfs(join(work, 'rootfs'));
+const bin = join(rootfs, 'gpu-bench');
+const fakeDir = await buildFakeLibcuda(work);
+/** Small sizes: the fake driver multiplies on the CPU. */
+const SMALL = ['--matmul-size', '256', '--seconds', '0.05', '--copy-mib', '64', '--transfer-mib', '16'];
+const onFake = (args: string[], env: Record<string, string> = {}) => runProgram(bin, [...SMALL, ...args], { LD_LIBRARY_PATH: fakeDir, ...env });
+const linesOf = (stdout: string) => stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => gpuBenchLineSchema.parse(JSON.parse(l)));
+
+t.test('default: --help and --version say what it measures, the architectures and the oldest driver', async (t) => {
+  const help = await runProgram(bin, ['--help']);
+  t.equal(help.code, 0);
+  for (const flag of ['--gpus', '--matmul-size', '--seconds', '--copy-mib', '--transfer-mib', '--json-only', '--self-test', '--version']) t.match(help.stdout, flag);
+  t.match(help.stdout, /FP16 and BF16 tensor-core matmul/);
+  const version = await runProgram(bin, ['--version']);
+  t.equal(version.code, 0);
+  t.match(version.stdout, /^gpu-bench 1\.0\.0 \(build [0-9a-f]{16}\)/);
+  t.match(version.stdout, 'SASS for sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120; PTX for compute_100');
+  t.match(version.stdout, /CUDA 13\.0 or newer: the R580 branch or newer \(580\.65\.06 at least\)/);
+});
+
+t.test('behavior: the binary carries SASS for every architecture from 7.5 and PTX for later GPUs (what cuobjdump --list-elf / --list-ptx list)', async (t) => {
+  const entries = fatbinEntries(bin);
+  t.same(entries.filter((e) => e.kind === 'sass').map((e) => e.arch).sort((a, b) => a - b), [75, 80, 86, 89, 90, 100, 120]);
+  t.same(entries.filter((e) => e.kind === 'ptx').map((e) => e.arch), [100]);
+});
+
+t.test('behavior: bad arguments exit 2 with a message naming the argument', async (t) => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--matmul-size', '1000'], /--matmul-size must be a multiple of 256, not 1000/],
+    [['--matmul-size', '12x'], /--matmul-size must be a whole number from 256 to 32768, not "12x"/],
+    [['--seconds', '0'], /--seconds must be a number of seconds from 0\.05 to 60, not "0"/],
+    [['--gpus', 'first'], /--gpus takes GPU indexes or UUIDs .* not "first"/],
+    [['--gpus', '0,'], /--gpus takes GPU indexes or UUIDs .* not ""/],
+    [['--copy-mib'], /--copy-mib needs a value/],
+    [['--transfer-mib', '8'], /--transfer-mib must be a whole number from 16 to 16384, not "8"/],
+    [['--fast'], /unknown argument "--fast"/],
+  ];
+  for (const [args, message] of cases) {
+    const res = await runProgram(bin, args);
+    t.equal(res.code, 2, `${args.join(' ')}: exit 2`);
+    t.match(res.stderr, message, `${args.join(' ')}: says why`);
+    t.match(res.stderr, /usage: gpu-bench/);
+    t.equal(res.stdout, '', 'nothing on stdout');
+  }
+});
+
+t.test('behavior: --self-test replays the kernel\'s tiling and the result check on the CPU', async (t) => {
+  const res = await runProgram(bin, ['--self-test']);
+  t.equal(res.code, 0, res.stderr);
+  t.match(res.stdout, /self-test passed/);
+});
+
+t.test('behavior: with no NVIDIA driver it exits 3 and says how to get one', async (t) => {
+  const res = await runProgram(bin, [], { GPU_BENCH_LIBCUDA: join(work, 'no-such-dir/libcuda.so.1') });
+  t.equal(res.code, 3);
+  t.match(res.stderr, /^gpu-bench: no NVIDIA driver: libcuda\.so\.1 could not be loaded \(.*cannot open shared object file/);
+  t.match(res.stderr, /docker run --gpus all, with the NVIDIA Container Toolkit/);
+  t.equal(res.stdout, '');
+});
+
+t.test('behavior: a driver older than the toolkit\'s family is refused with exit 4, naming both versions and the way out', async (t) => {
+  const res = await onFake([], { FAKE_CUDA_DRIVER_VERSION: '12020' });
+  t.equal(res.code, 4);
+  t.match(res.stderr, /the NVIDIA driver is too old: it supports CUDA 12\.2, and this gpu-bench needs CUDA 13\.0 or newer/);
+  t.match(res.stderr, /R580 branch or newer \(580\.65\.06 at least\)/);
+  t.match(res.stderr, /build gpu-bench with a CUDA 12 toolkit/);
+  t.equal(res.stdout, '');
+});
+
+t.test('behavior: a user-space driver that does not match the kernel module exits 4; no GPU exits 5', async (t) => {
+  const mismatch = await onFake([], { FAKE_CUDA_INIT_ERROR: '803' });
+  t.equal(mismatch.code, 4);
+  t.match(mismatch.stderr, /CUDA_ERROR_SYSTEM_DRIVER_MISMATCH .* does not match the kernel module/);
+  const none = await onFake([], { FAKE_CUDA_INIT_ERROR: '100' });
+  t.equal(none.code, 5);
+  t.match(none.stderr, /no NVIDIA GPU is visible to the driver \(CUDA_ERROR_NO_DEVICE/);
+  const zero = await onFake([], { FAKE_CUDA_DEVICES: '0' });
+  t.equal(zero.code, 5);
+  t.match(zero.stderr, /sees no GPU/);
+});
+
+t.test('default: one JSON line per GPU, checked and in the contract the agent parses', async (t) => {
+  const res = await onFake([], { FAKE_CUDA_DEVICES: '2', FAKE_CUDA_CC: '8.6' });
+  t.equal(res.code, 0, res.stderr);
+  const lines = linesOf(res.stdout);
+  t.same(lines.map((l) => [l.index, l.uuid]), [
+    [0, 'GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf'],
+    [1, 'GPU-b0b1b2b3-b4b5-b6b7-b8b9-babbbcbdbebf'],
+  ], 'each GPU by its UUID, formatted as nvidia-smi prints it');
+  for (const l of lines) {
+    t.equal(l.computeCapability, '8.6');
+    t.equal(l.driverCudaVersion, '13.0');
+    t.equal(l.program, 'gpu-bench 1.0.0');
+    t.equal(l.matmulSize, 256);
+    t.equal(l.matmulGflops, l.fp16MatmulGflops, 'matmulGflops is the FP16 figure');
+    t.ok(l.fp16MatmulGflops > 0 && l.bf16MatmulGflops! > 0 && l.fp32Gflops > 0, 'matmul and FP32 figures');
+    t.ok(l.memoryBandwidthMbps > 0 && l.hostToDeviceMbps > 0 && l.deviceToHostMbps > 0, 'bandwidth figures');
+  }
+  t.equal(res.stdout.split('\n').filter(Boolean).length, 2, 'stdout holds the JSON lines only');
+  t.match(res.stderr, /GPU 0: fp16 matmul checked against the CPU \(3 stages of shared memory\)/, 'progress on stderr');
+  const quiet = await onFake(['--json-only']);
+  t.equal(quiet.code, 0);
+  t.equal(quiet.stderr, '', '--json-only: nothing on stderr');
+  t.equal(linesOf(quiet.stdout).length, 1);
+});
+
+t.test('behavior: a wrong matmul result is refused: exit 1, no figure for that GPU', async (t) => {
+  for (const dtype of ['fp16', 'bf16']) {
+    const res = await onFake([], { FAKE_CUDA_CORRUPT: dtype });
+    t.equal(res.code, 1, `${dtype} corrupted: exit 1`);
+    t.equal(res.stdout, '', 'no JSON line');
+    t.match(res.stderr, new RegExp(`the ${dtype} matmul \\(256x512x512\\) computed a wrong result on this GPU: 1 of 131072 checked elements differ, the first C\\[255\\]\\[511\\] = 1000 .*no figure is reported`));
+  }
+});
+
+t.test('behavior: GPUs chosen by index or UUID; one that is not there exits 5 listing those that are', async (t) => {
+  const env = { FAKE_CUDA_DEVICES: '2' };
+  const byIndex = await onFake(['--gpus', '1', '--json-only'], env);
+  t.equal(byIndex.code, 0, byIndex.stderr);
+  t.same(linesOf(byIndex.stdout).map((l) => l.index), [1]);
+  const byUuid = await onFake(['--gpus', 'GPU-A0A1A2A3-A4A5-A6A7-A8A9-AAABACADAEAF', '--json-only'], env);
+  t.same(linesOf(byUuid.stdout).map((l) => l.uuid), ['GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf'], 'UUIDs in any case');
+  const missing = await onFake(['--gpus', '0,2'], env);
+  t.equal(missing.code, 5);
+  t.match(missing.stderr, /GPU 2 is not visible; the driver sees 2: 0 GPU-a0a1a2a3-.*, 1 GPU-b0b1b2b3-/);
+  t.equal(missing.stdout, '', 'nothing measured when the list is wrong');
+});
+
+t.test('behavior: each generation loads its code: Turing without bf16, Blackwell and Thor by SASS or PTX, Volta refused', async (t) => {
+  const turing = await onFake([], { FAKE_CUDA_CC: '7.5' });
+  t.equal(turing.code, 0, turing.stderr);
+  const [line] = linesOf(turing.stdout);
+  t.equal(line?.bf16MatmulGflops, null, 'bf16MatmulGflops is null below 8.0');
+  t.match(turing.stderr, /no bf16 tensor cores before compute capability 8\.0/);
+  t.match(turing.stderr, /2 stages of shared memory/);
+  for (const cc of ['10.3', '11.0', '12.1']) {
+    const res = await onFake(['--json-only'], { FAKE_CUDA_CC: cc });
+    t.equal(res.code, 0, `compute capability ${cc} finds code in the fatbin: ${res.stderr}`);
+  }
+  const volta = await onFake([], { FAKE_CUDA_CC: '7.0' });
+  t.equal(volta.code, 1);
+  t.match(volta.stderr, /compute capability 7\.0 is older than 7\.5, the oldest that CUDA 13 builds for: not measured/);
+});
