@@ -67,6 +67,13 @@ const envSchema = z.object({
   GF_MAX_INPUT_BYTES: z.coerce.number().int().min(1).default(1024 * 1024 * 1024),
   GF_INPUT_QUOTA_BYTES: z.coerce.number().int().min(1).default(10 * 1024 ** 3),
   GF_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),
+  // Half of GF_MAX_CONNECTIONS unless set (see loadConfig): the agents' share customers never take.
+  GF_AGENT_RESERVED_CONNECTIONS: z.coerce.number().int().min(0).optional(),
+  GF_MAX_PENDING_UPGRADES: z.coerce.number().int().min(1).default(256),
+  GF_AGENT_HANDSHAKE_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  GF_LOG_STREAMS_PER_ACCOUNT: z.coerce.number().int().min(1).default(20),
+  GF_API_KEYS_PER_ACCOUNT: z.coerce.number().int().min(1).default(25),
+  GF_SESSIONS_PER_ACCOUNT: z.coerce.number().int().min(1).default(10),
   GF_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(20_000),
   GF_UNFUNDED_JOB_TTL_SECONDS: z.coerce.number().int().min(1).max(30 * 86_400).default(86_400),
   GF_CANARY_IMAGE: z
@@ -149,6 +156,13 @@ export interface Config {
   trustProxy: boolean;
   /** Open connections the server takes at once (agent links included); more are closed at once. */
   maxConnections: number;
+  /**
+   * Of `maxConnections`, the share customers never hold: agent links and machine requests may use
+   * it, anything else is refused 503 once `maxConnections - agentReservedConnections` are customers'.
+   */
+  agentReservedConnections: number;
+  /** What one account may hold at once, across all its API keys and dashboard sessions. */
+  accountLimits: AccountLimits;
   /** A request head (line and headers) must arrive within this; else 408 `request_timeout`. */
   headersTimeoutMs: number;
   adminToken: string | undefined;
@@ -168,6 +182,16 @@ export interface Config {
   web: WebConfig;
   logLevel: Env['GF_LOG_LEVEL'];
   metrics: MetricsConfig;
+}
+
+/** Per-account caps, so that many keys or sessions do not multiply one account's share. */
+export interface AccountLimits {
+  /** Live log streams open at once in one process (besides the per-key cap of 5). */
+  logStreams: number;
+  /** API keys not revoked; creating one more is 409 `conflict`. */
+  apiKeys: number;
+  /** Dashboard sessions not expired; a sign-in past it ends the oldest. */
+  sessions: number;
 }
 
 /** Prometheus `/metrics`: on a listener of its own, and/or on the API port behind a token. */
@@ -218,6 +242,10 @@ export interface ExecutionConfig {
   inputQuotaBytes: number;
   /** The service's canary image pinned by digest; null: no job reaches RESULT_VERIFIED. */
   canaryImage: { repository: string; digest: string } | null;
+  /** Agent WebSocket upgrades whose machine token is still being checked; more are refused 503. */
+  maxPendingUpgrades: number;
+  /** An agent upgrade must be authenticated, and its link send `hello`, within this. */
+  agentHandshakeMs: number;
 }
 
 /** An S3-compatible bucket holding the artifact bytes. */
@@ -259,7 +287,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ...(e.GF_ARTIFACT_STORE === 's3' && !e.GF_S3_BUCKET ? ['GF_S3_BUCKET: must be set when GF_ARTIFACT_STORE is s3 (got null)'] : []),
     ...(!e.GF_S3_ACCESS_KEY_ID !== !e.GF_S3_SECRET_ACCESS_KEY ? ['GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY, or neither (the SDK then finds credentials itself)'] : []),
   ];
-  if (s3Problems.length > 0) throw new ConfigError(s3Problems);
+  const agentReservedConnections = e.GF_AGENT_RESERVED_CONNECTIONS ?? Math.floor(e.GF_MAX_CONNECTIONS / 2);
+  const problems = [
+    ...s3Problems,
+    ...(agentReservedConnections >= e.GF_MAX_CONNECTIONS
+      ? [`GF_AGENT_RESERVED_CONNECTIONS: must be less than GF_MAX_CONNECTIONS (${e.GF_MAX_CONNECTIONS}), so customers keep a share (got ${agentReservedConnections})`]
+      : []),
+  ];
+  if (problems.length > 0) throw new ConfigError(problems);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -275,6 +310,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimitStore: e.GF_RATE_LIMIT_STORE ?? (e.DATABASE_URL ? 'postgres' : 'memory'),
     trustProxy: e.GF_TRUST_PROXY,
     maxConnections: e.GF_MAX_CONNECTIONS,
+    agentReservedConnections,
+    accountLimits: { logStreams: e.GF_LOG_STREAMS_PER_ACCOUNT, apiKeys: e.GF_API_KEYS_PER_ACCOUNT, sessions: e.GF_SESSIONS_PER_ACCOUNT },
     headersTimeoutMs: e.GF_HEADERS_TIMEOUT_MS,
     adminToken: e.GF_ADMIN_TOKEN,
     adminWallets: [...new Set(e.GF_ADMIN_WALLETS.map((wallet) => wallet.toLowerCase()))],
@@ -324,6 +361,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       canaryImage: e.GF_CANARY_IMAGE
         ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
         : null,
+      maxPendingUpgrades: e.GF_MAX_PENDING_UPGRADES,
+      agentHandshakeMs: e.GF_AGENT_HANDSHAKE_MS,
     },
     web: { dir: e.GF_WEB_DIR ?? WEB_DIST_DIR, sessionTtlSeconds: e.GF_SESSION_TTL_SECONDS },
     logLevel: e.GF_LOG_LEVEL,
