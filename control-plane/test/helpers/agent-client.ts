@@ -227,9 +227,9 @@ export interface GatewayTestApp extends TestApp {
 /** The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls `gateway.sweep()`). */
 export async function startGatewayApp(
   t: TestContext,
-  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void } = {},
+  options: { env?: Record<string, string>; db?: Database; now?: () => number; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void } = {},
 ): Promise<GatewayTestApp> {
-  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}) });
+  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}), ...(options.now ? { now: options.now } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
   const deps: ExecutionDeps = { db: test.db, escrow: null, config: test.config.execution, blobs: test.blobs, log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`) };
