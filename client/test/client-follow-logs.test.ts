@@ -14,7 +14,7 @@ import { frontOf } from './helpers/front.js';
  * gateway stores them, and reach the stream through the database's NOTIFY.
  */
 
-async function setup(t: Test, options: { logStream?: LogStreamOptions } = {}) {
+async function setup(t: Test, options: { logStream?: Partial<LogStreamOptions> } = {}) {
   const s = await listening((env) => buildTestApp(t, { env, ...options }));
   const { key } = await createTestKey(s.db);
   const jobId = await createOfferedJob(s, key);

@@ -20,6 +20,7 @@ import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { answerClientError, answerFrameworkError, MAX_PARAM_LENGTH, stampResponse } from './http/client-errors.js';
 import { jobCanceled } from './execution/lifecycle.js';
+import { connectionBudget } from './http/connection-budget.js';
 import { installCors } from './http/cors.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installJsonBodies } from './http/json-body.js';
@@ -36,7 +37,7 @@ import { openApiRoutes } from './openapi/routes.js';
 import { agentMachineRoutes } from './operator/agent-routes.js';
 import { operatorRoutes } from './operator/routes.js';
 import { appendServiceLine } from './logs/store.js';
-import type { LogStreamOptions } from './logs/stream.js';
+import { createStreamSlots, DEFAULT_LOG_STREAM_OPTIONS, type LogStreamOptions } from './logs/stream.js';
 import { pricingRoutes } from './pricing/routes.js';
 import { s3PublicOrigin } from './artifacts/s3-blob-store.js';
 import { offlineChainClient } from './chain/client.js';
@@ -61,8 +62,8 @@ export interface AppDeps {
   now?: () => number;
   /** Where artifact bytes live and how their download URLs are signed. */
   artifacts: { blobs: BlobStore; signer: UrlSigner };
-  /** The live log stream's heartbeat and per-key cap; tests shorten the heartbeat. */
-  logStream?: LogStreamOptions;
+  /** The live log stream's heartbeat and caps (defaults, and the account cap from the config); tests shorten the heartbeat. */
+  logStream?: Partial<LogStreamOptions>;
   /**
    * Checks dashboard sign-in signatures of contract wallets; default: the escrow's public client,
    * else a client without a chain (wallets that sign with a key still sign in).
@@ -106,12 +107,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const routes = recordRoutes(app);
   app.decorate('routeTable', routes);
 
-  app.server.maxConnections = config.maxConnections;
-
   app.addHook('onRequest', async (request, reply) => stampResponse(request, reply));
   if (deps.metrics) await app.register(httpMetrics, { metrics: deps.metrics });
   installJsonBodies(app);
   installErrorHandling(app, routes);
+  await app.register(connectionBudget, { maxConnections: config.maxConnections, agentReserved: config.agentReservedConnections });
   // Cookies are parsed only where they are a credential (`/dashboard/api`, see `auth/plugin.ts`).
   await app.register(fastifyCookie, { hook: false });
   await app.register(resolveCredentials, { db: deps.db, environment: config.environment, adminToken: config.adminToken, adminWallets: config.adminWallets, cookies: webCookies(config.publicUrl) });
@@ -124,6 +124,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (deps.metrics && config.metrics.token) await app.register(metricsRoute, { registry: deps.metrics.registry, token: config.metrics.token.reveal() });
   const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };
   const artifactOptions = { db: deps.db, blobs: deps.artifacts.blobs, signer: deps.artifacts.signer, config: config.execution };
+  const logStream: LogStreamOptions = { ...DEFAULT_LOG_STREAM_OPTIONS, maxPerAccount: config.accountLimits.logStreams, ...deps.logStream };
+  const logStreamSlots = createStreamSlots(logStream);
   // The customer API: at /v1 with API keys, and the same handlers again under /dashboard/api
   // with the session (so the dashboard calls the very rules /v1 does).
   const customerRoutes: FastifyPluginAsync<{ signedFiles: boolean }> = async (scope, { signedFiles }) => {
@@ -131,7 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await scope.register(capacityRoutes, { offerIndex: deps.offerIndex, chainId: config.chainId });
     await scope.register(pricingRoutes, { offerIndex: deps.offerIndex, config });
     await scope.register(jobRoutes, { db: deps.db, offerIndex: deps.offerIndex, config, escrow: deps.escrow ?? null, effects });
-    await scope.register(logRoutes, { db: deps.db, ...(deps.logStream ? { stream: deps.logStream } : {}) });
+    await scope.register(logRoutes, { db: deps.db, stream: logStream, slots: logStreamSlots });
     await scope.register(artifactRoutes, { ...artifactOptions, signedFiles });
     await scope.register(billingRoutes, { db: deps.db });
   };
@@ -145,6 +147,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
   await app.register(agentMachineRoutes, { db: deps.db, offerIndex: deps.offerIndex });
   await app.register(webStatic, { dir: config.web.dir, connectOrigins: config.execution.s3 ? [s3PublicOrigin(config.execution.s3)] : [] });
-  if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment });
+  if (config.adminToken) await app.register(adminRoutes, { db: deps.db, environment: config.environment, maxApiKeys: config.accountLimits.apiKeys });
   return app;
 }

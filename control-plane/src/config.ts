@@ -69,6 +69,13 @@ const envSchema = z.object({
   GF_MAX_INPUT_BYTES: z.coerce.number().int().min(1).default(1024 * 1024 * 1024),
   GF_INPUT_QUOTA_BYTES: z.coerce.number().int().min(1).default(10 * 1024 ** 3),
   GF_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),
+  // Half of GF_MAX_CONNECTIONS unless set (see loadConfig): the agents' share customers never take.
+  GF_AGENT_RESERVED_CONNECTIONS: z.coerce.number().int().min(0).optional(),
+  GF_MAX_PENDING_UPGRADES: z.coerce.number().int().min(1).default(256),
+  GF_AGENT_HANDSHAKE_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  GF_LOG_STREAMS_PER_ACCOUNT: z.coerce.number().int().min(1).default(20),
+  GF_API_KEYS_PER_ACCOUNT: z.coerce.number().int().min(1).default(25),
+  GF_SESSIONS_PER_ACCOUNT: z.coerce.number().int().min(1).default(10),
   GF_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(20_000),
   GF_UNFUNDED_JOB_TTL_SECONDS: z.coerce.number().int().min(1).max(30 * 86_400).default(86_400),
   GF_CANARY_IMAGE: z
@@ -151,6 +158,13 @@ export interface Config {
   trustProxy: boolean;
   /** Open connections the server takes at once (agent links included); more are closed at once. */
   maxConnections: number;
+  /**
+   * Of `maxConnections`, the share customers never hold: agent links and machine requests may use
+   * it, anything else is refused 503 once `maxConnections - agentReservedConnections` are customers'.
+   */
+  agentReservedConnections: number;
+  /** What one account may hold at once, across all its API keys and dashboard sessions. */
+  accountLimits: AccountLimits;
   /** A request head (line and headers) must arrive within this; else 408 `request_timeout`. */
   headersTimeoutMs: number;
   adminToken: string | undefined;
@@ -170,6 +184,16 @@ export interface Config {
   web: WebConfig;
   logLevel: Env['GF_LOG_LEVEL'];
   metrics: MetricsConfig;
+}
+
+/** Per-account caps, so that many keys or sessions do not multiply one account's share. */
+export interface AccountLimits {
+  /** Live log streams open at once in one process (besides the per-key cap of 5). */
+  logStreams: number;
+  /** API keys not revoked; creating one more is 409 `conflict`. */
+  apiKeys: number;
+  /** Dashboard sessions not expired; a sign-in past it ends the oldest. */
+  sessions: number;
 }
 
 /** Prometheus `/metrics`: on a listener of its own, and/or on the API port behind a token. */
@@ -225,6 +249,10 @@ export interface ExecutionConfig {
    * listed and matched (`GF_ALLOW_SIMULATED_MACHINES`; default true on `local` only, never on mainnet).
    */
   allowSimulatedMachines: boolean;
+  /** Agent WebSocket upgrades whose machine token is still being checked; more are refused 503. */
+  maxPendingUpgrades: number;
+  /** An agent upgrade must be authenticated, and its link send `hello`, within this. */
+  agentHandshakeMs: number;
 }
 
 /** An S3-compatible bucket holding the artifact bytes. */
@@ -271,8 +299,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ...(e.GF_ARTIFACT_STORE === 's3' && !e.GF_S3_BUCKET ? ['GF_S3_BUCKET: must be set when GF_ARTIFACT_STORE is s3 (got null)'] : []),
     ...(!e.GF_S3_ACCESS_KEY_ID !== !e.GF_S3_SECRET_ACCESS_KEY ? ['GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY, or neither (the SDK then finds credentials itself)'] : []),
   ];
-  if (s3Problems.length > 0) throw new ConfigError(s3Problems);
   const publicUrl = (e.GF_PUBLIC_URL ?? defaultPublicUrl(e.HOST, e.PORT)).replace(/\/$/, '');
+  const agentReservedConnections = e.GF_AGENT_RESERVED_CONNECTIONS ?? Math.floor(e.GF_MAX_CONNECTIONS / 2);
+  const problems = [
+    ...s3Problems,
+    ...(agentReservedConnections >= e.GF_MAX_CONNECTIONS
+      ? [`GF_AGENT_RESERVED_CONNECTIONS: must be less than GF_MAX_CONNECTIONS (${e.GF_MAX_CONNECTIONS}), so customers keep a share (got ${agentReservedConnections})`]
+      : []),
+  ];
+  if (problems.length > 0) throw new ConfigError(problems);
   const liveProblems = e.GF_ENVIRONMENT !== 'mainnet' ? [] : [
     // Live keys mean paying customers: a machine nobody proved has GPUs is never offered to them.
     ...(e.GF_ALLOW_SIMULATED_MACHINES === true ? ['GF_ALLOW_SIMULATED_MACHINES: must not be true when GF_ENVIRONMENT is mainnet (live keys): simulated machines are for local and test deployments (got "true")'] : []),
@@ -297,6 +332,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimitStore: e.GF_RATE_LIMIT_STORE ?? (e.DATABASE_URL ? 'postgres' : 'memory'),
     trustProxy: e.GF_TRUST_PROXY,
     maxConnections: e.GF_MAX_CONNECTIONS,
+    agentReservedConnections,
+    accountLimits: { logStreams: e.GF_LOG_STREAMS_PER_ACCOUNT, apiKeys: e.GF_API_KEYS_PER_ACCOUNT, sessions: e.GF_SESSIONS_PER_ACCOUNT },
     headersTimeoutMs: e.GF_HEADERS_TIMEOUT_MS,
     adminToken: e.GF_ADMIN_TOKEN,
     adminWallets: [...new Set(e.GF_ADMIN_WALLETS.map((wallet) => wallet.toLowerCase()))],
@@ -347,6 +384,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
         : null,
       allowSimulatedMachines: e.GF_ALLOW_SIMULATED_MACHINES ?? e.GF_ENVIRONMENT === 'local',
+      maxPendingUpgrades: e.GF_MAX_PENDING_UPGRADES,
+      agentHandshakeMs: e.GF_AGENT_HANDSHAKE_MS,
     },
     web: { dir: e.GF_WEB_DIR ?? WEB_DIST_DIR, sessionTtlSeconds: e.GF_SESSION_TTL_SECONDS },
     logLevel: e.GF_LOG_LEVEL,

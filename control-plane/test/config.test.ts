@@ -52,6 +52,18 @@ t.test('artifact store: the filesystem by default, S3 from the GF_S3_* variables
   t.match(problems({ GF_ARTIFACT_STORE: 's3', GF_S3_BUCKET: 'b-1', GF_S3_ACCESS_KEY_ID: 'AKID' }), [/^GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY/]);
 });
 
+t.test('limits: the agents keep half the connections unless told; per-account caps', async (t) => {
+  const config = loadConfig({});
+  t.equal(config.maxConnections, 10_000);
+  t.equal(config.agentReservedConnections, 5_000);
+  t.equal(loadConfig({ GF_MAX_CONNECTIONS: '3' }).agentReservedConnections, 1);
+  t.equal(loadConfig({ GF_AGENT_RESERVED_CONNECTIONS: '0' }).agentReservedConnections, 0);
+  t.same(config.accountLimits, { logStreams: 20, apiKeys: 25, sessions: 10 });
+  t.equal(config.execution.maxPendingUpgrades, 256);
+  t.equal(config.execution.agentHandshakeMs, 10_000);
+  t.throws(() => loadConfig({ GF_MAX_CONNECTIONS: '100', GF_AGENT_RESERVED_CONNECTIONS: '100' }), /GF_AGENT_RESERVED_CONNECTIONS: must be less than GF_MAX_CONNECTIONS \(100\)/);
+});
+
 t.test('error: a bad value names the variable', async (t) => {
   const cases: [string, string][] = [
     ['PORT', 'eighty'],
@@ -69,6 +81,8 @@ t.test('error: a bad value names the variable', async (t) => {
     ['GF_S3_ENDPOINT', 'ftp://s3.local'],
     ['GF_S3_BUCKET', 'Not_A_Bucket'],
     ['GF_S3_FORCE_PATH_STYLE', 'yes'],
+    ['GF_AGENT_RESERVED_CONNECTIONS', '10000'],
+    ['GF_SESSIONS_PER_ACCOUNT', '0'],
   ];
   for (const [name, value] of cases) {
     const err = (() => {

@@ -20,7 +20,7 @@ interface Setup extends TestApp {
   base: string;
 }
 
-async function setup(t: Test, options: { logStream?: LogStreamOptions; db?: Database } = {}): Promise<Setup> {
+async function setup(t: Test, options: { logStream?: Partial<LogStreamOptions>; db?: Database } = {}): Promise<Setup> {
   const test = await buildTestApp(t, options);
   const { key } = await createTestKey(test.db);
   const jobId = await createOfferedJob(test, key);

@@ -80,12 +80,18 @@ t.test('route buckets (jobs_create 30/min) bind before the per-key limit', async
 async function storeContract(t: Test, store: RateLimitStore) {
   const windowMs = 60_000;
   const now = 1_700_000_010_000;
-  t.same(await store.hit('a', windowMs, now), { hits: 1, resetAt: 1_700_000_040_000 });
-  t.same(await store.hit('a', windowMs, now + 1), { hits: 2, resetAt: 1_700_000_040_000 });
-  t.same(await store.hit('b', windowMs, now), { hits: 1, resetAt: 1_700_000_040_000 }, 'keys are separate');
-  t.same(await store.hit('a', windowMs, now + 30_000), { hits: 1, resetAt: 1_700_000_100_000 }, 'a new window starts at zero');
-  const concurrent = await Promise.all(Array.from({ length: 50 }, () => store.hit('c', windowMs, now)));
-  t.same(concurrent.map((r) => r.hits).sort((x, y) => x - y), Array.from({ length: 50 }, (_, i) => i + 1), 'concurrent hits are each counted once');
+  t.same(await store.hit(['a'], windowMs, now), [{ hits: 1, resetAt: 1_700_000_040_000 }]);
+  t.same(await store.hit(['a'], windowMs, now + 1), [{ hits: 2, resetAt: 1_700_000_040_000 }]);
+  t.same(await store.hit(['b'], windowMs, now), [{ hits: 1, resetAt: 1_700_000_040_000 }], 'keys are separate');
+  t.same(await store.hit(['a'], windowMs, now + 30_000), [{ hits: 1, resetAt: 1_700_000_100_000 }], 'a new window starts at zero');
+  t.same(
+    (await store.hit(['z', 'a', 'b'], windowMs, now)).map((r) => r.hits),
+    [1, 3, 2],
+    'several keys at once: each counted, answered in the order asked',
+  );
+  const concurrent = await Promise.all(Array.from({ length: 50 }, (_, i) => store.hit(i % 2 ? ['c', 'd'] : ['d', 'c'], windowMs, now)));
+  // Two keys, 50 hits each, asked in either order: each count from 1 to 50 comes once per key.
+  t.same(concurrent.flat().map((r) => r.hits).sort((x, y) => x - y), Array.from({ length: 100 }, (_, i) => Math.floor(i / 2) + 1), 'concurrent hits are each counted once, whatever the order of the keys');
 }
 
 t.test('store contract: memory', async (t) => {

@@ -92,7 +92,7 @@ async function databasePort(config: Config): Promise<AdminPort> {
   // Enrollment tokens name a region of the catalog.
   await syncCatalog(db);
   return {
-    createKey: (params) => createApiKey(db, { ...params, environment: keyEnvironmentFor(config.environment) }),
+    createKey: (params) => createApiKey(db, { ...params, environment: keyEnvironmentFor(config.environment), maxActiveKeys: config.accountLimits.apiKeys }),
     revokeKey: async (id) => (await revokeApiKey(db, id)) !== null,
     setAccountStatus: (id, action) => setAccountStatus(db, id, action === 'suspend' ? 'suspended' : 'active'),
     async createEnrollmentToken(params) {

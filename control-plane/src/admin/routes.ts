@@ -41,7 +41,7 @@ const machineParams = z.object({ id: z.string().regex(/^mach_[0-9a-z]{26}$/, 'is
  * one-time enrollment tokens for farm machines.
  * `npm run admin` calls it when the embedded database belongs to a running server.
  */
-export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Environment }> = async (app, { db, environment }) => {
+export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Environment; maxApiKeys: number }> = async (app, { db, environment, maxApiKeys }) => {
   const admin = { config: { auth: 'admin' as const } };
   // The token names no person: every write is recorded as the admin token's.
   const actor: AuditActor = { kind: 'admin_token', id: 'GF_ADMIN_TOKEN' };
@@ -53,6 +53,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       scopes: body.scopes,
       label: body.label ?? null,
       environment: keyEnvironmentFor(environment),
+      maxActiveKeys: maxApiKeys,
     });
     await recordAudit(db, { actor, action: 'api_key.create', targetType: 'api_key', targetId: created.keyId, details: { walletAddress: body.walletAddress.toLowerCase(), scopes: body.scopes } });
     return reply.code(201).send({ object: 'api_key', ...created });

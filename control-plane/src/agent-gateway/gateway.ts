@@ -58,18 +58,28 @@ function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
   }
 }
 
-/** Answers an upgrade request with a plain HTTP error (the error envelope for 401). */
+/** Seconds an agent refused for want of a handshake slot waits before it tries again (its own backoff adds to it). */
+const UPGRADE_RETRY_SECONDS = 2;
+
+/**
+ * Answers an upgrade request with a plain HTTP error (the error envelope for 401) and closes the
+ * socket once the answer is written: a client that keeps its half open holds nothing after it.
+ */
 function refuseUpgrade(socket: Duplex, requestId: string, status: 401 | 404 | 503, message: string): void {
+  if (socket.destroyed) return;
   const code = status === 401 ? 'invalid_api_key' : status === 404 ? 'not_found' : 'unavailable';
   const body = JSON.stringify({ error: { code, message, requestId, details: [] } });
   const text = { 401: 'Unauthorized', 404: 'Not Found', 503: 'Service Unavailable' }[status];
-  socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const retryAfter = status === 503 ? `Retry-After: ${UPGRADE_RETRY_SECONDS}\r\n` : '';
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${retryAfter}Connection: close\r\n\r\n${body}`, () => socket.destroy());
 }
 
 /**
  * The agent gateway: registers `POST /agent/v1/enroll` on
  * `app`, takes WebSocket upgrades on `/agent/v1/ws` authenticated by the machine token (401
- * before the upgrade otherwise), keeps one socket per machine across replicas (the newest
+ * before the upgrade otherwise; at most `maxPendingUpgrades` being checked at once, more are
+ * 503, and each must be accepted, and its link send `hello`, within `agentHandshakeMs`),
+ * counts each link in the agents' share of the connection budget, keeps one socket per machine across replicas (the newest
  * replaces an older one with 4409, here or on the replica holding it, through `agent_links`), sends `assign` and `cancel` for the `agent_dispatch` notices of machines
  * connected here, and sweeps machine liveness. Call before `app.listen()`; `app.close()` closes it too.
  *
@@ -90,12 +100,13 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
 
   await app.register(agentRoutes, { db: deps.db, heartbeatSeconds: deps.config.heartbeatSeconds, allowSimulated: deps.config.allowSimulatedMachines });
 
-  const accept = (ws: WebSocket, machineId: string, epoch: number) => {
+  /** Takes an authenticated socket as the machine's link; its `hello` must come before `helloBy` (epoch ms). */
+  const accept = (ws: WebSocket, machineId: string, epoch: number, helloBy: number) => {
     if (closing) {
       ws.close(1001, 'server shutting down');
       return;
     }
-    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log, writeBeat, ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}) });
+    const connection = new AgentConnection(ws, machineId, { deps, lifecycle, log, writeBeat, helloBy, ...(options.gpuSamples ? { gpuSamples: options.gpuSamples } : {}) });
     epochs.set(connection, epoch);
     const previous = connections.get(machineId);
     connections.set(machineId, connection);
@@ -105,17 +116,38 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
     });
   };
 
+  /** Upgrades whose machine token is being checked: bounded in number and in time, before anyone is known. */
+  const pending = new Set<Duplex>();
+  const { maxPendingUpgrades, agentHandshakeMs } = deps.config;
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => {});
     const path = new URL(request.url ?? '/', 'http://gateway').pathname;
     if (path !== AGENT_WS_PATH) return refuseUpgrade(socket, app.nextRequestId(), 404, `No WebSocket at ${path}; agents connect to ${AGENT_WS_PATH}.`);
     if (closing) return refuseUpgrade(socket, app.nextRequestId(), 503, 'The server is shutting down.');
+    if (pending.size >= maxPendingUpgrades) {
+      return refuseUpgrade(socket, app.nextRequestId(), 503, `${maxPendingUpgrades} agent connections are being set up at once, the most this server takes; retry in ${UPGRADE_RETRY_SECONDS} s.`);
+    }
+    const startedAt = Date.now();
+    pending.add(socket);
+    const deadline = setTimeout(
+      () => refuseUpgrade(socket, app.nextRequestId(), 503, `The machine token could not be checked within ${agentHandshakeMs} ms; retry in ${UPGRADE_RETRY_SECONDS} s.`),
+      agentHandshakeMs,
+    );
+    const settle = () => {
+      clearTimeout(deadline);
+      pending.delete(socket);
+    };
+    socket.once('close', settle);
     authenticateMachine(deps.db, request.headers.authorization)
-      .then(async (machine) => (machine ? { machineId: machine.machineId, epoch: await announceAgentLink(deps.db, machine.machineId) } : null))
+      // A socket closed meanwhile (its client, or the deadline) takes no link over from the machine's others.
+      .then(async (machine) => (machine && !socket.destroyed ? { machineId: machine.machineId, epoch: await announceAgentLink(deps.db, machine.machineId) } : null))
       .then(
         (link) => {
+          if (socket.destroyed) return settle();
           if (!link) return refuseUpgrade(socket, app.nextRequestId(), 401, 'The machine token is missing, unknown or disabled: send "Authorization: Bearer gfa_…" from enrollment.');
-          wss.handleUpgrade(request, socket, head, (ws) => accept(ws, link.machineId, link.epoch));
+          settle();
+          app.connectionBudget.admitAgent(socket);
+          wss.handleUpgrade(request, socket, head, (ws) => accept(ws, link.machineId, link.epoch, startedAt + agentHandshakeMs));
         },
         (err: unknown) => {
           log('agent upgrade: the machine token could not be checked or the link not announced', err);
@@ -191,6 +223,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
     closed ??= (async () => {
       closing = true;
       app.server.off('upgrade', onUpgrade);
+      for (const socket of pending) socket.destroy();
       await unlisten().catch(() => {});
       await unlistenLinks().catch(() => {});
       await sweeper.close();

@@ -30,7 +30,9 @@ import { lostAfterSeconds } from './sweeper.js';
  * One agent's WebSocket, after its machine token was checked.
  * Messages are handled one at a time, in arrival order; each is parsed with the shared schema
  * and an invalid one closes the link with 4400 and the field at fault. Nothing but `hello` is
- * taken before `welcome`; notices for the machine that arrive meanwhile wait for it.
+ * taken before `welcome`, and `hello` once per link (a second closes it with 4400: each would
+ * rewrite the machine's inventory and redo the restore); notices for the machine that arrive
+ * meanwhile wait for it. A link that sends no `hello` by `helloBy` is closed with 4408.
  */
 
 export interface LinkContext {
@@ -41,6 +43,8 @@ export interface LinkContext {
   gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
   /** Writes heartbeats, several machines' in one statement (`heartbeatWriter`), shared by the gateway's links. */
   writeBeat: Parameters<typeof recordHeartbeat>[3]['write'];
+  /** When (epoch ms) the link must have sent its `hello`: the end of its handshake (GF_AGENT_HANDSHAKE_MS). */
+  helloBy?: number;
 }
 
 const LIVE_STATES = new Set<AssignmentRow['state']>(['offered', 'accepted', 'running']);
@@ -90,6 +94,9 @@ function assignmentForVersion(spec: unknown, version: number): unknown {
 
 export class AgentConnection {
   private welcomed = false;
+  /** A `hello` arrived (it may still be being handled): any other is refused. */
+  private helloSeen = false;
+  private helloTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private chain: Promise<void> = Promise.resolve();
   private pending: DispatchNotice[] = [];
@@ -122,8 +129,12 @@ export class AgentConnection {
     ws.on('ping', () => {
       this.lastHeardMs = Date.now();
     });
+    if (ctx.helloBy !== undefined) {
+      this.helloTimer = setTimeout(() => this.close(AGENT_CLOSE_CODES.timeout, 'no hello within the handshake time; send hello as soon as the link opens'), Math.max(0, ctx.helloBy - Date.now()));
+    }
     ws.on('close', (code, reason) => {
       this.closed = true;
+      clearTimeout(this.helloTimer);
       // A link replaced by the machine's newer one, or closed as this server stops, is no outage.
       if (this.welcomed && code !== AGENT_CLOSE_CODES.replaced && code !== 1001) {
         const why = reason.toString() || 'the connection closed';
@@ -144,6 +155,7 @@ export class AgentConnection {
   close(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.helloTimer);
     this.ws.close(code, closeReason(reason));
   }
 
@@ -190,7 +202,14 @@ export class AgentConnection {
       return;
     }
     const message = parsed.data;
-    if (!this.welcomed && message.type !== 'hello') {
+    if (message.type === 'hello') {
+      if (this.helloSeen) {
+        this.close(AGENT_CLOSE_CODES.invalidMessage, 'hello: sent twice on one link; one hello per connection (reconnect to send a new one)');
+        return;
+      }
+      this.helloSeen = true;
+      clearTimeout(this.helloTimer);
+    } else if (!this.welcomed) {
       this.close(AGENT_CLOSE_CODES.invalidMessage, `${message.type}: sent before welcome; hello comes first`);
       return;
     }

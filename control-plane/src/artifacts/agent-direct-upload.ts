@@ -47,7 +47,7 @@ const completeParams = z.object({ uploadId: z.string().regex(/^upl_[0-9a-z]{26}$
  */
 export const agentDirectUploadRoutes: FastifyPluginAsync<AgentDirectUploadRoutesOptions> = async (app, { db, blobs, config }) => {
   app.post(AGENT_UPLOAD_PLAN_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
-    const { target, name, maxBytes } = await openUpload(db, request.headers.authorization, request.params);
+    const { target, name, maxBytes } = await openUpload(db, request);
     if (!blobs.direct) return reply.code(200).send({ method: 'put' } satisfies UploadPlan);
     const upload = await blobs.direct.begin({ maxBytes, ttlSeconds: DIRECT_UPLOAD_TTL_SECONDS });
     const id = randomId('upl');
@@ -67,7 +67,7 @@ export const agentDirectUploadRoutes: FastifyPluginAsync<AgentDirectUploadRoutes
   });
 
   app.post(AGENT_UPLOAD_COMPLETE_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
-    const { target, name, what } = await openUpload(db, request.headers.authorization, request.params);
+    const { target, name, what } = await openUpload(db, request);
     const { uploadId } = parseParams(completeParams, request.params);
     const completion = parseBody(uploadCompletionSchema, request.body);
     const direct = blobs.direct;

@@ -1,7 +1,7 @@
 import { ApiError, assignmentInputSchema, assignmentSpecSchema, fieldDetail, LOG_ARTIFACT_MAX_BYTES } from '@gpufarm/shared';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { authenticateMachine } from '../auth/machine-tokens.js';
+import { requireMachine } from '../auth/machine-tokens.js';
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import { parseParams } from '../http/parse.js';
@@ -57,13 +57,8 @@ export interface AgentUploadAnswer {
  * The calling machine (its token) and the assignment `id` if it is that machine's; the spec's
  * 401s for a missing or unknown token, `not_found` for another machine's assignment.
  */
-async function machineAssignment(db: Database, authorization: string | undefined, id: string): Promise<UploadTarget> {
-  const machine = await authenticateMachine(db, authorization);
-  if (!machine) {
-    throw authorization === undefined
-      ? new ApiError('missing_api_key', 'No machine token was sent. Send it as "Authorization: Bearer gfa_…".')
-      : new ApiError('invalid_api_key', 'The machine token is malformed, unknown, or its machine is disabled.');
-  }
+async function machineAssignment(db: Database, request: FastifyRequest, id: string): Promise<UploadTarget> {
+  const machine = requireMachine(request);
   const target = await findUploadTarget(db, id);
   if (!target || target.machine_id !== machine.machineId) throw new ApiError('not_found', `No assignment ${id} on this machine.`);
   return target;
@@ -83,9 +78,9 @@ export interface OpenUpload {
  * an output rule's `maxBytes` (the agent's tar stream counts against it, headers included) or
  * LOG_ARTIFACT_MAX_BYTES.
  */
-export async function openUpload(db: Database, authorization: string | undefined, params: unknown): Promise<OpenUpload> {
-  const { id, name } = parseParams(uploadParams, params);
-  const target = await machineAssignment(db, authorization, id);
+export async function openUpload(db: Database, request: FastifyRequest): Promise<OpenUpload> {
+  const { id, name } = parseParams(uploadParams, request.params);
+  const target = await machineAssignment(db, request, id);
   const endedAt = target.finished_at ?? target.updated_at;
   const open =
     target.state === 'accepted' ||
@@ -169,7 +164,7 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
   takeRawBodies(app);
 
   app.put(AGENT_UPLOAD_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
-    const { target, name, maxBytes, what } = await openUpload(db, request.headers.authorization, request.params);
+    const { target, name, maxBytes, what } = await openUpload(db, request);
     checkDeclaredLength(request, maxBytes, () => tooLarge(maxBytes, what));
     const headerHash = declaredSha256(request.headers[UPLOAD_SHA256_HEADER], 'header');
 
@@ -193,7 +188,7 @@ export const agentArtifactRoutes: FastifyPluginAsync<AgentArtifactRoutesOptions>
 
   app.get(AGENT_INPUT_PATH, { config: { auth: 'machine' } }, async (request, reply) => {
     const { id, mountName } = parseParams(inputParams, request.params);
-    const target = await machineAssignment(db, request.headers.authorization, id);
+    const target = await machineAssignment(db, request, id);
     if (target.state !== 'offered' && target.state !== 'accepted' && target.state !== 'running') {
       throw new ApiError('conflict', `The assignment ${id} is ${target.state}; its inputs are no longer handed out.`, { details: [fieldDetail('state', `is ${target.state}`, { subject: true })] });
     }

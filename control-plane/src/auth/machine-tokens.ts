@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { machineTokenSchema } from '@gpufarm/shared';
+import { ApiError, machineTokenSchema } from '@gpufarm/shared';
+import type { FastifyRequest } from 'fastify';
 import type { Queryable } from '../db/database.js';
+import type { MachinePrincipal } from '../http/route-config.js';
 import { findMachineByTokenHash } from './store.js';
 
 /**
@@ -38,8 +40,20 @@ export function machineTokenFromHeader(authorizationHeader: string | undefined):
 export async function authenticateMachine(
   db: Queryable,
   authorizationHeader: string | undefined,
-): Promise<{ machineId: string; farmId: string } | null> {
+): Promise<MachinePrincipal | null> {
   const token = machineTokenFromHeader(authorizationHeader);
   if (token === null) return null;
   return findMachineByTokenHash(db, hashAgentToken(token));
+}
+
+/**
+ * The machine a `machine` route's request came from (`request.machine`, read by
+ * `auth/plugin.ts`), or the 401 for a missing token (`missing_api_key`) or a malformed,
+ * unknown or disabled one (`invalid_api_key`, with `invalidMessage`).
+ */
+export function requireMachine(request: FastifyRequest, invalidMessage = 'The machine token is malformed, unknown, or its machine is disabled.'): MachinePrincipal {
+  if (request.machine) return request.machine;
+  throw request.headers.authorization === undefined
+    ? new ApiError('missing_api_key', 'No machine token was sent. Send it as "Authorization: Bearer gfa_…".')
+    : new ApiError('invalid_api_key', invalidMessage);
 }

@@ -7,6 +7,7 @@ import { createBatcher } from '../db/batcher.js';
 import type { Queryable } from '../db/database.js';
 import { ADMIN_PREFIX, DASHBOARD_PREFIX, OPERATOR_PREFIX, webApiAreaOf } from '../http/route-config.js';
 import { hashApiKey, keyEnvironmentFor, parseApiKey } from './api-keys.js';
+import { authenticateMachine } from './machine-tokens.js';
 import { isAdminWallet, type OperatorFarm } from './roles.js';
 import { findWebSession, type WebSession } from './session-store.js';
 import { findApiKeysByHash, operatorFarmsOf, touchApiKey, type ApiKeyRecord } from './store.js';
@@ -67,8 +68,9 @@ export function sameSecret(a: string, b: string): boolean {
 
 /**
  * Two hooks around the rate limiter. `onRequest` (this plugin) resolves the API key (under
- * `/dashboard/api/`: the session cookie) into `request.principal` and remembers any credential
- * error; the limiter then counts the call against the key, session or anonymous address;
+ * `/dashboard/api/`: the session cookie) into `request.principal`, or on a machine route the
+ * machine token into `request.machine`, and remembers any credential error; the limiter then
+ * counts the call against the key, session, machine or anonymous address;
  * `enforceAuth` (a later hook) raises the remembered error, a session write's missing CSRF token
  * or the route's scope requirement. So bad keys are rate limited too.
  */
@@ -83,11 +85,17 @@ export const resolveCredentials = fp<AuthOptions>(
     app.decorateRequest('webSession', null);
     app.decorateRequest('webSessionExpired', false);
     app.decorateRequest('operatorFarms', null);
+    app.decorateRequest('machine', null);
     const recordKeyUse = keyUseRecorder(app, options.db);
     app.addHook('onRequest', async (request) => {
       const { auth, webFile, probe } = request.routeOptions.config;
-      // Those routes check their own credential (a machine token or the metrics token is no API key); the web app's files need none.
-      if (auth === 'machine' || auth === 'signed_url' || webFile || probe) return;
+      // Read here so the limiter counts the machine; the route answers a missing or bad token itself.
+      if (auth === 'machine') {
+        request.machine = await authenticateMachine(options.db, request.headers.authorization);
+        return;
+      }
+      // Those routes check their own credential (the metrics token or a URL's signature is no API key); the web app's files need none.
+      if (auth === 'signed_url' || webFile || probe) return;
       if (isWebApi(request.url)) return resolveSession(app, options, request);
       const token = bearerToken(request);
       if (token === undefined) return;

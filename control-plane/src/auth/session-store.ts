@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Queryable } from '../db/database.js';
+import type { Database, Queryable } from '../db/database.js';
+import { lockAccount } from './store.js';
 import { hashCookieValue } from './web-cookies.js';
 
 /** A signed-in dashboard browser, as `auth/plugin.ts` resolves it from the cookie. */
@@ -17,20 +18,36 @@ export interface WebSession {
 /**
  * Opens a session for the account and returns the cookie value to set (shown once, never
  * stored) with the session; `replacing`, a cookie value the browser already held, is deleted
- * first so that each sign-in gets a fresh cookie.
+ * first so that each sign-in gets a fresh cookie. With `maxPerAccount` (GF_SESSIONS_PER_ACCOUNT)
+ * the account's oldest unexpired sessions past that many, this one included, are deleted: those
+ * browsers are signed out, as if they had signed out themselves.
  */
 export async function createWebSession(
-  db: Queryable,
-  params: { accountId: string; walletAddress: string; chainId: number; ttlSeconds: number; replacing: string | null },
+  db: Database,
+  params: { accountId: string; walletAddress: string; chainId: number; ttlSeconds: number; replacing: string | null; maxPerAccount?: number },
 ): Promise<{ cookie: string; session: Omit<WebSession, 'accountStatus'> }> {
-  if (params.replacing) await deleteWebSession(db, params.replacing);
   const cookie = randomBytes(32).toString('base64url');
   const csrfToken = randomBytes(32).toString('base64url');
-  const [row] = await db.query<{ id: string; expires_at: Date }>(
-    `INSERT INTO web_sessions (id, account_id, wallet_address, chain_id, csrf_token, expires_at)
-     VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING id, expires_at`,
-    [hashCookieValue(cookie), params.accountId, params.walletAddress, params.chainId, csrfToken, params.ttlSeconds],
-  );
+  const id = hashCookieValue(cookie);
+  const { maxPerAccount } = params;
+  const row = await db.transaction(async (tx) => {
+    if (maxPerAccount !== undefined) await lockAccount(tx, params.accountId);
+    if (params.replacing) await deleteWebSession(tx, params.replacing);
+    const [inserted] = await tx.query<{ id: string; expires_at: Date }>(
+      `INSERT INTO web_sessions (id, account_id, wallet_address, chain_id, csrf_token, expires_at)
+       VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING id, expires_at`,
+      [id, params.accountId, params.walletAddress, params.chainId, csrfToken, params.ttlSeconds],
+    );
+    if (maxPerAccount !== undefined) {
+      await tx.query(
+        `DELETE FROM web_sessions WHERE id IN (
+           SELECT id FROM web_sessions WHERE account_id = $1 AND expires_at > now() AND id <> $2
+            ORDER BY created_at DESC, id OFFSET $3)`,
+        [params.accountId, id, maxPerAccount - 1],
+      );
+    }
+    return inserted;
+  });
   if (!row) throw new Error('the session insert returned no row');
   return {
     cookie,

@@ -1,5 +1,5 @@
-import { API_KEY_SCOPES, type ApiKeyScope } from '@gpufarm/shared';
-import type { Queryable } from '../db/database.js';
+import { API_KEY_SCOPES, fieldDetail, GpufarmError, type ApiKeyScope } from '@gpufarm/shared';
+import type { Database, Queryable } from '../db/database.js';
 import { newId } from '../ids.js';
 import { generateApiKey, hashApiKey, type KeyEnvironment } from './api-keys.js';
 
@@ -61,23 +61,52 @@ export interface CreatedApiKey {
   accountCreated: boolean;
 }
 
+/** The account already has as many keys (not revoked) as it may: 409 `conflict` at the HTTP edge. */
+export class ApiKeyLimitError extends GpufarmError<'conflict'> {
+  constructor(readonly max: number) {
+    super(
+      'conflict',
+      `This account already has ${max} API keys that are not revoked, the most one account may have. Revoke a key it no longer uses, then create the new one.`,
+      { details: [fieldDetail('apiKeys', `${max} not revoked, the most an account may have`, { subject: true })] },
+    );
+  }
+}
+
+/**
+ * Holds the account's row until the transaction ends: the writes that count the account's keys
+ * or sessions against a cap take turns, so two at once cannot both pass it.
+ */
+export async function lockAccount(tx: Queryable, accountId: string): Promise<void> {
+  await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+}
+
 /**
  * Creates a key for the account whose primary wallet is `walletAddress`, creating the account
- * first when there is none. Only the key's SHA-256 is stored.
+ * first when there is none. Only the key's SHA-256 is stored. With `maxActiveKeys` (the
+ * account's cap, GF_API_KEYS_PER_ACCOUNT) an account holding that many keys not revoked gets
+ * none: ApiKeyLimitError.
  */
 export async function createApiKey(
-  db: Queryable,
-  params: { walletAddress: string; scopes: ApiKeyScope[]; environment: KeyEnvironment; label?: string | null },
+  db: Database,
+  params: { walletAddress: string; scopes: ApiKeyScope[]; environment: KeyEnvironment; label?: string | null; maxActiveKeys?: number },
 ): Promise<CreatedApiKey> {
   const wallet = params.walletAddress.toLowerCase();
   const account = await ensureAccount(db, wallet);
   const key = generateApiKey(params.environment);
   const keyId = newId('key');
   const scopes = [...new Set(params.scopes)];
-  await db.query(
-    'INSERT INTO api_keys (id, account_id, key_hash, environment, last_four, scopes, label) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-    [keyId, account.id, hashApiKey(key), params.environment, key.slice(-4), scopes, params.label ?? null],
-  );
+  const { maxActiveKeys } = params;
+  await db.transaction(async (tx) => {
+    if (maxActiveKeys !== undefined) {
+      await lockAccount(tx, account.id);
+      const [row] = await tx.query<{ active: number }>('SELECT count(*)::int AS active FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL', [account.id]);
+      if ((row?.active ?? 0) >= maxActiveKeys) throw new ApiKeyLimitError(maxActiveKeys);
+    }
+    await tx.query(
+      'INSERT INTO api_keys (id, account_id, key_hash, environment, last_four, scopes, label) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [keyId, account.id, hashApiKey(key), params.environment, key.slice(-4), scopes, params.label ?? null],
+    );
+  });
   return { key, keyId, accountId: account.id, walletAddress: wallet, scopes, accountCreated: account.created };
 }
 

@@ -8,15 +8,19 @@ export function createPostgresRateLimitStore(db: Queryable, options: { sweepEver
   }, options.sweepEveryMs ?? 60_000);
   sweep.unref();
   return {
-    async hit(key, windowMs, now) {
+    async hit(keys, windowMs, now) {
       const start = windowStart(now, windowMs);
-      const [row] = await db.query<{ hits: number }>(
-        `INSERT INTO rate_limit_counters (bucket_key, window_start, hits) VALUES ($1, $2, 1)
+      // One statement for all of a request's buckets; rows taken in key order, so two requests
+      // sharing buckets (an account's) cannot lock them in opposite orders.
+      const rows = await db.query<{ bucket_key: string; hits: number }>(
+        `INSERT INTO rate_limit_counters (bucket_key, window_start, hits)
+         SELECT key, $2, 1 FROM unnest($1::text[]) AS key ORDER BY key
          ON CONFLICT (bucket_key, window_start) DO UPDATE SET hits = rate_limit_counters.hits + 1
-         RETURNING hits`,
-        [key, start],
+         RETURNING bucket_key, hits`,
+        [[...keys], start],
       );
-      return { hits: row?.hits ?? 1, resetAt: start + windowMs };
+      const hits = new Map(rows.map((row) => [row.bucket_key, Number(row.hits)]));
+      return keys.map((key) => ({ hits: hits.get(key) ?? 1, resetAt: start + windowMs }));
     },
     async close() {
       clearInterval(sweep);

@@ -3,8 +3,11 @@
  * share the PostgreSQL one (`postgres-store.ts`). Both implement the same contract.
  */
 export interface RateLimitStore {
-  /** Counts one hit in `key`'s current window and returns the count so far in it. */
-  hit(key: string, windowMs: number, now: number): Promise<{ hits: number; resetAt: number }>;
+  /**
+   * Counts one hit in each key's current window (all of one length) and returns each count so
+   * far, in the order of `keys`, which are distinct.
+   */
+  hit(keys: readonly string[], windowMs: number, now: number): Promise<Array<{ hits: number; resetAt: number }>>;
   close(): Promise<void>;
 }
 
@@ -21,17 +24,19 @@ export function createMemoryRateLimitStore(): RateLimitStore {
   }, 30_000);
   sweep.unref();
   return {
-    async hit(key, windowMs, now) {
+    async hit(keys, windowMs, now) {
       const start = windowStart(now, windowMs);
-      const id = `${key}@${start}`;
-      const counter = counters.get(id);
-      if (counter) {
-        counter.hits += 1;
-        return { ...counter };
-      }
-      const fresh = { hits: 1, resetAt: start + windowMs };
-      counters.set(id, fresh);
-      return { ...fresh };
+      return keys.map((key) => {
+        const id = `${key}@${start}`;
+        const counter = counters.get(id);
+        if (counter) {
+          counter.hits += 1;
+          return { ...counter };
+        }
+        const fresh = { hits: 1, resetAt: start + windowMs };
+        counters.set(id, fresh);
+        return { ...fresh };
+      });
     },
     async close() {
       clearInterval(sweep);

@@ -36,6 +36,12 @@ export interface Principal {
   scopes: readonly ApiKeyScope[];
 }
 
+/** The enrolled machine a machine token (`gfa_…`) belongs to. */
+export interface MachinePrincipal {
+  machineId: string;
+  farmId: string;
+}
+
 /** Buckets with their own limit besides the per-key one (the spec's Limits table). */
 export type RouteRateBucket = 'jobs_create' | 'fund_confirm' | 'artifact_download' | 'input_upload';
 
@@ -71,5 +77,7 @@ declare module 'fastify' {
     principal: Principal | null;
     /** True when the call carried the right admin token for an admin route. */
     isAdmin: boolean;
+    /** On a `machine` route: the enrolled machine whose token the call carried; null when none or not valid. */
+    machine: MachinePrincipal | null;
   }
 }

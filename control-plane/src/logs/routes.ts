@@ -6,11 +6,13 @@ import { intParam, parseParams, parseQuery } from '../http/parse.js';
 import { findJob } from '../jobs/store.js';
 import { createJobLogFeed } from './feed.js';
 import { listLogLines } from './store.js';
-import { DEFAULT_LOG_STREAM_OPTIONS, LogStreamSession, toLogLine, type LogStreamOptions } from './stream.js';
+import { createStreamSlots, DEFAULT_LOG_STREAM_OPTIONS, LogStreamSession, toLogLine, type LogStreamOptions, type StreamSlots } from './stream.js';
 
 export interface LogRoutesOptions {
   db: Database;
   stream?: LogStreamOptions;
+  /** The open-stream counts, shared with the other registration (`/v1` and `/dashboard/api` count together). */
+  slots?: StreamSlots;
 }
 
 const jobParams = z.object({ id: z.string().regex(/^job_[0-9a-z]{26}$/, 'is not a job id (job_…)') });
@@ -48,7 +50,7 @@ const STREAM_CAP_RETRY_SECONDS = 10;
  * `GET /v1/jobs/:id/logs/stream` [jobs:read] (beyond the spec): the same lines as Server-Sent
  * Events, live until the job ends (`stream.ts`); `Last-Event-ID` takes precedence over `cursor`.
  */
-export const logRoutes: FastifyPluginAsync<LogRoutesOptions> = async (app, { db, stream: streamOptions = DEFAULT_LOG_STREAM_OPTIONS }) => {
+export const logRoutes: FastifyPluginAsync<LogRoutesOptions> = async (app, { db, stream: streamOptions = DEFAULT_LOG_STREAM_OPTIONS, slots = createStreamSlots(streamOptions) }) => {
   app.get('/v1/jobs/:id/logs', { config: { auth: 'jobs:read' } }, async (request): Promise<LogList> => {
     const { id } = parseParams(jobParams, request.params);
     const query = parseQuery(logsQuery, request.query, 'GET /v1/jobs/:id/logs');
@@ -62,7 +64,6 @@ export const logRoutes: FastifyPluginAsync<LogRoutesOptions> = async (app, { db,
 
   const feed = createJobLogFeed(db);
   const sessions = new Set<LogStreamSession>();
-  const openPerKey = new Map<string, number>();
   // Before the server stops and waits for its connections: an open stream would hold it up.
   app.addHook('preClose', async () => {
     for (const session of sessions) session.close();
@@ -78,20 +79,14 @@ export const logRoutes: FastifyPluginAsync<LogRoutesOptions> = async (app, { db,
     const { accountId, keyId } = request.principal!;
     const job = await findJob(db, accountId, id);
     if (!job) throw new ApiError('not_found', `No job ${id} on this account.`);
-    const open = openPerKey.get(keyId) ?? 0;
-    if (open >= streamOptions.maxPerKey) {
-      throw new ApiError(
-        'rate_limited',
-        `Too many open log streams: an API key may keep at most ${streamOptions.maxPerKey} open at once. Close one, or retry after ${STREAM_CAP_RETRY_SECONDS} s.`,
-        { headers: { 'Retry-After': String(STREAM_CAP_RETRY_SECONDS) } },
-      );
+    const slot = slots.take({ keyId, accountId });
+    if ('full' in slot) {
+      const cap = slot.full === 'key' ? `an API key (or dashboard session) may keep at most ${streamOptions.maxPerKey}` : `an account may keep at most ${streamOptions.maxPerAccount} over all its keys and sessions`;
+      throw new ApiError('rate_limited', `Too many open log streams: ${cap} open at once. Close one, or retry after ${STREAM_CAP_RETRY_SECONDS} s.`, {
+        headers: { 'Retry-After': String(STREAM_CAP_RETRY_SECONDS) },
+      });
     }
-    openPerKey.set(keyId, open + 1);
-    const release = () => {
-      const left = (openPerKey.get(keyId) ?? 1) - 1;
-      if (left > 0) openPerKey.set(keyId, left);
-      else openPerKey.delete(keyId);
-    };
+    const { release } = slot;
 
     const session = new LogStreamSession(
       reply.raw,

@@ -4,15 +4,50 @@ import type { Queryable } from '../db/database.js';
 import { findJob } from '../jobs/store.js';
 import { listLogLines, type LogLineRow } from './store.js';
 
-/** The live log stream's timing and its per-key cap. */
+/** The live log stream's timing and its caps. */
 export interface LogStreamOptions {
   /** A `: keep-alive` comment this often keeps proxies and clients from timing the stream out. */
   heartbeatMs: number;
-  /** Streams one API key may keep open at once in this process. */
+  /** Streams one API key (or dashboard session) may keep open at once in this process. */
   maxPerKey: number;
+  /** Streams one account may keep open at once in this process, over all its keys and sessions (`GF_LOG_STREAMS_PER_ACCOUNT`). */
+  maxPerAccount: number;
 }
 
-export const DEFAULT_LOG_STREAM_OPTIONS: LogStreamOptions = { heartbeatMs: 15_000, maxPerKey: 5 };
+export const DEFAULT_LOG_STREAM_OPTIONS: LogStreamOptions = { heartbeatMs: 15_000, maxPerKey: 5, maxPerAccount: 20 };
+
+/** Open streams counted per key and per account: one per app, shared by `/v1` and `/dashboard/api`. */
+export interface StreamSlots {
+  /** Takes a slot for the caller: its release, or which cap is full (nothing taken). */
+  take(caller: { keyId: string; accountId: string }): { release: () => void } | { full: 'key' | 'account' };
+}
+
+export function createStreamSlots(caps: Pick<LogStreamOptions, 'maxPerKey' | 'maxPerAccount'>): StreamSlots {
+  const perKey = new Map<string, number>();
+  const perAccount = new Map<string, number>();
+  const add = (map: Map<string, number>, id: string, by: number) => {
+    const count = (map.get(id) ?? 0) + by;
+    if (count > 0) map.set(id, count);
+    else map.delete(id);
+  };
+  return {
+    take({ keyId, accountId }) {
+      if ((perKey.get(keyId) ?? 0) >= caps.maxPerKey) return { full: 'key' };
+      if ((perAccount.get(accountId) ?? 0) >= caps.maxPerAccount) return { full: 'account' };
+      add(perKey, keyId, 1);
+      add(perAccount, accountId, 1);
+      let released = false;
+      return {
+        release: () => {
+          if (released) return;
+          released = true;
+          add(perKey, keyId, -1);
+          add(perAccount, accountId, -1);
+        },
+      };
+    },
+  };
+}
 
 /** Lines read per statement while catching up. */
 const PAGE_LINES = 500;

@@ -8,7 +8,7 @@ import {
   type AgentUnenrollResponse,
 } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { authenticateMachine } from '../auth/machine-tokens.js';
+import { requireMachine } from '../auth/machine-tokens.js';
 import type { OfferIndex } from '../capacity/offer-index.js';
 import type { Database } from '../db/database.js';
 import { recordAudit } from '../fleet/audit.js';
@@ -29,11 +29,7 @@ import { findMachineFacts } from './store.js';
 export const agentMachineRoutes: FastifyPluginAsync<{ db: Database; offerIndex: OfferIndex }> = async (app, { db, offerIndex }) => {
   const machine = { config: { auth: 'machine' as const } };
 
-  const authenticated = async (request: FastifyRequest) => {
-    const found = await authenticateMachine(db, request.headers.authorization);
-    if (!found) throw new ApiError('invalid_api_key', 'The machine token is unknown, or the machine was unenrolled: enroll it again with a new enrollment token.');
-    return found;
-  };
+  const authenticated = (request: FastifyRequest) => requireMachine(request, 'The machine token is unknown, or the machine was unenrolled: enroll it again with a new enrollment token.');
   const view = async (id: { machineId: string; farmId: string }): Promise<AgentMachineView> => {
     const facts = await findMachineFacts(db, [id.farmId], id.machineId);
     if (!facts) throw new ApiError('invalid_api_key', 'The machine token is unknown.');
@@ -48,17 +44,17 @@ export const agentMachineRoutes: FastifyPluginAsync<{ db: Database; offerIndex: 
     };
   };
 
-  app.get(AGENT_MACHINE_PATH, machine, async (request) => view(await authenticated(request)));
+  app.get(AGENT_MACHINE_PATH, machine, async (request) => view(authenticated(request)));
 
   app.post(AGENT_MACHINE_DRAIN_PATH, machine, async (request) => {
-    const id = await authenticated(request);
+    const id = authenticated(request);
     const body = parseBody(agentDrainRequestSchema, request.body);
     await setMachineDrain(db, { machineId: id.machineId, drain: !body.undrain, deadline: null, reason: body.reason ?? null, actor: { kind: 'machine', id: id.machineId } });
     return view(id);
   });
 
   app.post(AGENT_MACHINE_UNENROLL_PATH, machine, async (request) => {
-    const id = await authenticated(request);
+    const id = authenticated(request);
     const unenrolledAt = await db.transaction(async (tx) => {
       const at = await unenrollMachine(tx, id.machineId);
       await recordAudit(tx, { actor: { kind: 'machine', id: id.machineId }, action: 'machine.unenroll', targetType: 'machine', targetId: id.machineId });

@@ -68,7 +68,7 @@ function apiKeyView(key: ApiKeySummary) {
 export interface WebRoutesOptions {
   db: Database;
   /** Read at each request: the public URL may be known only once the server listens. */
-  config: Pick<Config, 'publicUrl' | 'chainId' | 'environment' | 'web' | 'adminWallets'>;
+  config: Pick<Config, 'publicUrl' | 'chainId' | 'environment' | 'web' | 'adminWallets' | 'accountLimits'>;
   /** The chain's public client, for contract wallets' signatures. */
   chainClient: Client<Transport, Chain>;
 }
@@ -119,6 +119,7 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
       chainId: signer.chainId,
       ttlSeconds: config.web.sessionTtlSeconds,
       replacing: cookieOf(app, request, cookies.session),
+      maxPerAccount: config.accountLimits.sessions,
     });
     reply.setCookie(cookies.session.name, cookie, { ...cookies.session.options, maxAge: config.web.sessionTtlSeconds });
     return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
@@ -147,7 +148,13 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
   app.post(`${base}/keys`, { config: { auth: 'session' } }, async (request, reply) => {
     const body = parseBody(createKeyBodySchema, request.body);
     const session = sessionOf(request.webSession);
-    const created = await createApiKey(db, { walletAddress: session.walletAddress, scopes: body.scopes, label: body.label ?? null, environment: keyEnvironmentFor(config.environment) });
+    const created = await createApiKey(db, {
+      walletAddress: session.walletAddress,
+      scopes: body.scopes,
+      label: body.label ?? null,
+      environment: keyEnvironmentFor(config.environment),
+      maxActiveKeys: config.accountLimits.apiKeys,
+    });
     const key = await findApiKey(db, session.accountId, created.keyId);
     if (!key) throw new Error(`key ${created.keyId} vanished after its creation`);
     return reply.code(201).send({ key: created.key, apiKey: apiKeyView(key) });

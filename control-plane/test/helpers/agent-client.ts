@@ -230,13 +230,14 @@ export interface GatewayTestApp extends TestApp {
 
 /**
  * The real app with the agent gateway, listening on 127.0.0.1 (sweeps run only when a test calls
- * `gateway.sweep()`); `now` is the execution slice's clock (when a report was received).
+ * `gateway.sweep()`); `now` is the execution slice's clock (when a report was received),
+ * `rateLimitNow` the rate limiter's.
  */
 export async function startGatewayApp(
   t: TestContext,
-  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void; now?: () => Date } = {},
+  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void; now?: () => Date; rateLimitNow?: () => number } = {},
 ): Promise<GatewayTestApp> {
-  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}) });
+  const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}), ...(options.rateLimitNow ? { now: options.rateLimitNow } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
   const metrics = createControlPlaneMetrics();

@@ -45,7 +45,7 @@ export interface TestApp {
  */
 export async function buildTestApp(
   t: TestContext,
-  options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: LogStreamOptions; metrics?: ControlPlaneMetrics } = {},
+  options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: Partial<LogStreamOptions>; metrics?: ControlPlaneMetrics } = {},
 ): Promise<TestApp> {
   const db = options.db ?? (await createPostgresTestDatabase(t)).db;
   const config = loadConfig({ GF_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env });

@@ -71,13 +71,16 @@ export const AGENT_WS_PATH = '/agent/v1/ws';
 export const AGENT_CLOSE_CODES = {
   /** The machine token is unknown, revoked, or the machine was removed. */
   unauthorized: 4401,
-  /** A message failed its schema; the reason names the message type and field. */
+  /**
+   * A message failed its schema, or came out of order (anything before `hello`, a second
+   * `hello`); the reason names the message type and field, or what came out of order.
+   */
   invalidMessage: 4400,
   /** No protocol version in common; the reason lists the server's versions. */
   unsupportedVersion: 4426,
   /** Another connection of the same machine took over (the newest wins). */
   replaced: 4409,
-  /** No heartbeat or message within three heartbeat intervals. */
+  /** No heartbeat or message within three heartbeat intervals, or no `hello` within the handshake time. */
   timeout: 4408,
   /**
    * The control plane could not reach its database while handling a message: the agent
