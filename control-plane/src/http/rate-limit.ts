@@ -15,6 +15,24 @@ export function hashClientAddress(salt: string, address: string): string {
   return createHmac('sha256', salt).update(address).digest('hex').slice(0, 32);
 }
 
+/** The 429 of an exhausted bucket, with Retry-After (at least 1 s). */
+function rateLimited(limit: Limit, resetInMs: number): ApiError {
+  const retryAfter = Math.max(1, Math.ceil(resetInMs / 1000));
+  return new ApiError('rate_limited', `Too many requests: the ${limit.name} limit is ${limit.max} per ${limit.windowMs / 1000} s. Retry after ${retryAfter} s.`, {
+    headers: { 'Retry-After': String(retryAfter) },
+  });
+}
+
+/**
+ * Counts one use of something costly (beyond the request itself) against `limit` for
+ * `subject` (`addr:<hash>`, or a fixed name for a bucket all clients share); throws 429
+ * `rate_limited` once the bucket is exhausted.
+ */
+export async function countAgainst(store: RateLimitStore, limit: Limit, subject: string, at: number): Promise<void> {
+  const { hits, resetAt } = await store.hit(`${limit.name}:${subject}`, limit.windowMs, at);
+  if (hits > limit.max) throw rateLimited(limit, resetAt - at);
+}
+
 /**
  * Counts every request against its buckets: the key's (or the anonymous address's) and the
  * route's own bucket. The bucket closest to its limit sets the X-RateLimit-* headers; any
@@ -44,12 +62,7 @@ export const rateLimit = fp<RateLimitOptions>(
       reply.header('X-RateLimit-Limit', String(binding.limit.max));
       reply.header('X-RateLimit-Remaining', String(binding.remaining));
       reply.header('X-RateLimit-Reset', String(resetSeconds));
-      if (exceeded) {
-        const retryAfter = Math.max(1, Math.ceil((exceeded.resetAt - at) / 1000));
-        throw new ApiError('rate_limited', `Too many requests: the ${exceeded.limit.name} limit is ${exceeded.limit.max} per ${exceeded.limit.windowMs / 1000} s. Retry after ${retryAfter} s.`, {
-          headers: { 'Retry-After': String(retryAfter) },
-        });
-      }
+      if (exceeded) throw rateLimited(exceeded.limit, exceeded.resetAt - at);
     });
   },
   { name: 'gpufarm-rate-limit' },

@@ -9,15 +9,20 @@ import { createWebSession, deleteWebSession, SESSION_COOKIE, type WebSession } f
 import { createApiKey, ensureAccount, findApiKey, listApiKeys, revokeApiKey, type ApiKeySummary } from '../auth/store.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
+import type { RateLimitStore } from '../http/rate-limit-store.js';
 import { parseBody, parseParams } from '../http/parse.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
 import { insertSiweNonce } from './store.js';
+import { MAX_SIGNATURE_BYTES } from './wallet-signature.js';
 
 const signInBodySchema = z.strictObject({
   message: z.string().min(1, 'must be the EIP-4361 message the wallet signed').max(8192),
-  signature: z.string().regex(/^0x([0-9a-fA-F]{2})+$/, 'must be the signature as 0x-prefixed hex') as z.ZodType<`0x${string}`>,
+  signature: z
+    .string()
+    .max(2 + 2 * MAX_SIGNATURE_BYTES, `must be at most ${MAX_SIGNATURE_BYTES} bytes`)
+    .regex(/^0x([0-9a-fA-F]{2})+$/, 'must be the signature as 0x-prefixed hex') as z.ZodType<`0x${string}`>,
 });
 
 const createKeyBodySchema = z.strictObject({
@@ -59,6 +64,8 @@ export interface WebRoutesOptions {
   config: Pick<Config, 'publicUrl' | 'chainId' | 'environment' | 'web' | 'adminWallets'>;
   /** The chain's public client, for contract wallets' signatures. */
   chainClient: Client<Transport, Chain>;
+  /** Where the budgets of contract-wallet checks are counted (the rate limits' store) and the salt that hashes client addresses. */
+  signInLimits: { store: RateLimitStore; clientHashSalt: string };
 }
 
 /**
@@ -66,7 +73,7 @@ export interface WebRoutesOptions {
  * sign-in, session, sign-out), the account's API keys and a job's timeline. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
-export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient }) => {
+export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits }) => {
   const base = DASHBOARD_API_PREFIX;
   const cookieOptions = () => ({ path: '/', httpOnly: true, sameSite: 'strict' as const, secure: config.publicUrl.startsWith('https:') });
   const signedOut = (reply: FastifyReply) => reply.clearCookie(SESSION_COOKIE, cookieOptions());
@@ -84,8 +91,8 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
   app.post(`${base}/auth/sign-in`, { config: { auth: 'public' } }, async (request, reply) => {
     const body = parseBody(signInBodySchema, request.body);
     const signer = await checkSignIn(
-      { db, client: chainClient },
-      { message: body.message, signature: body.signature, expected: { publicUrl: config.publicUrl, requestHost: request.host, chainId: config.chainId } },
+      { db, wallets: { client: chainClient, limits: signInLimits } },
+      { message: body.message, signature: body.signature, expected: { publicUrl: config.publicUrl, requestHost: request.host, chainId: config.chainId }, clientAddress: request.ip },
     );
     const account = await ensureAccount(db, signer.address);
     if (account.status === 'suspended') throw new ApiError('account_suspended');

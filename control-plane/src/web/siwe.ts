@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError, errorForField } from '@gpufarm/shared';
-import type { Chain, Client, Hex, Transport } from 'viem';
-import { parseSiweMessage, verifySiweMessage } from 'viem/siwe';
+import type { Hex } from 'viem';
+import { parseSiweMessage } from 'viem/siwe';
 import type { Queryable } from '../db/database.js';
 import { takeSiweNonce } from './store.js';
+import { checkWalletSignature, type WalletSignatureDeps } from './wallet-signature.js';
 
 /** A nonce is usable this long after it is issued, and a message must be issued within it. */
 export const NONCE_TTL_SECONDS = 300;
@@ -17,8 +18,8 @@ export function newSiweNonce(): string {
 
 export interface SignInDeps {
   db: Queryable;
-  /** Checks the signature: ERC-1271 and ERC-6492 wallets are asked on chain, an EOA's is recovered. */
-  client: Client<Transport, Chain>;
+  /** Checks the signature: an EOA's is recovered, ERC-1271 and ERC-6492 wallets are asked on chain at a bounded cost. */
+  wallets: WalletSignatureDeps;
   now?: () => Date;
 }
 
@@ -47,7 +48,7 @@ function malformed(problem: string): never {
  * verifies the signature. Every refusal is a 401 `invalid_api_key` saying which check failed.
  * Returns the signing address (lower-case) and chain.
  */
-export async function checkSignIn(deps: SignInDeps, params: { message: string; signature: Hex; expected: SignInExpectation }): Promise<{ address: `0x${string}`; chainId: number }> {
+export async function checkSignIn(deps: SignInDeps, params: { message: string; signature: Hex; expected: SignInExpectation; clientAddress: string }): Promise<{ address: `0x${string}`; chainId: number }> {
   const { message, signature, expected } = params;
   const now = deps.now?.() ?? new Date();
   const parsed = parseSiweMessage(message);
@@ -75,8 +76,7 @@ export async function checkSignIn(deps: SignInDeps, params: { message: string; s
   if (taken === 'unknown') throw refused(`The nonce ${nonce} was not issued by this server or was already used`);
   if (taken === 'expired') throw refused(`The nonce ${nonce} expired`);
 
-  // verifySiweMessage checks the fields above again (domain, nonce, times) and then the signature.
-  const valid = await verifySiweMessage(deps.client, { message, signature, domain, nonce, time: now }).catch(() => false);
-  if (!valid) throw refused(`The signature is not ${address}'s signature of this message`);
+  const verdict = await checkWalletSignature(deps.wallets, { address: address as Hex, message, signature, clientAddress: params.clientAddress });
+  if (!verdict.valid) throw refused(verdict.refusal ?? `The signature is not ${address}'s signature of this message`);
   return { address: address.toLowerCase() as `0x${string}`, chainId };
 }
