@@ -95,8 +95,8 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   const output = job.artifacts.find((a) => a.id === job.result?.outputArtifactId);
   if (!output) throw new Error('the job stored no output');
   const words = VERIFICATION_LEVEL_TEXT[job.verificationLevel!];
-  const shown = (await page.locator('dd', { hasText: words.attests }).textContent()) ?? '';
-  t.ok(shown.includes(words.doesNotAttest), `the page says what ${job.verificationLevel} attests and what it does not, as docs/verification.md does`);
+  const levelWords = (await page.locator('dd', { hasText: words.attests }).textContent()) ?? '';
+  t.ok(levelWords.includes(words.doesNotAttest), `the page says what ${job.verificationLevel} attests and what it does not, as docs/verification.md does`);
   const item = page.getByRole('listitem').filter({ hasText: output.filename });
   const saved = page.waitForEvent('download');
   await item.getByRole('button', { name: 'Download and verify' }).click();

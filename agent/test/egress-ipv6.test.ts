@@ -1,9 +1,6 @@
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { egressName, listEgress } from '../src/egress/network.js';
@@ -24,15 +21,8 @@ import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName
  * targets do answer over IPv6.
  */
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const TEST_LABEL = 'org.gpufarm.test';
 
-function proxyImage(): string {
-  const parsed = JSON.parse(readFileSync(join(ROOT, '.gpufarm/images.json'), 'utf8')) as { images: Record<string, { reference: string } | undefined> };
-  const image = parsed.images['egress-proxy'];
-  if (!image) throw new Error('.gpufarm/images.json has no egress-proxy: run bash scripts/build-images.sh');
-  return image.reference;
-}
 
 const connectVia = (target: string) => `printf 'CONNECT ${target} HTTP/1.1\\r\\n\\r\\n' | timeout 8 nc gf-egress 3128`;
 const direct = (host: string, port: number) => `if timeout 5 nc -w 3 ${host} ${port} </dev/null >/dev/null 2>&1; then echo CONNECTED; else echo FAILED; fi`;
@@ -117,7 +107,7 @@ t.test('behavior: an allowlist job reaches no host or LAN service over IPv6, dir
       simulated: true,
       cpuCores: 2,
       ramBytes: 4 * 1024 ** 3,
-      egress: { image: proxyImage(), ports: [80, 443, hostPort], testResolvedHosts: resolved },
+      egress: { image: localImages().egressProxy.reference, ports: [80, 443, hostPort], testResolvedHosts: resolved },
     },
   });
   const spec: AssignmentSpec = busyboxSpec({ command: ['sh', '-c', 'sleep 300'], networkPolicy: { mode: 'allowlist', allow: Object.keys(resolved) }, maxRuntimeSeconds: 120 });
