@@ -7,7 +7,7 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { createClient, type JobSpec } from '@gpufarm/client';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { createFsBlobStore } from '@gpufarm/control-plane/artifacts/fs-blob-store.js';
-import type { Job } from '@gpufarm/shared';
+import { VERIFICATION_LEVEL_TEXT, type Job } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard, type DashboardSession } from './helpers/dashboard.js';
@@ -94,6 +94,9 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   const job = await jobOf(apiKey, created.job.id);
   const output = job.artifacts.find((a) => a.id === job.result?.outputArtifactId);
   if (!output) throw new Error('the job stored no output');
+  const words = VERIFICATION_LEVEL_TEXT[job.verificationLevel!];
+  const levelWords = (await page.locator('dd', { hasText: words.attests }).textContent()) ?? '';
+  t.ok(levelWords.includes(words.doesNotAttest), `the page says what ${job.verificationLevel} attests and what it does not, as docs/verification.md does`);
   const item = page.getByRole('listitem').filter({ hasText: output.filename });
   const saved = page.waitForEvent('download');
   await item.getByRole('button', { name: 'Download and verify' }).click();

@@ -1,6 +1,6 @@
 import t from 'tap';
+import { inCidr } from '@gpufarm/shared';
 import { checkAnswers, decideTarget, DEFAULT_EGRESS_PORTS, parseAuthority } from '../src/egress/decision.js';
-import { inCidr } from '../src/egress/config.js';
 import { formatEgressEvent, parseEgressLine } from '../src/egress/events.js';
 
 const policy = { allow: ['api.example.com', 'Files.Example.ORG'], ports: DEFAULT_EGRESS_PORTS };
@@ -80,6 +80,19 @@ t.test('args: inCidr', async (t) => {
   t.equal(inCidr('10.1.2.3', '0.0.0.0/0'), true);
   t.equal(inCidr('fe80::1', '172.18.0.0/16'), false);
   t.equal(inCidr('172.18.0.3', 'nonsense'), false);
+  t.equal(inCidr('2001:db9:1:2::5', '2001:db9:1:2::/64'), true);
+  t.equal(inCidr('2001:db9:1:3::5', '2001:db9:1:2::/64'), false);
+  t.equal(inCidr('::ffff:11.0.0.9', '11.0.0.0/24'), true, 'IPv4-mapped: judged as IPv4');
+  t.equal(inCidr('11.0.0.9', '2001:db9::/32'), false);
+});
+
+t.test('behavior: checkAnswers refuses the machine\'s own public networks and documentation 3fff::/20', async (t) => {
+  t.match(checkAnswers(['203.0.113.7'], []), { allowed: false, detail: /documentation/ });
+  t.match(checkAnswers(['11.0.0.9'], ['11.0.0.0/24']), { allowed: false, reason: 'private_answer', detail: "the name resolves to 11.0.0.9 (this machine's own network 11.0.0.0/24)" });
+  t.match(checkAnswers(['::ffff:11.0.0.9'], ['11.0.0.0/24']), { allowed: false, detail: /own network/ });
+  t.match(checkAnswers(['2001:db9:1:2::1'], ['2001:db9:1:2::/64']), { allowed: false, detail: /own network 2001:db9:1:2::\/64/ });
+  t.same(checkAnswers(['11.0.1.9'], ['11.0.0.0/24']), { allowed: true, addresses: ['11.0.1.9'] });
+  t.match(checkAnswers(['3fff:0:1::1']), { allowed: false, detail: /documentation 3fff::\/20/ });
 });
 
 t.test('behavior: decision lines round-trip and read as system lines', async (t) => {

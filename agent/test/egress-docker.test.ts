@@ -1,10 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type Docker from 'dockerode';
 import t, { type Test } from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
@@ -23,15 +21,8 @@ import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName
  * must refuse. Checks run inside the job with `docker exec` (same namespaces and limits).
  */
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const TEST_LABEL = 'org.gpufarm.test';
 
-function proxyImage(): string {
-  const parsed = JSON.parse(readFileSync(join(ROOT, '.gpufarm/images.json'), 'utf8')) as { images: Record<string, { reference: string } | undefined> };
-  const image = parsed.images['egress-proxy'];
-  if (!image) throw new Error('.gpufarm/images.json has no egress-proxy: run bash scripts/build-images.sh');
-  return image.reference;
-}
 
 /** Removes this test's containers and networks (by owner and test label). */
 async function clean(owner: string, tag: string): Promise<void> {
@@ -80,7 +71,7 @@ async function fixture(t: Test): Promise<Fixture> {
     tag,
     allowed,
     settings: {
-      image: proxyImage(),
+      image: localImages().egressProxy.reference,
       testHosts: { 'allowed.example.com': allowed.ip },
       // Resolved by the proxy's own resolver (its /etc/hosts) and checked like any answer.
       testResolvedHosts: { 'metadata.example.com': '169.254.169.254', 'loopback.example.com': '127.0.0.1', 'v6local.example.com': 'fd00::1' },

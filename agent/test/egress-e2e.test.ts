@@ -1,9 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { listEgress } from '../src/egress/network.js';
-import { docker } from './helpers/docker.js';
+import { docker, localImages } from './helpers/docker.js';
 import { checkNumbering, e2eAgent, finished, of, spec, until } from './helpers/e2e.js';
 
 /**
@@ -13,11 +10,8 @@ import { checkNumbering, e2eAgent, finished, of, spec, until } from './helpers/e
  * the job's system lines, and proxy and network are gone once the job is done.
  */
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const proxyImage = () => (JSON.parse(readFileSync(join(ROOT, '.gpufarm/images.json'), 'utf8')) as { images: Record<string, { reference: string }> }).images['egress-proxy']!.reference;
-
 t.test('behavior: gf-agent run with egress_proxy_image runs an allowlist job behind its proxy', async (t) => {
-  const agent = await e2eAgent(t, { GF_AGENT_EGRESS_PROXY_IMAGE: proxyImage() });
+  const agent = await e2eAgent(t, { GF_AGENT_EGRESS_PROXY_IMAGE: localImages().egressProxy.reference });
   const { peer } = agent;
   t.teardown(async () => {
     for (const n of await docker.listNetworks({ filters: { label: [`org.gpufarm.owner=${agent.machineId}`] } })) await docker.getNetwork(n.Id).remove().catch(() => undefined);

@@ -142,7 +142,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(agentArtifactRoutes, artifactOptions);
   // Its own plugin: the PUT's plugin takes raw bodies, these routes JSON.
   await app.register(agentDirectUploadRoutes, { db: deps.db, blobs: deps.artifacts.blobs, config: config.execution });
-  await app.register(webRoutes, { db: deps.db, config, chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId) });
+  await app.register(webRoutes, {
+    db: deps.db,
+    config,
+    chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId),
+    signInLimits: { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt },
+  });
   await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null });
   await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
   await app.register(agentMachineRoutes, { db: deps.db, offerIndex: deps.offerIndex });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { addressRange, isDnsName, isIpLiteral, isPublicDnsName, normalizeHost, publicNameProblem } from '../src/net/public-name.js';
+import { addressRange, isDnsName, isIpLiteral, isPublicDnsName, networkCidr, normalizeHost, publicNameProblem } from '../src/net/public-name.js';
 
 t.test('default: public names and addresses pass', async (t) => {
   for (const name of ['api.example.com', 'huggingface.co', 'xn--bcher-kva.ch', 'API.Example.COM.', 'local.example.com']) {
@@ -51,6 +51,8 @@ t.test('behavior: every forbidden IPv6 range is named, embedded IPv4 judged as I
     ['64:ff9b:1::1', /local-use NAT64/],
     ['2002:c0a8:101::1', /6to4 192\.168\.1\.1, private/],
     ['2001:db8::1', /documentation/],
+    ['3fff::1', /documentation 3fff::\/20/],
+    ['3fff:fff:ffff::1', /documentation 3fff::\/20/],
     ['2001::1', /IETF protocol assignments/],
     ['fd00:ec2::254', /cloud metadata/],
     ['fc00::1', /unique local/],
@@ -91,4 +93,13 @@ t.test('behavior: names that never resolve publicly are refused', async (t) => {
   t.equal(isDnsName('api.example.com'), true);
   t.equal(isDnsName('api.example.com.'), false, 'no trailing dot in an allowlist');
   t.equal(isDnsName('1.2.3.4'), false);
+});
+
+t.test('args: networkCidr clears the host part, IPv4 and IPv6', async (t) => {
+  t.equal(networkCidr('203.0.113.77', 24), '203.0.113.0/24');
+  t.equal(networkCidr('11.213.7.1', 20), '11.213.0.0/20');
+  t.equal(networkCidr('2001:db9:52:6a7e::1', 64), '2001:db9:52:6a7e:0:0:0:0/64');
+  t.equal(networkCidr('2a01:4f8:1:2:3:4:5:6', 56), '2a01:4f8:1:0:0:0:0:0/56');
+  t.equal(networkCidr('not an address', 24), null);
+  t.equal(networkCidr('10.0.0.1', 33), null);
 });

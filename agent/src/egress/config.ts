@@ -14,6 +14,8 @@ export const EGRESS_TEST_MODE_ENV = 'GF_EGRESS_TEST_MODE';
  * - `maxConnections` / `maxBytes`: the job's tunnels at once and bytes in its life;
  * - `listenCidr`: the job network's subnet: the proxy listens only on its address there, not on
  *   the bridge it reaches the internet through;
+ * - `ownNetworks`: the host's own networks that are public by range (its addresses with their
+ *   prefixes): names resolving into them are refused, as private addresses are;
  * - `testHosts`: test mode only (name → address, see `EgressProxyDeps.fixedHosts`).
  */
 export const egressProxyConfigSchema = z.strictObject({
@@ -23,22 +25,8 @@ export const egressProxyConfigSchema = z.strictObject({
   maxBytes: z.int().min(1).optional(),
   listenPort: z.int().min(1).max(65535).default(EGRESS_PROXY_PORT),
   listenCidr: z.string().optional(),
+  ownNetworks: z.array(z.string().min(1).max(64)).max(256).default([]),
   testHosts: z.record(z.string(), z.string()).optional(),
 });
 
 export type EgressProxyConfig = z.input<typeof egressProxyConfigSchema>;
-
-/** Whether the IPv4 `address` lies in `cidr` (`172.18.0.0/16`). IPv6 CIDRs never match. */
-export function inCidr(address: string, cidr: string): boolean {
-  const [base, bitsText] = cidr.split('/');
-  const bits = Number(bitsText);
-  const toInt = (ip: string) => {
-    const parts = ip.split('.').map(Number);
-    return parts.length === 4 && parts.every((p) => Number.isInteger(p) && p >= 0 && p <= 255) ? parts.reduce((n, p) => n * 256 + p, 0) : null;
-  };
-  const a = toInt(address);
-  const b = base === undefined ? null : toInt(base);
-  if (a === null || b === null || !Number.isInteger(bits) || bits < 0 || bits > 32) return false;
-  const size = 2 ** (32 - bits);
-  return Math.floor(a / size) === Math.floor(b / size);
-}

@@ -1,4 +1,4 @@
-import { addressRange, isIpLiteral, normalizeHost, publicNameProblem } from '@gpufarm/shared';
+import { addressRange, inCidr, isIpLiteral, normalizeHost, publicNameProblem } from '@gpufarm/shared';
 
 /**
  * The egress proxy's rules, pure (no sockets, no DNS): which `CONNECT` targets a job may open
@@ -87,16 +87,21 @@ export type AnswerDecision = { allowed: true; addresses: string[] } | { allowed:
 /**
  * Checks every address a name resolved to. One forbidden answer refuses the name (a record
  * that mixes public and private addresses is a rebinding attempt or a misconfiguration, and
- * either way not a public service); no answer is `no_answer`.
+ * either way not a public service); no answer is `no_answer`. Forbidden: every range that is not
+ * public unicast (`addressRange`), and `ownNetworks`, the machine's own networks (CIDRs of its
+ * interfaces) that are public by range: its own addresses and the LAN it sits on.
  *
  * @example checkAnswers(['93.184.216.34']) // { allowed: true, addresses: ['93.184.216.34'] }
  * @example checkAnswers(['10.0.0.5']) // { allowed: false, reason: 'private_answer', … }
+ * @example checkAnswers(['203.0.113.7'], ['203.0.113.0/24']) // { allowed: false, reason: 'private_answer', … }
  */
-export function checkAnswers(addresses: readonly string[]): AnswerDecision {
+export function checkAnswers(addresses: readonly string[], ownNetworks: readonly string[] = []): AnswerDecision {
   if (addresses.length === 0) return { allowed: false, reason: 'no_answer', detail: 'the name has no address' };
   for (const address of addresses) {
     const range = addressRange(address);
     if (range !== null) return { allowed: false, reason: 'private_answer', detail: `the name resolves to ${address} (${range})` };
+    const own = ownNetworks.find((cidr) => inCidr(address, cidr));
+    if (own !== undefined) return { allowed: false, reason: 'private_answer', detail: `the name resolves to ${address} (this machine's own network ${own})` };
   }
   return { allowed: true, addresses: [...addresses] };
 }

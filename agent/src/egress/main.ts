@@ -1,6 +1,7 @@
 import { promises as dns } from 'node:dns';
 import { networkInterfaces } from 'node:os';
-import { EGRESS_CONFIG_ENV, EGRESS_TEST_MODE_ENV, egressProxyConfigSchema, inCidr } from './config.js';
+import { inCidr } from '@gpufarm/shared';
+import { EGRESS_CONFIG_ENV, EGRESS_TEST_MODE_ENV, egressProxyConfigSchema } from './config.js';
 import { createEgressProxy } from './server.js';
 
 /**
@@ -16,7 +17,7 @@ function main(): void {
   const testMode = process.env[EGRESS_TEST_MODE_ENV] === '1';
   const fixedHosts = testMode && config.testHosts ? new Map(Object.entries(config.testHosts)) : undefined;
   const proxy = createEgressProxy(
-    { policy: { allow: config.allow, ports: config.ports }, maxConnections: config.maxConnections, maxBytes: config.maxBytes },
+    { policy: { allow: config.allow, ports: config.ports }, ownNetworks: config.ownNetworks, maxConnections: config.maxConnections, maxBytes: config.maxBytes },
     {
       lookup: async (name) => (await dns.lookup(name, { all: true, verbatim: true })).map((a) => a.address),
       emit: (event) => process.stdout.write(`${JSON.stringify(event)}\n`),

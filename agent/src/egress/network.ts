@@ -1,5 +1,7 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
 import { join } from 'node:path';
+import { addressRange, networkCidr } from '@gpufarm/shared';
 import type Docker from 'dockerode';
 import { RuntimeError } from '../runtime/errors.js';
 import { ensureImage } from '../runtime/image.js';
@@ -15,7 +17,11 @@ import { formatEgressEvent, parseEgressLine } from './events.js';
  * that network (as `EGRESS_PROXY_ALIAS`) and to Docker's default bridge, which it reaches the
  * internet through. The job runs on the internal network with `HTTPS_PROXY`/`HTTP_PROXY` pointing at
  * the proxy and its DNS pointed at nothing (`JOB_DNS`): the only name it can resolve is the
- * proxy's.
+ * proxy's. IPv6 stays off on both sides: the network is made without it (and refused if the
+ * engine gave it some anyway, as a daemon whose default network options enable IPv6 would),
+ * and the job's own IPv6 is switched off (`JOB_IPV6_OFF`), so no link-local address reaches
+ * the host's side of the bridge. The proxy also refuses the host's own public networks
+ * (`ownPublicNetworks`).
  *
  * Network and proxy carry the assignment's labels plus `LABEL_EGRESS` (`network` or `proxy`),
  * so a restarted agent finds them (`listEgress`) and removes those of jobs it no longer runs
@@ -34,6 +40,11 @@ export const EGRESS_PROXY_URL = `http://${EGRESS_PROXY_ALIAS}:${EGRESS_PROXY_POR
  * questions from internal networks to the host's servers otherwise: a way to leak data).
  */
 export const JOB_DNS = ['127.0.0.1'];
+/**
+ * Sysctls that switch IPv6 off in the job's network namespace, whatever the engine does:
+ * without them a link-local address would reach the host's side of the job's bridge.
+ */
+export const JOB_IPV6_OFF: Readonly<Record<string, string>> = { 'net.ipv6.conf.all.disable_ipv6': '1', 'net.ipv6.conf.default.disable_ipv6': '1' };
 /** Loopback stays direct: it is the job's own. */
 export const JOB_NO_PROXY = 'localhost,127.0.0.1,::1';
 /** The proxy container's limits (it relays bytes; node needs ~50 MiB). */
@@ -71,6 +82,25 @@ export interface EgressSetup {
   proxyContainerId: string;
   /** Env entries for the job (`HTTPS_PROXY=…`). */
   env: string[];
+  /** The job container's sysctls (`JOB_IPV6_OFF`; none on a kernel without IPv6, where they do not exist). */
+  sysctls: Record<string, string>;
+}
+
+/**
+ * The host's own networks that are public by range, as CIDRs of their network prefix
+ * (`203.0.113.0/24`, `2a01:4f8:1:2::/64`): its addresses and the LAN each sits on. Private,
+ * loopback and link-local ones are left out: the proxy refuses those ranges anyway.
+ */
+export function ownPublicNetworks(interfaces: NodeJS.Dict<NetworkInterfaceInfo[]> = networkInterfaces()): string[] {
+  const networks = new Set<string>();
+  for (const list of Object.values(interfaces)) {
+    for (const a of list ?? []) {
+      if (a.internal || a.cidr === null || addressRange(a.address) !== null) continue;
+      const network = networkCidr(a.address, Number(a.cidr.slice(a.cidr.lastIndexOf('/') + 1)));
+      if (network !== null) networks.add(network);
+    }
+  }
+  return [...networks].slice(0, 256);
 }
 
 /** Object names of an assignment's egress (stable, so a second create fails). */
@@ -105,14 +135,20 @@ export async function startEgress(
       Name: name,
       Driver: 'bridge',
       Internal: true,
+      // Said, not left to the daemon's defaults (newer engines may default to IPv6 on).
+      EnableIPv6: false,
       CheckDuplicate: true,
       Options: { 'com.docker.network.bridge.inhibit_ipv4': 'true' },
       Labels: labels(job.owner, job.assignmentId, job.jobId, 'network'),
     });
-    const info = (await network.inspect()) as { IPAM?: { Config?: Array<{ Subnet?: string }> } };
+    const info = (await network.inspect()) as { EnableIPv6?: boolean; IPAM?: { Config?: Array<{ Subnet?: string }> } };
+    if (info.EnableIPv6 === true || info.IPAM?.Config?.some((c) => c.Subnet?.includes(':'))) {
+      throw new Error('Docker gave the job\'s internal network IPv6 although asked not to; the job would reach the host over it');
+    }
     const subnet = info.IPAM?.Config?.find((c) => c.Subnet && !c.Subnet.includes(':'))?.Subnet;
     const config: EgressProxyConfig = {
       allow: [...job.allow],
+      ownNetworks: ownPublicNetworks(),
       ...(settings.ports ? { ports: settings.ports } : {}),
       ...(settings.maxConnections ? { maxConnections: settings.maxConnections } : {}),
       ...(settings.maxBytes ? { maxBytes: settings.maxBytes } : {}),
@@ -143,7 +179,7 @@ export async function startEgress(
     await proxy.start();
     await waitListening(proxy);
     progress(`egress proxy ${proxy.id.slice(0, 12)} on network ${name} allows ${job.allow.join(', ')}${settings.testHosts ? ' (test mode)' : ''}`);
-    return { network: name, proxyContainerId: proxy.id, env: egressEnv() };
+    return { network: name, proxyContainerId: proxy.id, env: egressEnv(), sysctls: existsSync('/proc/sys/net/ipv6/conf/all/disable_ipv6') ? { ...JOB_IPV6_OFF } : {} };
   } catch (err) {
     await removeEgress(docker, job.owner, job.assignmentId).catch(() => undefined);
     if (err instanceof RuntimeError) throw err;

@@ -16,6 +16,8 @@ export const IDLE_TIMEOUT_MS = 5 * 60_000;
 /** What one job's proxy enforces. */
 export interface EgressProxyOptions {
   policy: EgressPolicy;
+  /** The machine's own public networks (CIDRs): answers in them are refused like private ones. */
+  ownNetworks?: readonly string[];
   maxConnections?: number;
   maxBytes?: number;
   connectTimeoutMs?: number;
@@ -98,7 +100,7 @@ export function createEgressProxy(options: EgressProxyOptions, deps: EgressProxy
           release();
           return refuse(client, name, port, 'no_answer', `resolving the name failed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
         }
-        const checked = checkAnswers(answers);
+        const checked = checkAnswers(answers, options.ownNetworks);
         if (!checked.allowed) {
           release();
           return refuse(client, name, port, checked.reason, checked.detail);

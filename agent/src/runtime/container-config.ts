@@ -15,7 +15,7 @@ import { jobUser } from './job-user.js';
  * a read-only root filesystem with a bounded tmpfs `/tmp`, `Init: true` (so PID 1 reaps and
  * forwards signals, and OOM kills are reported reliably), memory with no swap, CPU and pids
  * limits, `NetworkMode: 'none'` (an allowlist job: its internal network, the proxy variables
- * and no DNS server, see `egress/network.ts`), `/input/<mountName>` read-only, `/output`
+ * no DNS server and no IPv6, see `egress/network.ts`), `/input/<mountName>` read-only, `/output`
  * read-write on the size-limited mount the caller prepared (given to the job's user),
  * `GF_JOB_ID`, and `GF_DETERMINISTIC=1` for a job declared deterministic. Never privileged,
  * never a Docker socket, never the host's network, PID or IPC namespace, no devices but GPUs.
@@ -73,8 +73,8 @@ export interface ContainerPlacement {
   outputHostPath: string;
   /** The image's `USER` (`''` when it names none), from its config once pulled. */
   imageUser: string;
-  /** An allowlist job's network (see `startEgress`): its name, the proxy env and DNS servers. */
-  network?: { name: string; env: string[]; dns: string[] };
+  /** An allowlist job's network (see `startEgress`): its name, the proxy env, DNS servers and sysctls (IPv6 off). */
+  network?: { name: string; env: string[]; dns: string[]; sysctls?: Record<string, string> };
 }
 
 export type ContainerConfigErrorCode = 'invalid' | 'unsupported' | 'conflict' | 'duplicate';
@@ -167,6 +167,7 @@ export function toContainerConfig(spec: AssignmentSpec, machine: MachineFacts, p
     SecurityOpt: ['no-new-privileges'],
     NetworkMode: network?.name ?? 'none',
     ...(network ? { Dns: network.dns } : {}),
+    ...(network?.sysctls && Object.keys(network.sysctls).length > 0 ? { Sysctls: network.sysctls } : {}),
     IpcMode: 'private',
     PidMode: '',
     Memory: limits.ramBytes,

@@ -116,7 +116,7 @@ export class DockerRuntime {
         inputs,
         outputHostPath: join(dir, 'output'),
         imageUser: image.user,
-        ...(network ? { network: { name: network.network, env: network.env, dns: JOB_DNS } } : {}),
+        ...(network ? { network: { name: network.network, env: network.env, dns: JOB_DNS, sysctls: network.sysctls } } : {}),
       });
       let container: Docker.Container;
       try {

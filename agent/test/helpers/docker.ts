@@ -25,7 +25,7 @@ export interface LocalImage {
 }
 
 /** The images scripts/build-images.sh pushed to the local registry (run by `npm test`'s test-env.sh). */
-export function localImages(): { registry: string; canary: LocalImage; busybox: LocalImage } {
+export function localImages(): { registry: string; canary: LocalImage; busybox: LocalImage; egressProxy: LocalImage } {
   const path = join(ROOT, '.gpufarm/images.json');
   let text: string;
   try {
@@ -33,8 +33,10 @@ export function localImages(): { registry: string; canary: LocalImage; busybox: 
   } catch {
     throw new Error(`${path} is missing: run bash scripts/test-env.sh (or bash scripts/build-images.sh)`);
   }
-  const parsed = JSON.parse(text) as { registry: string; images: { canary: LocalImage; busybox: LocalImage } };
-  return { registry: parsed.registry, ...parsed.images };
+  const parsed = JSON.parse(text) as { registry: string; images: { canary: LocalImage; busybox: LocalImage; 'egress-proxy'?: LocalImage } };
+  const { 'egress-proxy': egressProxy, ...images } = parsed.images;
+  if (!egressProxy) throw new Error(`${path} has no egress-proxy: run bash scripts/build-images.sh`);
+  return { registry: parsed.registry, ...images, egressProxy };
 }
 
 export const docker = new Docker();

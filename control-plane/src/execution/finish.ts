@@ -10,8 +10,8 @@ import { canaryVerdict } from '../machine-verification/canary.js';
 import { recordCanaryOutcome } from '../machine-verification/store.js';
 import { billedRuntimeSeconds } from './billed-runtime.js';
 import { serverNow, type ExecutionDeps } from './deps.js';
-import { findAssignment, findMachineFacts, moveAssignment, releaseGpus } from './store.js';
-import { allHashesMatch, canaryExpected, canaryIterations, readTarEntry, verificationLevel, type ExecutionEvidence } from './verification.js';
+import { findAssignment, findMachineFacts, findMachineStanding, moveAssignment, releaseGpus } from './store.js';
+import { canaryExpected, canaryIterations, readSoleTarFile, verify, type CanaryCheck, type ExecutionEvidence } from './verification.js';
 
 /** Why a completion cannot be sent: the escrow pays the farm's payout address, and there is none. */
 const NO_PAYOUT = 'the farm has no payout address';
@@ -30,7 +30,8 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
   if (!asg || asg.state !== 'running' || asg.agent_state !== 'finished') return;
   const job = await findJobById(deps.db, asg.job_id);
   const machine = await findMachineFacts(deps.db, asg.machine_id);
-  if (!job || !machine || job.status !== 'RUNNING' || job.assignment_id !== asg.id) return;
+  const standing = await findMachineStanding(deps.db, asg.id);
+  if (!job || !machine || !standing || job.status !== 'RUNNING' || job.assignment_id !== asg.id) return;
 
   const stored = await listAssignmentArtifacts(deps.db, asg.id);
   const reported = asg.outputs ?? [];
@@ -59,24 +60,24 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
     pinnedDigest,
     ranDigest: asg.image_digest,
     command: asg.spec.command,
+    // The signed record states the machine's own clock: it is checked against what the machine reported, not the server's times.
+    startedAt: asg.reported_started_at,
+    finishedAt: asg.reported_finished_at,
     exitCode: asg.exit_code,
+    oomKilled: asg.oom_killed,
+    timedOut: asg.timed_out,
     outputs,
+    logServerSha256: logArtifact?.sha256 ?? null,
     record: asg.record_json && asg.record_signature ? { json: asg.record_json, signature: asg.record_signature } : null,
     publicKeyPem: machine.public_key_pem,
+    machine: standing,
   };
 
   // The canary's chain is a verifier for a job that declared its result reproducible (`deterministic`).
   const canaryRun = canaryIterations(deps.config.canaryImage, { image: spec.image, imageDigest: pinnedDigest, command: spec.command ?? [] });
   const iterations = job.deterministic ? canaryRun : null;
-  let canaryMatched: boolean | null = null;
-  if (iterations !== null) {
-    canaryMatched = false;
-    if (primary && asg.exit_code === 0 && asg.image_digest === deps.config.canaryImage?.digest) {
-      const text = await readTarEntry(deps.blobs.open(primary.sha256), 'result.txt');
-      canaryMatched = text !== null && text === (await canaryExpected(job.id, iterations));
-    }
-  }
-  const level = verificationLevel(evidence, canaryMatched);
+  const canary = iterations === null ? null : await checkCanary(deps, { jobId: job.id, iterations, primarySha256: primary?.sha256 ?? null, exitCode: asg.exit_code, ranDigest: asg.image_digest });
+  const { level, reason } = verify(evidence, canary);
   const hashesMatch = primary !== null && reported[0] !== undefined && primary.sha256 === reported[0].sha256;
   const mismatched = outputs.some((o) => o.serverSha256 !== null && o.serverSha256 !== o.hostSha256);
 
@@ -131,14 +132,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
           : `output ${rule.path} passed its ${rule.maxBytes}-byte limit (outputRules): not stored; the job is billed for the time it ran`;
       if (line) await appendServiceLine(tx, job.id, line);
     }
-    const why =
-      level === 'RESULT_VERIFIED'
-        ? 'the server recomputed the canary result and it matches'
-        : level === 'EXECUTION_VERIFIED'
-          ? 'hashes match, the pinned image digest ran, and the machine\'s signed execution record verifies'
-          : allHashesMatch(outputs)
-            ? 'hashes match; the run itself is as the machine reports it'
-            : 'as the machine reports it';
+    const why = level === 'HOST_REPORTED' ? `as the machine reports it: ${reason}` : reason;
     const undeclared = canaryRun !== null && iterations === null ? '; the canary result is recomputed only for a job created with deterministic: true' : '';
     await appendServiceLine(tx, job.id, `verified: ${level} (${why}${undeclared})${primary ? `; output sha256 ${primary.sha256}` : '; no output stored'}`);
     await appendServiceLine(
@@ -157,4 +151,22 @@ function runtimeText(runtime: ReturnType<typeof billedRuntimeSeconds>, maxRuntim
   const why = runtime.reported === null ? seen : `the shorter of ${seen} and ${runtime.reported} s as the machine reports them`;
   const capped = Math.min(runtime.server, runtime.reported ?? runtime.server) > maxRuntimeSeconds ? ', capped at maxRuntimeSeconds' : '';
   return `runtime ${runtime.billed} s: ${why}${capped}`;
+}
+
+/**
+ * Recomputes the canary's chain and compares it with the stored output: matched only when the
+ * machine reports exit 0 on the canary image and the output artifact holds `result.txt` alone,
+ * equal to `sha256^n(jobId)`.
+ */
+async function checkCanary(
+  deps: ExecutionDeps,
+  run: { jobId: string; iterations: number; primarySha256: string | null; exitCode: number | null; ranDigest: string | null },
+): Promise<CanaryCheck> {
+  if (run.primarySha256 === null) return { matched: false, gap: 'the canary stored no output' };
+  if (run.exitCode !== 0) return { matched: false, gap: `the canary exited with code ${String(run.exitCode)}` };
+  if (run.ranDigest !== deps.config.canaryImage?.digest) return { matched: false, gap: `the machine reports running ${run.ranDigest ?? 'no digest'}, not the canary image` };
+  const text = await readSoleTarFile(deps.blobs.open(run.primarySha256), 'result.txt');
+  if (text === null) return { matched: false, gap: "the canary's output does not hold result.txt alone (it is missing, repeated, or beside other files)" };
+  if (text !== (await canaryExpected(run.jobId, run.iterations))) return { matched: false, gap: "the canary's result.txt does not match the server's recomputation of the sha256 chain" };
+  return { matched: true };
 }

@@ -1,5 +1,6 @@
 import type { AssignmentOutputNote, AssignmentStatusMessage } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
+import type { MachineStanding } from './verification.js';
 
 /** An assignment row as the lifecycle reads it. */
 export interface AssignmentRow {
@@ -87,6 +88,20 @@ export async function findMachineFacts(db: Queryable, machineId: string): Promis
     `SELECT m.id, m.public_key_pem, f.payout_address, f.slug AS farm_slug, f.name AS farm_name, m.region_key
        FROM machines m JOIN farms f ON f.id = m.farm_id WHERE m.id = $1`,
     [machineId],
+  );
+  return row ?? null;
+}
+
+/**
+ * The machine's standing behind an assignment's execution record: simulated or not, and whether
+ * its GPU verification was in place before the assignment was offered and is still in place
+ * (a change of driver or GPUs unverifies it, and no canary runs while a job holds a GPU).
+ */
+export async function findMachineStanding(db: Queryable, assignmentId: string): Promise<MachineStanding | null> {
+  const [row] = await db.query<MachineStanding>(
+    `SELECT m.simulated, m.verification, (m.verification = 'verified' AND m.verified_at IS NOT NULL AND m.verified_at <= a.offered_at) AS "verifiedThroughout"
+       FROM assignments a JOIN machines m ON m.id = a.machine_id WHERE a.id = $1`,
+    [assignmentId],
   );
   return row ?? null;
 }

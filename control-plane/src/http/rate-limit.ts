@@ -23,6 +23,24 @@ interface Bucket {
   scope: string;
 }
 
+/** The 429 of an exhausted bucket, with Retry-After (at least 1 s); `scope` words its subject. */
+function rateLimited(limit: Limit, scope: string, resetInMs: number): ApiError {
+  const retryAfter = Math.max(1, Math.ceil(resetInMs / 1000));
+  return new ApiError('rate_limited', `Too many requests: the ${limit.name} limit is ${limit.max} per ${limit.windowMs / 1000} s ${scope}. Retry after ${retryAfter} s.`, {
+    headers: { 'Retry-After': String(retryAfter) },
+  });
+}
+
+/**
+ * Counts one use of something costly (beyond the request itself) against `limit` for
+ * `subject` (`addr:<hash>`, or a fixed name for a bucket all clients share); throws 429
+ * `rate_limited` once the bucket is exhausted.
+ */
+export async function countAgainst(store: RateLimitStore, limit: Limit, subject: string, at: number): Promise<void> {
+  const [count] = await store.hit([`${limit.name}:${subject}`], limit.windowMs, at);
+  if (count && count.hits > limit.max) throw rateLimited(limit, subject.startsWith('addr:') ? 'per client address' : 'for all clients together', count.resetAt - at);
+}
+
 /**
  * The buckets a request counts against: an API key's (or dashboard session's) own limit and its
  * route bucket, each again at the account's ceiling over all its keys and sessions; a machine
@@ -74,13 +92,7 @@ export const rateLimit = fp<RateLimitOptions>(
       reply.header('X-RateLimit-Limit', String(binding.limit.max));
       reply.header('X-RateLimit-Remaining', String(binding.remaining));
       reply.header('X-RateLimit-Reset', String(resetSeconds));
-      if (exceeded) {
-        const retryAfter = Math.max(1, Math.ceil((exceeded.resetAt - at) / 1000));
-        const { limit, scope } = exceeded.bucket;
-        throw new ApiError('rate_limited', `Too many requests: the ${limit.name} limit is ${limit.max} per ${limit.windowMs / 1000} s ${scope}. Retry after ${retryAfter} s.`, {
-          headers: { 'Retry-After': String(retryAfter) },
-        });
-      }
+      if (exceeded) throw rateLimited(exceeded.bucket.limit, exceeded.bucket.scope, exceeded.resetAt - at);
     });
   },
   { name: 'gpufarm-rate-limit' },

@@ -13,16 +13,21 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
+import type { RateLimitStore } from '../http/rate-limit-store.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { withdrawalsOf } from '../jobs/deferred-payments.js';
 import { waitingForCustomer } from '../jobs/deferred-payments-store.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
 import { insertSiweNonce } from './store.js';
+import { MAX_SIGNATURE_BYTES } from './wallet-signature.js';
 
 const signInBodySchema = z.strictObject({
   message: z.string().min(1, 'must be the EIP-4361 message the wallet signed').max(8192),
-  signature: z.string().regex(/^0x([0-9a-fA-F]{2})+$/, 'must be the signature as 0x-prefixed hex') as z.ZodType<`0x${string}`>,
+  signature: z
+    .string()
+    .max(2 + 2 * MAX_SIGNATURE_BYTES, `must be at most ${MAX_SIGNATURE_BYTES} bytes`)
+    .regex(/^0x([0-9a-fA-F]{2})+$/, 'must be the signature as 0x-prefixed hex') as z.ZodType<`0x${string}`>,
 });
 
 /** `GET /dashboard/api/keys`: a page of the account's keys, newest first (the /v1 list envelope). */
@@ -71,6 +76,8 @@ export interface WebRoutesOptions {
   config: Pick<Config, 'publicUrl' | 'chainId' | 'environment' | 'web' | 'adminWallets' | 'accountLimits'>;
   /** The chain's public client, for contract wallets' signatures. */
   chainClient: Client<Transport, Chain>;
+  /** Where the budgets of contract-wallet checks are counted (the rate limits' store) and the salt that hashes client addresses. */
+  signInLimits: { store: RateLimitStore; clientHashSalt: string };
 }
 
 /**
@@ -78,7 +85,7 @@ export interface WebRoutesOptions {
  * sign-in, session, sign-out), the account's API keys, a job's timeline and the payouts waiting for withdrawal. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
-export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient }) => {
+export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits }) => {
   const base = DASHBOARD_API_PREFIX;
   // The scheme of the public URL never changes after start (only a PORT=0 port is filled in).
   const cookies = webCookies(config.publicUrl);
@@ -103,12 +110,13 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
     const body = parseBody(signInBodySchema, request.body);
     const browser = cookieOf(app, request, cookies.browser);
     const signer = await checkSignIn(
-      { db, client: chainClient },
+      { db, wallets: { client: chainClient, limits: signInLimits } },
       {
         message: body.message,
         signature: body.signature,
         browserHash: browser === null ? null : hashCookieValue(browser),
         expected: { publicUrl: config.publicUrl, requestHost: request.host, chainId: config.chainId },
+        clientAddress: request.ip,
       },
     );
     const account = await ensureAccount(db, signer.address);

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError, errorForField } from '@gpufarm/shared';
-import type { Chain, Client, Hex, Transport } from 'viem';
-import { parseSiweMessage, verifySiweMessage } from 'viem/siwe';
+import type { Hex } from 'viem';
+import { parseSiweMessage } from 'viem/siwe';
 import type { Queryable } from '../db/database.js';
 import { takeSiweNonce } from './store.js';
+import { checkWalletSignature, type WalletSignatureDeps } from './wallet-signature.js';
 
 /** A nonce is usable this long after it is issued, and a message must be issued within it. */
 export const NONCE_TTL_SECONDS = 300;
@@ -17,8 +18,8 @@ export function newSiweNonce(): string {
 
 export interface SignInDeps {
   db: Queryable;
-  /** Checks the signature: ERC-1271 and ERC-6492 wallets are asked on chain, an EOA's is recovered. */
-  client: Client<Transport, Chain>;
+  /** Checks the signature: an EOA's is recovered, ERC-1271 and ERC-6492 wallets are asked on chain at a bounded cost. */
+  wallets: WalletSignatureDeps;
   now?: () => Date;
 }
 
@@ -50,7 +51,7 @@ function malformed(problem: string): never {
  */
 export async function checkSignIn(
   deps: SignInDeps,
-  params: { message: string; signature: Hex; browserHash: string | null; expected: SignInExpectation },
+  params: { message: string; signature: Hex; browserHash: string | null; expected: SignInExpectation; clientAddress: string },
 ): Promise<{ address: `0x${string}`; chainId: number }> {
   const { message, signature, expected } = params;
   const now = deps.now?.() ?? new Date();
@@ -80,8 +81,7 @@ export async function checkSignIn(
   if (taken === 'expired') throw refused(`The nonce ${nonce} expired`);
   if (taken === 'other_browser') throw refused(`The nonce ${nonce} was issued to another browser (or this browser refused its cookie)`);
 
-  // verifySiweMessage checks the fields above again (domain, nonce, times) and then the signature.
-  const valid = await verifySiweMessage(deps.client, { message, signature, domain, nonce, time: now }).catch(() => false);
-  if (!valid) throw refused(`The signature is not ${address}'s signature of this message`);
+  const verdict = await checkWalletSignature(deps.wallets, { address: address as Hex, message, signature, clientAddress: params.clientAddress });
+  if (!verdict.valid) throw refused(verdict.refusal ?? `The signature is not ${address}'s signature of this message`);
   return { address: address.toLowerCase() as `0x${string}`, chainId };
 }

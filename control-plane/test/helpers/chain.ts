@@ -13,7 +13,7 @@ import type { Database } from '../../src/db/database.js';
 import { createMemoryRateLimitStore } from '../../src/http/rate-limit-store.js';
 import { ADMIN_TOKEN, testArtifacts, type TestApp } from './app.js';
 import { createPostgresTestDatabase } from './database.js';
-import { blocklistTokenAbi, blocklistTokenBytecode, testWalletAbi, testWalletBytecode } from './test-contracts.generated.js';
+import { blocklistTokenAbi, blocklistTokenBytecode, testWalletAbi, testWalletBytecode, testWalletFactoryAbi, testWalletFactoryBytecode } from './test-contracts.generated.js';
 
 export const CHAIN_ID = 4663;
 export const OPERATOR = ANVIL_ACCOUNTS[0];
@@ -135,6 +135,11 @@ async function deployFrom(testChain: TestChain, index: 1 | 2 | 3, abi: Abi, byte
 /** A smart-contract wallet (contracts/test/TestWallet.sol) owned by dev account `owner`. */
 export function deployTestWallet(testChain: TestChain, owner: 1 | 2 | 3, onReceive: (typeof ON_RECEIVE)[keyof typeof ON_RECEIVE]): Promise<Address> {
   return deployFrom(testChain, owner, testWalletAbi, testWalletBytecode, [onReceive]);
+}
+
+/** A factory of wallets not deployed yet (contracts/test/TestWalletFactory.sol), for ERC-6492 signatures. */
+export function deployTestWalletFactory(testChain: TestChain): Promise<Address> {
+  return deployFrom(testChain, 3, testWalletFactoryAbi, testWalletFactoryBytecode, []);
 }
 
 /** A token with a blocklist (contracts/test/BlocklistToken.sol); anyone may mint or block. */

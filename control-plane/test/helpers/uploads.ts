@@ -91,9 +91,10 @@ export async function uploadSetup(
 export const uploadPath = (u: Upload, name: string) => `/agent/v1/assignments/${u.assignmentId}/outputs/${name}`;
 
 /** A tar of `files` (name -> text), as the agent packs `/output`. */
-export async function tarOf(files: Record<string, string>): Promise<Buffer> {
+export async function tarOf(files: Record<string, string> | ReadonlyArray<readonly [string, string]>): Promise<Buffer> {
   const pack = tar.pack();
-  for (const [name, text] of Object.entries(files)) pack.entry({ name }, text);
+  // An array keeps its order and may repeat a name, as a hostile machine's tar may.
+  for (const [name, text] of Array.isArray(files) ? files : Object.entries(files)) pack.entry({ name }, text);
   pack.finalize();
   const chunks: Buffer[] = [];
   for await (const chunk of pack) chunks.push(chunk as Buffer);

@@ -11,10 +11,11 @@ export const CONTRACT_SOURCES = {
   'contracts/src/TestStablecoin.sol': 'TestStablecoin',
 } as const;
 
-/** Contracts only tests deploy (a smart-contract wallet, a token with a blocklist): kept out of `shared/`. */
+/** Contracts only tests deploy (smart-contract wallets and a wallet factory, a token with a blocklist): kept out of `shared/`. */
 export const TEST_CONTRACT_SOURCES = {
   'contracts/test/TestWallet.sol': 'TestWallet',
   'contracts/test/BlocklistToken.sol': 'BlocklistToken',
+  'contracts/test/TestWalletFactory.sol': 'TestWalletFactory',
 } as const;
 
 /** Where the generated artifacts live: the JSON for any tool, and a typed module the control plane imports. */

@@ -146,6 +146,52 @@ export function addressRange(address: string): string | null {
   return 'not an IP address';
 }
 
+/**
+ * Whether `address` lies in `cidr` (`172.18.0.0/16`, `2001:db8::/64`). An IPv4-mapped IPv6
+ * address (`::ffff:10.0.0.1`) is judged as its IPv4 address; otherwise families never match.
+ *
+ * @example inCidr('172.18.0.3', '172.18.0.0/16') // true
+ * @example inCidr('::ffff:11.0.0.9', '11.0.0.0/24') // true
+ */
+export function inCidr(address: string, cidr: string): boolean {
+  const slash = cidr.lastIndexOf('/');
+  const bits = Number(cidr.slice(slash + 1));
+  const a = addressBits(stripBrackets(address).replace(/%.*$/, ''));
+  const base = slash < 0 ? null : addressBits(cidr.slice(0, slash));
+  if (a === null || base === null || a.length !== base.length || !Number.isInteger(bits) || bits < 0 || bits > base.length * 16) return false;
+  return a.every((group, i) => ((group ^ base[i]!) & prefixMask(bits - i * 16)) === 0);
+}
+
+/**
+ * The network of `address` with a `bits`-long prefix, as a CIDR (`203.0.113.0/24`,
+ * `2001:db8:1:2:0:0:0:0/64`), or null when `address` is not an IP address.
+ */
+export function networkCidr(address: string, bits: number): string | null {
+  const groups = addressBits(stripBrackets(address).replace(/%.*$/, ''));
+  if (groups === null || !Number.isInteger(bits) || bits < 0 || bits > groups.length * 16) return null;
+  const masked = groups.map((g, i) => g & prefixMask(bits - i * 16));
+  const text = masked.length === 2 ? formatIpv4(masked[0]! * 65536 + masked[1]!) : masked.map((g) => g.toString(16)).join(':');
+  return `${text}/${bits}`;
+}
+
+/** The mask of a 16-bit group that keeps its first `bits` bits (clamped to 0-16). */
+function prefixMask(bits: number): number {
+  const take = Math.max(0, Math.min(16, bits));
+  return take === 0 ? 0 : (0xffff << (16 - take)) & 0xffff;
+}
+
+/** An address as 16-bit groups: 2 for IPv4 (and IPv4-mapped IPv6), 8 for IPv6; null when it is none. */
+function addressBits(address: string): number[] | null {
+  if (isIPv4(address)) {
+    const value = parseIpv4(address.split('.'));
+    return value === null ? null : [Math.floor(value / 65536), value % 65536];
+  }
+  if (!isIPv6(address)) return null;
+  const g = ipv6Groups(address);
+  if (g === null) return null;
+  return g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff ? [g[6]!, g[7]!] : g;
+}
+
 // ---------------------------------------------------------------------------------------------
 // IPv4
 // ---------------------------------------------------------------------------------------------
@@ -288,6 +334,7 @@ function ipv6Range(g: readonly number[]): string | null {
     return ipv4Range(g1 * 65536 + g2) === null ? null : embeddedIpv4('6to4', g1, g2);
   }
   if (g0 === 0x2001 && g1 === 0x0db8) return 'documentation 2001:db8::/32';
+  if ((g0 & 0xfff0) === 0x3ff0) return 'documentation 3fff::/20';
   if (g0 === 0x2001 && g1 < 0x0200) return 'IETF protocol assignments 2001::/23 (Teredo, benchmarking, ORCHID)';
   if ((g0 & 0xfe00) === 0xfc00) return 'unique local (private) fc00::/7';
   if ((g0 & 0xffc0) === 0xfe80) return 'link-local fe80::/10';

@@ -47,6 +47,44 @@ export const verificationLevelSchema = z.enum(VERIFICATION_LEVELS);
 export type VerificationLevel = z.infer<typeof verificationLevelSchema>;
 
 /**
+ * What each level attests and what it does not, in the words customers read: the job page,
+ * the OpenAPI description of `verificationLevel` and docs/verification.md (a test checks that
+ * the document carries these sentences) all say exactly this. `control-plane/src/execution/
+ * verification.ts` sets a level only when its evidence holds.
+ */
+export const VERIFICATION_LEVEL_TEXT: Readonly<Record<VerificationLevel, { label: string; attests: string; doesNotAttest: string }>> = {
+  RESULT_VERIFIED: {
+    label: 'Result verified',
+    attests:
+      'The server computed the expected result itself, and the output it stores (the artifact you download) holds exactly that result and nothing else. ' +
+      "Today only the service's canary job (sha256-chain, created with deterministic: true) has such a verifier.",
+    doesNotAttest: 'It does not say which machine or hardware produced the result, nor that GPUs were used: a correct answer is all it proves.',
+  },
+  EXECUTION_VERIFIED: {
+    label: 'Execution verified',
+    attests:
+      'Every output the server stores has the hash the machine reported, and the machine signed, with the key it enrolled with, a record of this run ' +
+      '(job, image digest, command, start, finish, exit code, output and log hashes) that agrees with everything it reported and names the image digest the job pinned. ' +
+      'The machine is not simulated, and its GPUs had passed the service\'s verification before the job was assigned and still stood when the job was settled.',
+    doesNotAttest:
+      'A valid signature proves that the record came from the enrolled machine, not that the work was done honestly: whoever controls the machine holds its key and can sign any record. ' +
+      'The output is not recomputed.',
+  },
+  HOST_REPORTED: {
+    label: 'Host reported',
+    attests:
+      'The server stores the bytes the machine uploaded, with their SHA-256 (result.serverHash); result.hashesMatch says whether they are the bytes the machine hashed. ' +
+      "The job's \"verified:\" log line names the evidence for a higher level that was missing.",
+    doesNotAttest: 'Nothing independent checked the run or its result: they are as the machine reports them.',
+  },
+};
+
+/** One paragraph per level, as the API reference describes `verificationLevel`. */
+export function verificationLevelDescription(): string {
+  return VERIFICATION_LEVELS.map((level) => `${level}: ${VERIFICATION_LEVEL_TEXT[level].attests} ${VERIFICATION_LEVEL_TEXT[level].doesNotAttest}`).join('\n\n');
+}
+
+/**
  * Escrow receipt states. The spec shows `completed`; ours follow the contract: `completed`
  * (completion recorded, challenge window open), `disputed`, `released` (paid out),
  * `refund_authorized` (after a cancel or failure) and `refunded` (claimed by the customer).
@@ -176,7 +214,7 @@ export const jobSchema = z.strictObject({
   object: z.literal('job'),
   id: z.string().min(1),
   status: jobStatusSchema,
-  verificationLevel: verificationLevelSchema.nullable(),
+  verificationLevel: verificationLevelSchema.nullable().meta({ description: `Null before a result exists; never assumed.\n\n${verificationLevelDescription()}` }),
   pricing: jobPricingSchema,
   payment: jobPaymentSchema,
   links: jobLinksSchema,

@@ -1,4 +1,4 @@
-import { isTerminalStatus, type Job, type VerificationLevel } from '@gpufarm/shared';
+import { isTerminalStatus, VERIFICATION_LEVEL_TEXT, type Job, type VerificationLevel } from '@gpufarm/shared';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState, type ReactNode } from 'react';
 import { Link } from 'wouter';
@@ -16,11 +16,15 @@ import { JobLogs } from './job-logs';
 import { Timeline, useJobTimeline } from './job-timeline';
 import { StatusBadge } from './status-badge';
 
-const VERIFICATION_WORDS: Record<VerificationLevel, string> = {
-  RESULT_VERIFIED: 'Result verified: the output was checked against an independent result, so it is what the job computed.',
-  EXECUTION_VERIFIED: 'Execution verified: the machine signed a record of what it ran and the hashes match; the output itself was not recomputed.',
-  HOST_REPORTED: 'Host reported: the result is what the machine reported; nothing independent checked it.',
-};
+/** A level in the words of docs/verification.md (`VERIFICATION_LEVEL_TEXT`): what it shows, then what it does not. */
+function VerificationWords({ level }: { level: VerificationLevel }) {
+  const text = VERIFICATION_LEVEL_TEXT[level];
+  return (
+    <>
+      <strong>{text.label}.</strong> {text.attests} {text.doesNotAttest}
+    </>
+  );
+}
 
 /** What the page waits for after a wallet action: the job, its receipt or its withdrawal leaving these states. */
 interface AwaitChange {
@@ -230,7 +234,7 @@ function Details({ job }: { job: Job }) {
         <dt>Exit code</dt>
         <dd>{a?.exitCode ?? '—'}</dd>
         <dt>Verification</dt>
-        <dd>{job.verificationLevel ? VERIFICATION_WORDS[job.verificationLevel] : 'Decided when the job has a result.'}</dd>
+        <dd>{job.verificationLevel ? <VerificationWords level={job.verificationLevel} /> : 'Decided when the job has a result.'}</dd>
       </dl>
     </section>
   );
