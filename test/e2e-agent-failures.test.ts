@@ -64,14 +64,18 @@ t.test('behavior: the agent is killed (SIGKILL) and started again mid-job: no lo
 });
 
 t.test('behavior: a machine that disappears: its job is requeued onto a second agent and completed there', async (t) => {
-  // Long enough to outlive B's enrollment and its verification canary on a loaded machine, so the
-  // job is still running on A when A is killed.
+  // B is enrolled and verified first, then drained by its own agent, so the job can only start on A;
+  // A is killed right after B is undrained: the job's 20 s outlive that however loaded the machine is.
+  const agentB = await enrollAgent(market, { name: 'agent-b', farm: 'e2e-farm-b', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
+  agentB.start();
+  await market.waitForCapacity('e2e-farm-b', 1);
+  await agentB.command(['drain', '--reason', 'until the job runs on A']);
+  await market.waitForNoCapacity('e2e-farm-b');
   const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo started; sleep 20; echo done > /output/done.txt; echo done', { title: 'outlives its machine' }));
   const id = created.job.id;
   const onA = await customer.waitForStatus(id, ['RUNNING'], 60_000);
   t.equal(onA.assignment?.farm.slug, 'e2e-farm-a');
-  const agentB = await enrollAgent(market, { name: 'agent-b', farm: 'e2e-farm-b', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
-  agentB.start();
+  await agentB.command(['undrain']);
   await market.waitForCapacity('e2e-farm-b', 1);
   t.equal((await customer.getJob(id)).status, 'RUNNING', 'still running on A when A is killed');
   await agentA.current!.kill();

@@ -115,7 +115,7 @@ async function runJob(s: GatewayTestApp, m: Machine, spec: Record<string, unknow
   if (created.statusCode !== 201) throw new Error(`POST /v1/jobs answered ${created.statusCode}: ${created.body}`);
   const jobId = (created.json() as { job: { id: string } }).job.id;
   await s.db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1 AND status = 'CREATED'`, [jobId]);
-  const matched = await matchQueuedJobs({ db: s.db, log: () => undefined });
+  const matched = await matchQueuedJobs({ db: s.db, log: () => undefined }, { allowSimulated: s.config.execution.allowSimulatedMachines });
   if (!matched.matched.some((j) => j.jobId === jobId)) throw new Error(`job ${jobId} was not matched`);
 
   const { assignment } = await m.agent.next('assign', (a) => a.assignment.jobId === jobId);

@@ -37,6 +37,8 @@ export interface TestAgent {
   current: TestProcess | null;
   /** Starts `gf-agent run` (again), with more `GF_AGENT_*` settings when given (another GPU set, say). */
   start(env?: Record<string, string>): TestProcess;
+  /** Runs one other `gf-agent` command (`drain`, `undrain`, `status`) with this agent's settings; throws unless it exits 0. */
+  command(args: string[]): Promise<void>;
 }
 
 /**
@@ -96,6 +98,11 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
       market.processes.push(p);
       agent.current = p;
       return p;
+    },
+    async command(args) {
+      const p = spawnProcess(`${options.name}-${args[0] ?? 'command'}`, file, [...prefix, ...args], { env: childEnv });
+      const exit = await p.exited;
+      if (exit !== 0) throw new Error(`gf-agent ${args.join(' ')} failed (exit ${String(exit)}):\n${p.tail()}`);
     },
   };
   return agent;

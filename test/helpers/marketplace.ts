@@ -336,17 +336,27 @@ export class Marketplace {
     return created.token;
   }
 
+  /** Waits until the farm offers no available GPU in `/v1/capacity` (drained, or gone). */
+  async waitForNoCapacity(farm: string, timeoutMs = 60_000): Promise<void> {
+    await this.waitForAvailable(farm, (n) => n === 0, 'no available GPU', timeoutMs);
+  }
+
   /** Waits until `GET /v1/capacity?farm=` lists the farm with at least `gpus` GPUs available. */
   async waitForCapacity(farm: string, gpus = 1, timeoutMs = 60_000): Promise<void> {
+    await this.waitForAvailable(farm, (n) => n >= gpus, `${gpus} available GPU(s)`, timeoutMs);
+  }
+
+  /** Polls `/v1/capacity?farm=` until the farm's available GPUs satisfy `enough`. */
+  private async waitForAvailable(farm: string, enough: (available: number) => boolean, what: string, timeoutMs: number): Promise<void> {
     let last: unknown = null;
     await until(
       async () => {
         const res = await fetch(`${this.url}/v1/capacity?farm=${encodeURIComponent(farm)}`);
         last = await res.json();
         const offers = (last as { data?: { available: number }[] }).data ?? [];
-        return offers.reduce((sum, o) => sum + o.available, 0) >= gpus;
+        return enough(offers.reduce((sum, o) => sum + o.available, 0));
       },
-      `farm ${farm} to offer ${gpus} available GPU(s) in /v1/capacity`,
+      `farm ${farm} to offer ${what} in /v1/capacity`,
       { timeoutMs, describe: () => `${JSON.stringify(last)}\n${this.diagnostics(15)}` },
     );
   }

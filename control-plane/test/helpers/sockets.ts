@@ -86,7 +86,10 @@ export async function signInOverSockets(base: string, signer: SiweSigner = devWa
   const nonce = await call(base, { method: 'POST', path: '/dashboard/api/auth/nonce', headers: { host: HOST } });
   if (nonce.status !== 201) throw new Error(`nonce answered ${nonce.status}: ${nonce.text}`);
   const message = siweMessage(signer.address, (nonce.json() as { nonce: string }).nonce);
-  const res = await call(base, { method: 'POST', path: '/dashboard/api/auth/sign-in', headers: { host: HOST }, body: { message, signature: await signer.signMessage(message) } });
+  // The nonce is bound to the browser that asked for it: its browser cookie goes with the sign-in.
+  const browser = (nonce.headers['set-cookie'] ?? []).find((c) => c.startsWith('gf_browser='))?.split(';')[0];
+  if (!browser) throw new Error('the nonce set no gf_browser cookie');
+  const res = await call(base, { method: 'POST', path: '/dashboard/api/auth/sign-in', headers: { host: HOST, cookie: browser }, body: { message, signature: await signer.signMessage(message) } });
   if (res.status !== 200) throw new Error(`sign-in answered ${res.status}: ${res.text}`);
   const setCookie = (res.headers['set-cookie'] ?? []).find((c) => c.startsWith('gf_session='));
   if (!setCookie) throw new Error('sign-in set no gf_session cookie');
