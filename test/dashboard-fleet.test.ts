@@ -6,6 +6,8 @@ import t from 'tap';
 import type { Address, Hash, Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { fakeHostRoot } from '../agent/test/helpers/fake-driver-host.js';
+import { fakeNvidiaSmi } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { enrollAgent, type TestAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard } from './helpers/dashboard.js';
@@ -209,6 +211,34 @@ t.test('behavior: an operator sees a machine "not earning: GPU probe failed" wit
   await page.getByRole('dialog', { name: `Undrain ${probed.machineId}?` }).getByRole('button', { name: 'Undrain' }).click();
   await verdict.getByText(/Drained/).waitFor({ state: 'detached', timeout: 30_000 });
   await until(async () => agentStatus(probed).draining === false, 'the undrain to reach the agent', { timeoutMs: 30_000 });
+});
+
+t.test('behavior: an operator sees a failed pre-offer check on the machine page, its reason and its fix: a driver upgraded without a reboot', async (t) => {
+  // The recorded nvidia-smi failure of a driver whose libraries (570.124) were upgraded under
+  // a loaded 570.86.15 kernel module, and the driver's files as such a host has them.
+  const smi = fakeNvidiaSmi('rtx-4090');
+  t.teardown(smi.cleanup);
+  smi.fail('driver-library-mismatch-570');
+  const host = fakeHostRoot({ procVersion: 'proc-driver-nvidia-version-570.86.15-open', nvmlLibraries: ['570.124.06'] });
+  t.teardown(host.cleanup);
+  const env = { GF_AGENT_SIMULATE_GPUS: '', GF_AGENT_NVIDIA_SMI: join(smi.binDir, 'nvidia-smi'), GF_AGENT_HOST_ROOT: host.root, GF_AGENT_GPU_PROBE_IMAGE: 'gpufarm/test-no-such-probe-image:1' };
+  const mismatched = await enrollAgent(market, { name: 'mismatch-agent', farm: FARM, payout: OPERATOR.address, priceUsd: '0.50', env });
+  mismatched.start();
+
+  const operator = await signInToDashboard(t, market, OPERATOR.privateKey);
+  const { page } = operator;
+  await page.goto(`${market.url}/operator/machines`);
+  const row = page.getByRole('row').filter({ hasText: mismatched.machineId });
+  await row.getByText(/Unhealthy: the NVIDIA kernel module \(570\.86\.15\) and the user-space libraries \(570\.124\)/).waitFor({ timeout: 60_000 });
+  await row.getByRole('link', { name: mismatched.machineId }).click();
+  const verdict = page.getByRole('region', { name: 'Earning', exact: true });
+  await verdict.getByText(/are of different driver versions/).waitFor();
+  t.match(await verdict.locator('.verdict-line').textContent(), /^Not earning ?Unhealthy: the NVIDIA kernel module \(570\.86\.15\) and the user-space libraries \(570\.124\) are of different driver versions .*until they match\.$/);
+  const fix = verdict.locator('.verdict-fix');
+  t.match(await fix.textContent(), /^Fix: Reboot, or reload the nvidia kernel modules \(stop the GPU processes and nvidia-persistenced, then rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia\), then run gf-agent doctor on the machine\.$/);
+  t.same(await fix.locator('code').allTextContents(), ['rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia', 'gf-agent doctor'], 'the commands shown as code');
+  t.notMatch(await verdict.textContent(), /no GPU/i, 'never "no GPU"');
+  await lookAt(t, operator, 'operator: machine with a driver/library mismatch');
 });
 
 t.test('behavior: every admin page answers from the real server, with its data, in the one look', async (t) => {

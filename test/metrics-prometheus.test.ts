@@ -64,7 +64,7 @@ t.test('default: PromQL over a scraped control plane and agents returns the fixt
   t.equal(await expectValue(prometheus, `gf_agent_gpu_utilization_ratio${gpu}`, 0.12), 0.12, "the fixture's utilization as a ratio");
   t.equal(await expectValue(prometheus, `gf_agent_gpu_memory_used_bytes${gpu}`, 1843 * 1024 ** 2), 1843 * 1024 ** 2);
   t.equal(await expectValue(prometheus, `gf_agent_gpu_power_watts${gpu}`, 38.52), 38.52);
-  t.equal(await expectValue(prometheus, `gf_agent_gpu_health_verdict${gpu}`, 0), 0, 'the 4090 fixture reports no GPU fault: healthy');
+  t.equal(await expectValue(prometheus, `gf_agent_gpu_health_verdict${gpu}`, 1), 1, 'the 4090 fixture reports no GPU fault, and persistence mode off: warning');
   t.equal(await expectValue(prometheus, `gf_agent_gpu_pcie_link_width{job="agent",gpu="0",link="max"}`, 16), 16, "the fixture's PCIe width");
   t.equal(await expectValue(prometheus, 'sum(gf_agent_link_up)', 2), 2, 'both links up, as the agents see them');
   t.equal(await expectValue(prometheus, 'sum(gf_gateway_agent_links)', 2), 2, 'both links held, as the control plane sees them');

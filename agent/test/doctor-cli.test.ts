@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { gfAgent } from './helpers/cli.js';
+import { fakeHostRoot, fakeSystemctl } from './helpers/fake-driver-host.js';
 import { fakeNvidiaSmi, machineXml } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
 
@@ -90,6 +91,39 @@ t.test('gf-agent doctor on this machine (Docker Engine, no GPU, no NVIDIA runtim
     smi.useXml(machineXml('gtx-1080-ti', [card('NVIDIA GeForce RTX 3060', 12288, '0x250410DE', 'Ampere'), card('NVIDIA GeForce GTX 1080 Ti', 11264, '0x1B0610DE', 'Pascal')]), null);
     const mixed = JSON.parse((await gfAgent(['doctor', '--json'], { PATH: smi.path, GF_AGENT_STATE_DIR: stateDir })).stdout) as Check[];
     t.match(mixed.find((c) => c.name === 'gpu support'), { status: 'warn', detail: /^GPU 0 as rtx-3060-12gb offered; GPU 1 \(NVIDIA GeForce GTX 1080 Ti\) is not offered: compute capability 6\.1 \(Pascal\)/ }, 'by its device id where the driver has no compute_cap field');
+  });
+
+  t.test('behavior: the pre-offer checks: a driver/library mismatch and a fabric manager that is not running fail with their fixes, persistence mode off warns', async (t) => {
+    const smi = fakeNvidiaSmi('8x-h100-sxm5');
+    t.teardown(smi.cleanup);
+    const systemctl = fakeSystemctl({ 'nvidia-fabricmanager.service': 'inactive' });
+    t.teardown(systemctl.cleanup);
+    // The driver was upgraded to 570.124.06; the 570.86.15 kernel module is still loaded.
+    const host = fakeHostRoot({ procVersion: 'proc-driver-nvidia-version-570.86.15-open', nvmlLibraries: ['570.124.06'], systemd: true });
+    t.teardown(host.cleanup);
+    const env = { PATH: systemctl.path(smi.binDir), GF_AGENT_STATE_DIR: stateDir, GF_AGENT_HOST_ROOT: host.root };
+    const doctor = async () => {
+      const checks = JSON.parse((await gfAgent(['doctor', '--json'], env)).stdout) as Check[];
+      return (name: string) => checks.find((c) => c.name === name)!;
+    };
+    smi.fail('driver-library-mismatch-570');
+    let by = await doctor();
+    t.match(by('nvidia-smi'), { status: 'fail', detail: /Failed to initialize NVML: Driver\/library version mismatch/ });
+    t.match(by('driver libraries'), { status: 'fail', detail: /^the NVIDIA kernel module \(570\.86\.15\) and the user-space libraries \(570\.124\) are of different driver versions/, fix: /^reboot, or reload the nvidia kernel modules/ });
+
+    // Rebooted into 570.124 (as far as nvidia-smi goes); the fabric was set up, but systemd says its manager is not running.
+    smi.use('8x-h100-sxm5');
+    by = await doctor();
+    t.match(by('fabric manager'), { status: 'fail', detail: /^an NVSwitch system \(8 GPU\(s\) with a fabric\): the nvidia-fabricmanager\.service service is inactive$/, fix: /`systemctl enable --now nvidia-fabricmanager`/ });
+    t.equal(by('persistence mode').status, 'ok');
+    systemctl.set('nvidia-fabricmanager.service', 'active');
+    t.equal((await doctor())('fabric manager').status, 'ok');
+
+    smi.use('rtx-4090');
+    const res = await gfAgent(['doctor'], env);
+    t.match(res.stdout, /\[WARN\] persistence mode +GPU 0: persistence mode is off: /);
+    t.match(res.stdout, /fix: enable persistence mode: `nvidia-smi -pm 1` \(until the next reboot\) or `systemctl enable --now nvidia-persistenced`/);
+    t.match(res.stdout, /\[skip\] fabric manager +not an NVSwitch system/);
   });
 
   t.test('behavior: simulated mode does not need the driver or the runtime', async (t) => {

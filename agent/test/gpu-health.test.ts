@@ -1,14 +1,14 @@
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { gpuHealthReportSchema, gpuHealthVerdict, heartbeatMessageSchema, machineHealthVerdict } from '@gpufarm/shared';
 import { nvidiaSmiReader } from '../src/inventory/gpu-reader.js';
 import { KernelLogWatcher, parseKernelLogLine } from '../src/inventory/kernel-log.js';
 import { normalizePciBusId, parseNvidiaSmiXml } from '../src/inventory/nvidia-smi-xml.js';
 import { gpuHealthReports } from '../src/inventory/snapshot.js';
 import { testDaemon } from './helpers/daemon.js';
-import { fakeNvidiaSmi, FIXTURES, fixturePath, kernelLogFixturePath, type Fixture } from './helpers/fake-nvidia-smi.js';
+import { fakeNvidiaSmi, FIXTURES, fixturePath, kernelLogFixturePath, type FakeNvidiaSmi, type Fixture } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
 
 /**
@@ -27,9 +27,12 @@ function verdicts(name: Fixture, kernelLog: KernelLogWatcher | null = null) {
 
 t.test('every fixture parses; the ones without faults are healthy', async (t) => {
   for (const name of FIXTURES) t.ok(parse(name).gpus.length > 0, `${name} parses`);
-  for (const name of ['h100-80gb-hbm3', 'h100-80gb-hbm3-driver-550', 'a100-sxm4-40gb', 'rtx-4090', 'l4', '8x-a100-sxm4-80gb'] as const) {
+  for (const name of ['h100-80gb-hbm3', 'h100-80gb-hbm3-driver-550', 'a100-sxm4-40gb', 'l4', '8x-a100-sxm4-80gb', '8x-h100-sxm5'] as const) {
     t.same(verdicts(name).map((v) => v.verdict), verdicts(name).map(() => 'healthy'), `${name}: healthy`);
   }
+  const desktop = verdicts('rtx-4090');
+  t.same(desktop.map((v) => [v.verdict, v.reasons.length]), [['warning', 1]], 'rtx-4090: healthy but for its persistence mode (off, as on this desktop card)');
+  t.match(desktop[0]!.reasons[0], /^persistence mode is off: /);
   const consumer = parse('rtx-4090').gpus[0]!.health;
   t.same(consumer.ecc, { volatileCorrectable: null, volatileUncorrectable: null, aggregateCorrectable: null, aggregateUncorrectable: null }, 'no ECC block: counts unknown, not zero');
 });
@@ -173,22 +176,43 @@ t.test('protocol: a heartbeat with 64 GPUs of full reports passes the schema and
   t.notOk(heartbeatMessageSchema.safeParse({ ...heartbeat, gpuHealth: [{ ...base!, xids: [...xids, xids[0]] }] }).success, 'at most 16 XID codes per GPU');
 });
 
+/** A daemon reading the fake nvidia-smi, linked to a test peer that speaks `versions`. */
+async function daemonOnPeer(t: Test, smi: FakeNvidiaSmi, versions: number[]) {
+  const peer = await TestPeer.start({ heartbeatIntervalSeconds: 1, versions });
+  t.teardown(() => peer.close());
+  const { machineToken } = peer.addMachine(`m_v${versions.at(-1)}`);
+  const agent = testDaemon({ server: peer.url, machineToken, nvidiaSmi: join(smi.binDir, 'nvidia-smi'), daemon: { inventoryIntervalSeconds: 1 } });
+  t.teardown(agent.cleanup);
+  await agent.daemon.start();
+  return { peer, agent };
+}
+
 t.test('protocol: the daemon sends gpuHealth only when welcome chose 4', async (t) => {
   const smi = fakeNvidiaSmi('h100-80gb-hbm3-ecc-dbe');
   t.teardown(smi.cleanup);
   for (const versions of [[1, 2, 3], [1, 2, 3, 4]]) {
-    const peer = await TestPeer.start({ heartbeatIntervalSeconds: 1, versions });
-    t.teardown(() => peer.close());
-    const { machineToken } = peer.addMachine(`m_v${versions.at(-1)}`);
-    const agent = testDaemon({ server: peer.url, machineToken, nvidiaSmi: join(smi.binDir, 'nvidia-smi'), daemon: { inventoryIntervalSeconds: 1 } });
-    t.teardown(agent.cleanup);
-    await agent.daemon.start();
+    const { peer, agent } = await daemonOnPeer(t, smi, versions);
     await peer.waitFor(() => peer.messages('heartbeat').length >= 2, 'two heartbeats');
     const sent = peer.messages('heartbeat').map((h) => h.gpuHealth);
     if (versions.includes(4)) {
       t.match(sent[0], [{ index: 0, uuid: 'GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0', ecc: { volatileUncorrectable: 2 }, remappedRows: { pending: true } }], 'protocol 4: the counters in the first heartbeat');
       t.same(sent.slice(1), sent.slice(1).map(() => undefined), 'and not again while they are unchanged');
     } else t.same(sent, sent.map(() => undefined), 'protocol 3: no gpuHealth field');
+    t.same(peer.invalid, [], 'every heartbeat passed the server\'s schema');
+    await agent.cleanup();
+  }
+});
+
+t.test('protocol: persistence mode and the NVSwitch fabric go in gpuHealth only when welcome chose 6', async (t) => {
+  const smi = fakeNvidiaSmi('8x-h100-sxm5-fabric-in-progress');
+  t.teardown(smi.cleanup);
+  for (const versions of [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]]) {
+    const { peer, agent } = await daemonOnPeer(t, smi, versions);
+    await peer.waitFor(() => peer.messages('heartbeat').some((h) => h.gpuHealth !== undefined), 'the GPU health reports');
+    const first = peer.messages('heartbeat').find((h) => h.gpuHealth !== undefined)!.gpuHealth!;
+    t.equal(first.length, 8);
+    if (versions.includes(6)) t.match(first[0], { index: 0, persistenceMode: true, fabric: { state: 'In Progress', status: null } }, 'protocol 6: reported');
+    else t.same(first.map((r) => 'persistenceMode' in r || 'fabric' in r), Array(8).fill(false), 'protocol 5: left out');
     t.same(peer.invalid, [], 'every heartbeat passed the server\'s schema');
     await agent.cleanup();
   }

@@ -249,6 +249,23 @@ t.test('infrastructure failures: requeued twice, failed the third time, refund p
   t.equal((await d.job()).status, 'FAILED', 'a wrong digest is not retried');
 });
 
+t.test('behavior: a run whose container lost its GPUs (gpu_lost): queued again, the machine excluded, the job\'s log says why, nothing charged', async (t) => {
+  const s = await setup(t);
+  const id = await s.offer();
+  await assignmentAccepted(s.deps, s.machine.id, id);
+  await assignmentStatus(s.deps, s.machine.id, s.status(id, 'running', { startedAt: STARTED }));
+  const message = 'the job\'s container lost access to its GPUs (nvidia-smi -L in it said "Failed to initialize NVML: Unknown Error") after the machine\'s Docker daemon restarted or systemd reloaded its units';
+  await assignmentStatus(s.deps, s.machine.id, s.status(id, 'failed', { failure: { code: 'gpu_lost', message } }));
+  const [row] = await s.db.query<{ status: string; attempts: number; assignment_id: string | null }>('SELECT status, attempts, assignment_id FROM jobs WHERE id = $1', [s.jobId]);
+  t.same(row, { status: 'QUEUED', attempts: 1, assignment_id: null }, 'retried on another machine');
+  t.same(await s.db.query('SELECT reason FROM job_exclusions WHERE job_id = $1 AND machine_id = $2', [s.jobId, s.machine.id]), [{ reason: 'gpu_lost' }], 'not on this machine again');
+  t.equal(await s.freeGpus(), 1);
+  t.ok((await s.lines()).includes(`attempt 1 of ${MAX_ATTEMPTS} failed: the job's container lost access to its GPUs on the machine: ${message}; queued again`), (await s.lines()).join('\n'));
+  t.equal((await s.job()).cost, null, 'the lost run is not charged');
+  const [asg] = await s.db.query<{ state: string; failure_code: string }>('SELECT state, failure_code FROM assignments WHERE id = $1', [id]);
+  t.same(asg, { state: 'failed', failure_code: 'gpu_lost' });
+});
+
 t.test('a rejection or a lost machine: back to QUEUED, the machine excluded for the job, GPUs free; a report from another machine is ignored', async (t) => {
   const s = await setup(t);
   const first = await s.offer();

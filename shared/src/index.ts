@@ -18,3 +18,4 @@ export * from './process/environment.js';
 export * from './process/owned-child.js';
 export * from './image-patterns.js';
 export * from './fleet/gpu-health.js';
+export * from './fleet/pre-offer.js';

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { compareDriverVersions, GPU_CLASSES, minDriverFor } from '../src/catalog/gpu-classes.js';
 import { EARNING_CODES, earningLine, earningVerdict, type EarningCode, type EarningFacts } from '../src/fleet/earning.js';
+import { FABRIC_MANAGER_FIX, reasonWithFix, splitReasonFix } from '../src/fleet/pre-offer.js';
 
 const HEARD = '2026-11-25T10:00:00.000Z';
 
@@ -97,6 +98,17 @@ t.test('behavior: the probe counts while the machine reports itself unhealthy, f
   t.equal(fromReason.code, 'probe_failed');
   t.equal(fromReason.reason, 'GPU probe failed: a container sees 1 of 2 GPUs; missing GPU-b.');
   t.match(fromReason.fix, /no GPU is hidden from containers/);
+});
+
+t.test('behavior: a failed pre-offer check names its own fix, and comes before a failed probe and failed GPUs', async (t) => {
+  const reason = reasonWithFix('an NVSwitch system (8 GPU(s) with a fabric): the nvidia-fabricmanager.service service is inactive', FABRIC_MANAGER_FIX);
+  const failedGpus = [{ index: 0, classId: 'h100-80gb-sxm', verdict: 'failed' as const, reasons: ['the NVSwitch fabric is not ready'] }];
+  for (const probe of [{ state: 'passed', output: null }, { state: 'failed', output: reason }, { state: 'not_run', output: null }]) {
+    const v = earningVerdict(facts({ status: 'unhealthy', healthReason: reason, probe, gpus: failedGpus }));
+    t.match(v, { earning: false, code: 'unhealthy', reason: 'Unhealthy: an NVSwitch system (8 GPU(s) with a fabric): the nvidia-fabricmanager.service service is inactive.' }, `probe ${probe.state}`);
+    t.equal(v.fix, `Install and start the fabric manager of the driver's exact version: \`systemctl enable --now nvidia-fabricmanager\` (on HGX B200 and newer also \`nvlsm\`), then check that \`nvidia-smi -q\` shows Fabric State Completed, Status Success, then run \`gf-agent doctor\` on the machine.`);
+  }
+  t.same(splitReasonFix('disk full'), { what: 'disk full', fix: null }, 'a reason without a fix keeps the generic one');
 });
 
 t.test('default: the printed line', async (t) => {

@@ -1,6 +1,7 @@
 import Docker from 'dockerode';
 import { loadConfig, workDirOf, type AgentConfig } from '../config/config.js';
 import { dockerGpuProbe } from '../inventory/gpu-probe.js';
+import { systemDriverHost } from '../inventory/driver-host.js';
 import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
 import { systemHostReader } from '../inventory/host.js';
 import { KernelLogWatcher } from '../inventory/kernel-log.js';
@@ -45,6 +46,7 @@ export function inventoryMonitor(config: AgentConfig, options: { probe: boolean 
       host: systemHostReader(workDirOf(config)),
       probe: options.probe ? dockerGpuProbe(dockerClient(), { image: config.gpuProbeImage }) : null,
       kernelLog: config.kernelLog !== null && simulateSpec(config) === null ? new KernelLogWatcher(config.kernelLog) : null,
+      driverHost: simulateSpec(config) === null ? systemDriverHost({ hostRoot: config.hostRoot }) : null,
       now: () => new Date(),
     },
     {

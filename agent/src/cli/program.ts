@@ -11,6 +11,7 @@ import { measureDiskWriteMBps, measureSha256MBps } from '../benchmark/host-check
 import { dockerGpuBenchmark } from '../benchmark/gpu-container.js';
 import { prepareBenchmarkImage } from '../benchmark/gpu-bench-image.js';
 import { formatDoctor, runDoctor } from '../doctor/checks.js';
+import { systemDriverHost } from '../inventory/driver-host.js';
 import { nvidiaSmiReader } from '../inventory/gpu-reader.js';
 import { toWireInventory } from '../inventory/snapshot.js';
 import { SimulatedGpuSpecError } from '../inventory/simulated.js';
@@ -229,7 +230,7 @@ export function buildProgram(): Command {
 
   program
     .command('doctor')
-    .description('check Docker, nvidia-smi, the NVIDIA container runtime, disk, clock and the control plane; say how to fix each')
+    .description('check Docker, nvidia-smi, the driver libraries, the fabric manager, persistence mode, the NVIDIA container runtime, disk, clock and the control plane; say how to fix each')
     .option('--json', 'print JSON')
     .action(action(async (opts: { json?: boolean }) => {
       const config = configFrom(globals());
@@ -241,7 +242,7 @@ export function buildProgram(): Command {
         }
       })();
       const checks = await runDoctor(
-        { docker: dockerClient(), dockerEndpoint: dockerEndpoint(), gpus: nvidiaSmiReader({ command: config.nvidiaSmi }), fetch, now: () => new Date() },
+        { docker: dockerClient(), dockerEndpoint: dockerEndpoint(), gpus: nvidiaSmiReader({ command: config.nvidiaSmi }), driverHost: systemDriverHost({ hostRoot: config.hostRoot }), fetch, now: () => new Date() },
         { server: config.server ?? machine?.server ?? null, workDir: workDirOf(config), minFreeDiskBytes: config.minFreeDiskBytes, simulated: Boolean(config.simulateGpus) },
       );
       out(opts.json ? JSON.stringify(checks, null, 2) : formatDoctor(checks));

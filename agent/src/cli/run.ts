@@ -6,6 +6,7 @@ import { workDirOf, type AgentConfig } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
 import { AgentDaemon } from '../daemon/daemon.js';
 import { dockerRunner } from '../daemon/runner-setup.js';
+import { gpuAccessGuard, type GpuAccessGuard } from '../daemon/gpu-access-setup.js';
 import { STOP_GRACE_SECONDS } from '../runtime/docker-runtime.js';
 import { createAgentMetrics, type AgentMetrics } from '../metrics/metrics.js';
 import { prepareBenchmarkImage } from '../benchmark/gpu-bench-image.js';
@@ -79,10 +80,13 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
   metrics = createAgentMetrics({ inventory: () => inventory.latest, linkUp: () => daemon.link.ready });
   const metricsListener = await serveMetrics(config, metrics, log);
   await daemon.start();
+  let guard: GpuAccessGuard | null = null;
   if (simulateSpec(config) === null) {
     // The benchmark's image is made on the daemon's first start on a machine, from the program
     // in this package: the first benchmark does not wait for it and no registry is involved.
     prepareBenchmarkImage(dockerClient(), config.benchmarkImage).then(log, (e: unknown) => log(`benchmark image: ${(e as Error).message}`));
+    // Running jobs whose containers lose their GPUs (a Docker restart, a systemd reload).
+    guard = gpuAccessGuard({ docker: dockerClient(), runner, inventory, log });
   }
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -92,6 +96,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
   });
+  guard?.stop();
   await daemon.stop();
   await metricsListener?.close();
 }

@@ -36,6 +36,12 @@ export const agentConfigSchema = z.strictObject({
   }, { error: 'must be COUNTx CLASS, such as "2x h100-80gb-sxm", with a class of the catalog' }),
   nvidiaSmi: z.string().min(1).default('nvidia-smi'),
   /**
+   * Where the host's `/proc`, `/run` and library folders are read for the pre-offer checks (the
+   * kernel module's version, the NVML libraries, NVSwitches, whether systemd runs): `/`, or the
+   * host's root mounted into the agent's container (`/host`).
+   */
+  hostRoot: z.string().min(1).default('/'),
+  /**
    * Where the kernel's `NVRM: Xid` lines are read from: `/dev/kmsg` (read from the start of the
    * ring buffer, then as lines arrive) or a text file that grows, one line per message; unset
    * (empty) to read none.

@@ -336,8 +336,15 @@ export class AgentDaemon {
     this.pendingReports.push(message);
   }
 
-  /** Sends a message as the protocol `welcome` chose reads it: `outputNotes` exist from 5 (older servers' strict schema refuses them). */
+  /**
+   * Sends a message as the protocol `welcome` chose reads it (older servers' strict schemas
+   * refuse what they do not know): `outputNotes` exist from 5, the failure code `gpu_lost` from
+   * 6 (`lost` before: also retried elsewhere, the machine excluded).
+   */
   private send(message: AgentMessage): boolean {
+    if (message.type === 'assignment.status' && message.failure?.code === 'gpu_lost' && this.protocolVersion < 6) {
+      return this.send({ ...message, failure: { ...message.failure, code: 'lost' } });
+    }
     if (message.type === 'assignment.status' && message.outputNotes && this.protocolVersion < 5) {
       const { outputNotes: _notes, ...older } = message;
       return this.link.send(older);
@@ -363,8 +370,8 @@ export class AgentDaemon {
       inventory: changed ? inventory : null,
       runningAssignmentIds: [...this.contexts.keys()],
       draining: this.draining,
-      // A server on protocol 3 or older refuses the unknown field.
-      ...(sendHealth ? { gpuHealth: snap.gpuHealth } : {}),
+      // A server on protocol 3 or older refuses the unknown field; one on 4 or 5 the fields of 6.
+      ...(sendHealth ? { gpuHealth: this.protocolVersion >= 6 ? snap.gpuHealth : snap.gpuHealth.map(({ persistenceMode: _p, fabric: _f, ...older }) => older) } : {}),
     };
     if (this.link.send(message)) {
       // Its pong says the heartbeat arrived: the partition grace counts from it.

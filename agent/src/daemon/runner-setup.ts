@@ -3,7 +3,6 @@ import { mkdirSync, statfsSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import type Docker from 'dockerode';
 import { OffThreadPacker } from '../artifacts/off-thread.js';
-import type { AssignmentRunner } from '../link/assignment-runner.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { DockerAssignmentRunner } from '../runtime/docker-runner.js';
 import { admitAssignment } from './admission.js';
@@ -56,7 +55,7 @@ export interface DockerRunnerSetup {
  * token and records signed with the machine key.
  * Wired once, in `gf-agent run`.
  */
-export function dockerRunner(setup: DockerRunnerSetup): AssignmentRunner {
+export function dockerRunner(setup: DockerRunnerSetup): DockerAssignmentRunner {
   mkdirSync(setup.workDir, { recursive: true, mode: 0o700 });
   const machineHeaders = () => ({ authorization: `Bearer ${setup.machineToken}` });
   const controlPlane = new URL(setup.server).origin;

@@ -2,22 +2,21 @@ import { existsSync, statSync, statfsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Docker from 'dockerode';
 import type { GpuInventory } from '@gpufarm/shared';
+import type { DriverHostReader } from '../inventory/driver-host.js';
 import type { GpuReader } from '../inventory/gpu-reader.js';
+import { preOfferChecks, type PreOfferCheck } from '../inventory/pre-offer.js';
 import { gpusFromReading } from '../inventory/snapshot.js';
 
 /** One doctor finding: what was checked, what was seen, and how to fix it when it is not ok. */
-export interface DoctorCheck {
-  name: string;
-  status: 'ok' | 'warn' | 'fail' | 'skip';
-  detail: string;
-  fix: string | null;
-}
+export type DoctorCheck = PreOfferCheck;
 
 export interface DoctorDeps {
   docker: Docker;
   /** Where the Docker client connects, for messages (`/var/run/docker.sock` or DOCKER_HOST). */
   dockerEndpoint: string;
   gpus: GpuReader;
+  /** The driver's host facts for the pre-offer checks; absent, they run on nvidia-smi's output alone. */
+  driverHost?: DriverHostReader;
   fetch: typeof fetch;
   now: () => Date;
 }
@@ -46,7 +45,8 @@ const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
 /**
  * Checks what the agent needs on this machine and says how to fix what is missing: the Docker
  * socket and Engine API version, nvidia-smi and the driver, which GPUs are offered (and why
- * not), the NVIDIA container runtime, free
+ * not), the pre-offer checks (driver libraries, fabric manager, persistence mode), the NVIDIA
+ * container runtime, free
  * disk for job outputs, the clock against the control plane's `Date` header, and whether the
  * control plane answers at all. Never throws: each failure is a finding.
  */
@@ -107,6 +107,13 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     checks.push({ name: 'nvidia-smi', status: options.simulated ? 'skip' : 'fail', detail: options.simulated ? `${detail} (simulated mode does not need it)` : detail, fix });
   }
   if (reading.ok && reading.report.gpus.length > 0) checks.push(gpuSupportCheck(gpusFromReading(reading)));
+  // The pre-offer checks, as the daemon judges them: a failed one keeps the GPUs off the market.
+  if (options.simulated) {
+    for (const name of ['driver libraries', 'fabric manager', 'persistence mode']) checks.push({ name, status: 'skip', detail: 'simulated mode', fix: null });
+  } else {
+    const host = (await deps.driverHost?.read({ fabricAttached: reading.ok && reading.report.gpus.some((g) => g.health.fabric !== null) })) ?? null;
+    checks.push(...preOfferChecks(reading, host));
+  }
   if (!dockerUp) {
     checks.push({ name: 'nvidia container runtime', status: 'skip', detail: 'Docker Engine not reachable', fix: null });
   } else if (runtimes.includes('nvidia')) {

@@ -4,7 +4,33 @@ import { NvidiaSmiParseError, normalizePciBusId, parseNvidiaSmiXml, type NvidiaS
 /** What reading the GPUs gave: a report, or why there is none (no driver, no tool, a hang). */
 export type GpuReading =
   | { ok: true; report: NvidiaSmiReport }
-  | { ok: false; missing: boolean; reason: string };
+  | {
+      ok: false;
+      missing: boolean;
+      reason: string;
+      /**
+       * Set when nvidia-smi failed because the loaded kernel module and the user-space libraries
+       * are of different driver versions; `nvmlLibraryVersion` is what it said of the library
+       * (`570.124`), null when it said nothing (older drivers).
+       */
+      driverMismatch?: { nvmlLibraryVersion: string | null };
+    };
+
+/**
+ * nvidia-smi's exit status when NVML refuses to start because the kernel module and the library
+ * differ (`NVML_ERROR_LIB_RM_VERSION_MISMATCH`): after a driver upgrade without a reboot.
+ */
+export const NVML_LIB_RM_VERSION_MISMATCH = 18;
+
+/**
+ * Whether nvidia-smi's failure is the driver/library mismatch, and the library version it
+ * named: `Failed to initialize NVML: Driver/library version mismatch`, exit status 18, and on
+ * newer drivers (seen with 550 and 570) a second line `NVML library version: 570.124`.
+ */
+export function parseDriverMismatch(exitCode: unknown, output: string): { nvmlLibraryVersion: string | null } | null {
+  if (exitCode !== NVML_LIB_RM_VERSION_MISMATCH && !/Driver\/library version mismatch/i.test(output)) return null;
+  return { nvmlLibraryVersion: /NVML library version:\s*(\d+(?:\.\d+){1,2})/i.exec(output)?.[1] ?? null };
+}
 
 /** The GPU port: the only thing the agent fakes in tests (a fake `nvidia-smi` on PATH). */
 export interface GpuReader {
@@ -92,7 +118,13 @@ export function nvidiaSmiReader(options: NvidiaSmiReaderOptions = {}): GpuReader
         if (reading.ok) return reading;
       }
       const said = `${stdout}\n${stderr}`.trim().split('\n').filter(Boolean).slice(0, 3).join(' ');
-      return { ok: false, missing: false, reason: killed ? `${command} did not answer within ${timeout} ms (a hung driver?)` : `${command} failed: ${said || error.message}` };
+      const mismatch = killed ? null : parseDriverMismatch(error.code, `${stdout}\n${stderr}`);
+      return {
+        ok: false,
+        missing: false,
+        reason: killed ? `${command} did not answer within ${timeout} ms (a hung driver?)` : `${command} failed: ${said || error.message}`,
+        ...(mismatch ? { driverMismatch: mismatch } : {}),
+      };
     },
   };
 }

@@ -7,3 +7,5 @@ export * from './simulated.js';
 export * from './snapshot.js';
 export * from './docker-output.js';
 export * from './kernel-log.js';
+export * from './driver-host.js';
+export * from './pre-offer.js';

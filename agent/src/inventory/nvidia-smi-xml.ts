@@ -1,5 +1,5 @@
 import { XMLParser } from 'fast-xml-parser';
-import { GpufarmError } from '@gpufarm/shared';
+import { GpufarmError, type FabricInfo } from '@gpufarm/shared';
 
 /**
  * Parses `nvidia-smi -q -x` output (the `nvsmi_device_v*.dtd` XML, driver 470 to 550 and later)
@@ -18,6 +18,8 @@ import { GpufarmError } from '@gpufarm/shared';
  * `Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error` (and nvidia-smi
  * exits non-zero), or listed with `Unknown Error` in place of its values: both come back in
  * `lost`, and every GPU's index is its place in PCI bus order among all of them.
+ * `persistence_mode` and the NVSwitch `fabric` (`state`, `status`: a value on Hopper and newer
+ * GPUs of NVSwitch systems, `N/A` elsewhere) feed the pre-offer checks.
  */
 export interface NvidiaSmiGpu {
   index: number;
@@ -50,6 +52,10 @@ export interface NvidiaSmiHealth {
   shutdownTempC: number | null;
   fanPercent: number | null;
   pcie: { currentGen: number | null; maxGen: number | null; currentWidth: number | null; maxWidth: number | null };
+  /** `<persistence_mode>`: Enabled, Disabled; null for `N/A` (drivers on Windows, some VMs). */
+  persistenceMode: boolean | null;
+  /** `<fabric>` on GPUs of an NVSwitch system (Hopper and newer report it); null for `N/A`. */
+  fabric: FabricInfo | null;
 }
 
 /** A GPU nvidia-smi knows of but cannot read: fallen off the bus, or a driver that lost it. */
@@ -141,6 +147,20 @@ function clockEvent(g: unknown, reason: string): boolean | null {
   return yesNo(child(child(g, 'clocks_event_reasons'), `clocks_event_reason_${reason}`)) ?? yesNo(child(child(g, 'clocks_throttle_reasons'), `clocks_throttle_reason_${reason}`));
 }
 
+/** `Enabled`/`Disabled`. */
+function enabled(node: unknown): boolean | null {
+  const value = text(node)?.toLowerCase();
+  return value === 'enabled' ? true : value === 'disabled' ? false : null;
+}
+
+/** A GPU's `<fabric>`: null when its state is `N/A` or `Not Supported` (no NVSwitch fabric). */
+function fabricOf(g: unknown): FabricInfo | null {
+  const fabric = child(g, 'fabric');
+  const state = text(child(fabric, 'state'));
+  if (state === null || /^not supported$/i.test(state)) return null;
+  return { state: state.slice(0, 64), status: text(child(fabric, 'status'))?.slice(0, 128) ?? null };
+}
+
 function healthOf(g: unknown): NvidiaSmiHealth {
   const ecc = child(g, 'ecc_errors');
   const vol = eccCounts(child(ecc, 'volatile'));
@@ -178,6 +198,8 @@ function healthOf(g: unknown): NvidiaSmiHealth {
       currentWidth: integer(child(child(link, 'link_widths'), 'current_link_width')),
       maxWidth: integer(child(child(link, 'link_widths'), 'max_link_width')),
     },
+    persistenceMode: enabled(child(g, 'persistence_mode')),
+    fabric: fabricOf(g),
   };
 }
 

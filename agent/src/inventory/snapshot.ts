@@ -3,6 +3,8 @@ import type { GpuReading } from './gpu-reader.js';
 import type { KernelLogWatcher } from './kernel-log.js';
 import { normalizePciBusId } from './nvidia-smi-xml.js';
 import type { GpuProbeResult } from './gpu-probe.js';
+import type { DriverHostFacts } from './driver-host.js';
+import { preOfferChecks, preOfferFailure, type PreOfferCheck } from './pre-offer.js';
 
 /**
  * What the agent knows about its machine at one moment: every GPU it detected, whether they
@@ -21,6 +23,8 @@ export interface InventorySnapshot {
   gpuHealth: GpuHealthReport[];
   /** Why the kernel log (XID errors) cannot be read, null when it can or none is configured. */
   kernelLogProblem: string | null;
+  /** The pre-offer checks of this reading (`pre-offer.ts`); empty when simulated. */
+  preOffer: PreOfferCheck[];
   collectedAt: string;
 }
 
@@ -103,24 +107,40 @@ export function gpuHealthReports(reading: GpuReading | null, kernelLog: Pick<Ker
       utilizationPercent: null,
       pcie: { currentGen: null, maxGen: null, currentWidth: null, maxWidth: null },
       xids: kernelLog?.xidsFor(l.pciBusId) ?? [],
+      persistenceMode: null,
+      fabric: null,
     });
   }
   return reports.sort((a, b) => a.index - b.index).slice(0, 64);
 }
 
+/** The probe's state in the health's words. */
+function probeWord(probe: ProbeState): MachineHealth['gpuProbe'] {
+  return probe.kind === 'not_run' ? 'not_run' : probe.result.ok ? 'passed' : 'failed';
+}
+
 /**
  * The health rule (pure): simulated machines are healthy; a real one is healthy only when
- * nvidia-smi listed GPUs and the container probe saw them all.
+ * nvidia-smi listed GPUs, every pre-offer check passed (`pre-offer.ts`: driver libraries,
+ * fabric manager), no running job's container lost its GPUs since the last probe
+ * (`containerGpuLoss`, a reason with its fix) and the container probe saw them all. A failed
+ * check is the reason even when nvidia-smi cannot run (a driver/library mismatch), so the
+ * machine is never merely "without GPUs".
  */
-export function decideHealth(input: { simulated: boolean; reading: GpuReading | null; probe: ProbeState; now: Date }): MachineHealth {
+export function decideHealth(input: { simulated: boolean; reading: GpuReading | null; probe: ProbeState; host?: DriverHostFacts | null; containerGpuLoss?: string | null; now: Date }): MachineHealth {
   const checkedAt = input.now.toISOString();
   if (input.simulated) return { status: 'healthy', reason: null, gpuProbe: 'simulated', checkedAt };
   const reading = input.reading;
+  const failure = preOfferFailure(preOfferChecks(reading, input.host ?? null));
   if (reading === null || !reading.ok) {
+    // The GPUs are there (a driver/library mismatch hides them from nvidia-smi): not "no GPUs".
+    if (failure !== null) return { status: 'unhealthy', reason: failure, gpuProbe: probeWord(input.probe), checkedAt };
     const reason = reading?.reason ?? 'the GPUs were not read';
     return { status: 'unhealthy', reason: reading?.ok === false && reading.missing ? `${reason}; install the NVIDIA driver, or run with --simulate-gpus for a machine without GPUs` : reason, gpuProbe: 'no_gpus', checkedAt };
   }
   if (reading.report.gpus.length === 0) return { status: 'unhealthy', reason: 'nvidia-smi lists no GPU', gpuProbe: 'no_gpus', checkedAt };
+  if (failure !== null) return { status: 'unhealthy', reason: failure, gpuProbe: probeWord(input.probe), checkedAt };
+  if (input.containerGpuLoss) return { status: 'unhealthy', reason: input.containerGpuLoss, gpuProbe: 'failed', checkedAt };
   if (input.probe.kind === 'not_run') return { status: 'unhealthy', reason: 'the GPU container probe has not run yet: GPUs are offered once a container has seen them', gpuProbe: 'not_run', checkedAt };
   if (!input.probe.result.ok) return { status: 'unhealthy', reason: `GPU container probe failed: ${input.probe.result.reason}`, gpuProbe: 'failed', checkedAt };
   return { status: 'healthy', reason: null, gpuProbe: 'passed', probeListing: input.probe.result.listed.slice(0, 64), checkedAt };

@@ -8,7 +8,8 @@ import { UploadError } from '../artifacts/upload.js';
 import { restoreJobs } from '../restore/restore.js';
 import { checkContainerConfig, ContainerConfigError } from './container-config.js';
 import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
-import { RuntimeError } from './errors.js';
+import { RuntimeError, type RuntimeFailureCode } from './errors.js';
+import type { GpuJob } from './gpu-access.js';
 import type { JobExit } from './job-state.js';
 import { replayFiles } from './log-file.js';
 import type { LogSink } from './log-lines.js';
@@ -51,7 +52,10 @@ interface Held {
   stoppedForContact: boolean;
   /** A cancel arrived (possibly before the container started: it is stopped as soon as it runs). */
   canceled: boolean;
+  /** The machine failed the job (`failForMachine`): once stopped it is reported failed with this, not finished. */
+  machineFault?: { code: RuntimeFailureCode; message: string };
 }
+
 
 /**
  * The `AssignmentRunner` port of the daemon (`link/assignment-runner.ts`) on the Docker runtime:
@@ -127,7 +131,37 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       held.ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code: 'internal', message: `supervising the container failed: ${(err as Error).message}`.slice(0, 2000) }, lastLogSeq: lastSeq(held.ctx) });
       return;
     }
+    if (held.machineFault) {
+      // The run is not the job's result: no outputs go up, the control plane retries it elsewhere.
+      this.held.delete(held.spec.assignmentId);
+      held.ctx.report({ ...NULL_REPORT, imageDigest: exit.imageDigest, startedAt: exit.startedAt, finishedAt: exit.finishedAt, exitCode: exit.exitCode, state: 'failed', failure: held.machineFault, lastLogSeq: lastSeq(held.ctx) });
+      await held.ctx.logs.drained();
+      await this.options.runtime.release(held.spec.assignmentId).catch((e: unknown) => this.say(`releasing ${held.spec.assignmentId} failed: ${(e as Error).message}`));
+      return;
+    }
     await this.complete(held, exit, handle.outputDir, handle.logFile);
+  }
+
+  /** The running jobs that hold GPUs, with their containers (for `runtime/gpu-access.ts`). */
+  gpuJobs(): GpuJob[] {
+    return [...this.held.values()]
+      .filter((h) => h.state === 'running' && h.handle !== null && h.spec.gpus.length > 0 && !h.machineFault && !h.canceled && !h.stoppedForContact)
+      .map((h) => ({ assignmentId: h.spec.assignmentId, containerId: h.handle!.containerId, gpuUuids: h.spec.gpus.map((g) => g.uuid) }));
+  }
+
+  /**
+   * Stops a running job for a fault of the machine (its container lost its GPUs): the job's log
+   * says why, and once the container stopped the assignment is reported `failed` with `fault`
+   * (retried on another machine, not charged) instead of finished; nothing is uploaded. False
+   * when the assignment is not running here (finished, or already stopped).
+   */
+  async failForMachine(assignmentId: string, fault: { code: RuntimeFailureCode; message: string }): Promise<boolean> {
+    const held = this.held.get(assignmentId);
+    if (!held || held.state !== 'running' || !held.handle || held.machineFault) return false;
+    held.machineFault = { code: fault.code, message: fault.message.slice(0, 2000) };
+    this.say(`assignment ${assignmentId}: failed by the machine: ${fault.message}`);
+    await held.handle.cancel(`stopped by the machine: ${fault.message}`);
+    return true;
   }
 
   private async complete(held: Held, exit: JobExit, outputDir: string, logFile: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { GpufarmError } from '@gpufarm/shared';
 
 /** Why starting an assignment failed; the codes are the protocol's `ASSIGNMENT_FAILURES`. */
-export type RuntimeFailureCode = 'pull_failed' | 'digest_mismatch' | 'input_failed' | 'create_failed' | 'upload_failed' | 'lost' | 'internal';
+export type RuntimeFailureCode = 'pull_failed' | 'digest_mismatch' | 'input_failed' | 'create_failed' | 'upload_failed' | 'lost' | 'internal' | 'gpu_lost';
 
 /**
  * An infrastructure fault of the runtime: the control plane retries the job elsewhere, except

@@ -103,11 +103,11 @@ export function busyboxSpec(overrides: Partial<AssignmentSpec> = {}): Assignment
 
 /**
  * Pushes a variant of the busybox image to the local registry: `USER user` set, and `files`
- * (path under / to text, or to a symbolic link's target) put in. Made offline from the pinned
- * busybox image (a created container, its files put in, committed with the USER change); the
- * local copy goes at teardown, the registry keeps the manifest.
+ * (path under / to text, to text with a mode, or to a symbolic link's target) put in. Made
+ * offline from the pinned busybox image (a created container, its files put in, committed with
+ * the USER change); the local copy goes at teardown, the registry keeps the manifest.
  */
-export async function busyboxWithUser(t: Test, opts: { user: string; files?: Record<string, string | { linkTo: string }> }): Promise<LocalImage> {
+export async function busyboxWithUser(t: Test, opts: { user: string; files?: Record<string, string | { linkTo: string } | { text: string; mode: number }> }): Promise<LocalImage> {
   const { registry, busybox } = localImages();
   const repository = `${registry}/gpufarm/busybox-user`;
   const tag = uniqueName('t');
@@ -116,6 +116,7 @@ export async function busyboxWithUser(t: Test, opts: { user: string; files?: Rec
     const pack = tar.pack();
     for (const [path, content] of Object.entries(opts.files ?? {})) {
       if (typeof content === 'string') pack.entry({ name: path.replace(/^\//, ''), mode: 0o644 }, content);
+      else if ('text' in content) pack.entry({ name: path.replace(/^\//, ''), mode: content.mode }, content.text);
       else pack.entry({ name: path.replace(/^\//, ''), type: 'symlink', linkname: content.linkTo });
     }
     pack.finalize();

@@ -26,6 +26,8 @@ export const FIXTURES = [
   'b200-graphics-device-driver-570.86',
   'rtx-a2000-12gb',
   'gtx-1080-ti',
+  '8x-h100-sxm5',
+  '8x-h100-sxm5-fabric-in-progress',
 ] as const;
 export type Fixture = (typeof FIXTURES)[number];
 
@@ -56,7 +58,16 @@ export const FIXTURE_COMPUTE_CAPS: Record<Fixture, string | null> = {
   'b200-graphics-device-driver-570.86': '10.0',
   'rtx-a2000-12gb': '8.6',
   'gtx-1080-ti': '6.1',
+  '8x-h100-sxm5': '9.0',
+  '8x-h100-sxm5-fabric-in-progress': '9.0',
 };
+
+/** Recorded outputs of nvidia-smi when it fails (`../fixtures/nvidia-smi/<name>.txt`), with its exit status. */
+export const FAILURE_FIXTURES = {
+  // A driver upgraded (libraries 570.124.06) without a reboot (kernel module 570.86.15 still loaded): NVML_ERROR_LIB_RM_VERSION_MISMATCH.
+  'driver-library-mismatch-570': 18,
+} as const;
+export type FailureFixture = keyof typeof FAILURE_FIXTURES;
 
 /** What an older driver prints for `--query-gpu=compute_cap` (and exits 2). */
 const NO_COMPUTE_CAP_FIELD = 'Field "compute_cap" is not a valid field to query.';
@@ -184,6 +195,8 @@ export interface FakeNvidiaSmi {
   useXml(xml: string, computeCaps: ReadonlyArray<string | null> | null): void;
   /** Make the next calls fail as nvidia-smi does when the driver is gone. */
   breakDriver(): void;
+  /** Make the next calls print a recorded failure and exit with its status (a driver/library mismatch); `use` ends it. */
+  fail(name: FailureFixture): void;
   /**
    * The GPU probe for these fake GPUs: what a container would list is the fake's `nvidia-smi -L`
    * (no container runtime can see GPUs that do not exist).
@@ -205,10 +218,15 @@ export function fakeNvidiaSmi(initial: Fixture): FakeNvidiaSmi {
   const list = join(binDir, 'current.list');
   const caps = join(binDir, 'current.caps');
   const script = join(binDir, 'nvidia-smi');
+  const failure = join(binDir, 'current.failure');
   writeFileSync(
     script,
     `#!/bin/sh
 # fake nvidia-smi for gpufarm agent tests
+if [ -f "${failure}" ]; then
+  cat "${failure}"
+  exit "$(cat "${failure}.exit")"
+fi
 if [ ! -f "${current}" ]; then
   echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
   exit 9
@@ -224,6 +242,7 @@ esac
   );
   chmodSync(script, 0o755);
   const serve = (xml: string, exit: number, computeCaps: ReadonlyArray<string | null> | string | null) => {
+    rmSync(failure, { force: true });
     writeFileSync(`${current}.tmp`, xml);
     // rename is atomic: a read in progress sees the old or the new fixture, never half of one
     renameSync(`${current}.tmp`, current);
@@ -243,6 +262,10 @@ esac
     use,
     useXml: (xml, computeCaps) => serve(xml, 0, computeCaps),
     breakDriver: () => rmSync(current, { force: true }),
+    fail: (name) => {
+      writeFileSync(`${failure}.exit`, String(FAILURE_FIXTURES[name]));
+      writeFileSync(failure, readFileSync(fileURLToPath(new URL(`../fixtures/nvidia-smi/${name}.txt`, import.meta.url)), 'utf8'));
+    },
     probe: {
       probe: (uuids) =>
         new Promise((resolve) => {

@@ -279,6 +279,14 @@ export class TestPeer {
         ws.close(AGENT_CLOSE_CODES.invalidMessage, 'assignment.status: outputNotes: unknown field');
         return;
       }
+      // A server before protocol 6 knows neither a GPU report's persistence mode and fabric nor the code gpu_lost.
+      const v6 = msg.type === 'heartbeat' ? msg.gpuHealth?.find((r) => 'persistenceMode' in r || 'fabric' in r) : undefined;
+      if (chosen < 6 && (v6 !== undefined || (msg.type === 'assignment.status' && msg.failure?.code === 'gpu_lost'))) {
+        const problem = v6 !== undefined ? 'heartbeat: gpuHealth: persistenceMode, fabric: unknown fields' : 'assignment.status: failure.code: gpu_lost unknown';
+        this.invalid.push(`${problem} on protocol ${chosen}`);
+        ws.close(AGENT_CLOSE_CODES.invalidMessage, problem);
+        return;
+      }
       this.received.push(msg);
       if (msg.type === 'hello') {
         const versions: readonly number[] = this.options.versions ?? AGENT_PROTOCOL_VERSIONS;

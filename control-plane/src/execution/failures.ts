@@ -25,6 +25,9 @@ export const FAILURE_RULES: Readonly<Record<FailureCode, FailureRule>> = {
   upload_failed: { retried: true, excludeMachine: true, summary: 'the outputs could not be uploaded' },
   lost: { retried: true, excludeMachine: true, summary: 'the machine lost the container' },
   internal: { retried: true, excludeMachine: true, summary: 'the machine had an internal error' },
+  // The container runtime took the GPUs from the running container (a Docker restart or a systemd
+  // reload, the NVIDIA Container Toolkit's known issue): the machine's fault, and it may repeat there.
+  gpu_lost: { retried: true, excludeMachine: true, summary: 'the job\'s container lost access to its GPUs on the machine' },
   machine_lost: { retried: true, excludeMachine: true, summary: 'the machine stopped answering' },
   // The control plane's own finding from the machine's GPU health reports (XID 79, DBE…).
   gpu_failed: { retried: true, excludeMachine: true, summary: 'a GPU of the machine failed' },

@@ -1,6 +1,7 @@
 import { compareDriverVersions, findGpuClass, isOfferedArchitecture, MIN_DRIVER_BY_ARCHITECTURE, minDriverFor } from '../catalog/gpu-classes.js';
 import { z } from 'zod';
 import { formatUsdCents } from '../money.js';
+import { splitReasonFix } from './pre-offer.js';
 
 /**
  * The operator's "earning / not earning" verdict for one machine: a pure function of what the
@@ -151,6 +152,10 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
   if (facts.drainRequested || facts.status === 'draining') {
     return verdict('draining', 'Drained: it takes no new job.', 'Undrain it from the machine page or with `gf-agent undrain` when it should take jobs again.');
   }
+  // A failed pre-offer check (driver, fabric manager, a container that lost its GPUs) names its
+  // own fix in the agent's reason, and comes before the GPUs: it is the machine's, not theirs.
+  const carried = facts.status === 'unhealthy' ? splitReasonFix(firstLine(facts.healthReason ?? '')) : null;
+  if (carried?.fix) return verdict('unhealthy', `Unhealthy: ${carried.what}.`, `${carried.fix[0]!.toUpperCase()}${carried.fix.slice(1)}, ${DOCTOR}.`);
   // The reported status is current; the probe state comes with the last inventory the agent sent.
   if (facts.status === 'unhealthy' && (facts.probe.state === 'failed' || /^GPU container probe failed/i.test(facts.healthReason ?? ''))) {
     const output = probeMessage(facts.healthReason ?? facts.probe.output);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isoTimeSchema, nonNegativeIntSchema } from '../schemas/common.js';
+import { fabricProblem, FABRIC_MANAGER_FIX, PERSISTENCE_MODE_FIX, PERSISTENCE_MODE_OFF } from './pre-offer.js';
 
 /**
  * GPU health: the signals an agent reads for each GPU (`nvidia-smi -q -x` and the kernel's
@@ -67,6 +68,13 @@ export const gpuHealthReportSchema = z.strictObject({
   utilizationPercent: z.number().min(0).max(100).nullable(),
   pcie: z.strictObject({ currentGen: count, maxGen: count, currentWidth: count, maxWidth: count }),
   xids: z.array(gpuXidSchema).max(MAX_REPORTED_XIDS),
+  /** Protocol 6 (absent before): `<persistence_mode>` Enabled or Disabled; null where not reported. */
+  persistenceMode: flag.optional(),
+  /**
+   * Protocol 6 (absent before): the GPU's NVSwitch fabric (`<fabric><state>`, `<status>`), null
+   * for a GPU without one (state `N/A`); see `fabricProblem`.
+   */
+  fabric: z.strictObject({ state: z.string().max(64).nullable(), status: z.string().max(128).nullable() }).nullable().optional(),
 });
 export type GpuHealthReport = z.infer<typeof gpuHealthReportSchema>;
 
@@ -153,6 +161,9 @@ export function gpuHealthVerdict(report: GpuHealthReport, now: Date): GpuVerdict
   if (remappedRows.failure === true) failed.push('row remapping failed: the memory has no spare rows left; replace the GPU');
   const retired = (retiredPages.singleBit ?? 0) + (retiredPages.doubleBit ?? 0);
   if (retired >= RETIRED_PAGES_REPLACE_AT) failed.push(`${retired} memory pages retired: the retirement table is nearly full; replace the GPU`);
+  const fabric = fabricProblem(report.fabric);
+  if (fabric !== null) failed.push(`${fabric}; ${FABRIC_MANAGER_FIX}`);
+  if (report.persistenceMode === false) warned.push(`${PERSISTENCE_MODE_OFF}; ${PERSISTENCE_MODE_FIX}`);
   if (remappedRows.pending === true) warned.push('a memory row remap is pending: reset the GPU or reboot when idle to apply it');
   if (retiredPages.pending === true) warned.push('a memory page retirement is pending: reset the GPU or reboot when idle to apply it');
   if (clockEvents.hwThermalSlowdown === true || clockEvents.swThermalSlowdown === true) warned.push('thermal slowdown: the GPU slows its clocks because it is too hot; check the airflow, fans and room temperature');

@@ -44,12 +44,14 @@ import { assignmentSpecSchema } from './assignment.js';
  * 2 adds `welcome.lostAfterSeconds`; 3 adds `assign.assignment.deterministic`, which the server
  * leaves out for an agent on 1 or 2 (their strict schema refuses an unknown field); 4 adds
  * `heartbeat.gpuHealth`, which the agent sends only once `welcome` chose 4 or later; 5 adds
- * `assignment.status.outputNotes`, likewise sent only once `welcome` chose 5 or later;
+ * `assignment.status.outputNotes`, likewise sent only once `welcome` chose 5 or later; 6 adds
+ * `heartbeat.gpuHealth[].persistenceMode` and `.fabric` and the failure code `gpu_lost`, which
+ * the agent sends only once `welcome` chose 6 or later (`lost` before);
  * everything else is as in 1.
  */
-export const AGENT_PROTOCOL_VERSION = 5;
+export const AGENT_PROTOCOL_VERSION = 6;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5, 6] as const;
 
 /**
  * The control plane's defaults for a silent machine: offline after this long without a
@@ -328,8 +330,13 @@ export const assignmentRejectedMessageSchema = z.strictObject({
 });
 
 export const ASSIGNMENT_STATES = ['pulling', 'starting', 'running', 'stopping', 'exited', 'uploading', 'finished', 'failed'] as const;
-/** Why an assignment failed on the machine: an infrastructure fault the control plane retries elsewhere. */
-export const ASSIGNMENT_FAILURES = ['pull_failed', 'digest_mismatch', 'input_failed', 'create_failed', 'upload_failed', 'lost', 'internal'] as const;
+/**
+ * Why an assignment failed on the machine: an infrastructure fault the control plane retries
+ * elsewhere. `gpu_lost` (protocol 6): the running container could no longer reach its GPUs (the
+ * container runtime rewrote its device rules, after a Docker restart or `systemctl
+ * daemon-reload`), and the agent stopped it.
+ */
+export const ASSIGNMENT_FAILURES = ['pull_failed', 'digest_mismatch', 'input_failed', 'create_failed', 'upload_failed', 'lost', 'internal', 'gpu_lost'] as const;
 
 export const assignmentOutputSchema = z.strictObject({
   /** The output rule's path under /output. */
