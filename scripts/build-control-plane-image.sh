@@ -41,6 +41,15 @@ TSX="$ROOT/node_modules/.bin/tsx"
 [ -x "$TSX" ] || fail "$TSX is missing: run npm install"
 curl -fsS "http://$REGISTRY/v2/" >/dev/null 2>&1 || fail "no registry answers on http://$REGISTRY/v2/ (run scripts/test-env.sh)"
 
+# One build at a time: scripts/run-tests.sh starts one beside the suite, and the image's test
+# runs this script again; the second waits here and then finds the image up to date.
+mkdir -p "$ROOT/.gpufarm"
+exec 9>"$ROOT/.gpufarm/control-plane-image.lock"
+if ! flock -n 9; then
+  say "waiting for another build of the image to finish"
+  flock 9
+fi
+
 NODE_BIN="$("$ROOT/scripts/node.sh" 24)/node"
 NODE_VERSION=$("$NODE_BIN" --version)
 VERSION=$(node -p 'require(process.argv[1]).version' "$ROOT/control-plane/package.json")

@@ -101,6 +101,15 @@ ensure_web_built() {
     || fail "the dashboard did not build (see above)"
 }
 
+# --- The workspaces' build (tests import @gpufarm/shared and @gpufarm/client as they ship, from
+# dist/; tsc -b is incremental, so an unchanged tree costs seconds). It is also the typecheck:
+# a type error stops the run here, before any test.
+ensure_workspaces_built() {
+  say "building the workspaces (tsc -b)"
+  (cd "$(dirname "${BASH_SOURCE[0]}")/.." && node_modules/.bin/tsc -b) \
+    || fail "the workspaces did not build: fix the type errors above (npm run typecheck shows them again)"
+}
+
 # --- HAProxy (the replica tests and `npm run cluster` put Debian's haproxy in front of the control planes) ---
 ensure_haproxy() {
   if command -v haproxy >/dev/null 2>&1; then return; fi
@@ -130,6 +139,7 @@ ensure_prometheus() {
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
+ensure_workspaces_built
 ensure_docker
 ensure_images_built
 ensure_chromium
