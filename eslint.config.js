@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/.tsbuild/**', '**/dist/**', '.gpufarm/**', '**/*.d.ts'] },
+  { ignores: ['**/node_modules/**', '**/.tsbuild/**', '**/dist/**', '**/dist-test/**', '.gpufarm/**', '**/*.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

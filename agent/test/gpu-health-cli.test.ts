@@ -2,13 +2,13 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { gfAgent } from './helpers/cli.js';
 import { fakeNvidiaSmi, kernelLogFixturePath } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
+import { testCommand } from '../../shared/build/test-bundles.js';
 
-const BIN = fileURLToPath(new URL('../bin/gf-agent.js', import.meta.url));
+const [NODE, ...GF_AGENT] = testCommand('agent');
 const TOKEN = `gfe_${'h'.repeat(43)}`;
 
 t.test('behavior: gf-agent status prints each GPU\'s verdict with its reasons, from what the running daemon read (nvidia-smi and the kernel log)', async (t) => {
@@ -29,7 +29,7 @@ t.test('behavior: gf-agent status prints each GPU\'s verdict with its reasons, f
   t.equal(enrolled.code, 0, enrolled.stderr);
 
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
-  const child = spawn(process.execPath, [BIN, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'ignore', 'ignore'] });
+  const child = spawn(NODE, [...GF_AGENT, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'ignore', 'ignore'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   t.teardown(() => {
     if (child.exitCode === null) child.kill('SIGKILL');

@@ -2,12 +2,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { gfAgent } from './helpers/cli.js';
 import { TestPeer } from './helpers/peer.js';
+import { testCommand } from '../../shared/build/test-bundles.js';
 
-const BIN = fileURLToPath(new URL('../bin/gf-agent.js', import.meta.url));
+const [NODE, ...GF_AGENT] = testCommand('agent');
 const TOKEN = `gfe_${'r'.repeat(43)}`;
 
 t.test('behavior: gf-agent run connects, reports, refuses an assignment naming a GPU it does not offer, and stops on SIGTERM', async (t) => {
@@ -23,7 +23,7 @@ t.test('behavior: gf-agent run connects, reports, refuses an assignment naming a
 
   t.equal((await gfAgent(['enroll', '--server', peer.url, '--token', TOKEN], env)).code, 0);
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
-  const child = spawn(process.execPath, [BIN, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(NODE, [...GF_AGENT, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Address } from 'viem';
-import { ROOT, type Marketplace } from './marketplace.js';
+import type { Marketplace } from './marketplace.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
+import { testCommand } from '../../shared/build/test-bundles.js';
 
 const run = promisify(execFile);
-const BIN = join(ROOT, 'agent/bin/gf-agent.js');
 
 export interface AgentOptions {
   /** Its name in diagnostics, such as `agent-a`. */
@@ -65,7 +65,7 @@ export async function enrollAgent(market: Marketplace, options: AgentOptions): P
   // The agent reads only its own GF_AGENT_* variables; none of this process's leak into it.
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
   const childEnv = { ...base, ...env };
-  const [file, ...prefix] = options.command ?? [process.execPath, BIN];
+  const [file, ...prefix] = options.command ?? testCommand('agent');
   const processes: TestProcess[] = [];
   let machineId: string | null = null;
   market.cleanups.push(async () => {

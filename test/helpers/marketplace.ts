@@ -15,6 +15,7 @@ import { createMigratedDatabase, TEST_DATABASE_URL } from '../../control-plane/t
 import { startHaproxy, waitForServersUp, type HaproxyProcess } from '../../scripts/src/cluster/haproxy.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
 import { until } from './wait.js';
+import { testCommand } from '../../shared/build/test-bundles.js';
 
 export const ROOT = new URL('../../', import.meta.url).pathname;
 export const CHAIN_ID = 4663;
@@ -115,7 +116,7 @@ export interface EnrollmentTokenParams {
 
 /**
  * The marketplace as separate processes: a fresh PostgreSQL database, anvil with the escrow and
- * the test stablecoin, and the control plane (`control-plane/src/main.ts` through tsx) on a
+ * the test stablecoin, and the control plane (its test bundle, shared/build/test-bundles.ts) on a
  * free port, or with `replicas` several of them behind HAProxy with artifacts in s3rver. Agents are started with `startAgent` (./agent.ts). Everything is stopped by pid,
  * containers of its agents removed and the database dropped when the test ends.
  */
@@ -212,7 +213,8 @@ export class Marketplace {
     };
     const startControlPlane = async (name: string, extra: Record<string, string>): Promise<{ process: TestProcess; url: string }> => {
       const port = await freePort();
-      const child = spawnProcess(name, process.execPath, ['--import', 'tsx', join(ROOT, 'control-plane/src/main.ts')], {
+      const [node, ...args] = testCommand('control-plane');
+      const child = spawnProcess(name, node, args, {
         cwd: ROOT,
         env: { ...env, PORT: String(port), GF_DATA_DIR: join(root, name), ...extra },
       });

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { testCommand } from '../../../shared/build/test-bundles.js';
 
-const BIN = fileURLToPath(new URL('../../bin/gf-agent.js', import.meta.url));
+const [NODE, ...GF_AGENT] = testCommand('agent');
 
 export interface CliResult {
   code: number;
@@ -13,7 +13,7 @@ export interface CliResult {
 export function gfAgent(args: string[], env: Record<string, string>): Promise<CliResult> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env: { ...base, ...env }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(NODE, [...GF_AGENT, ...args], { env: { ...base, ...env }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });

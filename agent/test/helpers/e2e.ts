@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Test } from 'tap';
 import type { AssignmentSpec, LogBatchLine } from '@gpufarm/shared';
@@ -12,8 +11,9 @@ import { gfAgent } from './cli.js';
 import { busyboxSpec, cleanOwner, docker } from './docker.js';
 import { TestPeer, type PeerOptions } from './peer.js';
 import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/runtime/labels.js';
+import { testCommand } from '../../../shared/build/test-bundles.js';
 
-const BIN = fileURLToPath(new URL('../../bin/gf-agent.js', import.meta.url));
+const [NODE, ...GF_AGENT] = testCommand('agent');
 
 /** One `gf-agent run` child process. */
 export interface AgentProcess {
@@ -85,7 +85,7 @@ export async function e2eAgent(t: Test, settings: Record<string, string> = {}, p
     workDir,
     env,
     start: () => {
-      const child = spawn(process.execPath, [BIN, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(NODE, [...GF_AGENT, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
       child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
       child.stderr!.on('data', (d: Buffer) => (output += d.toString()));

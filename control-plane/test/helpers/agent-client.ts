@@ -16,7 +16,6 @@ import {
   type RunningAssignment,
   type ServerMessage,
 } from '@gpufarm/shared';
-import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { createEnrollmentToken } from '../../src/agent-gateway/enrollment.js';
 import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
@@ -27,6 +26,7 @@ import type { Database } from '../../src/db/database.js';
 import { createControlPlaneMetrics, type ControlPlaneMetrics } from '../../src/metrics/registry.js';
 import { buildTestApp, createTestKey, type TestApp } from './app.js';
 import { tarOf } from './uploads.js';
+import { testCommand } from '../../../shared/build/test-bundles.js';
 
 /**
  * A test agent: inventories, hello and heartbeat messages, and a real `ws` client that parses
@@ -406,13 +406,13 @@ export async function runCanary(agent: AgentSocket, params: { url: string; machi
   return { jobId: assignment.jobId, assignmentId: assignment.assignmentId };
 }
 
-const GF_AGENT = fileURLToPath(new URL('../../../agent/bin/gf-agent.js', import.meta.url));
+const [GF_AGENT_NODE, ...GF_AGENT] = testCommand('agent');
 
 /** Runs the real `gf-agent` CLI with only the given GF_AGENT_* settings (stdin is not a terminal). */
 export function gfAgent(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
   return new Promise((resolve) => {
-    execFile(process.execPath, [GF_AGENT, ...args], { env: { ...base, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(GF_AGENT_NODE, [...GF_AGENT, ...args], { env: { ...base, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
