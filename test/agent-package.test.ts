@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -21,11 +21,12 @@ import { Marketplace, ROOT } from './helpers/marketplace.js';
  * The npm tarball: installed with `npm install -g` into a prefix of its own, run with plain node
  * and no NODE_OPTIONS (no tsx, no source condition), enrolled with a real control plane and given
  * a real job. The .deb: its fields and files, then a real `dpkg -i` in a throwaway root, a
- * copy-on-write view of this Debian machine (overlayfs over `/`, entered with chroot): dpkg
- * checks the dependencies against what this machine has installed (nodejs, adduser) and runs
- * the maintainer scripts for real, and every write lands in the overlay, not here. The gf-agent
- * it installed prints its version, passes doctor as the gf-agent user, enrolls and runs a job;
- * a purge removes it.
+ * copy-on-write view of a stock Debian 12 (debootstrap's minbase, made once per machine by
+ * scripts/debian-root.sh: no nodejs, overlayfs over it, entered with chroot) with Docker's socket
+ * and group as installing Docker leaves them: dpkg checks the dependencies against what that
+ * system has and runs the maintainer scripts for real, and every write lands in the overlay. The
+ * gf-agent it installed runs on the Node the package carries: it prints its version, passes
+ * doctor as the gf-agent user, enrolls and runs a job; a purge removes it.
  */
 
 // A pack, installs from the registry, two marketplaces and containers: minutes.
@@ -38,8 +39,8 @@ const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 const AS_AGENT_USER = ['setpriv', '--reuid=gf-agent', '--regid=gf-agent', '--init-groups', '--'];
 
 /**
- * A copy-on-write view of this machine's root file system (overlayfs: `/` below, a folder of
- * our own above), with /proc, /dev, /tmp and the Docker socket of this machine mounted in.
+ * A copy-on-write view of a root file system (overlayfs: `lower` below, a folder of our own
+ * above), with /proc, /dev, /tmp and the Docker socket of this machine mounted in.
  */
 class ThrowawayRoot {
   private constructor(
@@ -56,10 +57,10 @@ class ThrowawayRoot {
     return join(this.base, 'root');
   }
 
-  async mountAll(): Promise<void> {
+  async mountAll(lower: string): Promise<void> {
     const [upper, workdir, dir] = ['upper', 'work', 'root'].map((name) => join(this.base, name)) as [string, string, string];
     for (const d of [upper, workdir, dir]) await mkdir(d, { recursive: true });
-    await this.mount(['-t', 'overlay', 'overlay', '-o', `lowerdir=/,upperdir=${upper},workdir=${workdir}`, dir], dir);
+    await this.mount(['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${workdir}`, dir], dir);
     for (const shared of ['/proc', '/dev', '/tmp']) await this.mount(['--bind', shared, join(dir, shared)], join(dir, shared));
     // A socket seen through overlayfs refuses connections; the real one is mounted over it.
     const socket = join(dir, 'run/docker.sock');
@@ -90,7 +91,9 @@ t.teardown(async () => {
   if (await throwaway.destroy()) await rm(work, { recursive: true, force: true });
   else console.error(`agent-package: mounts are left under ${work}; it was not deleted`);
 });
-await throwaway.mountAll();
+// Made beside the suite by scripts/run-tests.sh; this call waits for that one or makes it.
+const debianRoot = (await run('bash', [join(ROOT, 'scripts/debian-root.sh')])).stdout.trim();
+await throwaway.mountAll(debianRoot);
 
 /** Runs a command in the throwaway root with the system's PATH and no NODE_OPTIONS; never rejects. */
 async function inRoot(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -174,22 +177,23 @@ t.test('default: the .deb is built from the npm tarball with its fields, the app
   t.equal(await field('Package'), 'gf-agent');
   t.equal(await field('Version'), version, 'the version of agent/package.json');
   t.equal(await field('Architecture'), arch, "gpu-bench is compiled code: this machine's architecture");
-  t.equal(await field('Depends'), 'nodejs (>= 20.11), adduser', 'Node 20.11 or newer from the system, adduser for the postinst');
+  t.equal(await field('Depends'), 'libc6 (>= 2.28), libstdc++6, adduser', "no nodejs: only what the Node it carries links to, adduser for the postinst");
   t.match(await field('Recommends'), /docker\.io/, 'Docker recommended');
 
+  const fsys = async (path: string) => (await run('sh', ['-c', 'dpkg-deb --fsys-tarfile "$1" | tar -xOf - "$2"', 'sh', deb!, path])).stdout;
   const listing = (await run('dpkg-deb', ['-c', deb!], { maxBuffer: 64 * 1024 * 1024 })).stdout.split('\n');
   const paths = listing.map((line) => line.split(/\s+/).slice(5).join(' ')).filter(Boolean);
-  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/dist/gpu-bench/gpu-bench', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
+  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/dist/gpu-bench/gpu-bench', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/gf-agent/node/bin/node', './usr/lib/gf-agent/node/LICENSE', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
     t.ok(paths.includes(path), `${path} is in the package`);
   }
-  t.ok(paths.includes('./usr/bin/gf-agent -> ../lib/gf-agent/dist/gf-agent.js'), '/usr/bin/gf-agent links to the compiled command');
+  t.ok(paths.includes('./usr/bin/gf-agent'), '/usr/bin/gf-agent is in the package');
+  t.equal(await fsys('./usr/bin/gf-agent'), '#!/bin/sh\nexec /usr/lib/gf-agent/node/bin/node /usr/lib/gf-agent/dist/gf-agent.js "$@"\n', "/usr/bin/gf-agent runs the compiled command on the package's own Node");
   t.same(paths.filter((p) => p.startsWith('./usr/lib/gf-agent/node_modules/@gpufarm/') || /\/node_modules\/(tsx|typescript)\//.test(p)), [], 'no workspace package, no tsx, no typescript');
   t.same(paths.filter((p) => p.endsWith('.node')), [], 'no native addon');
   t.same(listing.filter((l) => l && !l.includes(' root/root ')), [], 'every file is owned by root');
 
   const conffiles = (await run('dpkg-deb', ['-I', deb!, 'conffiles'])).stdout;
   t.equal(conffiles, '/etc/gf-agent/agent.toml\n', 'agent.toml is a conffile: an upgrade keeps local edits');
-  const fsys = async (path: string) => (await run('sh', ['-c', 'dpkg-deb --fsys-tarfile "$1" | tar -xOf - "$2"', 'sh', deb!, path])).stdout;
   const unit = await fsys('./usr/lib/systemd/system/gf-agent.service');
   t.equal(
     unit,
@@ -203,7 +207,14 @@ t.test('default: the .deb is built from the npm tarball with its fields, the app
   t.notMatch(toml, /^[a-z_]+ = /m, 'all of them commented: the defaults apply');
 });
 
-t.test('default: dpkg -i installs it in a throwaway root: the user, the state folder, the conffile; gf-agent --version and doctor run, and so does a job', async (t) => {
+t.test('default: dpkg -i installs it in a stock Debian 12 without nodejs: the user, the state folder, the conffile; gf-agent --version and doctor run on its own Node, and so does a job', async (t) => {
+  t.match((await inRoot(['cat', '/etc/debian_version'])).stdout, /^12\./, 'the root is Debian 12');
+  t.not((await inRoot(['sh', '-c', 'command -v node || command -v nodejs'])).code, 0, 'with no node on its PATH');
+  t.not((await inRoot(['dpkg-query', '-W', 'nodejs'])).code, 0, 'and no nodejs package');
+  // What installing Docker leaves: its group, owning the socket (mounted from this machine).
+  const dockerGid = (await stat('/run/docker.sock')).gid;
+  t.equal((await inRoot(['groupadd', '--system', '--gid', String(dockerGid), 'docker'])).code, 0, "the docker group, with the socket's gid");
+
   const install = await inRoot(['dpkg', '-i', deb!]);
   t.equal(install.code, 0, `dpkg -i succeeds:\n${install.stdout}${install.stderr}`);
   t.match(install.stdout, /gf-agent enroll/, 'the postinst says how to enroll');
@@ -217,6 +228,7 @@ t.test('default: dpkg -i installs it in a throwaway root: the user, the state fo
 
   const versionOut = await inRoot(['gf-agent', '--version']);
   t.equal(versionOut.stdout.trim(), version, 'the installed gf-agent --version prints the package version');
+  t.equal((await inRoot(['/usr/lib/gf-agent/node/bin/node', '--version'])).stdout.trim(), 'v24.21.0', 'the Node it carries is 24');
   const doctor = await inRoot([...AS_AGENT_USER, 'gf-agent', 'doctor', '--json', '--simulate-gpus', '1x rtx-4090-24gb']);
   const checks = JSON.parse(doctor.stdout) as Array<{ name: string; status: string; detail: string }>;
   t.equal(checks.find((c) => c.name === 'docker socket')?.status, 'ok', 'as gf-agent, doctor reaches Docker through the docker group');
