@@ -81,18 +81,20 @@ ensure_images_built() {
   bash scripts/build-images.sh
 }
 
-# --- Chromium (the page tests drive Debian's build through playwright-core; no browser download) ---
-CHROMIUM=/usr/bin/chromium
-
-ensure_chromium() {
-  if [ -x "$CHROMIUM" ]; then return; fi
+# --- Tools from Debian's packages: installed when missing as root, otherwise the command to run ---
+# ensure_package COMMAND PACKAGE WHAT-NEEDS-IT: the package that provides COMMAND (a name on the
+# PATH or an absolute path). Only the binaries are used: each test runs its own instance with a
+# generated config, so no recommended packages.
+ensure_package() {
+  local command=$1 package=$2 purpose=$3
+  if command -v "$command" >/dev/null 2>&1; then return; fi
   if ! is_root; then
-    fail "Chromium is missing for the page tests. Install it with: sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium"
+    fail "$package is missing for $purpose. Install it with: sudo apt-get update && sudo apt-get install -y --no-install-recommends $package"
   fi
-  say "installing chromium from Debian's packages"
+  say "installing $package from Debian's packages"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-  [ -x "$CHROMIUM" ] || fail "the chromium package installed no $CHROMIUM"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >/dev/null
+  command -v "$command" >/dev/null 2>&1 || fail "the $package package installed no $command"
 }
 
 # --- The dashboard's build (the page tests and the control plane serve web/dist; rebuilt only when its inputs changed) ---
@@ -101,63 +103,29 @@ ensure_web_built() {
     || fail "the dashboard did not build (see above)"
 }
 
-# --- The workspaces' build (tests import @gpufarm/shared and @gpufarm/client as they ship, from
-# dist/; tsc -b is incremental, so an unchanged tree costs seconds). It is also the typecheck:
-# a type error stops the run here, before any test.
-ensure_workspaces_built() {
-  say "building the workspaces (tsc -b)"
+# --- The typecheck (tsc -b, incremental: an unchanged tree costs seconds): a type error stops the
+# run here, before any test.
+ensure_types_checked() {
+  say "type-checking the workspaces (tsc -b)"
   (cd "$(dirname "${BASH_SOURCE[0]}")/.." && node_modules/.bin/tsc -b) \
-    || fail "the workspaces did not build: fix the type errors above (npm run typecheck shows them again)"
-}
-
-# --- debootstrap (the agent's .deb is installed into a stock Debian 12 root it makes, scripts/debian-root.sh) ---
-ensure_debootstrap() {
-  if command -v debootstrap >/dev/null 2>&1; then return; fi
-  if ! is_root; then
-    fail "debootstrap is missing for the .deb test. Install it with: sudo apt-get update && sudo apt-get install -y debootstrap"
-  fi
-  say "installing debootstrap from Debian's packages"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
-  command -v debootstrap >/dev/null 2>&1 || fail "the debootstrap package installed no debootstrap"
-}
-
-# --- HAProxy (the replica tests and `npm run cluster` put Debian's haproxy in front of the control planes) ---
-ensure_haproxy() {
-  if command -v haproxy >/dev/null 2>&1; then return; fi
-  if ! is_root; then
-    fail "HAProxy is missing for the replica tests. Install it with: sudo apt-get update && sudo apt-get install -y haproxy"
-  fi
-  say "installing haproxy from Debian's packages"
-  apt-get update -qq
-  # Only the binary is used: each test or cluster runs its own haproxy with a generated config.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
-  command -v haproxy >/dev/null 2>&1 || fail "the haproxy package installed no haproxy command"
-}
-
-# --- Prometheus (the metrics test scrapes a control plane and an agent with Debian's prometheus) ---
-ensure_prometheus() {
-  if command -v prometheus >/dev/null 2>&1; then return; fi
-  if ! is_root; then
-    fail "Prometheus is missing for the metrics test. Install it with: sudo apt-get update && sudo apt-get install -y --no-install-recommends prometheus"
-  fi
-  say "installing prometheus from Debian's packages"
-  apt-get update -qq
-  # Only the binary is used: the test runs its own prometheus with a generated config on a free port.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-  command -v prometheus >/dev/null 2>&1 || fail "the prometheus package installed no prometheus command"
+    || fail "the workspaces do not type-check: fix the errors above (npm run typecheck shows them again)"
 }
 
 ensure_postgres_running
 ensure_test_role
 ensure_tap_built
-ensure_workspaces_built
+ensure_types_checked
 ensure_docker
 ensure_images_built
-ensure_chromium
-ensure_haproxy
-ensure_debootstrap
-ensure_prometheus
+# The page tests drive Debian's Chromium through playwright-core (no browser download).
+CHROMIUM=/usr/bin/chromium
+ensure_package "$CHROMIUM" chromium 'the page tests'
+# The replica tests and `npm run cluster` put HAProxy in front of the control planes.
+ensure_package haproxy haproxy 'the replica tests'
+# The metrics test scrapes a control plane and an agent with Prometheus.
+ensure_package prometheus prometheus 'the metrics test'
+# The .deb test installs the agent into a stock Debian 12 root it makes (scripts/debian-root.sh).
+ensure_package debootstrap debootstrap 'the .deb test'
 ensure_web_built
 # The agent's tests loop-mount each job's /output as the agent does in production; only root can.
 is_root || fail "the agent's tests loop-mount /output (mount -o loop), which needs root: run the tests as root, e.g. sudo npm test"
