@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,14 @@ import t from 'tap';
  */
 
 const SCRIPT = fileURLToPath(new URL('../prepare-docker.sh', import.meta.url));
+// `nobody` runs a copy in a folder anyone may read: the checkout may be where only root can
+// (a clone under /root), and what is tested is the script, not the checkout's permissions.
+const readable = mkdtempSync(join(tmpdir(), 'gf-prepare-docker-script-'));
+chmodSync(readable, 0o755);
+const SCRIPT_FOR_ANYONE = join(readable, 'prepare-docker.sh');
+copyFileSync(SCRIPT, SCRIPT_FOR_ANYONE);
+chmodSync(SCRIPT_FOR_ANYONE, 0o644);
+t.teardown(() => rmSync(readable, { recursive: true, force: true }));
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 interface Run {
@@ -23,7 +31,7 @@ interface Run {
 /** The script with only `env` in its environment, as root or (`asNobody`) as `nobody` through runuser. */
 function prepare(env: Record<string, string>, asNobody: boolean): Promise<Run> {
   const vars = Object.entries({ PATH: SYSTEM_PATH, HOME: '/nonexistent', ...env }).map(([k, v]) => `${k}=${v}`);
-  const command = [...(asNobody ? ['runuser', '-u', 'nobody', '--'] : []), 'env', '-i', ...vars, '/bin/bash', SCRIPT];
+  const command = asNobody ? ['runuser', '-u', 'nobody', '--', 'env', '-i', ...vars, '/bin/bash', SCRIPT_FOR_ANYONE] : ['env', '-i', ...vars, '/bin/bash', SCRIPT];
   return new Promise((resolve) => {
     execFile(command[0]!, command.slice(1), { timeout: 60_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
