@@ -8,6 +8,10 @@ import { checkNumbering, e2eAgent, expected, finished, numbered, of, spec, until
  * simulated GPUs), the test peer as the control plane, real dockerd and registry images.
  */
 
+// Four scenarios of about half a minute each (grace periods the agent waits out): past tap's
+// default two minutes when the machine is busy.
+t.setTimeout(300_000);
+
 t.test('behavior: the agent is killed (SIGKILL) mid-job and started again: the job runs once and finishes, its lines complete without duplicates, its result reported', async (t) => {
   const agent = await e2eAgent(t);
   const { peer } = agent;
