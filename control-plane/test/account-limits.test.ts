@@ -1,7 +1,7 @@
 import { errorEnvelopeSchema } from '@gpufarm/shared';
 import t from 'tap';
 import { bearer, buildTestApp, createOfferedJob, createTestKey } from './helpers/app.js';
-import { createPgliteTestDatabase } from './helpers/database.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
 import { baseOf, call, hold, sessionHeaders, signInOverSockets, type HeldResponse } from './helpers/sockets.js';
 import { devWallet, fakeWebDist, PUBLIC_URL } from './helpers/web.js';
 
@@ -16,7 +16,7 @@ const MID_WINDOW = () => 1_700_000_010_000;
 
 t.test('limits: one account with many keys and a dashboard session holds at most GF_LOG_STREAMS_PER_ACCOUNT streams', async (t) => {
   const wallet = devWallet(1);
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildTestApp(t, { db, env: { GF_LOG_STREAMS_PER_ACCOUNT: '7', GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
   const keys = await Promise.all([1, 2, 3, 4].map(() => createTestKey(db, { walletAddress: wallet.address })));
   t.equal(new Set(keys.map((k) => k.accountId)).size, 1, 'four keys of one account');
@@ -67,7 +67,7 @@ t.test('limits: one account with many keys and a dashboard session holds at most
 });
 
 t.test('limits: GF_API_KEYS_PER_ACCOUNT keys not revoked; one more is 409 conflict in the envelope', async (t) => {
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildTestApp(t, { db, env: { GF_API_KEYS_PER_ACCOUNT: '3', GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
   await test.app.listen({ port: 0, host: '127.0.0.1' });
   const base = baseOf(test.app);
@@ -98,7 +98,7 @@ t.test('limits: GF_API_KEYS_PER_ACCOUNT keys not revoked; one more is 409 confli
 });
 
 t.test('limits: GF_SESSIONS_PER_ACCOUNT sessions; a sign-in past it signs the oldest browser out', async (t) => {
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildTestApp(t, { db, env: { GF_SESSIONS_PER_ACCOUNT: '2', GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
   await test.app.listen({ port: 0, host: '127.0.0.1' });
   const base = baseOf(test.app);
@@ -121,7 +121,7 @@ t.test('limits: GF_SESSIONS_PER_ACCOUNT sessions; a sign-in past it signs the ol
 });
 
 t.test("limits: an account's keys together stay under twice one key's limit (600 calls a minute); each key keeps 300", async (t) => {
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildTestApp(t, { db, now: MID_WINDOW });
   const wallet = devWallet(3).address;
   const [a, b, c] = await Promise.all([1, 2, 3].map(() => createTestKey(db, { walletAddress: wallet })));

@@ -9,7 +9,7 @@ import { recordCompletion } from '../src/jobs/settlement.js';
 import { applyTransition } from '../src/jobs/store.js';
 import { assertError } from './helpers/assert.js';
 import { buildEscrowTestApp, sendFundingCalls, startTestChain, TREASURY } from './helpers/chain.js';
-import { createPgliteTestDatabase } from './helpers/database.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn, type SignedIn } from './helpers/web.js';
 
 /**
@@ -24,7 +24,7 @@ const admin = devWallet(1);
 
 async function setup(t: Test) {
   const c = await chainP;
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildEscrowTestApp(t, c, { db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t), GF_ADMIN_WALLETS: admin.address } });
   const farm = await createFarm(db);
   const machine = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });

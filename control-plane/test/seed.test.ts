@@ -3,7 +3,7 @@ import t from 'tap';
 import { createOfferIndex } from '../src/capacity/offer-index.js';
 import type { Database } from '../src/db/database.js';
 import { mulberry32, seedFleet } from '../src/fleet/seed.js';
-import { BACKENDS, createPgliteTestDatabase } from './helpers/database.js';
+import { BACKENDS, createPostgresTestDatabase } from './helpers/database.js';
 
 /** The seeded fleet without its (random) ids, in a stable order. */
 async function content(db: Database): Promise<string[]> {
@@ -73,9 +73,9 @@ for (const [backend, createDatabase] of BACKENDS) {
 
 t.test('behavior: the same seed gives the same fleet', async (t) => {
   const now = new Date('2026-10-01T12:00:00Z');
-  const a = (await createPgliteTestDatabase(t)).db;
-  const b = (await createPgliteTestDatabase(t)).db;
-  const c = (await createPgliteTestDatabase(t)).db;
+  const a = (await createPostgresTestDatabase(t)).db;
+  const b = (await createPostgresTestDatabase(t)).db;
+  const c = (await createPostgresTestDatabase(t)).db;
   await seedFleet(a, { machines: 120, seed: 5, now });
   await seedFleet(b, { machines: 120, seed: 5, now });
   await seedFleet(c, { machines: 120, seed: 6, now });

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import { concat, encodeFunctionData, keccak256, maxUint256, serializeErc6492Signature, toHex, type Hex } from 'viem';
 import { CHAIN_CHECKS_PER_CLIENT, MAX_SIGNATURE_BYTES, SIGNATURE_CHECK_GAS } from '../src/web/wallet-signature.js';
-import { createPgliteTestDatabase } from './helpers/database.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
 import { assertError } from './helpers/assert.js';
 import { buildEscrowTestApp, deployTestWallet, deployTestWalletFactory, ON_RECEIVE, startTestChain } from './helpers/chain.js';
 import { testWalletFactoryAbi } from './helpers/test-contracts.generated.js';
@@ -10,7 +10,7 @@ import { buildWebTestApp, devWallet, fakeWebDist, HOST, issueNonce, postSignIn, 
 
 t.test('behavior: a smart-contract wallet (ERC-1271) signs in through the chain', async (t) => {
   const chain = await startTestChain(t);
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const { app } = await buildEscrowTestApp(t, chain, { db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
   const walletAddress = await deployTestWallet(chain, 1, ON_RECEIVE.accept);
   // The wallet's owner (dev account 1) signs for it; the contract checks that signature.
@@ -47,7 +47,7 @@ t.test('ERC-6492 sign-ins at a bounded cost (anvil)', async (t) => {
     const data = factoryData ?? encodeFunctionData({ abi: testWalletFactoryAbi, functionName: 'deploy', args: [owner.address, salt, burnGas] });
     return { address, signMessage: async (message) => serializeErc6492Signature({ address: factory, data, signature: await owner.signMessage(message) }) };
   };
-  const app = async () => (await buildEscrowTestApp(t, chain, { db: (await createPgliteTestDatabase(t)).db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } })).app;
+  const app = async () => (await buildEscrowTestApp(t, chain, { db: (await createPostgresTestDatabase(t)).db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } })).app;
   const attempt = async (server: FastifyInstance, signer: SiweSigner) => {
     const message = siweMessage(signer.address, await issueNonce(server));
     return postSignIn(server, { message, signature: await signer.signMessage(message) });

@@ -2,7 +2,7 @@ import t from 'tap';
 import { assertError } from './helpers/assert.js';
 import { loadConfig } from '../src/config.js';
 import { buildTestApp } from './helpers/app.js';
-import { createPgliteTestDatabase } from './helpers/database.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
 import { browserCookieOf, buildWebTestApp, devWallet, fakeWebDist, HOST, issueNonce, postSignIn, signIn, siweMessage } from './helpers/web.js';
 
 /**
@@ -21,7 +21,7 @@ function setCookieLine(res: { headers: Record<string, unknown> }, name: string):
 }
 
 t.test('behavior: over https the session and browser cookies are __Host- cookies: Secure, Path=/, no Domain', async (t) => {
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const { app } = await buildTestApp(t, { db, env: { GF_PUBLIC_URL: 'https://dash.test', GF_WEB_DIR: fakeWebDist(t) } });
   const wallet = devWallet(2);
   const nonceRes = await app.inject({ method: 'POST', url: '/dashboard/api/auth/nonce', headers: { host: 'dash.test' } });

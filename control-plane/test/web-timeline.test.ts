@@ -8,11 +8,11 @@ import { recordCompletion } from '../src/jobs/settlement.js';
 import { applyTransition } from '../src/jobs/store.js';
 import { assertError } from './helpers/assert.js';
 import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
-import { createPgliteTestDatabase } from './helpers/database.js';
+import { createPostgresTestDatabase } from './helpers/database.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn, type SignedIn } from './helpers/web.js';
 
 /**
- * The dashboard's job timeline on PGlite and a real anvil: a job created and funded through the
+ * The dashboard's job timeline on PostgreSQL and a real anvil: a job created and funded through the
  * dashboard, put on a machine as the matcher writes it, completed on the escrow, then approved
  * or disputed by the customer's wallet and read back by the event scan.
  */
@@ -23,7 +23,7 @@ const TX = /^0x[0-9a-f]{64}$/;
 
 async function setup(t: Test) {
   const c = await chainP;
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildEscrowTestApp(t, c, { db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
   const farm = await createFarm(db);
   const machine = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });

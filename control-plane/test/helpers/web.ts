@@ -6,7 +6,7 @@ import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { createSiweMessage, parseSiweMessage } from 'viem/siwe';
 import { ANVIL_ACCOUNTS } from '../../src/chain/anvil.js';
-import { createPgliteTestDatabase } from './database.js';
+import { createPostgresTestDatabase } from './database.js';
 import { buildTestApp, type TestApp } from './app.js';
 
 interface Teardown {
@@ -28,10 +28,10 @@ export function fakeWebDist(t: Teardown): string {
   return dir;
 }
 
-/** The real app on PGlite serving a fake web build at PUBLIC_URL (`env` adds or overrides). */
+/** The real app on a PostgreSQL database of its own (cloned from the migrated template) serving a fake web build at PUBLIC_URL (`env` adds or overrides). */
 export async function buildWebTestApp(t: Teardown, env: Record<string, string> = {}): Promise<TestApp & { webDir: string }> {
   const webDir = fakeWebDist(t);
-  const { db } = await createPgliteTestDatabase(t);
+  const { db } = await createPostgresTestDatabase(t);
   const test = await buildTestApp(t, { db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: webDir, ...env } });
   return { ...test, webDir };
 }
