@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -40,9 +40,15 @@ export interface PackedWorkspace {
   manifest: { version: string; dependencies?: Record<string, string>; bin?: Record<string, string> };
 }
 
-/** `npm pack -w <workspace>` into `work` (prepack builds it first), unpacked beside the tarball. */
+/**
+ * `npm pack -w <workspace>` into `work` (prepack builds it first), unpacked beside the tarball.
+ * One pack of a workspace at a time (flock): prepack empties and rebuilds its `dist/`, and the
+ * client's tests run on two Node versions at once (scripts/run-tests.sh).
+ */
 export async function packWorkspace(root: string, workspace: string, work: string): Promise<PackedWorkspace> {
-  const packed = await run('npm', ['pack', '-w', workspace, '--pack-destination', work, '--json'], { cwd: root, maxBuffer: 16 * 1024 * 1024 });
+  const lock = join(root, 'node_modules/.cache', `pack-${workspace}.lock`);
+  await mkdir(dirname(lock), { recursive: true });
+  const packed = await run('flock', [lock, 'npm', 'pack', '-w', workspace, '--pack-destination', work, '--json'], { cwd: root, maxBuffer: 16 * 1024 * 1024 });
   const [report] = JSON.parse(packed.stdout) as Array<{ filename: string }>;
   if (!report) throw new Error(`npm pack -w ${workspace} reported no tarball: ${packed.stdout}`);
   return unpackTarball(join(work, report.filename), work);
