@@ -2,13 +2,14 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { isAlive } from './helpers/processes.js';
+import { exitedWithin, isAlive } from './helpers/processes.js';
 import { npmStart } from './helpers/start.js';
 import { until } from './helpers/wait.js';
 
 /**
  * `npm start` watches its children: the control plane and the agent come back when killed, the
- * chain's death stops everything, and the agent never sees the control plane's secrets.
+ * chain's death stops everything, and the agent never sees the control plane's secrets. Stopped
+ * as `timeout` and CI runners stop it, by a signal to its whole process group, it stops them all.
  */
 
 t.setTimeout(300_000);
@@ -70,4 +71,35 @@ t.test('behavior: a killed control plane and agent are restarted, a killed chain
   t.equal(await start.exited, 1, 'npm start exits non-zero');
   t.notOk(isAlive(Number(again[1])), 'the control plane is stopped');
   t.notOk(isAlive(newAgentPid), 'the agent is stopped');
+});
+
+t.test('behavior: npm start in a process group of its own, given SIGTERM as a group twice (timeout, a CI runner, npm forwarding it), stops the control plane, the agent and the chain, then exits', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-group-'));
+  const start = await npmStart(t, dataDir, {}, { throughNpm: true });
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
+  const banner = start.output();
+  const children = {
+    'the control plane': Number(/control plane pid (\d+)/.exec(banner)![1]),
+    'the chain': Number(/Local chain \(anvil, chain \d+, pid (\d+)/.exec(banner)![1]),
+    'the agent': Number(/Local agent: machine .* pid (\d+)/.exec(banner)![1]),
+  };
+  for (const [name, pid] of Object.entries(children)) t.ok(isAlive(pid), `${name} runs (pid ${pid})`);
+
+  process.kill(-start.pid, 'SIGTERM');
+  // The same signal again while it stops, as a second group signal or npm's forwarding delivers it.
+  await new Promise((r) => setTimeout(r, 100));
+  try {
+    process.kill(-start.pid, 'SIGTERM');
+  } catch {
+    // the whole group is already gone
+  }
+  const exited = await exitedWithin(start.child, 60_000);
+  t.ok(exited, 'npm start exits');
+  if (!exited) t.comment(start.tail(15));
+  // npm exits once its shell does; the supervisor under it may still be stopping its children.
+  await until(() => Object.values(children).every((pid) => !isAlive(pid)), 'every child of npm start to stop', {
+    timeoutMs: 30_000,
+    describe: () => `${Object.entries(children).map(([name, pid]) => `${name} (pid ${pid}): ${isAlive(pid) ? 'running' : 'stopped'}`).join(', ')}\n${start.tail(10)}`,
+  }).catch((err: unknown) => t.fail(String(err)));
+  for (const [name, pid] of Object.entries(children)) t.notOk(isAlive(pid), `${name} is stopped`);
 });

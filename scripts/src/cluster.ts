@@ -74,8 +74,11 @@ async function main(): Promise<number> {
   if (haproxyVersion() === null) throw new Error(HAPROXY_INSTALL_HINT);
   const databaseUrl = await ensureDatabase();
   const supervisor = new Supervisor(say, 'npm run cluster');
+  // Every signal is handled, not only the first: a signal to the whole process group (timeout,
+  // CI runners, job control) reaches this process more than once (npm forwards it too), and an
+  // unhandled second one would end it mid-stop with its children still running.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => void supervisor.stopAll(`${signal}: stopping the agents, HAProxy, the replicas, s3rver and the chain`, 0));
+    process.on(signal, () => void supervisor.stopAll(`${signal}: stopping the agents, HAProxy, the replicas, s3rver and the chain`, 0));
   }
   const agents: LocalAgent[] = [];
   try {

@@ -77,8 +77,11 @@ async function main(): Promise<number> {
   process.env.GF_ADMIN_TOKEN ||= randomBytes(32).toString('base64url');
   const preliminary = loadConfig();
   const supervisor = new Supervisor(say);
+  // Every signal is handled, not only the first: a signal to the whole process group (timeout,
+  // CI runners, job control) reaches this process more than once (npm forwards it too), and an
+  // unhandled second one would end it mid-stop with its children still running.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => void supervisor.stopAll(`${signal}: stopping the agent, the control plane and the chain`, 0));
+    process.on(signal, () => void supervisor.stopAll(`${signal}: stopping the agent, the control plane and the chain`, 0));
   }
   let agent: LocalAgent | null = null;
   let local: LocalChain | null = null;

@@ -56,8 +56,18 @@ export interface TestProcess {
  * Spawns `command args` with exactly `env` over this process's environment, keeps its output,
  * and returns a handle that stops it by its pid (never by name).
  */
-export function spawnProcess(name: string, command: string, args: string[], options: { env?: Record<string, string | undefined>; cwd?: string } = {}): TestProcess {
-  const child = spawn(command, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnProcess(
+  name: string,
+  command: string,
+  args: string[],
+  options: {
+    env?: Record<string, string | undefined>;
+    cwd?: string;
+    /** In a process group of its own, which every signal (stop, kill) reaches whole, as `timeout` or a CI runner sends them. */
+    processGroup?: boolean;
+  } = {},
+): TestProcess {
+  const child = spawn(command, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: options.processGroup ?? false });
   if (child.pid === undefined) throw new Error(`${name}: could not start ${command}`);
   let output = '';
   let partial = '';
@@ -74,7 +84,8 @@ export function spawnProcess(name: string, command: string, args: string[], opti
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
   const pid = child.pid;
-  const forget = onEmergencyExit(() => process.kill(pid, 'SIGKILL'));
+  const target = options.processGroup ? -pid : pid;
+  const forget = onEmergencyExit(() => process.kill(target, 'SIGKILL'));
   child.once('exit', forget);
   const exited = new Promise<number | null>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
@@ -91,7 +102,7 @@ export function spawnProcess(name: string, command: string, args: string[], opti
   const signal = async (sig: NodeJS.Signals) => {
     if (!running()) return;
     try {
-      process.kill(child.pid!, sig);
+      process.kill(target, sig);
     } catch {
       // already gone
     }
