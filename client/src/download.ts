@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { GfError } from './errors.js';
 import type { RequestEvent } from './transport.js';
+import { errorText } from '@gpufarm/shared';
 
 export interface DownloadOptions {
   /** Another recorded hash the bytes must also match, e.g. the job's `result.serverHash`. */
@@ -73,7 +74,7 @@ export async function downloadArtifact(deps: DownloadDeps, artifactId: string, d
           }
         } catch (err) {
           if (signal?.aborted) throw err;
-          throw new BrokenOff(err instanceof Error ? err.message : String(err), { cause: err });
+          throw new BrokenOff(errorText(err), { cause: err });
         }
         break;
       } catch (err) {
@@ -121,7 +122,7 @@ async function fetchFrom(deps: DownloadDeps, url: string, from: number, sha256: 
   } catch (err) {
     deps.onRequest?.({ method: 'GET', url, status: null, requestId: null, attempt, durationMs: performance.now() - started });
     if (signal?.aborted) throw err;
-    throw new BrokenOff(err instanceof Error ? err.message : String(err), { cause: err });
+    throw new BrokenOff(errorText(err), { cause: err });
   }
   const requestId = res.headers.get('x-request-id');
   deps.onRequest?.({ method: 'GET', url, status: res.status, requestId, attempt, durationMs: performance.now() - started });

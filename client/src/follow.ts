@@ -1,5 +1,5 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
-import { isTerminalStatus, issuesToDetails, jobStatusSchema, logCursorSchema, logLineSchema, type JobStatus, type LogLine, type LogList, type LogStream } from '@gpufarm/shared';
+import { errorText, issuesToDetails, isTerminalStatus, type JobStatus, jobStatusSchema, logCursorSchema, type LogLine, logLineSchema, type LogList, type LogStream } from '@gpufarm/shared';
 import { z } from 'zod';
 import { GfError } from './errors.js';
 import { backoffMs, failureOf, sleep, type Query } from './transport.js';
@@ -110,7 +110,7 @@ async function* streamOnce(deps: FollowDeps, jobId: string, position: { cursor: 
       } catch (err) {
         if (options.signal?.aborted) throw options.signal.reason;
         const reason: unknown = connection.signal.reason;
-        const error = reason instanceof GfError ? reason : new GfError('network_error', `${what} broke off: ${err instanceof Error ? err.message : String(err)}.`, { retryable: true, cause: err });
+        const error = reason instanceof GfError ? reason : new GfError('network_error', `${what} broke off: ${errorText(err)}.`, { retryable: true, cause: err });
         return { kind: 'dropped', error, received };
       }
       if (chunk.done) return { kind: 'dropped', error: new GfError('network_error', `${what} closed before its end event.`, { retryable: true }), received };

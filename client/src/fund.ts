@@ -2,6 +2,7 @@ import type { FundConfirmPending, FundConfirmResponse, Funding, FundingCall, Job
 import { createPublicClient, custom, decodeFunctionData, erc20Abi, isAddressEqual, type Account, type Address, type Chain, type Hash, type Hex, type PublicClient, type Transport, type WalletClient } from 'viem';
 import { GfError } from './errors.js';
 import { sleep } from './transport.js';
+import { errorText } from '@gpufarm/shared';
 
 /** The parts of a client `fundJob` calls (a `GfClient` has them). */
 export interface FundingApi {
@@ -38,7 +39,7 @@ const CONFIRM_MAX_PAUSE_MS = 5_000;
 
 const firstLine = (err: unknown) => {
   const short = (err as { shortMessage?: unknown }).shortMessage;
-  return typeof short === 'string' ? short : (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+  return typeof short === 'string' ? short : errorText(err).split('\n')[0]!;
 };
 
 /** The spender and amount of an ERC-20 `approve` call; null for any other call. */

@@ -1,4 +1,4 @@
-import { errorEnvelopeSchema, issuesToDetails } from '@gpufarm/shared';
+import { errorEnvelopeSchema, errorText, issuesToDetails } from '@gpufarm/shared';
 import type { z } from 'zod';
 import { GfError } from './errors.js';
 
@@ -181,7 +181,7 @@ export function createTransport(options: TransportOptions) {
       if (err instanceof GfError) throw err;
       if (call.signal?.aborted) throw err;
       if (timeout.aborted) throw new GfError('timeout', `${what} got no complete answer within ${timeoutMs} ms. Retry later or raise the timeout.`, { retryable: true, cause: err });
-      throw new GfError('network_error', `${what} could not reach ${baseUrl}: ${err instanceof Error ? err.message : String(err)}. Check the address and the network.`, { retryable: true, cause: err });
+      throw new GfError('network_error', `${what} could not reach ${baseUrl}: ${errorText(err)}. Check the address and the network.`, { retryable: true, cause: err });
     } finally {
       options.onRequest?.({ method: call.method, url, status, requestId, attempt: attemptNo, durationMs: performance.now() - started });
     }
@@ -210,7 +210,7 @@ export function createTransport(options: TransportOptions) {
     } catch (err) {
       if (call.signal?.aborted) throw err;
       if (headTimeout.signal.aborted) throw new GfError('timeout', `${what} got no answer within ${timeoutMs} ms. Retry later or raise the timeout.`, { retryable: true, cause: err });
-      throw new GfError('network_error', `${what} could not reach ${baseUrl}: ${err instanceof Error ? err.message : String(err)}. Check the address and the network.`, { retryable: true, cause: err });
+      throw new GfError('network_error', `${what} could not reach ${baseUrl}: ${errorText(err)}. Check the address and the network.`, { retryable: true, cause: err });
     } finally {
       clearTimeout(timer);
       options.onRequest?.({ method: 'GET', url, status, requestId, attempt: attemptNo, durationMs: performance.now() - started });

@@ -4,6 +4,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
 import { closeOnSignals, startControlPlane } from './server.js';
+import { errorText } from '@gpufarm/shared';
 
 /** `migrate`: applies the pending migrations to the configured database, says which, and exits. */
 async function runMigrate(config: Config): Promise<void> {
@@ -56,6 +57,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(`gpufarm control plane failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  console.error(`gpufarm control plane failed to start: ${errorText(err)}`);
   process.exit(1);
 });

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { API_KEY_SCOPES, formatMicroUsd, parseUsdToMicroUsd, type ApiKeyScope } from '@gpufarm/shared';
+import { API_KEY_SCOPES, type ApiKeyScope, errorText, formatMicroUsd, parseUsdToMicroUsd } from '@gpufarm/shared';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '@gpufarm/control-plane/agent-gateway/enrollment.js';
 import { keyEnvironmentFor } from '@gpufarm/control-plane/auth/api-keys.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-plane/auth/store.js';
@@ -193,7 +193,7 @@ main(process.argv.slice(2)).catch((err: unknown) => {
   } else if (err instanceof ConfigError) {
     console.error(`admin: ${err.message}`);
   } else {
-    console.error(`admin: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`admin: ${errorText(err)}`);
   }
   process.exit(1);
 });

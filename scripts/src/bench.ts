@@ -23,6 +23,7 @@ import { replicasSection } from './bench/replicas.js';
 import { dashboardSection } from './bench/dashboard.js';
 import { BENCH_METRICS_TOKEN, metricsSection } from './bench/metrics.js';
 import { fleetSection } from './bench/fleet.js';
+import { errorText } from '@gpufarm/shared';
 
 /**
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
@@ -188,7 +189,7 @@ main()
     process.exit(code);
   })
   .catch(async (err: unknown) => {
-    console.error(`bench failed: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`bench failed: ${errorText(err)}`);
     await cleanUp();
     process.exit(1);
   });

@@ -11,6 +11,7 @@ import { startReplicaSet } from './cluster/replica-set.js';
 import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalAgent } from './local-agent.js';
 import { Supervisor } from './supervisor.js';
 import { buildDashboardOrExplain } from './web-build.js';
+import { errorText } from '@gpufarm/shared';
 
 /** The PostgreSQL server `npm test` prepares (scripts/test-env.sh); the cluster gets a database of its own in it. */
 const POSTGRES_URL = process.env.GF_CLUSTER_POSTGRES_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
@@ -162,7 +163,7 @@ Run the demo job through HAProxy (in another terminal):
 Kill a replica (kill -9 <pid>) to watch its agents move to another; it is started again.
 Stop everything with Ctrl-C.`);
   } catch (err) {
-    await supervisor.stopAll(`npm run cluster failed: ${err instanceof Error ? err.message : String(err)}`, 1);
+    await supervisor.stopAll(`npm run cluster failed: ${errorText(err)}`, 1);
   }
   const code = await supervisor.done;
   for (const stream of logs.values()) stream.end();
@@ -172,7 +173,7 @@ Stop everything with Ctrl-C.`);
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {
-    console.error(`npm run cluster: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`npm run cluster: ${errorText(err)}`);
     process.exit(1);
   },
 );

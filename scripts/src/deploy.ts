@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { addressOfKey, deployContracts } from '@gpufarm/control-plane/chain/deploy.js';
+import { errorText } from '@gpufarm/shared';
 
 const USAGE = `npm run deploy -- --rpc-url URL --chain-id ID [--treasury ADDRESS] [--operator ADDRESS] [--challenge-window SECONDS] [--stablecoin] [--out FILE]
 
@@ -53,6 +54,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(`npm run deploy failed: ${err instanceof Error ? err.message : String(err)}`);
+  console.error(`npm run deploy failed: ${errorText(err)}`);
   process.exit(1);
 });

@@ -2,6 +2,7 @@ import type { BrowserContext } from 'playwright-core';
 import { createWalletClient, http, numberToHex, type Hex, type WalletClient, type Transport, type Chain, type Account } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { z } from 'zod';
+import { errorText } from '@gpufarm/shared';
 
 /**
  * The browser wallet of the page tests and the dashboard bench: an EIP-1193 provider injected
@@ -151,7 +152,7 @@ export async function injectTestWallet(context: BrowserContext, options: { priva
       return JSON.stringify({ result: (await answer(method, params)) ?? null });
     } catch (err) {
       const code = err instanceof ProviderError ? err.code : -32603;
-      return JSON.stringify({ error: { code, message: err instanceof Error ? err.message : String(err) } });
+      return JSON.stringify({ error: { code, message: errorText(err) } });
     }
   });
   await context.addInitScript(PAGE_PROVIDER);

@@ -6,6 +6,7 @@ import { openDatabase } from '@gpufarm/control-plane/db/open.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { UsageError } from './usage-error.js';
+import { errorText } from '@gpufarm/shared';
 
 const USAGE = `usage: npm run seed -- --machines N [--seed S]
 
@@ -72,6 +73,6 @@ main().catch((err: unknown) => {
     process.exit(2);
   }
   if (err instanceof ConfigError) console.error(`npm run seed: ${err.message}`);
-  else console.error(`npm run seed failed: ${err instanceof Error ? err.message : String(err)}`);
+  else console.error(`npm run seed failed: ${errorText(err)}`);
   process.exit(1);
 });

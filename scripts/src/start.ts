@@ -11,6 +11,7 @@ import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalA
 import { startControlPlaneChild } from './control-plane-child.js';
 import { Supervisor } from './supervisor.js';
 import { buildDashboardOrExplain } from './web-build.js';
+import { errorText } from '@gpufarm/shared';
 
 /** The escrow's challenge window on the local chain: short, so a release is seen in minutes. */
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
@@ -186,7 +187,7 @@ Create an API key of your own in the dashboard (API keys), or as an operator (pr
 The control plane and the agent are restarted if they die; if the chain dies, everything stops.
 Stop with Ctrl-C.`);
   } catch (err) {
-    await supervisor.stopAll(`npm start failed: ${err instanceof Error ? err.message : String(err)}`, 1);
+    await supervisor.stopAll(`npm start failed: ${errorText(err)}`, 1);
   }
   return supervisor.done;
 }
@@ -195,7 +196,7 @@ main().then(
   (code) => process.exit(code),
   (err: unknown) => {
     if (err instanceof ConfigError) console.error(`npm start: ${err.message}`);
-    else console.error(`npm start failed: ${err instanceof Error ? err.message : String(err)}`);
+    else console.error(`npm start failed: ${errorText(err)}`);
     process.exit(1);
   },
 );

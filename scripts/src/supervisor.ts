@@ -1,4 +1,4 @@
-import { describeExit, type ChildExit } from '@gpufarm/shared';
+import { type ChildExit, describeExit, errorText } from '@gpufarm/shared';
 
 /** A child process `npm start` runs and watches. */
 export interface Supervised {
@@ -74,7 +74,7 @@ export class Supervisor {
           return;
         } catch (err) {
           quick += 1;
-          this.say(`${name} did not start again: ${err instanceof Error ? err.message : String(err)}`);
+          this.say(`${name} did not start again: ${errorText(err)}`);
         }
       }
     });
@@ -86,7 +86,7 @@ export class Supervisor {
     this.stopping = true;
     this.say(reason);
     for (const [name, stop] of [...this.stops].reverse()) {
-      await stop().catch((err: unknown) => this.say(`while stopping ${name}: ${err instanceof Error ? err.message : String(err)}`));
+      await stop().catch((err: unknown) => this.say(`while stopping ${name}: ${errorText(err)}`));
     }
     this.finish(code);
   }

@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { errorText } from '@gpufarm/shared';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The built web app the control plane serves at /dashboard/ (its default GF_WEB_DIR). */
@@ -137,7 +138,7 @@ export async function buildDashboardOrExplain(log: (line: string) => void): Prom
     return null;
   } catch (err) {
     if (err instanceof WebBuildError) console.error(buildOutputTail(err));
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorText(err);
     // Vite fails before it empties web/dist on most errors: the previous build, if any, stays served.
     const serving = existsSync(join(WEB_DIST, 'index.html')) ? 'serves the previous build' : 'answers 503';
     log(`the dashboard did not build (${reason}): fix the error above, then run npm run build:web (no restart needed); until then /dashboard/ ${serving}`);
@@ -151,7 +152,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     () => process.exit(0),
     (err: unknown) => {
       if (err instanceof WebBuildError) console.error(`${buildOutputTail(err, 40)}\nweb-build: ${err.message}: fix the error above, then run npm run build:web`);
-      else console.error(`web-build: ${err instanceof Error ? err.message : String(err)}`);
+      else console.error(`web-build: ${errorText(err)}`);
       process.exit(1);
     },
   );

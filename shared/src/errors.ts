@@ -119,3 +119,8 @@ export class ApiError extends GpufarmError<ErrorCode> {
     this.headers = options.headers ?? {};
   }
 }
+
+/** What went wrong, as text: an Error's message, anything else thrown as `String` makes it. */
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { ApiError, ERROR_CODES, errorCodes, EXTENSION_CODES, errorForField, fieldDetail, GpufarmError } from '../src/errors.js';
+import { ApiError, ERROR_CODES, errorCodes, errorText, EXTENSION_CODES, errorForField, fieldDetail, GpufarmError } from '../src/errors.js';
 
 // The spec lives beside the repository (../shared/spec), as in every checkout and in CI.
 const SPEC = new URL('../../../shared/spec/public-api.md', import.meta.url);
@@ -47,4 +47,12 @@ t.test('errorForField: one field error whose message is its detail', async (t) =
   t.equal(err.message, 'farm: must be a slug');
   t.same(err.details, [{ field: 'farm', message: 'farm: must be a slug' }]);
   t.equal(errorForField('validation_error', 'a.__proto__', 'is not allowed', { subject: true }).message, 'a.__proto__ is not allowed');
+});
+
+t.test('errorText: an Error is its message, anything else thrown is its string', async (t) => {
+  t.equal(errorText(new GpufarmError('x', 'the disk is full')), 'the disk is full');
+  t.equal(errorText(new TypeError('not a function')), 'not a function');
+  t.equal(errorText('a thrown string'), 'a thrown string');
+  t.equal(errorText(42), '42');
+  t.equal(errorText(undefined), 'undefined');
 });

@@ -1,3 +1,5 @@
+import { errorText } from '@gpufarm/shared';
+
 /**
  * Polls `check` until it returns a value other than undefined/false, every `intervalMs`; fails
  * after `timeoutMs` with `what` and the last value `describe` gives, so a stuck test says where.
@@ -20,7 +22,7 @@ export async function until<T>(
     }
     if (Date.now() > end) {
       const last = options.describe ? await Promise.resolve(options.describe()).catch((e: unknown) => `(describe failed: ${String(e)})`) : '';
-      const because = lastError ? ` (last error: ${lastError instanceof Error ? lastError.message : String(lastError)})` : '';
+      const because = lastError ? ` (last error: ${errorText(lastError)})` : '';
       throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}${because}${last ? `; last seen: ${last}` : ''}`);
     }
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 200));

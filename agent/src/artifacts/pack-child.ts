@@ -11,7 +11,7 @@
 import { writeSync } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
-import { OUTPUT_NOTE_MAX_CHARS } from '@gpufarm/shared';
+import { errorText, OUTPUT_NOTE_MAX_CHARS } from '@gpufarm/shared';
 import { openOutputRoot, OutputFilesError } from './output-tree.js';
 import { packChildRequest, packRuleInto, type PackChildReport, type PackChildRequest } from './pack.js';
 
@@ -65,7 +65,7 @@ function report(said: PackChildReport): void {
 main().then(
   () => report({ ok: true }),
   (err: unknown) => {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorText(err);
     report({ error: message.slice(0, OUTPUT_NOTE_MAX_CHARS), unpackable: err instanceof OutputFilesError });
     process.exitCode = 1;
   },

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { UsageError } from './exit.js';
+import { errorText } from '@gpufarm/shared';
 
 /** Where `npm start` serves the control plane; the endpoint when nothing else names one. */
 export const DEFAULT_ENDPOINT = 'http://127.0.0.1:8080';
@@ -40,7 +41,7 @@ export async function readConfig(path = configPath()): Promise<ConfigFile> {
   try {
     raw = parse(text);
   } catch (err) {
-    throw new UsageError(`${path} is not valid TOML: ${err instanceof Error ? err.message : String(err)}`, 'Fix the file or remove it and run `gf login` again.');
+    throw new UsageError(`${path} is not valid TOML: ${errorText(err)}`, 'Fix the file or remove it and run `gf login` again.');
   }
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {

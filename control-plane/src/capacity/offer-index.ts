@@ -6,6 +6,7 @@ import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.
 import { DEFAULT_CAPACITY_QUERY, type CapacityQuery } from './query.js';
 import { buildSnapshot, withUptime, type FleetSupply, type Snapshot } from './snapshot.js';
 import { loadFleetRows, loadGpuClasses, loadUptimeSeconds, uptimeWindowFirstDay, type ListedGpuClass } from './store.js';
+import { errorText } from '@gpufarm/shared';
 
 /** The channel the fleet tables' triggers notify (migration 001). */
 export const FLEET_CHANGED_CHANNEL = 'fleet_changed';
@@ -86,7 +87,7 @@ export interface OfferIndex {
 
 function describe(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code;
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorText(err);
   return (typeof code === 'string' ? `${code}: ` : '') + message.slice(0, 200);
 }
 

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { errorText } from '@gpufarm/shared';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
 /** What `npm start` and `npm run deploy -- --out FILE` write (`Deployment` plus the RPC URL). */
@@ -42,7 +43,7 @@ export function withDeploymentFile(env: Record<string, string | undefined>): Rec
   try {
     parsed = deploymentFileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
   } catch (err) {
-    throw new Error(`GF_CHAIN_FILE ${file} is not a deployment file (npm run deploy -- --out FILE writes one): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new Error(`GF_CHAIN_FILE ${file} is not a deployment file (npm run deploy -- --out FILE writes one): ${errorText(err)}`, { cause: err });
   }
   const out = { ...env };
   for (const [name, value] of Object.entries(deploymentEnv(parsed))) if (!out[name]) out[name] = value;
