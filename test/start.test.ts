@@ -9,6 +9,9 @@ import t from 'tap';
 const ROOT = new URL('..', import.meta.url).pathname;
 const run = promisify(execFile);
 
+// Three starts of the whole marketplace (each up to a minute on a busy machine): past tap's default two minutes.
+t.setTimeout(300_000);
+
 /** Starts `npm start`'s script on a fresh embedded database and waits for its banner. */
 async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
