@@ -533,6 +533,29 @@ t.test('behavior: a link silent for three heartbeat intervals is closed with 440
   t.ok(Date.now() - started >= 2_000, 'not before three intervals of silence');
 });
 
+t.test('behavior: a server stalled for longer than three intervals does not close the links whose heartbeats wait unread', async (t) => {
+  const { app, db, url } = await startGatewayApp(t, { env: { GF_HEARTBEAT_SECONDS: '1' } });
+  const { machineToken } = await enrollMachine(app, db);
+  const agent = await AgentSocket.connect(url, machineToken);
+  t.teardown(() => agent.close());
+  agent.send(hello());
+  await agent.next('welcome');
+  const beats = setInterval(() => agent.send(heartbeat()), 300);
+  t.teardown(() => clearInterval(beats));
+  await agent.barrier();
+  // This process (the server and the agent's side alike) stops for four seconds, as a starved
+  // or collecting control plane does: the heartbeat timer fires late and its frame is read only
+  // after the watchdog's late tick.
+  const end = Date.now() + 4_000;
+  while (Date.now() < end) {
+    // busy: nothing else runs
+  }
+  await agent.barrier();
+  await new Promise((r) => setTimeout(r, 1_500));
+  await agent.barrier();
+  t.equal(agent.ws.readyState, agent.ws.OPEN, 'the link is still open');
+});
+
 t.test('behavior: on the embedded database (PGlite) too: enroll, hello, heartbeat with uptime, logs, dispatch, sweep', async (t) => {
   const { db: pglite } = await createPgliteTestDatabase(t);
   const { app, db, url, gateway } = await startGatewayApp(t, { db: pglite, env: { GF_MACHINE_OFFLINE_SECONDS: '1' } });

@@ -211,9 +211,16 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
   };
   const sweeper = startPeriodic({ name: 'agent gateway liveness sweep', intervalMs: options.sweepIntervalMs ?? config.sweepIntervalMs, run: sweep, log });
   // One timer for all links rather than one each: a link silent for three heartbeat intervals is closed.
+  // A tick that comes a whole interval late means this process was stalled (a busy machine, a long
+  // GC): the frames agents sent meanwhile wait unread behind this timer, so that silence is ours,
+  // not theirs, and the links are judged on the next tick, after those frames were read.
   const heartbeatMs = config.heartbeatSeconds * 1000;
+  let lastTick = Date.now();
   const watchdog = setInterval(() => {
     const now = Date.now();
+    const late = now - lastTick > 2 * heartbeatMs;
+    lastTick = now;
+    if (late) return;
     for (const connection of connections.values()) connection.closeIfSilent(now, 3 * heartbeatMs);
   }, heartbeatMs);
   watchdog.unref();

@@ -116,9 +116,12 @@ export class AgentSocket {
   readonly closed: Promise<{ code: number; reason: string }>;
   private waiters: Array<() => void> = [];
   private barriers = 0;
+  /** The server's close code and reason, once it closed: what a failed wait reports. */
+  private closedWith: string | null = null;
 
   private constructor(readonly ws: WebSocket) {
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => {
+      this.closedWith = `${code}: ${reason.toString() || 'no reason'}`;
       resolve({ code, reason: reason.toString() });
       this.wake();
     }));
@@ -152,7 +155,7 @@ export class AgentSocket {
     for (;;) {
       const index = this.received.findIndex((m) => m.type === type && where(m as Extract<ServerMessage, { type: T }>));
       if (index >= 0) return this.received.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>;
-      if (this.ws.readyState === WebSocket.CLOSED) throw new Error(`socket closed while waiting for ${type}`);
+      if (this.ws.readyState === WebSocket.CLOSED) throw new Error(`socket closed (${this.closedWith ?? 'no close frame'}) while waiting for ${type}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${type}; received ${JSON.stringify(this.received.map((m) => m.type))}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 200);
