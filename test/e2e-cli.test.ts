@@ -168,7 +168,9 @@ t.test('behavior: Ctrl-C while gf run waits stops gf with 130 and says how to pi
   t.ok(jobId, 'the job id was printed');
   t.match(stderr, `Stopped waiting; job ${jobId} keeps running. Pick it up with: gf logs -f ${jobId} or gf jobs wait ${jobId}`);
   const job = await gf(['jobs', 'get', jobId!, '--json'], { env: customerEnv(home) });
-  t.equal(jobSchema.parse(JSON.parse(job.stdout)).status, 'RUNNING', 'the job keeps running');
+  // Ctrl-C stops gf, never the job: it is still running, or (on a busy machine, where gf's own
+  // starts take seconds) it already finished its 15 s, but it was not cancelled.
+  t.match(jobSchema.parse(JSON.parse(job.stdout)).status, /^(RUNNING|COMPLETED)$/, 'the job keeps running (not cancelled)');
   const waited = await gf(['jobs', 'wait', jobId!], { env: customerEnv(home) });
   t.equal(waited.code, 0, 'gf jobs wait picks it up to its end');
 });

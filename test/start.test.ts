@@ -5,12 +5,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { capacityListSchema, pricingSchema } from '@gpufarm/shared';
 import t from 'tap';
+import { exitedWithin } from './helpers/processes.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const run = promisify(execFile);
 
-// Three starts of the whole marketplace (each up to a minute on a busy machine): past tap's default two minutes.
-t.setTimeout(300_000);
+// Three starts of the whole marketplace (each up to two minutes on a busy machine): past tap's default two minutes.
+t.setTimeout(480_000);
 
 /** Starts `npm start`'s script on a fresh embedded database and waits for its banner. */
 async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; output: () => string }> {
@@ -19,14 +20,18 @@ async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDi
     env: { ...process.env, GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+  // SIGTERM, so the supervisor stops the chain and the control plane it started in process groups
+  // of their own; a SIGKILL to it would leave them running. SIGKILL only if it hangs.
+  t.teardown(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    if (!(await exitedWithin(child, 15_000))) child.kill('SIGKILL');
   });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner within 60 s:\n${output}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`no banner within 120 s:\n${output}`)), 120_000);
     const check = () => {
       const match = /API\s+(http:\/\/\S+)\/v1/.exec(output);
       if (match?.[1] && output.includes('Stop with Ctrl-C')) {

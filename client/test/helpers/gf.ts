@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { bundleNodePackage } from '../../../shared/build/node-package.js';
+import { onEmergencyExit } from '../../../shared/build/emergency-exit.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const CLIENT = join(ROOT, 'client');
@@ -79,8 +80,15 @@ function runGf(commandLine: string[], options: { env?: Record<string, string>; i
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    // Killed with this test process too (tap's time limit): an orphaned gf, its pipes gone, was
+    // seen spinning a core for an hour and slowing every later run.
+    const pid = child.pid;
+    const forget = pid === undefined ? () => false : onEmergencyExit(() => process.kill(pid, 'SIGKILL'));
     child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code: code ?? -1, stdout, stderr }));
+    child.on('close', (code) => {
+      forget();
+      resolvePromise({ code: code ?? -1, stdout, stderr });
+    });
     child.stdin.end(options.input ?? '');
   });
 }
