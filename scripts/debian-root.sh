@@ -13,7 +13,7 @@ MIRROR="${GF_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 say() { printf 'debian-root: %s\n' "$*" >&2; }
 fail() { printf 'debian-root: %s\n' "$*" >&2; exit 1; }
-# debootstrap writes this file last; a root without it was cut short.
+# The marker is written once debootstrap succeeded; a root without it was cut short.
 made() { [ -f "$root/etc/debian_version" ] && [ -f "$root/.gpufarm-complete" ]; }
 
 if ! made; then
