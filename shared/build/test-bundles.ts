@@ -83,8 +83,16 @@ export async function buildTestBundles(): Promise<void> {
   }
 }
 
+// Decided once per test process: the sources do not change under a running test.
+const commands = new Map<TestBundleName, [node: string, ...args: string[]]>();
+
 /** `[node, …arguments]` that starts `name`: its bundle when fresh, else its sources through tsx. */
 export function testCommand(name: TestBundleName): [node: string, ...args: string[]] {
-  const bundle: TestBundle = BUNDLES[name];
-  return isFresh(bundle) ? [process.execPath, join(outDir(bundle), `${bundle.command}.js`)] : [process.execPath, ...bundle.fromSource];
+  let command = commands.get(name);
+  if (!command) {
+    const bundle: TestBundle = BUNDLES[name];
+    command = isFresh(bundle) ? [process.execPath, join(outDir(bundle), `${bundle.command}.js`)] : [process.execPath, ...bundle.fromSource];
+    commands.set(name, command);
+  }
+  return command;
 }
