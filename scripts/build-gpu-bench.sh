@@ -2,9 +2,10 @@
 # Builds gpu-bench, the GPU benchmark program (agent/gpu-bench/src, docs/gpu-benchmark.md):
 # kernels.cu compiled by nvcc into one fatbin with SASS for every GPU generation from compute
 # capability 7.5 that this nvcc offers (sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120) plus PTX
-# for compute_100 (JIT-compiled by the driver on any later GPU), embedded in a host program
-# built with g++ that loads the driver's libcuda.so.1 with dlopen: no CUDA runtime library is
-# needed to run it.
+# for compute_100 (JIT-compiled by the driver on any later GPU), and the compatibility PTX for
+# drivers older than the toolkit (compute_75 and compute_80, declared at an old PTX ISA and
+# checked by ptxas at that version), embedded in a host program built with g++ that loads the
+# driver's libcuda.so.1 with dlopen: no CUDA runtime library is needed to run it.
 #
 # Usage: scripts/build-gpu-bench.sh [--rootfs DIR]
 # Prints the binary's path. With --rootfs, DIR becomes the benchmark image's root file system:
@@ -16,8 +17,8 @@
 # sources, this script and the compilers' versions (GF_GPU_BENCH_CACHE, default
 # ~/.cache/gpufarm/gpu-bench): an unchanged program is not compiled again, in any checkout.
 # Without nvcc, a cached binary of the same sources is used. NVCC picks the toolkit (default:
-# nvcc on PATH, else /usr/local/cuda/bin/nvcc); a CUDA 12 toolkit makes a binary that R525-R570
-# drivers run (a CUDA 13 one needs R580 or newer, see docs/gpu-benchmark.md).
+# nvcc on PATH, else /usr/local/cuda/bin/nvcc). A driver of the toolkit's family (R580 for CUDA
+# 13) loads the fatbin; an older one JIT-compiles the compatibility PTX (docs/gpu-benchmark.md).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +29,13 @@ CACHE="${GF_GPU_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufarm/gpu-bench}"
 # SASS for these generations: Turing, Ampere (A100; RTX 30, A10, A40), Ada, Hopper, Blackwell
 # (B200; RTX 50, RTX PRO). Each runs on later GPUs of its major version (sm_86 on 8.7, sm_120 on 12.1).
 WANTED_SASS=(75 80 86 89 90 100 120)
+# The compatibility PTX: the kernels compiled for compute_75 (no cp.async) and compute_80, their
+# `.version` lowered to the oldest PTX ISA whose rules the code meets, so that a driver of an older
+# family, whose JIT compiler knows ISAs up to its own CUDA version, can compile them. ptxas checks
+# the code against that ISA here. ISA 7.0 came with CUDA 11.0 (NVIDIA's PTX ISA release history).
+COMPAT_ARCHS=(75 80)
+COMPAT_PTX_ISA=7.0
+COMPAT_CUDA=11000
 
 ROOTFS=""
 while [ $# -gt 0 ]; do
@@ -73,18 +81,30 @@ if [ -n "$NVCC" ]; then
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     threads=$(nproc 2>/dev/null || echo 2)
-    say "compiling the GPU code with $NVCC: SASS for ${sass[*]}, PTX for compute_$ptx_arch ($threads threads)"
+    say "compiling the GPU code with $NVCC: SASS for ${sass[*]}, PTX for compute_$ptx_arch, compatibility PTX for ${COMPAT_ARCHS[*]/#/compute_} ($threads threads)"
     started=$(date +%s.%N)
     "$NVCC" -fatbin -O3 -std=c++17 --threads "$threads" "${gencode[@]}" -o "$work/kernels.fatbin" "$SRC/kernels.cu" \
       || fail "nvcc failed to compile $SRC/kernels.cu"
+    ptxas="$(dirname "$NVCC")/ptxas"
+    [ -x "$ptxas" ] || fail "ptxas is not beside $NVCC: install the toolkit's cuda-nvcc package whole"
+    for arch in "${COMPAT_ARCHS[@]}"; do
+      "$NVCC" -ptx -O3 -std=c++17 -arch="compute_$arch" -o "$work/compat-$arch.nvcc.ptx" "$SRC/kernels.cu" \
+        || fail "nvcc failed to compile $SRC/kernels.cu to PTX for compute_$arch"
+      grep -qE '^\.version [0-9]+\.[0-9]+$' "$work/compat-$arch.nvcc.ptx" || fail "nvcc's PTX for compute_$arch has no .version line"
+      sed -E "s/^\.version [0-9]+\.[0-9]+$/.version $COMPAT_PTX_ISA/" "$work/compat-$arch.nvcc.ptx" >"$work/compat-$arch.ptx"
+      "$ptxas" -arch="sm_$arch" -o /dev/null "$work/compat-$arch.ptx" \
+        || fail "the kernels use a PTX feature newer than ISA $COMPAT_PTX_ISA (ptxas above says which): raise COMPAT_PTX_ISA and COMPAT_CUDA in $0, and the oldest driver in docs/gpu-benchmark.md"
+    done
     fatbin_done=$(date +%s.%N)
     g++ -O2 -std=c++17 -Wall -Wextra -s -I"$include" -I"$SRC" \
       -DGB_FATBIN="\"$work/kernels.fatbin\"" -DGB_BUILD="\"$source_hash\"" -DGB_SASS="\"${sass[*]}\"" -DGB_PTX="\"compute_$ptx_arch\"" \
-      -static-libstdc++ -static-libgcc -o "$work/gpu-bench" "$SRC/gpu-bench.cpp" "$SRC/fatbin.S" -ldl \
+      -DGB_COMPAT_PTX_75="\"$work/compat-75.ptx\"" -DGB_COMPAT_PTX_80="\"$work/compat-80.ptx\"" \
+      -DGB_COMPAT_PTX_ISA="\"$COMPAT_PTX_ISA\"" -DGB_COMPAT_CUDA="$COMPAT_CUDA" \
+      -static-libstdc++ -static-libgcc -o "$work/gpu-bench" "$SRC/gpu-bench.cpp" "$SRC/gpu-code.S" -ldl \
       || fail "g++ failed to build the host program"
     finished=$(date +%s.%N)
     timing=$(awk -v a="$started" -v b="$fatbin_done" -v c="$finished" 'BEGIN { printf "GPU code %.1f s, host program %.1f s", b - a, c - b }')
-    printf '%s\n%s\nSASS: %s\nPTX: compute_%s\n' "$("$NVCC" --version | tail -n 2 | head -n 1)" "$timing" "${sass[*]}" "$ptx_arch" >"$work/build.txt"
+    printf '%s\n%s\nSASS: %s\nPTX: compute_%s\ncompatibility PTX: %s (ISA %s)\n' "$("$NVCC" --version | tail -n 2 | head -n 1)" "$timing" "${sass[*]}" "$ptx_arch" "${COMPAT_ARCHS[*]/#/compute_}" "$COMPAT_PTX_ISA" >"$work/build.txt"
     say "compiled in $timing"
     # Into the cache in one rename: a build beside this one finds a whole binary or none.
     mkdir -p "$CACHE"

@@ -209,7 +209,7 @@ rows = [('bf16MatmulGflops', 'GFLOPS', 0.5), ('fp16MatmulGflops', 'GFLOPS', 0.5)
 missed = 0
 for b in bench:
     t = torch.get(b['uuid'])
-    print(f"GPU {b['index']} {b['name']} ({b['uuid']}), compute capability {b['computeCapability']}, driver CUDA {b['driverCudaVersion']}"
+    print(f"GPU {b['index']} {b['name']} ({b['uuid']}), compute capability {b['computeCapability']}, driver CUDA {b['driverCudaVersion']}, code {b.get('gpuCode', 'fatbin')}"
           + (f"; PyTorch {t['torch']} (CUDA {t['cuda']})" if t else '; no PyTorch to compare with'))
     for key, unit, target in rows:
         ours = b.get(key)

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -34,13 +34,18 @@ t.test('default: --help and --version say what it measures, the architectures an
   t.equal(version.code, 0);
   t.match(version.stdout, /^gpu-bench 1\.0\.0 \(build [0-9a-f]{16}\)/);
   t.match(version.stdout, 'SASS for sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120; PTX for compute_100');
-  t.match(version.stdout, /CUDA 13\.0 or newer: the R580 branch or newer \(580\.65\.06 at least\)/);
+  t.match(version.stdout, /drivers with CUDA 13\.0 or newer load that code: the R580 branch or newer \(580\.65\.06 at least\); older drivers JIT-compile the compatibility PTX for compute_75 and compute_80 \(ISA 7\.0\)/);
+  t.match(version.stdout, /needs an NVIDIA driver with CUDA 11\.0 or newer: the R450 branch or newer/);
 });
 
 t.test('behavior: the binary carries SASS for every architecture from 7.5 and PTX for later GPUs (what cuobjdump --list-elf / --list-ptx list)', async (t) => {
   const entries = fatbinEntries(bin);
   t.same(entries.filter((e) => e.kind === 'sass').map((e) => e.arch).sort((a, b) => a - b), [75, 80, 86, 89, 90, 100, 120]);
   t.same(entries.filter((e) => e.kind === 'ptx').map((e) => e.arch), [100]);
+  const text = readFileSync(bin, 'latin1');
+  for (const arch of [75, 80]) {
+    t.match(text, `\n.version 7.0\n.target sm_${arch}\n`, `the compatibility PTX for compute_${arch} declares ISA 7.0`);
+  }
 });
 
 t.test('behavior: bad arguments exit 2 with a message naming the argument', async (t) => {
@@ -77,13 +82,47 @@ t.test('behavior: with no NVIDIA driver it exits 3 and says how to get one', asy
   t.equal(res.stdout, '');
 });
 
-t.test('behavior: a driver older than the toolkit\'s family is refused with exit 4, naming both versions and the way out', async (t) => {
-  const res = await onFake([], { FAKE_CUDA_DRIVER_VERSION: '12020' });
-  t.equal(res.code, 4);
-  t.match(res.stderr, /the NVIDIA driver is too old: it supports CUDA 12\.2, and this gpu-bench needs CUDA 13\.0 or newer/);
-  t.match(res.stderr, /R580 branch or newer \(580\.65\.06 at least\)/);
-  t.match(res.stderr, /build gpu-bench with a CUDA 12 toolkit/);
-  t.equal(res.stdout, '');
+t.test('behavior: a driver of the toolkit\'s family loads the fatbin; R535 to R570 JIT-compile the compatibility PTX of their GPU\'s generation', async (t) => {
+  const loadedFile = join(work, 'loaded.txt');
+  const loaded = () => {
+    const lines = readFileSync(loadedFile, 'utf8').trim().split('\n');
+    rmSync(loadedFile);
+    return lines;
+  };
+  const r580 = await onFake([], { FAKE_CUDA_DRIVER_VERSION: '13000', FAKE_CUDA_CC: '9.0', FAKE_CUDA_LOADED: loadedFile });
+  t.equal(r580.code, 0, r580.stderr);
+  t.same(loaded(), ['fatbin']);
+  t.equal(linesOf(r580.stdout)[0]?.gpuCode, 'fatbin');
+  t.notMatch(r580.stderr, /JIT-compiling/);
+  // R535 (CUDA 12.2) on Hopper, R570 (CUDA 12.8) on Blackwell, R470 (CUDA 11.4) on Ampere; Turing on R535.
+  const cases: Array<[string, string, string]> = [
+    ['12020', '9.0', 'compute_80'],
+    ['12080', '12.0', 'compute_80'],
+    ['11040', '8.6', 'compute_80'],
+    ['12020', '7.5', 'compute_75'],
+  ];
+  for (const [driver, cc, arch] of cases) {
+    const res = await onFake([], { FAKE_CUDA_DRIVER_VERSION: driver, FAKE_CUDA_CC: cc, FAKE_CUDA_LOADED: loadedFile });
+    t.equal(res.code, 0, `driver ${driver}, compute capability ${cc}: ${res.stderr}`);
+    t.same(loaded(), [`ptx sm_${arch.slice(-2)} isa 7.0`], `driver ${driver}, ${cc}: the driver JIT-compiles ${arch}`);
+    const [line] = linesOf(res.stdout);
+    t.equal(line?.gpuCode, `compat-ptx-${arch}`);
+    t.equal(line?.computeCapability, cc);
+    t.match(res.stderr, new RegExp(`GPU 0: the driver \\(CUDA ${Number(driver.slice(0, 2))}\\.${Number(driver.slice(3, 4))}\\) predates the CUDA 13\\.0 toolkit's code; JIT-compiling the compatibility PTX for ${arch} \\(ISA 7\\.0\\)`));
+  }
+});
+
+t.test('behavior: a driver too old for the compatibility PTX, or one without its JIT compiler, is refused with exit 4 and the way out', async (t) => {
+  const old = await onFake([], { FAKE_CUDA_DRIVER_VERSION: '10020' });
+  t.equal(old.code, 4);
+  t.match(old.stderr, /the NVIDIA driver is too old: it supports CUDA 10\.2, and this gpu-bench needs CUDA 11\.0 or newer: the R450 branch or newer \(450\.36\.06 at least\), whose JIT compiler/);
+  t.match(old.stderr, /compatibility PTX \(ISA 7\.0\)\. Upgrade the driver/);
+  t.equal(old.stdout, '');
+  const noJit = await onFake([], { FAKE_CUDA_DRIVER_VERSION: '12020', FAKE_CUDA_NO_JIT: '1' });
+  t.equal(noJit.code, 4);
+  t.match(noJit.stderr, /the driver \(CUDA 12\.2\) needs its JIT compiler for this gpu-bench's compute_80 PTX and has none \(CUDA_ERROR_JIT_COMPILER_NOT_FOUND \(221\): PTX JIT compiler library not found\)/);
+  t.match(noJit.stderr, /libnvidia-ptxjitcompiler\.so\.1/);
+  t.equal(noJit.stdout, '');
 });
 
 t.test('behavior: a user-space driver that does not match the kernel module exits 4; no GPU exits 5', async (t) => {

@@ -4,7 +4,8 @@
 // No CUDA runtime library: the driver API is loaded with dlopen at run time, so the program
 // starts on any machine, says plainly when there is no driver or one too old, and runs with
 // whatever libcuda the NVIDIA Container Toolkit puts into its container. The GPU code is a
-// fatbin (SASS for each architecture plus PTX) linked into this binary (fatbin.S).
+// fatbin (SASS for each architecture plus PTX) and the compatibility PTX for drivers older than
+// the toolkit, linked into this binary (gpu-code.S).
 #include <cuda.h>
 #include <dlfcn.h>
 
@@ -33,28 +34,38 @@
 #ifndef GB_PTX
 #define GB_PTX "unknown"
 #endif
+#ifndef GB_COMPAT_PTX_ISA
+#define GB_COMPAT_PTX_ISA "unknown"
+#endif
+#ifndef GB_COMPAT_CUDA
+#error "GB_COMPAT_CUDA: the CUDA version of the compatibility PTX's ISA (scripts/build-gpu-bench.sh)"
+#endif
 
 extern "C" const unsigned char gpu_bench_fatbin[];
+extern "C" const char gpu_bench_compat_ptx_75[];
+extern "C" const char gpu_bench_compat_ptx_80[];
 
 namespace {
 
 // Exit codes (docs/gpu-benchmark.md).
 enum Exit { kOk = 0, kFailed = 1, kBadArgs = 2, kNoDriver = 3, kDriverTooOld = 4, kNoGpu = 5 };
 
-// The driver API version this build needs: the major version of the toolkit that compiled its
-// GPU code. NVIDIA's minor-version compatibility lets a CUDA 12.x build run on any driver of
-// the 12 family (R525 and newer); CUDA 13.x needs the 13 family (R580 and newer), whose cubins
-// (ELF ABI version 8) the drivers before R580 cannot load.
+// Which GPU code a driver loads. One of the toolkit's family (CUDA 13: R580 and newer) loads the
+// fatbin: SASS for each architecture, PTX beyond. NVIDIA's minor-version compatibility ends at
+// the family: the cubins of ptxas 13 (ELF ABI version 8) do not load on older drivers, and its
+// PTX declares ISA 9.0, which their JIT compilers refuse. Those drivers JIT-compile the
+// compatibility PTX instead, whose ISA (checked by ptxas at build time) dates from CUDA
+// kMinDriverVersion: the oldest driver this build runs on.
 constexpr int kToolkitVersion = CUDA_VERSION;
-constexpr int kMinDriverVersion = (CUDA_VERSION / 1000) * 1000;
+constexpr int kFatbinDriverVersion = (CUDA_VERSION / 1000) * 1000;
+constexpr int kMinDriverVersion = GB_COMPAT_CUDA;
 
-// The oldest Linux driver of each CUDA major version (NVIDIA's release notes).
+// The oldest Linux driver of a CUDA version (NVIDIA's CUDA toolkit release notes, table 3).
 const char *driver_needed_for(int version) {
-  switch (version / 1000) {
-    case 13: return "the R580 branch or newer (580.65.06 at least)";
-    case 12: return "the R525 branch or newer (525.60.13 at least)";
-    default: return "a newer branch";
-  }
+  if (version >= 13000) return "the R580 branch or newer (580.65.06 at least)";
+  if (version >= 12000) return "the R525 branch or newer (525.60.13 at least)";
+  if (version >= 11000) return "the R450 branch or newer (450.36.06 at least)";
+  return "an older branch";
 }
 
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -106,6 +117,7 @@ void progress(const char *fmt, ...) {
   X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext))                                           \
   X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, ())                                                  \
   X(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule *, const void *))                          \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx", CUresult, (CUmodule *, const void *, unsigned, CUjit_option *, void **)) \
   X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule))                                              \
   X(cuModuleGetFunction, "cuModuleGetFunction", CUresult, (CUfunction *, CUmodule, const char *))        \
   X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult, (CUfunction, CUfunction_attribute, int))         \
@@ -191,12 +203,10 @@ void load_driver() {
   }
   if (g_cu.version < kMinDriverVersion) {
     throw Failure{kDriverTooOld,
-                  format("the NVIDIA driver is too old: it supports CUDA %s, and this gpu-bench needs CUDA %s or newer. It was compiled "
-                         "with the CUDA %s toolkit, whose GPU code loads only on drivers of %s. Upgrade the driver, or build "
-                         "gpu-bench with a CUDA %d toolkit, whose code this driver loads (NVCC=/path/to/cuda-%d/bin/nvcc "
-                         "scripts/build-gpu-bench.sh; see docs/gpu-benchmark.md)",
-                         version_text(g_cu.version).c_str(), version_text(kMinDriverVersion).c_str(), version_text(kToolkitVersion).c_str(),
-                         driver_needed_for(kMinDriverVersion), g_cu.version / 1000, g_cu.version / 1000)};
+                  format("the NVIDIA driver is too old: it supports CUDA %s, and this gpu-bench needs CUDA %s or newer: %s, whose "
+                         "JIT compiler takes its compatibility PTX (ISA %s). Upgrade the driver; see docs/gpu-benchmark.md",
+                         version_text(g_cu.version).c_str(), version_text(kMinDriverVersion).c_str(),
+                         driver_needed_for(kMinDriverVersion), GB_COMPAT_PTX_ISA)};
   }
 #define GB_RESOLVE(name, symbol, ret, args)                                                                \
   g_cu.name = reinterpret_cast<ret(*) args>(dlsym(lib, symbol));                                           \
@@ -267,6 +277,8 @@ void print_help() {
 void print_version() {
   printf("gpu-bench %s (build %s)\n", GB_VERSION, GB_BUILD);
   printf("compiled with the CUDA %s toolkit: SASS for %s; PTX for %s\n", version_text(kToolkitVersion).c_str(), GB_SASS, GB_PTX);
+  printf("drivers with CUDA %s or newer load that code: %s; older drivers JIT-compile the compatibility PTX for compute_75 and compute_80 (ISA %s)\n",
+         version_text(kFatbinDriverVersion).c_str(), driver_needed_for(kFatbinDriverVersion), GB_COMPAT_PTX_ISA);
   printf("needs an NVIDIA driver with CUDA %s or newer: %s\n", version_text(kMinDriverVersion).c_str(), driver_needed_for(kMinDriverVersion));
 }
 
@@ -495,16 +507,8 @@ class Session {
   Session(const Gpu &gpu, const Options &options) : gpu_(gpu), options_(options) {
     check(g_cu.cuDevicePrimaryCtxRetain(&ctx_, gpu.dev), "cuDevicePrimaryCtxRetain");
     check(g_cu.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    const CUresult r = g_cu.cuModuleLoadData(&module_, gpu_bench_fatbin);
-    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_SOURCE) {
-      throw Failure{kFailed, format("this gpu-bench has no GPU code for compute capability %d.%d (%s; it carries SASS for %s and PTX for %s)",
-                                    gpu.cc_major, gpu.cc_minor, cu_error(r).c_str(), GB_SASS, GB_PTX)};
-    }
-    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND) {
-      throw Failure{kDriverTooOld, format("compute capability %d.%d has no SASS in this gpu-bench and the driver cannot compile its PTX (%s): upgrade the driver",
-                                          gpu.cc_major, gpu.cc_minor, cu_error(r).c_str())};
-    }
-    check(r, "loading the GPU code (cuModuleLoadData)");
+    if (g_cu.version >= kFatbinDriverVersion) load_fatbin();
+    else load_compat_ptx();
     check(g_cu.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     check(g_cu.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
     check(g_cu.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -518,6 +522,9 @@ class Session {
   }
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
+
+  // Which code the GPU runs (the JSON line's gpuCode): "fatbin", or "compat-ptx-compute_NN".
+  const std::string &code() const { return code_; }
 
   CUfunction function(const char *name) {
     CUfunction f = nullptr;
@@ -571,8 +578,55 @@ class Session {
   const Options &options() const { return options_; }
 
  private:
+  void load_fatbin() {
+    const CUresult r = g_cu.cuModuleLoadData(&module_, gpu_bench_fatbin);
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_SOURCE) {
+      throw Failure{kFailed, format("this gpu-bench has no GPU code for compute capability %d.%d (%s; it carries SASS for %s and PTX for %s)",
+                                    gpu_.cc_major, gpu_.cc_minor, cu_error(r).c_str(), GB_SASS, GB_PTX)};
+    }
+    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND) {
+      throw Failure{kDriverTooOld, format("compute capability %d.%d has no SASS in this gpu-bench and the driver cannot compile its PTX (%s): upgrade the driver",
+                                          gpu_.cc_major, gpu_.cc_minor, cu_error(r).c_str())};
+    }
+    check(r, "loading the GPU code (cuModuleLoadData)");
+    code_ = "fatbin";
+  }
+
+  // A driver older than the toolkit's family: its JIT compiler compiles the compatibility PTX
+  // of the newest architecture this GPU has (compute_80 brings the cp.async pipeline).
+  void load_compat_ptx() {
+    const bool ampere = gpu_.cc_major >= 8;
+    const char *ptx = ampere ? gpu_bench_compat_ptx_80 : gpu_bench_compat_ptx_75;
+    const char *arch = ampere ? "compute_80" : "compute_75";
+    progress("GPU %d: the driver (CUDA %s) predates the CUDA %s toolkit's code; JIT-compiling the compatibility PTX for %s (ISA %s)",
+             gpu_.ordinal, version_text(g_cu.version).c_str(), version_text(kFatbinDriverVersion).c_str(), arch, GB_COMPAT_PTX_ISA);
+    char log[4096] = "";
+    CUjit_option keys[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(sizeof log))};
+    const auto started = std::chrono::steady_clock::now();
+    const CUresult r = g_cu.cuModuleLoadDataEx(&module_, ptx, 2, keys, values);
+    log[sizeof log - 1] = '\0';
+    const std::string detail = log[0] != '\0' ? format("; the JIT compiler said: %s", log) : std::string();
+    if (r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND) {
+      throw Failure{kDriverTooOld, format("the driver (CUDA %s) needs its JIT compiler for this gpu-bench's %s PTX and has none (%s): install the driver's "
+                                          "libnvidia-ptxjitcompiler.so.1 (the NVIDIA Container Toolkit mounts it with the compute capability), or upgrade "
+                                          "the driver to %s",
+                                          version_text(g_cu.version).c_str(), arch, cu_error(r).c_str(), driver_needed_for(kFatbinDriverVersion))};
+    }
+    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_INVALID_PTX) {
+      throw Failure{kDriverTooOld, format("the driver (CUDA %s) cannot JIT-compile this gpu-bench's %s PTX (ISA %s): %s%s. Upgrade the driver to %s",
+                                          version_text(g_cu.version).c_str(), arch, GB_COMPAT_PTX_ISA, cu_error(r).c_str(), detail.c_str(),
+                                          driver_needed_for(kFatbinDriverVersion))};
+    }
+    if (r != CUDA_SUCCESS) throw Failure{kFailed, format("loading the %s PTX (cuModuleLoadDataEx) failed: %s%s", arch, cu_error(r).c_str(), detail.c_str())};
+    progress("GPU %d: %s PTX compiled by the driver in %.1f s", gpu_.ordinal, arch,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    code_ = std::string("compat-ptx-") + arch;
+  }
+
   const Gpu &gpu_;
   const Options &options_;
+  std::string code_;
   CUcontext ctx_ = nullptr;
   CUmodule module_ = nullptr;
   CUstream stream_ = nullptr;
@@ -727,7 +781,7 @@ struct Figures {
 
 // The JSON line of one GPU (docs/gpu-benchmark.md): `matmulGflops` is the FP16 figure, which
 // every architecture from 7.5 has; `bf16MatmulGflops` is null below 8.0.
-std::string json_line(const Gpu &g, const Options &o, const Figures &f) {
+std::string json_line(const Gpu &g, const Options &o, const Figures &f, const std::string &code) {
   std::string line = "{";
   line += "\"uuid\":" + json_string(g.uuid);
   line += ",\"index\":" + format("%d", g.ordinal);
@@ -738,6 +792,7 @@ std::string json_line(const Gpu &g, const Options &o, const Figures &f) {
   line += ",\"multiprocessors\":" + format("%d", g.sms);
   line += ",\"driverCudaVersion\":" + json_string(version_text(g_cu.version));
   line += ",\"program\":" + json_string(format("gpu-bench %s", GB_VERSION));
+  line += ",\"gpuCode\":" + json_string(code);
   line += ",\"matmulSize\":" + format("%u", o.matmul_size);
   line += ",\"matmulGflops\":" + json_number(f.fp16);
   line += ",\"fp16MatmulGflops\":" + json_number(f.fp16);
@@ -777,7 +832,7 @@ std::string measure_gpu(const Gpu &g, const Options &o) {
   progress("GPU %d: device memory copy: %.1f MB/s (read + written)", g.ordinal, f.memory);
   measure_transfers(s, &f.to_device, &f.to_host);
   progress("GPU %d: host to device %.1f MB/s, device to host %.1f MB/s (pinned, %u MiB)", g.ordinal, f.to_device, f.to_host, o.transfer_mib);
-  return json_line(g, o, f);
+  return json_line(g, o, f, s.code());
 }
 
 // ---------------------------------------------------------------------------------------------

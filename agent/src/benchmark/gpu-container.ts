@@ -41,6 +41,12 @@ export const gpuBenchLineSchema = z.strictObject({
   /** The CUDA version the driver supports, `13.0`. */
   driverCudaVersion: z.string().regex(/^\d+\.\d+$/),
   program: z.string().regex(/^gpu-bench \d+\.\d+\.\d+$/),
+  /**
+   * The GPU code that ran: `fatbin` (the toolkit's SASS, or its PTX beyond), or, on a driver
+   * older than the toolkit's family, `compat-ptx-compute_75`/`compat-ptx-compute_80` compiled
+   * by the driver's JIT. Absent from programs before it was added.
+   */
+  gpuCode: z.enum(['fatbin', 'compat-ptx-compute_75', 'compat-ptx-compute_80']).optional(),
   matmulSize: z.number().int().min(1),
   matmulGflops: figure,
   fp16MatmulGflops: figure,
