@@ -13,6 +13,8 @@ export * from './fleet/earning.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';
 export * from './records/index.js';
+export * from './proof/gpu-challenge.js';
+export * from './proof/challenge-plan.js';
 export * from './process/line-tail.js';
 export * from './process/environment.js';
 export * from './process/owned-child.js';
