@@ -113,3 +113,24 @@ t.test('behavior: a reorg that drops the funding block holds the job', async (t)
   t.same(await checkReorgs({ db, escrow, startBlock: 0 }), [], 'held once');
   t.equal((await get()).status, 'QUEUED', 'held, not moved: the matcher skips jobs with a funding hold');
 });
+
+t.test('behavior: a release the customer sent while ours was due is recorded by the event scan with its deferrals, never without them', async (t) => {
+  const { c, db, escrow, job, get } = await fundedJob(t, 'eth');
+  const provider = await deployTestWallet(c, 1, ON_RECEIVE.refuse);
+  await recordCompletion({ db, escrow }, { jobId: job.id, runtimeSeconds: 60, pricePerGpuHourMicroUsd: 400_000, resultHash: `0x${'03'.repeat(32)}`, provider });
+  await scanEscrowEvents({ db, escrow, startBlock: 0 });
+  await c.testClient.increaseTime({ seconds: 121 });
+  await c.testClient.mine({ blocks: 1 });
+  // The customer approves as the window ends; our release, due now, finds the job paid out.
+  const approve = await c.wallet(3).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'approve', args: [job.payment.escrowJobKey as Hex] });
+  await c.publicClient.waitForTransactionReceipt({ hash: approve });
+  const deferrals = async () => (await db.query<{ n: string }>('SELECT count(*)::text AS n FROM escrow_deferred_payments WHERE job_id = $1', [job.id]))[0]!.n;
+  await sweepReleases({ db, escrow, startBlock: 0, now: () => new Date(Date.now() + 3_600_000) });
+  t.equal((await get()).receipt?.status, 'completed', 'not recorded as released by the refused release, which knows nothing of the deferral');
+  t.equal(await deferrals(), '0');
+  await scanEscrowEvents({ db, escrow, startBlock: 0 });
+  const after = await get();
+  t.equal(after.receipt?.status, 'released');
+  t.equal(after.receipt?.transactions.release, approve.toLowerCase());
+  t.equal(await deferrals(), '1', 'the provider\'s deferred payout, recorded with the release');
+});

@@ -124,10 +124,24 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
         case 'DisputeTimedOut':
           await updateEscrowRecord(deps.db, job.id, DISPUTE_TIMED_OUT, { settlementStatus: 'disputed' });
           break;
-        case 'JobReleased':
-          if (!job.release_tx_hash) await recordRelease(deps.db, job, txHash);
+        case 'JobReleased': {
+          // The release's deferrals follow it in the same transaction: recorded with it, in one
+          // database transaction, so no reader sees the job released without them.
+          const deferred = events.flatMap((e) =>
+            e.eventName === 'PaymentDeferred' && e.transactionHash === event.transactionHash && e.args.jobKey === event.args.jobKey
+              ? [{ ...e.args, txHash: e.transactionHash, logIndex: e.logIndex, blockNumber: e.blockNumber }]
+              : [],
+          );
+          const escrowJob = deferred.length > 0 ? await readEscrowJob(chain, event.args.jobKey) : null;
+          await deps.db.transaction(async (tx) => {
+            if (!job.release_tx_hash) await recordRelease(tx, job, txHash);
+            if (escrowJob) await insertDeferredPayments(tx, { chainId: chain.chainId, escrowAddress: chain.escrowAddress, jobId: job.id, payments: withParties(escrowJob, deferred) });
+          });
           break;
+        }
         case 'PaymentDeferred': {
+          // Recorded with its release above, which the same transaction logged first.
+          if (events.some((e) => e.eventName === 'JobReleased' && e.transactionHash === event.transactionHash)) break;
           const escrowJob = await readEscrowJob(chain, event.args.jobKey);
           const log = { ...event.args, txHash: event.transactionHash, logIndex: event.logIndex, blockNumber: event.blockNumber };
           await insertDeferredPayments(deps.db, { chainId: chain.chainId, escrowAddress: chain.escrowAddress, jobId: job.id, payments: withParties(escrowJob, [log]) });

@@ -110,10 +110,14 @@ export async function recordCompletion(deps: { db: Database; escrow: EscrowDeps 
   return { job: updated ?? job, cost, payout: recorded.payout, fee: recorded.fee };
 }
 
-/** Sends `release` for a completed job whose challenge window ended, and records it. */
+/**
+ * Sends `release` for a completed job whose challenge window ended, and records it. A job someone
+ * else paid out meanwhile (the customer's approve) is left to the event scan, which records that
+ * release with the payouts the escrow deferred in it.
+ */
 export async function releaseCompleted(deps: { db: Database; escrow: EscrowDeps }, job: JobRow): Promise<JobRow> {
   const payout = await payOutUnlessPaid(deps, job, () => releaseJob(deps.escrow.chain, job.escrow_job_key as Hex, deps.db));
-  return payout ? recordPayout(deps, job, payout) : recordRelease(deps.db, job, null);
+  return payout ? recordPayout(deps, job, payout) : job;
 }
 
 /**
