@@ -8,13 +8,18 @@
 #   4. where PyTorch with CUDA is importable, measures the same figures with it in the same run
 #      (bf16 and fp16 torch.matmul at the same size, 8192^3 by default; a device-to-device copy;
 #      host-to-device and device-to-host copies from pinned memory) and prints each ratio with
-#      its target: memory bandwidth >= 0.85x PyTorch's copy, matmul >= 0.5x PyTorch's (cuBLAS).
+#      its target: memory bandwidth >= 0.85x PyTorch's copy, matmul >= 0.5x PyTorch's (cuBLAS);
+#   5. runs the GPU challenge (gpu-bench --challenge, scripts/src/gpu-challenge-check.ts): a small
+#      chain the CPU recomputes bit for bit, then each GPU's class challenge timed against its
+#      deadline, its openings checked as the server checks them (needs this checkout's node_modules).
 #
 # Usage: scripts/gpu-check.sh [--binary PATH] [--gpus LIST] [--matmul-size N] [--seconds S] [--python PATH]
-#                              [-- GPU_BENCH_ARGS...]
+#                              [--challenge-plan class|simulated] [-- GPU_BENCH_ARGS...]
 #   --binary PATH   a gpu-bench binary, or an image root holding one (dist/gpu-bench/ of the agent
 #                   package, .gpufarm/gpu-bench/rootfs); run with that root's own glibc when it has one
 #   --python PATH   the Python with PyTorch (default: python3, else python)
+#   --challenge-plan  class (default): each GPU's class challenge; simulated: the simulated GPU's
+#                   small one (a fake driver)
 #   after --        more arguments for gpu-bench (gpu-bench --help), such as --copy-mib 4096
 # Exit status: 0 every figure measured and every target met (or no PyTorch to compare with);
 # 1 a step failed or a target was missed; 2 bad arguments; 3 no NVIDIA GPU or driver here.
@@ -26,9 +31,10 @@ GPUS=""
 SIZE=8192
 SECONDS_PER_FIGURE=1
 PYTHON=""
+CHALLENGE_PLAN=class
 EXTRA=()
 
-usage() { printf 'usage: %s [--binary PATH] [--gpus LIST] [--matmul-size N] [--seconds S] [--python PATH] [-- GPU_BENCH_ARGS...]\n' "$0" >&2; exit 2; }
+usage() { printf 'usage: %s [--binary PATH] [--gpus LIST] [--matmul-size N] [--seconds S] [--python PATH] [--challenge-plan class|simulated] [-- GPU_BENCH_ARGS...]\n' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --binary) [ $# -ge 2 ] || usage; BINARY=$2; shift 2 ;;
@@ -36,6 +42,7 @@ while [ $# -gt 0 ]; do
     --matmul-size) [ $# -ge 2 ] || usage; SIZE=$2; shift 2 ;;
     --seconds) [ $# -ge 2 ] || usage; SECONDS_PER_FIGURE=$2; shift 2 ;;
     --python) [ $# -ge 2 ] || usage; PYTHON=$2; shift 2 ;;
+    --challenge-plan) [ $# -ge 2 ] && [[ "$2" =~ ^(class|simulated)$ ]] || usage; CHALLENGE_PLAN=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) printf 'gpu-check: unknown argument "%s"\n' "$1" >&2; usage ;;
@@ -119,6 +126,16 @@ if [ "$bench_status" -ne 0 ]; then
   status=1
 fi
 [ -s "$work/bench.jsonl" ] || { say "gpu-bench printed no figures"; exit 1; }
+
+section "The GPU challenge (gpu-bench --challenge, checked as the server checks it)"
+if [ ! -s "$work/inventory.json" ]; then
+  say "not run: it needs the agent's inventory (above)"
+elif [ ! -d "$ROOT/node_modules/tsx" ]; then
+  say "not run: it needs this checkout's node_modules (npm install)"
+else
+  node --import tsx "$ROOT/scripts/src/gpu-challenge-check.ts" --inventory "$work/inventory.json" --plan "$CHALLENGE_PLAN" -- "${run_bench[@]}" 2>&1 | sed 's/^/  /'
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { say "the GPU challenge failed (above)"; status=1; }
+fi
 
 section "PyTorch on the same GPUs"
 python=${PYTHON:-$(command -v python3 || command -v python || true)}

@@ -23,6 +23,7 @@ import { replicasSection } from './bench/replicas.js';
 import { dashboardSection } from './bench/dashboard.js';
 import { BENCH_METRICS_TOKEN, metricsSection } from './bench/metrics.js';
 import { fleetSection } from './bench/fleet.js';
+import { gpuChallengeSection } from './bench/gpu-challenge.js';
 import { errorText } from '@gpufarm/shared';
 
 /**
@@ -60,6 +61,8 @@ STANDALONE_SECTIONS.push(replicasSection);
 STANDALONE_SECTIONS.push(dashboardSection);
 // The admin area at 10,000 machines: overview and machines table p99, heartbeat ingest CPU, history bytes (BENCH_SECTIONS=fleet).
 STANDALONE_SECTIONS.push(fleetSection);
+// The server's CPU per GPU challenge check, and a simulated GPU's challenge (BENCH_SECTIONS=challenge).
+STANDALONE_SECTIONS.push(gpuChallengeSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

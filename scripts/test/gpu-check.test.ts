@@ -47,17 +47,19 @@ t.test('default: on a GPU without PyTorch it runs the inventory and gpu-bench an
   writeFileSync(python, '#!/bin/sh\nexec python3 -I -S "$@"\n', { mode: 0o755 });
   const res = await runProgram(
     'bash',
-    [SCRIPT, '--binary', rootfs, '--matmul-size', '256', '--seconds', '0.05', '--python', python, '--', '--copy-mib', '64', '--transfer-mib', '16'],
-    { PATH: smi.path, LD_LIBRARY_PATH: fake },
+    [SCRIPT, '--binary', rootfs, '--matmul-size', '256', '--seconds', '0.05', '--python', python, '--challenge-plan', 'simulated', '--', '--copy-mib', '64', '--transfer-mib', '16'],
+    { PATH: smi.path, LD_LIBRARY_PATH: fake, FAKE_CUDA_UUIDS: 'GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0' },
   );
   t.equal(res.code, 0, `${res.stdout}\n${res.stderr}`);
   t.match(res.stdout, /GPU 0: NVIDIA H100 80GB HBM3 \(UUID: GPU-2c1e6a2f-/, "nvidia-smi's list");
   t.match(res.stdout, /"classId": "h100-80gb-sxm"/, "the agent's inventory of that nvidia-smi");
   t.match(res.stdout, /gpu-bench 1\.0\.0 \(build [0-9a-f]{16}\)/, 'the binary it runs, by its own glibc');
-  t.match(res.stdout, /\{"uuid":"GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf".*"bf16MatmulGflops":[0-9.]+/, "gpu-bench's JSON line");
+  t.match(res.stdout, /\{"uuid":"GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0".*"bf16MatmulGflops":[0-9.]+/, "gpu-bench's JSON line");
   t.match(res.stdout, /PyTorch with CUDA is not importable by .*python-without-site: figures without PyTorch ratios/, 'no PyTorch, said plainly');
   t.match(res.stdout, /GPU 0 Fake GPU 0 .*, code fatbin; no PyTorch to compare with\n {2}bf16MatmulGflops +[0-9.]+ GFLOPS\n/, 'the figures, tabulated');
-  t.notMatch(res.stdout, /PASS|FAIL/, 'no verdict without PyTorch');
+  t.match(res.stdout, /exactness: a 512x512x1024 chain of 2 rounds on every GPU, recomputed whole on the CPU\n +GPU-2c1e6a2f-63c4-9a2b-6f56-5c1de4c7c7a0 NVIDIA H100 80GB HBM3: roots equal the CPU's; openings pass {2}PASS/, 'the challenge on the GPU is the CPU\'s, bit for bit');
+  t.match(res.stdout, /timed: GPU-2c1e6a2f-\S+ NVIDIA H100 80GB HBM3, the simulated plan: 256x256x256, 4 rounds\n +go to commitment [0-9.]+ s, GPU time [0-9.]+ s, [0-9.]+ int8 TOPS\n +deadline met; 16 openings pass {2}PASS\n +PASS: the GPU challenge/, 'the timed challenge and its check');
+  t.notMatch(res.stdout.split('== Result')[1] ?? '', /PASS|FAIL/, 'no figure verdict without PyTorch');
 });
 
 t.test('behavior: a gpu-bench refusal is its exit, with its reason', async (t) => {

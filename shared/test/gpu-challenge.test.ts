@@ -34,30 +34,32 @@ const run = promisify(execFile);
 const PRE = Buffer.alloc(32, 0x11);
 const GO = Buffer.alloc(32, 0x22);
 const SHAPE = { m: 256, n: 256, k: 256 };
+/** The UUID of the fake driver's GPU 0 (agent/test/fixtures/fake-libcuda.c): gpu-bench's tests reuse these vectors. */
+const GPU = 'GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf';
 
-/** Known vectors: GPU 1 of pre-seed 0x11…, go seed 0x22…, m = n = k = 256, three rounds. */
+/** Known vectors: GPU of pre-seed 0x11…, go seed 0x22…, m = n = k = 256, three rounds. */
 const KNOWN = {
-  a0: 'aaf16e0bb52c16398e2aa1d8127890c4',
-  leaf0: '9e6fab72ade15121a921d66fd6ea0ab41b9e3b6b203005b953edf75cf3ba45d4',
-  row0: [69060, -100949, 54210, -75189],
+  a0: '77d2dc63ab6aaeabd4aeb05b8efa9844',
+  leaf0: '581a110e3973d6570f17f737db10704bf98ad8d045f2dd1d3a2fc86ba66d08aa',
+  row0: [-42863, -37449, 3727, 35294],
   roots: [
-    '4551849932d66cee542b4061e25cdf9030065a7403343e03a04ab2c2bac8fcb6',
-    '8c2a5c67a98a0c8d13a123dae16469cad845c35d04f156ce400cd88e815321d5',
-    'a9d4669c6a967029287a11f442c5b85d765ebaf2c412c83b46f461cbb753ddec',
+    'c7d27de36a3e4562dd5e413889ada303657243a6e595b3dd1b83f29bd6f6906a',
+    'b6df4a2c39f75aca4e3da98af8bfdefc609fd9cfea6a42cd0b9209f97cbb5c19',
+    '0438a59b9907dbc451b0931b3bcffbba427ab6ccada70b1e3e40a6c312453c27',
   ],
 };
 
-const chain = solveChain({ preSeed: PRE, goSeed: GO, gpu: 1, rounds: 3, ...SHAPE });
-const bt = int8Matrix(seedFor('b', PRE, 1), SHAPE.n, SHAPE.k);
+const chain = solveChain({ preSeed: PRE, goSeed: GO, gpu: GPU, rounds: 3, ...SHAPE });
+const bt = int8Matrix(seedFor('b', PRE, GPU), SHAPE.n, SHAPE.k);
 
 t.test('default: the generator, a row, its leaf and each round\'s root match the known vectors', async (t) => {
-  const a = int8Matrix(seedFor('gpu', GO, 1), SHAPE.m, SHAPE.k);
+  const a = int8Matrix(seedFor('gpu', GO, GPU), SHAPE.m, SHAPE.k);
   t.equal(Buffer.from(a.buffer, 0, 16).toString('hex'), KNOWN.a0);
-  const round0 = solveRound(seedFor('gpu', GO, 1), bt, SHAPE);
+  const round0 = solveRound(seedFor('gpu', GO, GPU), bt, SHAPE);
   t.same(Array.from(round0.rows[0]!.slice(0, 4)), KNOWN.row0);
   t.equal(round0.levels[0]![0]!.toString('hex'), KNOWN.leaf0);
   t.same(chain.roots.map((r) => r.toString('hex')), KNOWN.roots);
-  t.same(chainSeeds(GO, 1, chain.roots).map((s) => s.toString('hex')), chain.seeds.map((s) => s.toString('hex')), 'the server derives the same seeds from the roots');
+  t.same(chainSeeds(GO, GPU, chain.roots).map((s) => s.toString('hex')), chain.seeds.map((s) => s.toString('hex')), 'the server derives the same seeds from the roots');
 });
 
 t.test('behavior: the C definitions that gpu-bench runs give the same vectors, for other shapes and GPUs too', async (t) => {
@@ -67,10 +69,10 @@ t.test('behavior: the C definitions that gpu-bench runs give the same vectors, f
   const include = fileURLToPath(new URL('../../agent/gpu-bench/src', import.meta.url));
   const bin = join(work, 'challenge-vectors');
   await run('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-I', include, '-o', bin, source]);
-  const vectors = async (pre: Buffer, go: Buffer, gpu: number, m: number, n: number, k: number, rounds: number) =>
-    (await run(bin, [pre.toString('hex'), go.toString('hex'), String(gpu), String(m), String(n), String(k), String(rounds)])).stdout.trim().split('\n');
+  const vectors = async (pre: Buffer, go: Buffer, gpu: string, m: number, n: number, k: number, rounds: number) =>
+    (await run(bin, [pre.toString('hex'), go.toString('hex'), gpu, String(m), String(n), String(k), String(rounds)])).stdout.trim().split('\n');
 
-  const known = await vectors(PRE, GO, 1, 256, 256, 256, 3);
+  const known = await vectors(PRE, GO, GPU, 256, 256, 256, 3);
   t.same(known, [
     'sha256(abc) ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
     `a0 ${KNOWN.a0}`,
@@ -81,9 +83,10 @@ t.test('behavior: the C definitions that gpu-bench runs give the same vectors, f
 
   const pre = Buffer.from('9f'.repeat(32), 'hex');
   const go = Buffer.from('0123456789abcdef'.repeat(4), 'hex');
-  const other = solveChain({ preSeed: pre, goSeed: go, gpu: 0, m: 1024, n: 512, k: 256, rounds: 2 });
-  const c = await vectors(pre, go, 0, 1024, 512, 256, 2);
-  t.same(c.filter((l) => l.startsWith('root ')), other.roots.map((r, i) => `root ${i} ${r.toString('hex')}`), 'm = 1024, n = 512, k = 256, GPU 0');
+  const uuid = 'GPU-b0b1b2b3-b4b5-b6b7-b8b9-babbbcbdbebf';
+  const other = solveChain({ preSeed: pre, goSeed: go, gpu: uuid, m: 1024, n: 512, k: 256, rounds: 2 });
+  const c = await vectors(pre, go, uuid, 1024, 512, 256, 2);
+  t.same(c.filter((l) => l.startsWith('root ')), other.roots.map((r, i) => `root ${i} ${r.toString('hex')}`), 'm = 1024, n = 512, k = 256, another GPU');
 });
 
 /** Openings of `rows` rows of `round` from an honest computation of that round. */
@@ -93,7 +96,7 @@ function honestOpenings(round: number, rows: number[]): RowOpening[] {
 }
 
 const check = (openings: RowOpening[], roots: Uint8Array[] = chain.roots, goSeed: Uint8Array = GO) =>
-  checkOpenings({ preSeed: PRE, goSeed, gpu: 1, roots, openings, ...SHAPE });
+  checkOpenings({ preSeed: PRE, goSeed, gpu: GPU, roots, openings, ...SHAPE });
 
 const NOT_COMPUTED = /the product's row and the Merkle path sent do not lead to the committed root \(the row was not computed, or the path is wrong\)$/;
 
@@ -103,7 +106,7 @@ t.test('behavior: honest openings pass; a wrong path, another row\'s path, anoth
 
   const wrongPath = honestOpenings(1, [5]);
   wrongPath[0]!.path[3] = Buffer.alloc(32);
-  t.match(check(wrongPath), /^GPU 1 round 1 row 5: the product's row/);
+  t.match(check(wrongPath), /^GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf round 1 row 5: the product's row/);
   t.match(check(wrongPath), NOT_COMPUTED);
 
   t.match(check([{ ...honestOpenings(1, [6])[0]!, row: 5 }]), NOT_COMPUTED, 'the path of another row');

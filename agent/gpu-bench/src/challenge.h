@@ -16,6 +16,22 @@
 #define GB_CHALLENGE_PROTOCOL "gpufarm-gpu-challenge/1"
 #define GB_CHALLENGE_CHUNK_INT32 256u
 
+/* The int8 product's tiling: a block computes 128 x 128 of C over k in steps of 64 bytes, with
+   8 warps of 64 x 32. Shared memory holds each 16-byte k-slice of a tile as its own 128 x 16
+   matrix, so every fragment starts 256-bit aligned (wmma's rule) and rows are 16 bytes apart. */
+#define GB_CH_BM 128u
+#define GB_CH_BN 128u
+#define GB_CH_BK 64u
+#define GB_CH_THREADS 256u
+#define GB_CH_WARP_M 64u
+#define GB_CH_WARP_N 32u
+/* Bytes of one stage: the A tile's 4 slices, then the B tile's. */
+#define GB_CH_STAGE_BYTES ((GB_CH_BM + GB_CH_BN) * GB_CH_BK)
+/* 16-byte chunk c of a 128-row tile: its row, its k-slice, and where it lies in shared memory. */
+GB_FN uint32_t gb_ch_chunk_row(uint32_t c) { return c >> 2; }
+GB_FN uint32_t gb_ch_chunk_slice(uint32_t c) { return c & 3u; }
+GB_FN uint32_t gb_ch_smem_offset(uint32_t c) { return (gb_ch_chunk_slice(c) * 128u + gb_ch_chunk_row(c)) * 16u; }
+
 typedef struct {
   uint32_t h[8];
   uint8_t buf[64];
@@ -100,19 +116,19 @@ GB_FN void gb_put_u32le(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
 }
 
-/* seedFor: SHA-256(protocol ‖ 0 ‖ label ‖ 0 ‖ seed ‖ u32le(gpu)); label "b" or "gpu". */
-GB_FN void gb_challenge_seed_for(const char *label, const uint8_t seed[32], uint32_t gpu, uint8_t out[32]) {
+/* seedFor: SHA-256(protocol ‖ 0 ‖ label ‖ 0 ‖ seed ‖ uuid); label "b" or "gpu", uuid as nvidia-smi prints it. */
+GB_FN void gb_challenge_seed_for(const char *label, const uint8_t seed[32], const char *uuid, uint8_t out[32]) {
   gb_sha256 s;
   gb_sha256_init(&s);
   const char *protocol = GB_CHALLENGE_PROTOCOL;
   gb_sha256_update(&s, protocol, sizeof(GB_CHALLENGE_PROTOCOL));
-  size_t label_len = 0;
-  while (label[label_len] != '\0') ++label_len;
-  gb_sha256_update(&s, label, label_len + 1);
+  size_t len = 0;
+  while (label[len] != '\0') ++len;
+  gb_sha256_update(&s, label, len + 1);
   gb_sha256_update(&s, seed, 32);
-  uint8_t g[4];
-  gb_put_u32le(g, gpu);
-  gb_sha256_update(&s, g, 4);
+  len = 0;
+  while (uuid[len] != '\0') ++len;
+  gb_sha256_update(&s, uuid, len);
   gb_sha256_final(&s, out);
 }
 

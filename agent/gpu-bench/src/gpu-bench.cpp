@@ -18,9 +18,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "challenge.h"
 #include "shared.h"
 
 // The program's version: its JSON contract and its figures' meaning change with it.
@@ -238,16 +240,26 @@ void init_driver() {
 // ---------------------------------------------------------------------------------------------
 // Arguments
 
+// The GPU challenge's parameters (--challenge): C is m x n over k, `rounds` rounds.
+struct ChallengeOptions {
+  bool on = false;
+  unsigned m = 0, n = 0, k = 0, rounds = 0;
+  uint8_t pre_seed[32] = {};
+  bool has_pre_seed = false;
+};
+
 struct Options {
   std::vector<std::string> gpus;  // indexes or UUIDs; empty: all
   unsigned matmul_size = 8192;
   double seconds = 1.0;
   unsigned copy_mib = 1024;
   unsigned transfer_mib = 256;
+  ChallengeOptions challenge;
 };
 
 const char kUsageText[] =
     "usage: gpu-bench [--gpus LIST] [--matmul-size N] [--seconds S] [--copy-mib N] [--transfer-mib N] [--json-only]\n"
+    "       gpu-bench --challenge --m M --n N --k K --rounds R --pre-seed HEX [--gpus LIST] [--json-only]\n"
     "       gpu-bench --version | --help | --self-test\n";
 
 void print_help() {
@@ -267,6 +279,11 @@ void print_help() {
       "  --transfer-mib N   MiB of the pinned host buffer of the bus transfers, 16 to 16384; default 256\n"
       "  --json-only        no progress on stderr (errors are still printed there)\n"
       "  --self-test        check the tiling and the result check on the CPU (no GPU needed) and exit\n"
+      "  --challenge        run the GPU challenge (docs/decisions.md, \"GPU proof\") instead of measuring:\n"
+      "                     set up, print {\"ready\":...}, read \"go HEX\" on stdin, run --rounds rounds of an\n"
+      "                     --m x --k by --k x --n int8 product on each GPU, print {\"commit\":...}, read\n"
+      "                     \"open UUID:ROUND:ROW ...\" and print {\"openings\":...} (Merkle paths); --m, --n and\n"
+      "                     --k are powers of two from 256 (--n and --k up to 16384), --pre-seed 64 hex digits\n"
       "  --version          print the version, the toolkit, the architectures and the oldest driver\n\n"
       "Exit status: 0 every GPU measured; 1 a GPU could not be measured or its matmul was wrong (no\n"
       "figure is printed for it); 2 bad arguments; 3 no NVIDIA driver; 4 a driver too old or broken;\n"
@@ -319,6 +336,30 @@ bool is_uuid(const std::string &s) {
 
 int self_test();
 
+bool parse_seed(const char *text, uint8_t out[32]) {
+  if (strlen(text) != 64) return false;
+  for (int i = 0; i < 32; ++i) {
+    unsigned byte = 0;
+    for (int j = 0; j < 2; ++j) {
+      const char ch = text[2 * i + j];
+      if (!isxdigit(static_cast<unsigned char>(ch))) return false;
+      byte = byte * 16 + static_cast<unsigned>(isdigit(static_cast<unsigned char>(ch)) ? ch - '0' : (tolower(ch) - 'a' + 10));
+    }
+    out[i] = static_cast<uint8_t>(byte);
+  }
+  return true;
+}
+
+std::string hex_of(const uint8_t *p, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+  return out;
+}
+
 Options parse_args(int argc, char **argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -359,8 +400,25 @@ Options parse_args(int argc, char **argv) {
       o.copy_mib = parse_unsigned("--copy-mib", value("--copy-mib"), 64, 65536);
     } else if (arg == "--transfer-mib") {
       o.transfer_mib = parse_unsigned("--transfer-mib", value("--transfer-mib"), 16, 16384);
+    } else if (arg == "--challenge") {
+      o.challenge.on = true;
+    } else if (arg == "--m" || arg == "--n" || arg == "--k") {
+      const unsigned v = parse_unsigned(arg.c_str(), value(arg.c_str()), 256, arg == "--m" ? (1u << 20) : 16384u);
+      if ((v & (v - 1)) != 0) usage_error(format("%s must be a power of two, not %u", arg.c_str(), v));
+      (arg == "--m" ? o.challenge.m : arg == "--n" ? o.challenge.n : o.challenge.k) = v;
+    } else if (arg == "--rounds") {
+      o.challenge.rounds = parse_unsigned("--rounds", value("--rounds"), 1, 1000000);
+    } else if (arg == "--pre-seed") {
+      if (!parse_seed(value("--pre-seed"), o.challenge.pre_seed)) usage_error(format("--pre-seed must be 64 hex digits, not \"%s\"", argv[i]));
+      o.challenge.has_pre_seed = true;
     } else {
       usage_error(format("unknown argument \"%s\"", arg.c_str()));
+    }
+  }
+  if (o.challenge.on) {
+    const ChallengeOptions &c = o.challenge;
+    for (const auto &[flag, set] : {std::pair<const char *, bool>{"--m", c.m != 0}, {"--n", c.n != 0}, {"--k", c.k != 0}, {"--rounds", c.rounds != 0}, {"--pre-seed", c.has_pre_seed}}) {
+      if (!set) usage_error(format("--challenge needs %s", flag));
     }
   }
   return o;
@@ -576,6 +634,8 @@ class Session {
 
   const Gpu &gpu() const { return gpu_; }
   const Options &options() const { return options_; }
+  void make_current() { check(g_cu.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+  CUstream stream() const { return stream_; }
 
  private:
   void load_fatbin() {
@@ -836,6 +896,272 @@ std::string measure_gpu(const Gpu &g, const Options &o) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// --challenge: the GPU challenge (challenge.h; the protocol is in docs/decisions.md, "GPU proof").
+// One chain per GPU, kept whole on the GPU (each round's seed is made there from the previous
+// root), so the host enqueues every round of every GPU without waiting on any.
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+unsigned grid_for(size_t items) { return static_cast<unsigned>(std::min<size_t>(ceil_div(items, 256), 65535)); }
+
+class ChallengeChain {
+ public:
+  ChallengeChain(const Gpu &gpu, const Options &o)
+      : s_(gpu, o),
+        c_(o.challenge),
+        a_(size_t(c_.m) * c_.k, "A"),
+        bt_(size_t(c_.n) * c_.k, "B"),
+        product_(size_t(c_.m) * c_.n * 4, "C"),
+        chunks_(size_t(c_.m) * (c_.n / GB_CHALLENGE_CHUNK_INT32) * 32, "the chunk hashes"),
+        tree_(size_t(2) * c_.m * 32, "the Merkle tree"),
+        seeds_(size_t(c_.rounds + 1) * 32, "the seeds"),
+        roots_(size_t(c_.rounds + 1) * 32, "the roots"),
+        fill_(s_.function("gb_ch_fill")),
+        gemm_(s_.function("gb_ch_gemm")),
+        hash_chunks_(s_.function("gb_ch_chunks")),
+        leaves_(s_.function("gb_ch_leaves")),
+        level_(s_.function("gb_ch_level")),
+        next_(s_.function("gb_ch_next")) {
+    check(g_cu.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(g_cu.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+    // B, fixed for the challenge: made now, before the go.
+    uint8_t bseed[32];
+    gb_challenge_seed_for("b", c_.pre_seed, gpu.uuid.c_str(), bseed);
+    s_.copy_to_device(seeds_.ptr, bseed, 32);
+    fill(bt_.ptr, size_t(c_.n) * c_.k, seeds_.ptr);
+    s_.sync("making B");
+  }
+  ~ChallengeChain() {
+    if (start_ != nullptr) g_cu.cuEventDestroy(start_);
+    if (stop_ != nullptr) g_cu.cuEventDestroy(stop_);
+  }
+  ChallengeChain(const ChallengeChain &) = delete;
+  ChallengeChain &operator=(const ChallengeChain &) = delete;
+
+  const Gpu &gpu() const { return s_.gpu(); }
+  void make_current() { s_.make_current(); }
+
+  void start(const uint8_t go[32]) {
+    uint8_t seed[32];
+    gb_challenge_seed_for("gpu", go, gpu().uuid.c_str(), seed);
+    s_.copy_to_device(seeds_.ptr, seed, 32);
+    s_.sync("the first seed");
+    check(g_cu.cuEventRecord(start_, s_.stream()), "cuEventRecord");
+  }
+
+  // Round r of the chain: its root into roots[r], the next round's seed into seeds[r + 1].
+  void enqueue_round(unsigned r) {
+    const CUdeviceptr seed = seeds_.ptr + 32ull * r, root = roots_.ptr + 32ull * r, next = seed + 32;
+    enqueue_tree(seed, root);
+    void *params[] = {const_cast<CUdeviceptr *>(&seed), const_cast<CUdeviceptr *>(&root), const_cast<CUdeviceptr *>(&next)};
+    s_.launch(next_, 1, 1, 0, params, "gb_ch_next");
+  }
+
+  void finish() { check(g_cu.cuEventRecord(stop_, s_.stream()), "cuEventRecord"); }
+
+  // The chain's GPU time and its roots (waits for the GPU).
+  double seconds() {
+    check(g_cu.cuEventSynchronize(stop_), "the challenge's rounds");
+    float ms = 0;
+    check(g_cu.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+    return ms / 1000.0;
+  }
+  std::vector<uint8_t> roots() {
+    std::vector<uint8_t> out(size_t(c_.rounds) * 32);
+    check(g_cu.cuMemcpyDtoH(out.data(), roots_.ptr, out.size()), "copying the roots");
+    return out;
+  }
+
+  // Round r again, whole, and the Merkle path of each of `rows`: siblings from the leaf up.
+  std::vector<std::string> paths(unsigned r, const std::vector<unsigned> &rows, const uint8_t committed[32]) {
+    const CUdeviceptr scratch = roots_.ptr + 32ull * c_.rounds;
+    enqueue_tree(seeds_.ptr + 32ull * r, scratch);
+    std::vector<uint8_t> tree(size_t(2) * c_.m * 32 - 64), root(32);
+    s_.copy_to_host(tree.data(), tree_.ptr, tree.size());
+    s_.copy_to_host(root.data(), scratch, 32);
+    s_.sync("recomputing a round");
+    if (memcmp(root.data(), committed, 32) != 0) {
+      throw Failure{kFailed, format("round %u computed again gives another root (%s, committed %s): this GPU does not compute the same product twice; "
+                                    "check it (nvidia-smi -q: ECC errors, retired pages, XID errors) before it is offered",
+                                    r, hex_of(root.data(), 32).c_str(), hex_of(committed, 32).c_str())};
+    }
+    std::vector<std::string> out;
+    for (unsigned row : rows) {
+      std::string path;
+      size_t offset = 0;
+      for (unsigned count = c_.m, i = row; count > 1; offset += count, count /= 2, i /= 2) path += hex_of(&tree[(offset + (i ^ 1u)) * 32], 32);
+      out.push_back(path);
+    }
+    return out;
+  }
+
+ private:
+  void fill(CUdeviceptr out, size_t elements, CUdeviceptr seed) {
+    unsigned long long groups = elements / 4;
+    void *params[] = {&out, &groups, &seed};
+    s_.launch(fill_, grid_for(groups), 256, 0, params, "gb_ch_fill");
+  }
+
+  // A from `seed`, C = A Bt^T, C's chunk hashes, leaves and tree; the tree's root into `root`.
+  void enqueue_tree(CUdeviceptr seed, CUdeviceptr root) {
+    fill(a_.ptr, size_t(c_.m) * c_.k, seed);
+    unsigned m = c_.m, n = c_.n, k = c_.k;
+    void *gemm[] = {&a_.ptr, &bt_.ptr, &product_.ptr, &m, &n, &k};
+    s_.launch(gemm_, (m / GB_CH_BM) * (n / GB_CH_BN), GB_CH_THREADS, 0, gemm, "gb_ch_gemm");
+    unsigned long long chunks = (unsigned long long)m * n / GB_CHALLENGE_CHUNK_INT32;
+    void *hash[] = {&product_.ptr, &chunks_.ptr, &chunks};
+    s_.launch(hash_chunks_, grid_for(chunks), 256, 0, hash, "gb_ch_chunks");
+    unsigned per_row = n / GB_CHALLENGE_CHUNK_INT32;
+    void *leaves[] = {&chunks_.ptr, &tree_.ptr, &m, &per_row};
+    s_.launch(leaves_, grid_for(m), 256, 0, leaves, "gb_ch_leaves");
+    size_t offset = 0;
+    for (unsigned count = m; count > 1; offset += count, count /= 2) {
+      CUdeviceptr below = tree_.ptr + offset * 32, above = count == 2 ? root : tree_.ptr + (offset + count) * 32;
+      unsigned half = count / 2;
+      void *level[] = {&below, &above, &half};
+      s_.launch(level_, grid_for(half), 256, 0, level, "gb_ch_level");
+    }
+  }
+
+  Session s_;
+  const ChallengeOptions &c_;
+  DeviceBuffer a_, bt_, product_, chunks_, tree_, seeds_, roots_;
+  CUfunction fill_, gemm_, hash_chunks_, leaves_, level_, next_;
+  CUevent start_ = nullptr, stop_ = nullptr;
+};
+
+// Device memory one GPU's chain needs: A, B, C, the chunk hashes, the tree, seeds and roots.
+size_t challenge_bytes(const ChallengeOptions &c) {
+  return size_t(c.m) * c.k + size_t(c.n) * c.k + size_t(c.m) * c.n * 4 + size_t(c.m) * (c.n / GB_CHALLENGE_CHUNK_INT32) * 32 + size_t(2) * c.m * 32 +
+         size_t(2) * (c.rounds + 1) * 32;
+}
+
+bool read_line(std::string &line) {
+  line.clear();
+  for (int ch = getchar(); ch != EOF; ch = getchar()) {
+    if (ch == '\n') return true;
+    line.push_back(static_cast<char>(ch));
+    if (line.size() > (1u << 24)) return false;
+  }
+  return !line.empty();
+}
+
+int run_challenge(const std::vector<const Gpu *> &chosen, const Options &o) {
+  const ChallengeOptions &c = o.challenge;
+  std::vector<std::unique_ptr<ChallengeChain>> chains;
+  try {
+    for (const Gpu *g : chosen) {
+      if (g->cc_major * 10 + g->cc_minor < 75) {
+        throw Failure{kFailed, format("GPU %d (%s): compute capability %d.%d is older than 7.5, the oldest that CUDA 13 builds for", g->ordinal, g->uuid.c_str(), g->cc_major, g->cc_minor)};
+      }
+      progress("GPU %d: %s (%s): setting up a %u x %u x %u int8 challenge of %u rounds (%.2f GiB of GPU memory)", g->ordinal, g->name.c_str(), g->uuid.c_str(), c.m,
+               c.n, c.k, c.rounds, static_cast<double>(challenge_bytes(c)) / (1u << 30));
+      chains.push_back(std::make_unique<ChallengeChain>(*g, o));
+    }
+  } catch (const Failure &f) {
+    fprintf(stderr, "gpu-bench: %s\n", f.message.c_str());
+    return f.code;
+  }
+  std::string gpus;
+  for (const auto &chain : chains) gpus += format("%s{\"uuid\":%s,\"index\":%d}", gpus.empty() ? "" : ",", json_string(chain->gpu().uuid).c_str(), chain->gpu().ordinal);
+  printf("{\"ready\":true,\"program\":\"gpu-bench %s\",\"gpus\":[%s]}\n", GB_VERSION, gpus.c_str());
+  fflush(stdout);
+
+  std::string line;
+  uint8_t go[32];
+  if (!read_line(line) || line.rfind("go ", 0) != 0 || !parse_seed(line.c_str() + 3, go)) {
+    fprintf(stderr, "gpu-bench: expected \"go\" and 64 hex digits on stdin, got \"%.80s\"\n", line.c_str());
+    return kBadArgs;
+  }
+  try {
+    for (auto &chain : chains) {
+      chain->make_current();
+      chain->start(go);
+    }
+    for (unsigned r = 0; r < c.rounds; ++r) {
+      for (auto &chain : chains) {
+        chain->make_current();
+        chain->enqueue_round(r);
+      }
+    }
+    for (auto &chain : chains) {
+      chain->make_current();
+      chain->finish();
+    }
+    std::string commit;
+    std::vector<std::vector<uint8_t>> roots;
+    for (auto &chain : chains) {
+      chain->make_current();
+      const double seconds = chain->seconds();
+      roots.push_back(chain->roots());
+      progress("GPU %d: %u rounds in %.3f s of GPU time", chain->gpu().ordinal, c.rounds, seconds);
+      commit += format("%s{\"uuid\":%s,\"roots\":\"%s\",\"gpuSeconds\":%.6f}", commit.empty() ? "" : ",", json_string(chain->gpu().uuid).c_str(),
+                       hex_of(roots.back().data(), roots.back().size()).c_str(), seconds);
+    }
+    printf("{\"commit\":[%s]}\n", commit.c_str());
+    fflush(stdout);
+
+    if (!read_line(line) || line.rfind("open", 0) != 0) {
+      fprintf(stderr, "gpu-bench: expected \"open UUID:ROUND:ROW ...\" on stdin, got \"%.80s\"\n", line.c_str());
+      return kBadArgs;
+    }
+    // The requested rows by GPU and round, in the order asked.
+    struct Request {
+      size_t chain;
+      unsigned round, row;
+    };
+    std::vector<Request> requests;
+    for (size_t at = 4; at < line.size();) {
+      const size_t end = std::min(line.find(' ', at + 1), line.size());
+      const std::string item = line.substr(at + 1, end - at - 1);
+      at = end;
+      if (item.empty()) continue;
+      const size_t colon = item.find(':'), colon2 = item.find(':', colon + 1);
+      size_t which = chains.size();
+      for (size_t i = 0; i < chains.size(); ++i) {
+        if (colon != std::string::npos && strcasecmp(item.substr(0, colon).c_str(), chains[i]->gpu().uuid.c_str()) == 0) which = i;
+      }
+      char *e1 = nullptr, *e2 = nullptr;
+      const std::string round_text = colon2 == std::string::npos ? "" : item.substr(colon + 1, colon2 - colon - 1);
+      const std::string row_text = colon2 == std::string::npos ? "" : item.substr(colon2 + 1);
+      const unsigned long round = strtoul(round_text.c_str(), &e1, 10), row = strtoul(row_text.c_str(), &e2, 10);
+      if (which == chains.size() || round_text.empty() || row_text.empty() || *e1 != '\0' || *e2 != '\0' || round >= c.rounds || row >= c.m) {
+        fprintf(stderr, "gpu-bench: cannot open \"%s\": give UUID:ROUND:ROW of a GPU of this challenge, a round below %u and a row below %u\n", item.c_str(),
+                c.rounds, c.m);
+        return kBadArgs;
+      }
+      requests.push_back({which, static_cast<unsigned>(round), static_cast<unsigned>(row)});
+    }
+    std::vector<std::string> paths(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!paths[i].empty()) continue;
+      std::vector<size_t> same;
+      std::vector<unsigned> rows;
+      for (size_t j = i; j < requests.size(); ++j) {
+        if (requests[j].chain == requests[i].chain && requests[j].round == requests[i].round) {
+          same.push_back(j);
+          rows.push_back(requests[j].row);
+        }
+      }
+      ChallengeChain &chain = *chains[requests[i].chain];
+      chain.make_current();
+      const std::vector<std::string> found = chain.paths(requests[i].round, rows, &roots[requests[i].chain][size_t(requests[i].round) * 32]);
+      for (size_t j = 0; j < same.size(); ++j) paths[same[j]] = found[j];
+    }
+    std::string openings;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      openings += format("%s{\"uuid\":%s,\"round\":%u,\"row\":%u,\"path\":\"%s\"}", openings.empty() ? "" : ",",
+                         json_string(chains[requests[i].chain]->gpu().uuid).c_str(), requests[i].round, requests[i].row, paths[i].c_str());
+    }
+    printf("{\"openings\":[%s]}\n", openings.c_str());
+    fflush(stdout);
+  } catch (const Failure &f) {
+    fprintf(stderr, "gpu-bench: %s\n", f.message.c_str());
+    return f.code;
+  }
+  return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
 // --self-test: the tiling's index math (shared.h) and the result check, on the CPU.
 
 int self_test() {
@@ -1000,6 +1326,7 @@ int main(int argc, char **argv) {
     }
     if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
   }
+  if (options.challenge.on) return run_challenge(chosen, options);
   progress("NVIDIA driver with CUDA %s (%s); %zu of %zu GPUs to measure, %.2g s a figure", version_text(g_cu.version).c_str(), g_cu.path.c_str(),
            chosen.size(), gpus.size(), options.seconds);
   int status = kOk;

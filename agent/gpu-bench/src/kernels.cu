@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <mma.h>
+#include "challenge.h"
 #include "shared.h"
 
 using namespace nvcuda;
@@ -230,4 +231,109 @@ extern "C" __global__ void __launch_bounds__(256) gb_copy(const uint4 *__restric
     dst[i + 3 * stride] = d;
   }
   for (; i < n; i += stride) dst[i] = src[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPU challenge (challenge.h, shared/src/proof/gpu-challenge.ts): int8 matrices from a seed,
+// their exact int32 product, and the Merkle tree of its rows. `seed`, `root` and the tree live in
+// device memory, so a whole chain of rounds is enqueued without the host waiting on any round.
+
+// The int8 matrix of the seed at `seed`: group g (4 elements) is word g, little-endian.
+extern "C" __global__ void __launch_bounds__(256) gb_ch_fill(uint32_t *out, unsigned long long groups, const uint8_t *seed) {
+  const gb_challenge_key key = gb_challenge_key_of(seed);
+  for (unsigned long long g = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; g < groups; g += (unsigned long long)gridDim.x * blockDim.x) {
+    out[g] = gb_challenge_word(key, static_cast<uint32_t>(g));
+  }
+}
+
+// C (m x n int32, row-major) = A (m x k int8, row-major) * Bt^T (Bt: n x k int8, row-major), on
+// int8 tensor cores with int32 accumulation: exact, so equal on every GPU. m and n multiples of
+// 128, k of 64. The next k-tile is loaded into registers during the products (two stages).
+extern "C" __global__ void __launch_bounds__(GB_CH_THREADS) gb_ch_gemm(const int8_t *__restrict__ A, const int8_t *__restrict__ Bt, int32_t *__restrict__ C,
+                                                                    unsigned m, unsigned n, unsigned k) {
+  __shared__ __align__(128) int8_t smem[2][GB_CH_STAGE_BYTES];
+  const unsigned tid = threadIdx.x, warp = tid / 32u;
+  unsigned tm, tn;
+  gb_tile_of(blockIdx.x, m / GB_CH_BM, n / GB_CH_BN, &tm, &tn);
+  const int8_t *a_block = A + static_cast<size_t>(tm) * GB_CH_BM * k;
+  const int8_t *b_block = Bt + static_cast<size_t>(tn) * GB_CH_BN * k;
+  const unsigned warp_row = (warp / 4u) * GB_CH_WARP_M, warp_col = (warp % 4u) * GB_CH_WARP_N;
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> acc[4][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0);
+
+  uint4 ra[2], rb[2];
+  auto fetch = [&](unsigned kt) {
+#pragma unroll
+    for (unsigned i = 0; i < 2; ++i) {
+      const unsigned c = tid + i * GB_CH_THREADS, off = static_cast<unsigned>(gb_ch_chunk_row(c)) * k + kt * GB_CH_BK + gb_ch_chunk_slice(c) * 16u;
+      ra[i] = *reinterpret_cast<const uint4 *>(a_block + off);
+      rb[i] = *reinterpret_cast<const uint4 *>(b_block + off);
+    }
+  };
+  auto store = [&](unsigned stage) {
+#pragma unroll
+    for (unsigned i = 0; i < 2; ++i) {
+      const unsigned c = tid + i * GB_CH_THREADS;
+      *reinterpret_cast<uint4 *>(&smem[stage][gb_ch_smem_offset(c)]) = ra[i];
+      *reinterpret_cast<uint4 *>(&smem[stage][GB_CH_BM * GB_CH_BK + gb_ch_smem_offset(c)]) = rb[i];
+    }
+  };
+  const unsigned ktiles = k / GB_CH_BK;
+  fetch(0);
+  store(0);
+  for (unsigned kt = 0; kt < ktiles; ++kt) {
+    __syncthreads();
+    if (kt + 1 < ktiles) fetch(kt + 1);
+    const int8_t *sa = smem[kt & 1u];
+    const int8_t *sb = sa + GB_CH_BM * GB_CH_BK;
+#pragma unroll
+    for (unsigned slice = 0; slice < GB_CH_BK / 16u; ++slice) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> a[4];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> b[2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(a[i], sa + (slice * 128u + warp_row + i * 16u) * 16u, 16);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], sb + (slice * 128u + warp_col + j * 16u) * 16u, 16);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    if (kt + 1 < ktiles) store((kt + 1) & 1u);
+  }
+  const unsigned row0 = tm * GB_CH_BM + warp_row, col0 = tn * GB_CH_BN + warp_col;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::store_matrix_sync(C + static_cast<size_t>(row0 + i * 16) * n + col0 + j * 16, acc[i][j], n, wmma::mem_row_major);
+}
+
+// The hash of each 1 KiB chunk of C: chunk c is C's int32 [256 c, 256 c + 256).
+extern "C" __global__ void __launch_bounds__(256) gb_ch_chunks(const int32_t *C, uint8_t *hashes, unsigned long long chunks) {
+  for (unsigned long long c = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; c < chunks; c += (unsigned long long)gridDim.x * blockDim.x) {
+    gb_challenge_chunk(C + c * GB_CHALLENGE_CHUNK_INT32, hashes + c * 32u);
+  }
+}
+
+// Row i's leaf from its chunks' hashes.
+extern "C" __global__ void __launch_bounds__(256) gb_ch_leaves(const uint8_t *hashes, uint8_t *leaves, unsigned m, unsigned chunks_per_row) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x) {
+    gb_challenge_leaf(i, hashes + static_cast<size_t>(i) * chunks_per_row * 32u, chunks_per_row, leaves + static_cast<size_t>(i) * 32u);
+  }
+}
+
+// One level of the tree: node i of `above` from nodes 2i and 2i + 1 of `below`.
+extern "C" __global__ void __launch_bounds__(256) gb_ch_level(const uint8_t *below, uint8_t *above, unsigned count) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    gb_challenge_node(below + 64u * i, below + 64u * i + 32u, above + 32u * i);
+  }
+}
+
+// The next round's seed: SHA-256(seed || root).
+extern "C" __global__ void gb_ch_next(const uint8_t *seed, const uint8_t *root, uint8_t *next) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) gb_challenge_next_seed(seed, root, next);
 }

@@ -41,9 +41,13 @@ function u32le(value: number): Buffer {
   return b;
 }
 
-/** A per-GPU seed: SHA-256(protocol ‖ 0x00 ‖ label ‖ 0x00 ‖ seed ‖ u32le(gpu)). */
-export function seedFor(label: 'b' | 'gpu', seed: Uint8Array, gpu: number): Buffer {
-  return sha256(Buffer.from(`${GPU_CHALLENGE_PROTOCOL}\0${label}\0`, 'latin1'), seed, u32le(gpu));
+/**
+ * A per-GPU seed: SHA-256(protocol ‖ 0x00 ‖ label ‖ 0x00 ‖ seed ‖ UUID), the GPU's UUID as
+ * nvidia-smi prints it (`GPU-` and lower-case hex, ASCII): each GPU's chain is its own, whatever
+ * order a container numbers the GPUs in.
+ */
+export function seedFor(label: 'b' | 'gpu', seed: Uint8Array, gpuUuid: string): Buffer {
+  return sha256(Buffer.from(`${GPU_CHALLENGE_PROTOCOL}\0${label}\0`, 'latin1'), seed, Buffer.from(gpuUuid, 'latin1'));
 }
 
 /** The next round's seed: SHA-256(seed ‖ root). */
@@ -181,7 +185,7 @@ export function solveRound(seed: Uint8Array, bt: Int8Array, shape: ChallengeShap
 }
 
 /** A whole chain on the CPU: each round's root, and its seed (seed[r] is the seed of round r). */
-export function solveChain(params: { preSeed: Uint8Array; goSeed: Uint8Array; gpu: number; rounds: number } & ChallengeShape): { roots: Buffer[]; seeds: Buffer[] } {
+export function solveChain(params: { preSeed: Uint8Array; goSeed: Uint8Array; gpu: string; rounds: number } & ChallengeShape): { roots: Buffer[]; seeds: Buffer[] } {
   assertChallengeShape(params);
   const bt = int8Matrix(seedFor('b', params.preSeed, params.gpu), params.n, params.k);
   const seeds = [seedFor('gpu', params.goSeed, params.gpu)];
@@ -195,7 +199,7 @@ export function solveChain(params: { preSeed: Uint8Array; goSeed: Uint8Array; gp
 }
 
 /** Each round's seed, from the go seed and the committed roots (what the server derives). */
-export function chainSeeds(goSeed: Uint8Array, gpu: number, roots: Uint8Array[]): Buffer[] {
+export function chainSeeds(goSeed: Uint8Array, gpu: string, roots: Uint8Array[]): Buffer[] {
   const seeds = [seedFor('gpu', goSeed, gpu)];
   for (let r = 0; r + 1 < roots.length; r++) seeds.push(nextRoundSeed(seeds[r]!, roots[r]!));
   return seeds;
@@ -216,14 +220,14 @@ export interface RowOpening {
  * per row and n · k / 4 hashes once for Bt). Returns null when the product's row and its path
  * lead to the committed root of its round, for every row, else the first reason it does not.
  */
-export function checkOpenings(params: { preSeed: Uint8Array; goSeed: Uint8Array; gpu: number; roots: Uint8Array[]; openings: RowOpening[] } & ChallengeShape): string | null {
+export function checkOpenings(params: { preSeed: Uint8Array; goSeed: Uint8Array; gpu: string; roots: Uint8Array[]; openings: RowOpening[] } & ChallengeShape): string | null {
   const { m, n, k, roots } = params;
   assertChallengeShape(params);
   const seeds = chainSeeds(params.goSeed, params.gpu, roots);
   const bt = int8Matrix(seedFor('b', params.preSeed, params.gpu), n, k);
   const depth = Math.log2(m);
   for (const o of params.openings) {
-    const where = `GPU ${params.gpu} round ${o.round} row ${o.row}`;
+    const where = `${params.gpu} round ${o.round} row ${o.row}`;
     if (!Number.isInteger(o.round) || o.round < 0 || o.round >= roots.length) return `${where}: no such round (the chain has ${roots.length})`;
     if (!Number.isInteger(o.row) || o.row < 0 || o.row >= m) return `${where}: no such row (C has ${m})`;
     if (o.path.length !== depth) return `${where}: the Merkle path has ${o.path.length} hashes, not ${depth}`;
