@@ -15,4 +15,10 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
-process.exitCode = await runCli(process.argv.slice(2));
+const code = await runCli(process.argv.slice(2));
+// Exit here, once what was written has been handed to the OS, rather than by letting the process
+// run down: Node's teardown can spin forever running FinalizationRegistry cleanups (the HTTP
+// client registers them; nodejs/node#47748), which was seen as a `gf login` at 100% CPU that never
+// exited, about one run in fifty on Node 20.11. process.exit skips that teardown.
+await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
+process.exit(code);
