@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { challengeLateness, challengePlan, checkOpenings, findGpuClass, pickOpenings, solveChain, type ChallengePlan } from '@gpufarm/shared';
+import { challengeLateness, challengePlan, checkOpenings, errorText, findGpuClass, pickOpenings, solveChain, type ChallengePlan } from '@gpufarm/shared';
 import { z } from 'zod';
 
 /**
@@ -37,7 +37,17 @@ interface ChallengeRun {
 async function runChallenge(command: string[], uuids: string[], plan: Pick<ChallengePlan, 'm' | 'n' | 'k' | 'rounds' | 'checks'>, preSeed: Buffer, goSeed: Buffer): Promise<ChallengeRun> {
   const args = ['--challenge', '--json-only', '--gpus', uuids.join(','), '--m', String(plan.m), '--n', String(plan.n), '--k', String(plan.k), '--rounds', String(plan.rounds), '--pre-seed', preSeed.toString('hex')];
   const child = spawn(command[0]!, [...command.slice(1), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+  // A program that cannot start, or that exits before reading a line we write, ends the run with
+  // its exit status below rather than an unhandled stream error.
+  let startError: Error | null = null;
+  const exited = new Promise<number>((resolve) => {
+    child.on('error', (err) => {
+      startError = err;
+      resolve(127);
+    });
+    child.on('close', (code) => resolve(code ?? 1));
+  });
+  child.stdin.on('error', () => undefined);
   let wentAt = 0;
   let result: Omit<ChallengeRun, 'openings'> | null = null;
   let openings: ChallengeRun['openings'] | null = null;
@@ -57,6 +67,7 @@ async function runChallenge(command: string[], uuids: string[], plan: Pick<Chall
     }
   }
   const code = await exited;
+  if (startError) throw new Error(`${command.join(' ')} could not be started: ${(startError as Error).message}`);
   if (code !== 0 || !result || !openings) throw new Error(`gpu-bench --challenge exited with ${code} (its reason is above)`);
   return { ...result, openings };
 }
@@ -119,4 +130,7 @@ async function main(): Promise<number> {
   return failed === 0 ? 0 : 1;
 }
 
-process.exitCode = await main();
+process.exitCode = await main().catch((err: unknown) => {
+  console.error(`gpu-challenge-check: ${errorText(err)}`);
+  return 1;
+});

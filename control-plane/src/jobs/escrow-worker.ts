@@ -141,7 +141,7 @@ export async function scanEscrowEvents(deps: EscrowWorkerDeps): Promise<bigint> 
         }
         case 'PaymentDeferred': {
           // Recorded with its release above, which the same transaction logged first.
-          if (events.some((e) => e.eventName === 'JobReleased' && e.transactionHash === event.transactionHash)) break;
+          if (events.some((e) => e.eventName === 'JobReleased' && e.transactionHash === event.transactionHash && e.args.jobKey === event.args.jobKey)) break;
           const escrowJob = await readEscrowJob(chain, event.args.jobKey);
           const log = { ...event.args, txHash: event.transactionHash, logIndex: event.logIndex, blockNumber: event.blockNumber };
           await insertDeferredPayments(deps.db, { chainId: chain.chainId, escrowAddress: chain.escrowAddress, jobId: job.id, payments: withParties(escrowJob, [log]) });
