@@ -3,8 +3,9 @@
 # may create databases (each test file makes its own), tap built with our plugins, Docker Engine
 # and a local registry on 127.0.0.1:5000 (scripts/prepare-docker.sh, which `npm start` runs too),
 # the local test images pushed to it (the agent's tests run real containers), Chromium for
-# the page tests, HAProxy for the replica tests and the dashboard built into web/dist. As root
-# it installs and starts what is missing; otherwise it says exactly what to run.
+# the page tests, HAProxy for the replica tests, redis-server for shared rate limits and the
+# dashboard built into web/dist. As root it installs and starts what is missing; otherwise it
+# says exactly what to run.
 set -euo pipefail
 
 PG_URL="${TEST_DATABASE_URL:-postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres}"
@@ -122,6 +123,9 @@ CHROMIUM=/usr/bin/chromium
 ensure_package "$CHROMIUM" chromium 'the page tests'
 # The replica tests and `npm run cluster` put HAProxy in front of the control planes.
 ensure_package haproxy haproxy 'the replica tests'
+# Shared rate limits: the rate-limit tests, `npm run cluster` and the bench start their own
+# redis-server (Debian's package also enables a system service; ours run on ports of their own).
+ensure_package redis-server redis-server 'the rate-limit tests and npm run cluster'
 # The metrics test scrapes a control plane and an agent with Prometheus.
 ensure_package prometheus prometheus 'the metrics test'
 # The .deb test installs the agent into a stock Debian 12 root it makes (scripts/debian-root.sh).

@@ -21,7 +21,7 @@ import { until } from './helpers/wait.js';
 t.setTimeout(300_000);
 const run = promisify(execFile);
 
-t.test('default: npm run cluster starts PostgreSQL\'s database, the chain, s3rver, three replicas, HAProxy and two agents, and SIGINT stops them all', async (t) => {
+t.test('default: npm run cluster starts PostgreSQL\'s database, the chain, s3rver, Redis, three replicas, HAProxy and two agents, and SIGINT stops them all', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-cluster-'));
   const database = `gf_cluster_${randomBytes(5).toString('hex')}`;
   // Ten ports from one base: HAProxy, the three replicas and the stats page at +9.
@@ -55,6 +55,13 @@ t.test('default: npm run cluster starts PostgreSQL\'s database, the chain, s3rve
   const s3 = url('S3 \\(s3rver\\)');
   t.ok(s3, 'the S3 endpoint is printed');
   t.ok((await fetch(s3!).then((r) => r.status)) < 500, 's3rver answers');
+  t.match(banner, /Redis\s+redis:\/\/127\.0\.0\.1:\d+\s+\(the replicas' shared rate limits, pid \d+\)/, 'the Redis of the shared limits is printed');
+  // One client address calling each replica in turn: the three count down one shared bucket.
+  const window = Number((await fetch(`${replicas[0]}/v1/pricing`)).headers.get('x-ratelimit-reset'));
+  if (window < 5) await new Promise((resolve) => setTimeout(resolve, (window + 1) * 1000));
+  const remaining: number[] = [];
+  for (const replica of replicas) remaining.push(Number((await fetch(`${replica}/v1/pricing`)).headers.get('x-ratelimit-remaining')));
+  t.same(remaining, [remaining[0]!, remaining[0]! - 1, remaining[0]! - 2], 'a call to each replica counts down one shared limit');
   const stats = /HAProxy stats\s+(\S+)/.exec(banner)?.[1];
   const links = await until(
     async () => {
@@ -68,7 +75,7 @@ t.test('default: npm run cluster starts PostgreSQL\'s database, the chain, s3rve
   t.equal((banner.match(/agent-\d\s+machine mach_/g) ?? []).length, 2, 'two agents enrolled');
 
   const logDir = join(dataDir, 'cluster', 'logs');
-  for (const name of ['cp1', 'cp2', 'cp3', 'agent-1', 'agent-2', 's3rver']) t.ok(existsSync(join(logDir, `${name}.log`)), `${name} logs to ${name}.log`);
+  for (const name of ['cp1', 'cp2', 'cp3', 'agent-1', 'agent-2', 's3rver', 'redis']) t.ok(existsSync(join(logDir, `${name}.log`)), `${name} logs to ${name}.log`);
   t.match(readFileSync(join(logDir, 'agent-1.log'), 'utf8'), / link up: /, "the agent's log says its link is up");
 
   const pids = [...banner.matchAll(/pid (\d+)/g)].map((m) => Number(m[1]));

@@ -135,7 +135,13 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await lookAt(t, session, 'billing');
   await page.getByRole('link', { name: 'Capacity' }).click();
   await page.getByRole('table', { name: 'Capacity offers' }).getByText(/RTX 4090/i).first().waitFor();
+  await page.getByRole('table', { name: 'Capacity offers' }).getByText('Simulated', { exact: true }).first().waitFor();
+  t.pass('the offer of the simulated agent says its GPUs are simulated, not proven');
   await lookAt(t, session, 'capacity');
+  await page.getByLabel('Proven GPUs only').check();
+  await page.getByRole('button', { name: 'Apply filters' }).click();
+  await page.getByText('No offers match').waitFor();
+  t.pass('asked for proven GPUs only, the simulated machine is not listed');
   await page.setViewportSize({ width: 375, height: 800 });
   await page.goto(created.job.links.dashboard);
   await page.getByText('Escrow status: released').waitFor();
@@ -207,4 +213,35 @@ t.test('behavior: a refund the escrow could not send to the wallet shows on the 
   await page.getByRole('region', { name: 'Escrow' }).getByText('Withdrawn', { exact: true }).waitFor({ timeout: 60_000 });
   t.match((await customer.getJob(created.job.id)).receipt?.withdrawal, { status: 'withdrawn', withdrawTxHash: txHash }, 'the job records the withdrawal and its transaction');
   await lookAt(t, session, 'job: refund withdrawn');
+});
+
+t.test('behavior: cancel a funded job that no machine fits from its page, after a confirmation that names the deposit, and claim the refund there', async (t) => {
+  const customer = await Customer.create(market, 1);
+  // 1024 GiB of VRAM: no machine of this market fits it, so it stays QUEUED.
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo never runs', { gpu: { count: 1, minimumVramGb: 1024 } }));
+  const id = created.job.id;
+  await customer.waitForStatus(id, ['QUEUED']);
+  const session = await signInToDashboard(t, market, CUSTOMER.privateKey);
+  const { page } = session;
+  await page.goto(created.job.links.dashboard);
+  const dialog = page.getByRole('dialog', { name: `Cancel job ${id}?` });
+  await page.getByRole('button', { name: 'Cancel job' }).click();
+  await dialog.getByText(/becomes a refund you claim with your wallet/).waitFor();
+  await lookAt(t, session, 'job: cancel confirmation');
+  await dialog.getByRole('button', { name: 'Keep the job' }).click();
+  await dialog.waitFor({ state: 'hidden' });
+  t.equal((await customer.getJob(id)).status, 'QUEUED', '"Keep the job" leaves it queued');
+
+  await page.getByRole('button', { name: 'Cancel job' }).click();
+  await dialog.getByRole('button', { name: 'Cancel the job' }).click();
+  await page.getByRole('button', { name: 'Claim refund' }).waitFor({ timeout: 60_000 });
+  const canceled = await customer.getJob(id);
+  t.equal(canceled.status, 'CANCELED', 'the job is canceled');
+  t.equal(await page.getByRole('button', { name: 'Cancel job' }).count(), 0, 'and its page offers no Cancel any more');
+  await lookAt(t, session, 'job: canceled, refund to claim');
+  await page.getByRole('button', { name: 'Claim refund' }).click();
+  await page.getByText(/Mined: Claim refund/).waitFor({ timeout: 60_000 });
+  t.equal((await escrowJob(market, canceled.payment.escrowJobKey as Hex)).statusName, 'Refunded', 'the escrow refunded the deposit on chain');
+  await page.getByRole('region', { name: 'Escrow' }).getByText('Refunded', { exact: true }).waitFor({ timeout: 60_000 });
+  await lookAt(t, session, 'job: canceled and refunded');
 });

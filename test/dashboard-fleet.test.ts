@@ -98,6 +98,11 @@ t.test('behavior: an admin drains a machine from its page (the agent is told), s
   await page.goto(`${market.url}/admin/machines?farm=${FARM}`);
   await page.getByRole('link', { name: agent.machineId }).click();
   await page.getByRole('heading', { name: `Machine ${agent.machineId}` }).waitFor();
+  // Its agent proved it at enrollment with the simulated plan: passed, never proven (no real GPU).
+  const proof = page.getByRole('region', { name: 'GPU proof', exact: true });
+  t.match(await proof.locator('dl').textContent(), /^ProofSimulated GPUs: nothing to prove, offered as simulatedVerified since.+Next idle re-check.+$/, 'the proof, when verified, the next re-check');
+  const challenge = await proof.getByRole('table', { name: 'Recent GPU challenges' }).getByRole('row').nth(1).getByRole('cell').allTextContents();
+  t.match(challenge, [/\d/, 'enrollment', 'passed', 'simulated', /^256×256×256, 4 rounds on 1 GPU$/, /^pre [0-9a-f]{6}…[0-9a-f]{4}.*go [0-9a-f]{6}…[0-9a-f]{4}/, /^[\d.]+ s \/ no window$/, /^[1-9]\d*$/, /^\d+ ms$/, 'none'], 'the challenge: cause, state, class, shape, seeds, times, rows checked');
   await lookAt(t, admin, 'admin: machine page');
 
   await page.getByRole('button', { name: 'Drain', exact: true }).click();
@@ -200,6 +205,7 @@ t.test('behavior: an operator sees a machine "not earning: GPU probe failed" wit
   await verdict.getByText('Not earning').waitFor({ state: 'detached', timeout: 60_000 });
   t.equal(await verdict.locator('.badge').textContent(), 'Earning', 'the verdict turned to earning');
   t.notMatch(await verdict.textContent(), /GPU probe failed/, 'the probe failure is gone');
+  t.match(await page.getByRole('region', { name: 'Machine', exact: true }).textContent(), /GPU proofSimulated GPUs: nothing to prove/, 'its proof: simulated GPUs passed their challenge, never proven');
   await lookAt(t, operator, 'operator: machine earning again');
 
   await page.getByRole('button', { name: 'Drain', exact: true }).click();

@@ -81,7 +81,7 @@ t.test('behavior: switching the wallet’s account or chain signs out', async (t
     else await session.wallet.switchChain(1);
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await page.getByText(/signed out/i).first().waitFor();
-    t.equal((await session.api('GET', '/auth/session')).status, 401, `after a ${change} switch the session is gone on the server`);
+    t.equal((await session.api('GET', '/auth/session')).status, 204, `after a ${change} switch the session is gone on the server`);
     await lookAt(t, session, `signed out after a ${change} switch`);
   }
 });

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { AGENT_ENROLL_PATH, enrollResponseSchema, type AssignmentStatusMessage } from '@gpufarm/shared';
-import { AgentSocket, enrollBody, heartbeat, hello, runCanary, statusMessage, testInventory, uploadOutput } from '../control-plane/test/helpers/agent-client.js';
+import { AgentSocket, enrollBody, heartbeat, hello, runChallenge, statusMessage, testInventory, uploadOutput } from '../control-plane/test/helpers/agent-client.js';
 import { Customer, linesOf } from './helpers/customer.js';
 import { escrowJob } from './helpers/escrow.js';
 import { MAX_PRICE_USD } from './helpers/jobs.js';
@@ -35,7 +35,7 @@ await agent.next('welcome');
 // The link lives on heartbeats (the marketplace's interval is 1 s).
 const beats = setInterval(() => agent.send(heartbeat()), 500);
 t.teardown(() => clearInterval(beats));
-await runCanary(agent, { url: market.url, machineToken });
+await runChallenge(agent);
 await market.waitForCapacity(FARM, 1);
 const customer = await Customer.create(market, 1);
 

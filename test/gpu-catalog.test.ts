@@ -50,7 +50,7 @@ t.test('a card of each curated class, a derived class and a Pascal card through 
     const first = await inventory.refresh();
     t.equal(first.health.status, 'healthy', first.health.reason ?? '');
     const { machineId, machineToken } = await enrollMachine(cp.app, cp.db, toWireInventory(first));
-    // The canary's verification is another slice's test: these machines start verified.
+    // The GPU challenge is another slice's test: these machines start verified.
     await cp.db.query(`UPDATE machines SET verification = 'verified' WHERE id = $1`, [machineId]);
     const daemon = new AgentDaemon(
       { inventory, runner: rejectingRunner(), benchmark: () => null, log: () => undefined },

@@ -40,7 +40,7 @@ async function linkedAgent(t: Test, fixture: Fixture, kernelLines: string[]) {
   const first = await inventory.refresh();
   t.equal(first.health.status, 'healthy', first.health.reason ?? '');
   const { machineId, machineToken } = await enrollMachine(cp.app, cp.db, toWireInventory(first));
-  // The canary's verification is another slice's test: this machine starts verified.
+  // The GPU challenge is another slice's test: this machine starts verified.
   await cp.db.query(`UPDATE machines SET verification = 'verified' WHERE id = $1`, [machineId]);
 
   const statuses: DaemonStatus[] = [];

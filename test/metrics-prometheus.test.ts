@@ -33,8 +33,7 @@ async function expectValue(prometheus: TestPrometheus, promql: string, expected:
 
 t.test('default: PromQL over a scraped control plane and agents returns the fixture, the fleet and the traffic', async (t) => {
   const cpMetrics = await freePort();
-  // No canary image: no verification job occupies the simulated GPUs while the test counts them idle.
-  const market = await Marketplace.start(t, { env: { GF_METRICS_LISTEN: `127.0.0.1:${cpMetrics}`, GF_CANARY_IMAGE: '' } });
+  const market = await Marketplace.start(t, { env: { GF_METRICS_LISTEN: `127.0.0.1:${cpMetrics}` } });
   const smi = fakeNvidiaSmi('rtx-4090');
   t.teardown(() => smi.cleanup());
   const payout = privateKeyToAddress(generatePrivateKey());

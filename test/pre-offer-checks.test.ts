@@ -42,7 +42,7 @@ async function linkedAgent(t: Test, fixture: Fixture, host: FakeHostRootOptions,
   const first = await inventory.refresh();
   t.equal(first.health.status, expect, first.health.reason ?? 'healthy');
   const { machineId, machineToken } = await enrollMachine(cp.app, cp.db, toWireInventory(first));
-  // The canary's verification is another slice's test: this machine starts verified.
+  // The GPU challenge is another slice's test: this machine starts verified.
   await cp.db.query(`UPDATE machines SET verification = 'verified' WHERE id = $1`, [machineId]);
   const daemon = new AgentDaemon(
     { inventory, runner: rejectingRunner(), benchmark: () => null, log: () => undefined },

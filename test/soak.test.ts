@@ -29,7 +29,12 @@ t.setTimeout(480_000);
 
 const FARM = 'soak-farm';
 const PAYOUT = privateKeyToAddress(generatePrivateKey());
-/** Lines the job writes, one per millisecond (about 1.5 ms each with the shell's own cost here). */
+/**
+ * Lines the job writes, ten every 15 ms: at least 90 s, whatever the load, for the disruptions
+ * to happen mid-job. A pause per line (60,000 forks of `usleep`) cost the shell 62 CPU-s of a CI
+ * run at deb2218; ten lines per pause cost about a seventh (busybox sh here: 0.8 against 5.3 CPU-s
+ * per 3,000 lines).
+ */
 const LINES = 60_000;
 const DROPS = 100;
 const AGENT_KILLS = 5;
@@ -66,7 +71,7 @@ const db = openPostgres(market.databaseUrl, { max: 1 });
 t.teardown(() => db.close());
 
 t.test('behavior: 100 link drops, 5 agent kills, a database and a chain restart mid-job: every line stored once and in order, the job runs once, funds settle to the base unit', async (t) => {
-  const { created } = await customer.createFundedJob(busyboxSpec(market.images, numberedLines(LINES, 1000, { stderr: false }), { title: 'soak' }));
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, numberedLines(LINES, 15_000, { stderr: false, perPause: 10 }), { title: 'soak' }));
   const id = created.job.id;
   await customer.waitForStatus(id, ['RUNNING'], 90_000);
   const [assignment] = await market.query<{ id: string }>('SELECT id FROM assignments WHERE job_id = $1', [id]);

@@ -41,7 +41,7 @@ t.test('behavior: npm start runs the marketplace with a local agent; npm run dem
   t.equal(capacity.data.length, 1, 'the local farm is listed');
   t.equal(capacity.data[0]?.simulated, true, 'with simulated GPUs');
 
-  const demo = spawnProcess('demo', process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/demo.ts')], { cwd: ROOT, env: { GF_DATA_DIR: dataDir, GF_API_KEY: '', GF_API_URL: '', GF_ADMIN_TOKEN: '' } });
+  const demo = spawnProcess('demo', process.execPath, ['--conditions=@gpufarm/source', '--import', 'tsx', join(ROOT, 'scripts/src/demo.ts')], { cwd: ROOT, env: { GF_DATA_DIR: dataDir, GF_API_KEY: '', GF_ENDPOINT: '', GF_ADMIN_TOKEN: '' } });
   const code = await demo.exited;
   t.equal(code, 0, `npm run demo succeeds:\n${demo.tail(60)}\n${start.tail(30)}`);
   const out = demo.output();

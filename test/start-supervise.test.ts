@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { exitedWithin, isAlive } from './helpers/processes.js';
+import { exitedWithin, isAlive, signalIfStill } from './helpers/processes.js';
 import { npmStart } from './helpers/start.js';
 import { until } from './helpers/wait.js';
 
@@ -47,14 +47,14 @@ t.test('behavior: a killed control plane and agent are restarted, a killed chain
 
   const linksUp = () => start.output().match(/ link up: /g)?.length ?? 0;
   const links = linksUp();
-  process.kill(controlPlanePid, 'SIGKILL');
+  signalIfStill(controlPlanePid, /control-plane\/src\/main\.ts/);
   await start.waitForOutput(/the control plane \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the control plane named with how it ended');
   const again = await start.waitForOutput(/the control plane is running again \(pid (\d+)\)/, 'the control plane restarted');
   t.not(Number(again[1]), controlPlanePid, 'a new control plane process');
   t.equal((await fetch(`${url}/v1`)).status, 200, 'answering at the same address');
   await until(() => linksUp() > links, 'the agent to link again', { timeoutMs: 60_000, describe: () => start.tail(10) });
 
-  process.kill(agentPid, 'SIGKILL');
+  signalIfStill(agentPid, /gf-agent\.js run/);
   await start.waitForOutput(/the local agent \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the agent named with how it ended');
   const agentAgain = await start.waitForOutput(/the local agent is running again \(pid (\d+)\)/, 'the agent restarted', 90_000);
   const newAgentPid = Number(agentAgain[1]);
@@ -65,7 +65,7 @@ t.test('behavior: a killed control plane and agent are restarted, a killed chain
     { timeoutMs: 60_000 },
   );
 
-  process.kill(anvilPid, 'SIGKILL');
+  signalIfStill(anvilPid, /anvil/);
   await start.waitForOutput(/the local chain \(anvil\) \(pid \d+\) exited with signal SIGKILL/, 'the chain named');
   t.match(start.output(), /nothing runs without it: stopping the marketplace/, 'says why everything stops');
   t.equal(await start.exited, 1, 'npm start exits non-zero');

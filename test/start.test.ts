@@ -15,7 +15,7 @@ t.setTimeout(480_000);
 
 /** Starts `npm start`'s script on a fresh embedded database and waits for its banner. */
 async function startMarketplace(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
+  const child = spawn(process.execPath, ['--conditions=@gpufarm/source', '--import', 'tsx', join(ROOT, 'scripts/src/start.ts')], {
     cwd: ROOT,
     env: { ...process.env, GF_DATA_DIR: dataDir, PORT: '0', DATABASE_URL: '', GF_ADMIN_TOKEN: '', GF_SEED_FLEET: '', GF_LOCAL_AGENT: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -71,7 +71,7 @@ t.test('npm start: the control plane on the embedded database with a seeded flee
   pricingSchema.parse(await (await fetch(`${url}/v1/pricing`)).json());
 
   // While the server owns the embedded database, the admin command goes through its admin API.
-  const admin = await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/admin.ts'), 'create-key', '--wallet', '0x70997970C51812dc3A010C7d01b50e0d17dc79C8', '--scopes', 'billing:read'], {
+  const admin = await run(process.execPath, ['--conditions=@gpufarm/source', '--import', 'tsx', join(ROOT, 'scripts/src/admin.ts'), 'create-key', '--wallet', '0x70997970C51812dc3A010C7d01b50e0d17dc79C8', '--scopes', 'billing:read'], {
     cwd: ROOT,
     env: { ...process.env, GF_DATA_DIR: dataDir, DATABASE_URL: '' },
   });
@@ -81,7 +81,7 @@ t.test('npm start: the control plane on the embedded database with a seeded flee
   t.equal(billing.status, 200);
 
   // A second process must not open the same embedded database.
-  const seed = await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/seed.ts'), '--machines', '5'], {
+  const seed = await run(process.execPath, ['--conditions=@gpufarm/source', '--import', 'tsx', join(ROOT, 'scripts/src/seed.ts'), '--machines', '5'], {
     cwd: ROOT,
     env: { ...process.env, GF_DATA_DIR: dataDir, DATABASE_URL: '' },
   }).catch((err: unknown) => err as { code: number; stderr: string });

@@ -6,7 +6,7 @@ import react from '@vitejs/plugin-react';
 import { defineConfig, type Plugin } from 'vite';
 
 /** Where `npm run dev -w web` sends API calls: a control plane started with `npm start`. */
-const apiUrl = process.env.GF_API_URL ?? 'http://127.0.0.1:8080';
+const apiUrl = process.env.GF_ENDPOINT ?? 'http://127.0.0.1:8080';
 
 /** Stands in for the Node builtins `@gpufarm/shared`'s Node-only modules import (see the file). */
 const NODE_BUILTINS_STUB = fileURLToPath(new URL('./src/lib/node-builtins-stub.ts', import.meta.url));

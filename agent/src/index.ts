@@ -1,5 +1,6 @@
 /** The farm agent (gf-agent): the pieces the daemon and its tests wire together. */
 export * from './benchmark/index.js';
+export * from './challenge/index.js';
 export * from './config/index.js';
 export * from './daemon/index.js';
 export * from './doctor/index.js';

@@ -9,6 +9,10 @@ import { checkNumbering, e2eAgent, expected, finished, numbered, of, sha256sum, 
  * control plane, the real Docker Engine and the local registry's images pinned by digest.
  */
 
+// Five jobs run one after another: 134 s beside three page tests here, and past the 120 s
+// default in a CI run at deb2218, which cut the fifth short.
+t.setTimeout(300_000);
+
 t.test('behavior: a busybox job: every line once, in order with its stream; exit code; artifacts hash as sha256sum; the record verifies with the enrolled key', async (t) => {
   const agent = await e2eAgent(t);
   const { peer } = agent;

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
-import { admitAssignment } from '../src/daemon/admission.js';
+import { admitAssignment, admitChallenge, refusalDuringChallenge, type ChallengeAdmission } from '../src/daemon/admission.js';
 import { outputUploadUrl } from '../src/daemon/runner-setup.js';
 
 const spec = (gpus: Array<{ index: number; uuid: string }>): AssignmentSpec => ({
@@ -27,4 +27,21 @@ t.test('error: not_ready below min_free_disk_bytes', async (t) => {
 t.test('args: upload URLs are the route on the server origin, ids escaped', async (t) => {
   t.equal(outputUploadUrl('https://cp.example.com', 'asg_1', 'output-0'), 'https://cp.example.com/agent/v1/assignments/asg_1/outputs/output-0');
   t.equal(outputUploadUrl('http://127.0.0.1:8080/?x=1', 'asg_1', 'log'), 'http://127.0.0.1:8080/agent/v1/assignments/asg_1/outputs/log');
+});
+
+t.test('behavior: a GPU challenge runs only on idle, healthy GPUs the machine offers, simulated or real as it is', async (t) => {
+  const idle: ChallengeAdmission = { heldAssignments: [], draining: false, activeChallengeId: null, simulated: true, unhealthyReason: null, gpuUuids: ['GPU-sim-l4-24gb-0', 'GPU-sim-l4-24gb-1'] };
+  const challenge = { simulated: true, gpus: [{ index: 1, uuid: 'GPU-sim-l4-24gb-1' }] };
+  t.equal(admitChallenge(challenge, idle), null);
+  const cases: Array<[Partial<ChallengeAdmission>, string]> = [
+    [{ activeChallengeId: 'chl_1' }, 'another GPU challenge (chl_1) is running on this machine'],
+    [{ heldAssignments: ['asg_1', 'asg_2'] }, 'a job holds the GPUs (assignment asg_1, asg_2)'],
+    [{ draining: true }, 'the machine is draining and takes no new work'],
+    [{ simulated: null }, 'the machine has not read its inventory yet'],
+    [{ unhealthyReason: 'the GPU probe failed' }, 'the machine is unhealthy: the GPU probe failed'],
+    [{ simulated: false }, 'this machine has real GPUs, not simulated ones'],
+    [{ gpuUuids: ['GPU-sim-l4-24gb-0'] }, 'this machine does not offer GPU 1 (GPU-sim-l4-24gb-1)'],
+  ];
+  for (const [machine, reason] of cases) t.equal(admitChallenge(challenge, { ...idle, ...machine }), reason, reason);
+  t.same(refusalDuringChallenge('chl_1'), { accepted: false, reason: 'gpus_unavailable', message: "a GPU challenge (chl_1) is running on this machine's GPUs; it takes no assignment until the challenge ends" });
 });

@@ -1,31 +1,14 @@
 import t from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
-import type { AssignmentContext, AssignmentRunner } from '../src/link/assignment-runner.js';
 import { TestPeer } from './helpers/peer.js';
-import { testDaemon } from './helpers/daemon.js';
+import { holdingRunner, testDaemon } from './helpers/daemon.js';
 
 /**
  * The AssignmentRunner port as the daemon drives it. The runner here is a scripted producer of
  * lines and reports (the Docker runtime implements the same port); it stands in for containers,
  * not for any service the agent talks to.
  */
-function scriptedRunner() {
-  const held = new Map<string, { spec: AssignmentSpec; ctx: AssignmentContext }>();
-  const runner: AssignmentRunner = {
-    accept: async (spec, ctx) => {
-      if (spec.gpus.length > 1) return { accepted: false, reason: 'gpus_unavailable', message: 'only one GPU is free' };
-      held.set(spec.assignmentId, { spec, ctx });
-      return { accepted: true };
-    },
-    cancel: async () => undefined,
-    running: async () => [...held.values()].map(({ spec, ctx }) => ({ assignmentId: spec.assignmentId, jobId: spec.jobId, state: 'running' as const, nextLogSeq: ctx.logs.nextSeq })),
-    restore: async () => undefined,
-    setPartitioned: () => undefined,
-    contactLost: () => undefined,
-    close: async () => undefined,
-  };
-  return { runner, held };
-}
+const scriptedRunner = () => holdingRunner((spec) => (spec.gpus.length > 1 ? { accepted: false, reason: 'gpus_unavailable', message: 'only one GPU is free' } : null));
 
 const base = (id: string, gpus: number): AssignmentSpec => ({
   assignmentId: id, jobId: `job_${id}`, image: '127.0.0.1:5000/gpufarm/busybox:1', imageDigest: null, command: ['sh', '-c', 'echo hi'], env: {},

@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { checkOpenings, solveChain } from '@gpufarm/shared';
 import t from 'tap';
 import { gpuBenchLineSchema } from '../src/benchmark/gpu-container.js';
+import type { ChallengeCommitment, ChallengeOpening, ChallengeRow } from '../src/challenge/challenge.js';
+import { GpuBenchError, GpuBenchSession, spawnGpuBench } from '../src/challenge/gpu-bench-session.js';
 import { buildFakeLibcuda, buildGpuBenchRootfs, fatbinEntries, runProgram } from './helpers/gpu-bench.js';
 
 /**
@@ -204,63 +204,58 @@ t.test('behavior: each generation loads its code: Turing without bf16, Blackwell
 });
 
 /**
- * gpu-bench --challenge on the fake driver: ready, go, commit, open, as the agent drives it.
- * Returns every JSON line it printed, its exit code and stderr.
+ * gpu-bench --challenge on the fake driver through the agent's driver of its protocol
+ * (`GpuBenchSession`): ready, go, commit, open. Returns each line it read, the program's exit
+ * code and stderr; a step the program refused ends the run with the code and stderr it left.
  */
-async function runChallenge(args: string[], go: string, open: (commit: ChallengeCommit) => string, env: Record<string, string> = {}) {
-  const child = spawn(bin, ['--challenge', ...args], { env: { ...process.env, LD_LIBRARY_PATH: fakeDir, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? 1)));
-  const lines: unknown[] = [];
-  for await (const line of createInterface({ input: child.stdout })) {
-    const parsed = JSON.parse(line) as Record<string, unknown>;
-    lines.push(parsed);
-    if ('ready' in parsed) child.stdin.write(`${go}\n`);
-    if ('commit' in parsed) child.stdin.end(`${open(parsed as unknown as ChallengeCommit)}\n`);
+async function runChallenge(args: string[], goSeed: string, rows: (commit: ChallengeCommitment[]) => ChallengeRow[], env: Record<string, string> = {}) {
+  const session = new GpuBenchSession(spawnGpuBench([bin], ['--challenge', ...args], { env: { ...process.env, LD_LIBRARY_PATH: fakeDir, ...env } }));
+  try {
+    const ready = await session.ready();
+    const commit = await session.go(goSeed);
+    const openings = await session.open(rows(commit));
+    return { ready, commit, openings, code: (await session.exited).code, stderr: session.stderr };
+  } catch (err) {
+    if (!(err instanceof GpuBenchError)) throw err;
+    return { ready: null, commit: [], openings: [], code: err.exitCode, stderr: err.stderr, error: err.message };
   }
-  return { lines, code: await exited, stderr };
-}
-interface ChallengeCommit {
-  commit: Array<{ uuid: string; roots: string; gpuSeconds: number }>;
-}
-interface ChallengeOpenings {
-  openings: Array<{ uuid: string; round: number; row: number; path: string }>;
 }
 
 const PRE = Buffer.alloc(32, 0x11);
 const GO = Buffer.alloc(32, 0x22);
 const CHALLENGE = ['--m', '256', '--n', '256', '--k', '256', '--rounds', '3', '--pre-seed', PRE.toString('hex')];
 const rootsOf = (hex: string) => Array.from({ length: hex.length / 64 }, (_, i) => Buffer.from(hex.slice(i * 64, i * 64 + 64), 'hex'));
-const openingsOf = (o: ChallengeOpenings, uuid: string) =>
-  o.openings.filter((x) => x.uuid === uuid).map((x) => ({ round: x.round, row: x.row, path: rootsOf(x.path) }));
+const openingsOf = (openings: ChallengeOpening[], uuid: string) =>
+  openings.filter((x) => x.uuid === uuid).map((x) => ({ round: x.round, row: x.row, path: rootsOf(x.path) }));
+const rowsOf = (text: string): ChallengeRow[] => text.split(' ').map((item) => {
+  const [uuid, round, row] = item.split(':');
+  return { uuid: uuid!, round: Number(round), row: Number(row) };
+});
 
 t.test('default: --challenge commits to each GPU\'s chain and opens rows that the server\'s check accepts', async (t) => {
   const uuids = ['GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf', 'GPU-b0b1b2b3-b4b5-b6b7-b8b9-babbbcbdbebf'];
-  const res = await runChallenge(CHALLENGE, `go ${GO.toString('hex')}`, () => `open ${uuids[1]}:2:17 ${uuids[0]}:0:3 ${uuids[1]}:2:200 ${uuids[0]}:1:255`, { FAKE_CUDA_DEVICES: '2' });
+  const res = await runChallenge(CHALLENGE, GO.toString('hex'), () => rowsOf(`${uuids[1]}:2:17 ${uuids[0]}:0:3 ${uuids[1]}:2:200 ${uuids[0]}:1:255`), { FAKE_CUDA_DEVICES: '2' });
   t.equal(res.code, 0, res.stderr);
-  const [ready, commit, openings] = res.lines as [{ ready: boolean; gpus: unknown }, ChallengeCommit, ChallengeOpenings];
-  t.same(ready, { ready: true, program: 'gpu-bench 1.0.0', gpus: [{ uuid: uuids[0], index: 0 }, { uuid: uuids[1], index: 1 }] });
+  t.same(res.ready, { ready: true, program: 'gpu-bench 1.0.0', gpus: [{ uuid: uuids[0], index: 0 }, { uuid: uuids[1], index: 1 }] });
   for (const uuid of uuids) {
-    const entry = commit.commit.find((c) => c.uuid === uuid)!;
+    const entry = res.commit.find((c) => c.uuid === uuid)!;
     const expected = solveChain({ preSeed: PRE, goSeed: GO, gpu: uuid, m: 256, n: 256, k: 256, rounds: 3 });
     t.same(rootsOf(entry.roots).map((r) => r.toString('hex')), expected.roots.map((r) => r.toString('hex')), `${uuid}: the chain's roots are the CPU's`);
     t.ok(entry.gpuSeconds > 0, 'GPU time');
-    const opened = openingsOf(openings, uuid);
+    const opened = openingsOf(res.openings, uuid);
     t.equal(opened.length, 2);
     t.equal(checkOpenings({ preSeed: PRE, goSeed: GO, gpu: uuid, m: 256, n: 256, k: 256, roots: rootsOf(entry.roots), openings: opened }), null, `${uuid}: the openings check`);
   }
-  t.same(openings.openings.map((o) => [o.uuid, o.round, o.row]), [[uuids[1], 2, 17], [uuids[0], 0, 3], [uuids[1], 2, 200], [uuids[0], 1, 255]], 'in the order asked');
+  t.same(res.openings.map((o) => [o.uuid, o.round, o.row]), [[uuids[1], 2, 17], [uuids[0], 0, 3], [uuids[1], 2, 200], [uuids[0], 1, 255]], 'in the order asked');
   t.match(res.stderr, /GPU 1: 3 rounds in [0-9.]+ s of GPU time/);
 });
 
 t.test('behavior: a GPU that skips rows of the product commits to them, and the rows it skipped fail the check', async (t) => {
   const uuid = 'GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf';
-  const res = await runChallenge(CHALLENGE, `go ${GO.toString('hex')}`, () => `open ${uuid}:1:4 ${uuid}:1:5`, { FAKE_CUDA_CHALLENGE_SKIP: '2' });
+  const res = await runChallenge(CHALLENGE, GO.toString('hex'), () => rowsOf(`${uuid}:1:4 ${uuid}:1:5`), { FAKE_CUDA_CHALLENGE_SKIP: '2' });
   t.equal(res.code, 0, res.stderr);
-  const [, commit, openings] = res.lines as [unknown, ChallengeCommit, ChallengeOpenings];
-  const roots = rootsOf(commit.commit[0]!.roots);
-  const [skipped, computed] = openingsOf(openings, uuid);
+  const roots = rootsOf(res.commit[0]!.roots);
+  const [skipped, computed] = openingsOf(res.openings, uuid);
   const check = (o: typeof skipped) => checkOpenings({ preSeed: PRE, goSeed: GO, gpu: uuid, m: 256, n: 256, k: 256, roots, openings: [o!] });
   t.match(check(skipped), /round 1 row 4: the product's row and the Merkle path sent do not lead to the committed root/);
   t.equal(check(computed), null, 'a row it computed passes');
@@ -275,10 +270,25 @@ t.test('behavior: --challenge refuses bad parameters and bad lines on stdin with
   t.match(odd.stderr, /--m must be a power of two, not 384/);
   const seed = await runProgram(bin, ['--challenge', '--pre-seed', 'xyz']);
   t.match(seed.stderr, /--pre-seed must be 64 hex digits, not "xyz"/);
-  const badGo = await runChallenge(CHALLENGE, 'go 12', () => '');
+  const badGo = await runChallenge(CHALLENGE, '12', () => []);
   t.equal(badGo.code, 2);
   t.match(badGo.stderr, /expected "go" and 64 hex digits on stdin, got "go 12"/);
-  const badOpen = await runChallenge(CHALLENGE, `go ${GO.toString('hex')}`, () => 'open GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf:3:0');
+  t.equal(badGo.error, 'gpu-bench exited with 2 before its commit line: expected "go" and 64 hex digits on stdin, got "go 12"', 'the driver\'s one line: what happened and the program\'s reason');
+  const badOpen = await runChallenge(CHALLENGE, GO.toString('hex'), () => rowsOf('GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf:3:0'));
   t.equal(badOpen.code, 2);
   t.match(badOpen.stderr, /cannot open "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf:3:0": give UUID:ROUND:ROW of a GPU of this challenge, a round below 3 and a row below 256/);
+  t.match(badOpen.error, /^gpu-bench exited with 2 before its openings line: cannot open "GPU-a0a1a2a3-/);
+});
+
+t.test('error: a gpu-bench that dies ends the driver\'s step with one line: its exit and its reason', async (t) => {
+  const noGpu = await runChallenge(CHALLENGE, GO.toString('hex'), () => [], { FAKE_CUDA_INIT_ERROR: '100' });
+  t.equal(noGpu.code, 5);
+  t.match(noGpu.error, /^gpu-bench exited with 5 before its ready line: no NVIDIA GPU is visible to the driver \(CUDA_ERROR_NO_DEVICE/);
+  t.notMatch(noGpu.error, /\n/, 'one line');
+  // Killed while it runs the chain: the step ends, naming the signal.
+  const session = new GpuBenchSession(spawnGpuBench([bin], ['--challenge', ...CHALLENGE], { env: { ...process.env, LD_LIBRARY_PATH: fakeDir } }));
+  await session.ready();
+  const commit = session.go(GO.toString('hex'));
+  await session.stop();
+  await t.rejects(commit, { name: 'GpuBenchError', message: /^gpu-bench killed by SIGKILL before its commit line/, exitCode: null });
 });

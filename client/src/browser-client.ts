@@ -55,6 +55,8 @@ export interface CapacityQuery {
   cuda?: string;
   availability?: 'available' | 'all';
   tier?: 'S' | 'A' | 'B' | 'C';
+  /** true: only machines that proved their GPUs with a GPU challenge (each offer's `proof`); false or absent: every machine. */
+  proven?: boolean;
   sort?: 'available' | 'price_asc' | 'price_desc' | 'vram' | 'uptime' | 'count';
   limit?: number;
   cursor?: string;

@@ -1,5 +1,6 @@
 import type { FundConfirmPending, FundConfirmResponse, Funding, FundingCall, Job } from '@gpufarm/shared';
-import { createPublicClient, custom, decodeFunctionData, erc20Abi, isAddressEqual, type Account, type Address, type Chain, type Hash, type Hex, type PublicClient, type Transport, type WalletClient } from 'viem';
+import type * as FundViem from './fund-viem.js';
+import type { Account, Address, Chain, Hash, Hex, PublicClient, Transport, WalletClient } from 'viem';
 import { GfError } from './errors.js';
 import { sleep } from './transport.js';
 import { errorText } from '@gpufarm/shared';
@@ -42,8 +43,12 @@ const firstLine = (err: unknown) => {
   return typeof short === 'string' ? short : errorText(err).split('\n')[0]!;
 };
 
+// viem (several hundred modules) is loaded when a job is funded, not by every program or `gf`
+// command that imports the client.
+type Viem = typeof FundViem;
+
 /** The spender and amount of an ERC-20 `approve` call; null for any other call. */
-function approveOf(call: FundingCall): { spender: Address; amount: bigint } | null {
+function approveOf({ decodeFunctionData, erc20Abi }: Viem, call: FundingCall): { spender: Address; amount: bigint } | null {
   try {
     const decoded = decodeFunctionData({ abi: erc20Abi, data: call.data as Hex });
     if (decoded.functionName !== 'approve') return null;
@@ -65,7 +70,8 @@ function approveOf(call: FundingCall): { spender: Address; amount: bigint } | nu
 export async function fundJob(api: FundingApi, job: string | Pick<Job, 'id'>, wallet: FundingWallet, options: FundJobOptions = {}): Promise<FundConfirmResponse> {
   const jobId = typeof job === 'string' ? job : job.id;
   const { signal, onStep } = options;
-  const [funding, index] = await Promise.all([api.jobs.funding(jobId), api.index()]);
+  const [funding, index, viem] = await Promise.all([api.jobs.funding(jobId), api.index(), import('./fund-viem.js')]);
+  const { createPublicClient, custom, erc20Abi, isAddressEqual } = viem;
   onStep?.({ kind: 'funding', funding, chainId: index.chainId });
 
   let walletChainId: number;
@@ -91,7 +97,7 @@ export async function fundJob(api: FundingApi, job: string | Pick<Job, 'id'>, wa
   let lastHash: Hash | null = null;
   for (const call of funding.calls) {
     if (signal?.aborted) throw signal.reason;
-    const approve = approveOf(call);
+    const approve = approveOf(viem, call);
     if (approve) {
       const allowance = await reader.readContract({ address: call.to as Address, abi: erc20Abi, functionName: 'allowance', args: [address, approve.spender] });
       if (allowance >= approve.amount) {

@@ -164,6 +164,13 @@ t.test('behavior: capacity, pricing, jobs and billing print tables; --json is th
   t.match(table.stdout, /1 offer · 2 of 2 GPUs available · \$0\.45 per GPU-hour/);
   const filtered = await gf(['capacity', '--max-price', '0.40'], { env });
   t.match(filtered.stdout, /No offers\./, '--max-price reaches the API');
+  t.match(table.stdout, /RTX 4090.*not proven/, 'the PROOF column: the machine has not proven its GPUs');
+  t.match((await gf(['capacity', '--proven'], { env })).stdout, /No offers\./, '--proven reaches the API');
+  await s.db.query(`UPDATE machines SET proven_at = '2026-03-01T09:30:00Z'`);
+  await s.offerIndex.refresh();
+  const proven = await gf(['capacity', '--proven'], { env });
+  t.equal(proven.code, 0, proven.stderr);
+  t.match(proven.stdout, /RTX 4090.*proven 2026-03-01/, 'once proven: listed with the day of its proof');
 
   const json = await gf(['capacity', '--json', '--sort', 'price_asc'], { env });
   t.equal(json.code, 0);

@@ -22,6 +22,7 @@ t.test('default: every /v1 method answers its schema-checked resource from a rea
   t.equal(index.links.self, `${s.baseUrl}/v1`);
   t.ok(shared.pricingSchema.safeParse(await gf.pricing()).success, 'pricing');
   t.ok(shared.capacityListSchema.safeParse(await gf.capacity.list({ sort: 'price_asc', limit: 5 })).success, 'capacity');
+  t.ok(shared.capacityListSchema.safeParse(await gf.capacity.list({ proven: true })).success, 'capacity of proven machines (proven=true)');
   const offers = [];
   for await (const offer of gf.capacity.listAll({ limit: 1 })) offers.push(offer);
   t.same(offers, [], 'an empty market walks to the end');

@@ -19,7 +19,10 @@ const envSchema = z.object({
   GF_CHAIN_ID: z.coerce.number().int().positive().default(DEFAULT_CHAIN_ID),
   GF_PUBLIC_URL: z.url().optional(),
   GF_PLATFORM_FEE_BPS: z.coerce.number().int().min(0).max(10_000).default(1000),
-  GF_RATE_LIMIT_STORE: z.enum(['memory', 'postgres']).optional(),
+  GF_RATE_LIMIT_STORE: z
+    .enum(['memory', 'redis'], { error: 'must be memory or redis (the PostgreSQL store is gone: requests do not write the database; shared limits live in Redis, GF_REDIS_URL)' })
+    .optional(),
+  GF_REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   GF_TRUST_PROXY: booleanFromEnv.default(false),
   GF_ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
   GF_ADMIN_WALLETS: z
@@ -100,7 +103,7 @@ const envSchema = z.object({
 });
 
 /** Variables whose values never appear in messages, even when malformed. */
-const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL', 'GF_S3_SECRET_ACCESS_KEY', 'GF_METRICS_TOKEN']);
+const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL', 'GF_S3_SECRET_ACCESS_KEY', 'GF_METRICS_TOKEN', 'GF_REDIS_URL']);
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -154,7 +157,13 @@ export interface Config {
    */
   publicUrlFollowsPort: boolean;
   platformFeeBps: number;
-  rateLimitStore: 'memory' | 'postgres';
+  /**
+   * Where rate-limit counters live: `memory` counts per process (the default); `redis` shares them
+   * between replicas through `redisUrl` (the default when `GF_REDIS_URL` is set).
+   */
+  rateLimitStore: 'memory' | 'redis';
+  /** `GF_REDIS_URL`: the Redis server of shared rate limits; null when unset. It may hold a password. */
+  redisUrl: Secret | null;
   trustProxy: boolean;
   /** Open connections the server takes at once (agent links included); more are closed at once. */
   maxConnections: number;
@@ -303,6 +312,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const agentReservedConnections = e.GF_AGENT_RESERVED_CONNECTIONS ?? Math.floor(e.GF_MAX_CONNECTIONS / 2);
   const problems = [
     ...s3Problems,
+    ...(e.GF_RATE_LIMIT_STORE === 'redis' && !e.GF_REDIS_URL ? ['GF_REDIS_URL: must be set when GF_RATE_LIMIT_STORE is redis (got null)'] : []),
     ...(agentReservedConnections >= e.GF_MAX_CONNECTIONS
       ? [`GF_AGENT_RESERVED_CONNECTIONS: must be less than GF_MAX_CONNECTIONS (${e.GF_MAX_CONNECTIONS}), so customers keep a share (got ${agentReservedConnections})`]
       : []),
@@ -328,8 +338,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicUrl,
     publicUrlFollowsPort: e.GF_PUBLIC_URL === undefined,
     platformFeeBps: e.GF_PLATFORM_FEE_BPS,
-    // Replicas share one PostgreSQL: their limits are shared unless told otherwise; PGlite serves one process.
-    rateLimitStore: e.GF_RATE_LIMIT_STORE ?? (e.DATABASE_URL ? 'postgres' : 'memory'),
+    // Requests never write the database: limits are shared through Redis when one is named, else per process.
+    rateLimitStore: e.GF_RATE_LIMIT_STORE ?? (e.GF_REDIS_URL ? 'redis' : 'memory'),
+    redisUrl: e.GF_REDIS_URL ? new Secret(e.GF_REDIS_URL) : null,
     trustProxy: e.GF_TRUST_PROXY,
     maxConnections: e.GF_MAX_CONNECTIONS,
     agentReservedConnections,

@@ -9,7 +9,7 @@ import type { Database } from './db/database.js';
 import { migrate, MigrationsPendingError, pendingMigrations } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
 import { syncCatalog } from './fleet/store.js';
-import { createPostgresRateLimitStore } from './http/rate-limit-postgres-store.js';
+import { connectRedisRateLimitStore } from './http/rate-limit-redis-store.js';
 import { createMemoryRateLimitStore } from './http/rate-limit-store.js';
 import { startEscrowWorker } from './jobs/escrow-worker.js';
 import { expireUnfunded } from './jobs/expiry.js';
@@ -63,14 +63,29 @@ export async function startControlPlane(config: Config, options: { logger?: bool
   const db = await openDatabase(config);
   let wroteLocalState = false;
   // What is open so far, closed last-opened first; the local state goes with the database it names.
-  const opened: Array<() => unknown> = [
-    async () => {
-      await db.close();
-      if (wroteLocalState) removeLocalState(config.dataDir);
+  const opened: Array<{ name: string; close: () => unknown }> = [
+    {
+      name: 'database',
+      close: async () => {
+        await db.close();
+        if (wroteLocalState) removeLocalState(config.dataDir);
+      },
     },
   ];
+  // Once the app's logger exists, a step that takes long says which it is: `docker stop` kills after 10 s.
+  let closeLog: ((message: string) => void) | null = null;
   const closeOpened = async () => {
-    for (let close = opened.pop(); close; close = opened.pop()) await close();
+    for (let step = opened.pop(); step; step = opened.pop()) {
+      const began = Date.now();
+      const slow = setTimeout(() => closeLog?.(`closing: still closing the ${step.name} after 2 s`), 2_000);
+      try {
+        await step.close();
+      } finally {
+        clearTimeout(slow);
+      }
+      const took = Date.now() - began;
+      if (took >= 2_000) closeLog?.(`closing: the ${step.name} took ${took} ms to close`);
+    }
   };
   let app: FastifyInstance | undefined;
   try {
@@ -80,16 +95,21 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       if (pending.length > 0) throw new MigrationsPendingError(pending);
     }
     await syncCatalog(db);
-    const rateLimitStore = config.rateLimitStore === 'postgres' ? createPostgresRateLimitStore(db) : createMemoryRateLimitStore();
-    opened.push(() => rateLimitStore.close());
+    // Redis going away and coming back is logged once the app (and its logger) exists.
+    let redisChange: (change: { up: boolean; message: string; err?: unknown }) => void = () => {};
+    const rateLimitStore =
+      config.rateLimitStore === 'redis' && config.redisUrl
+        ? await connectRedisRateLimitStore({ url: config.redisUrl.reveal(), onConnectionChange: (change) => redisChange(change) })
+        : createMemoryRateLimitStore();
+    opened.push({ name: 'rate-limit store', close: () => rateLimitStore.close() });
     const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
     const queue = createQueueFigures(db);
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass, allowSimulated: config.execution.allowSimulatedMachines });
-    opened.push(() => offerIndex.close());
+    opened.push({ name: 'offer index', close: () => offerIndex.close() });
     await offerIndex.start();
     const metrics = createControlPlaneMetrics();
     const store = openBlobStore(config.execution);
-    opened.push(() => store.close());
+    opened.push({ name: 'artifact store', close: () => store.close() });
     const blobs = meteredBlobStore(store.blobs, metrics.artifactBytes);
     const signer = createUrlSigner(await deploymentSecret(db, 'artifact_url_key'), () => served.publicUrl);
     let escrow: EscrowDeps | null = null;
@@ -102,16 +122,18 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         confirmations: config.chain.confirmations,
       });
       const health = await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs });
-      opened.push(() => health.close());
+      opened.push({ name: 'chain health loop', close: () => health.close() });
       escrow = { chain, health };
     }
     const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer }, metrics });
     app = built;
     app.addHook('onClose', closeOpened);
+    closeLog = (message) => built.log.warn(message);
     const log = (message: string, err?: unknown) => built.log.warn({ err }, message);
+    redisChange = (change) => (change.up ? built.log.info(change.message) : built.log.warn({ err: change.err }, change.message));
     if (!config.execution.canaryImage) {
       app.log.warn(
-        'GF_CANARY_IMAGE is not set: this control plane cannot verify machines, so no enrolled machine is offered or matched, and no job reaches RESULT_VERIFIED. ' +
+        'GF_CANARY_IMAGE is not set: no job reaches RESULT_VERIFIED, as the service recomputes the result of its canary image only (machines are still verified by the GPU challenge). ' +
           'Set it to the canary image pinned by digest (repository@sha256:…, built by scripts/build-images.sh); GET /v1 shows canary: null until then.',
       );
     }
@@ -123,17 +145,17 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       lifecycle: executionLifecycle(execution),
       gpuSamples: (machineId, gpus) => gpuSamples.add(machineId, gpus, Date.now()),
     });
-    opened.push(() => gateway.close());
+    opened.push({ name: 'agent gateway', close: () => gateway.close() });
     metrics.attach({ db, escrow, escrowStartBlock: config.chain?.startBlock ?? 0, agentLinks: () => gateway.connectedMachines() });
     const history = startHistoryLoop({ db, aggregator: gpuSamples, log });
     // The sums heard since the last pass are written at shutdown (the database closes after).
-    opened.push(() => history.close().then(() => gpuSamples.flush(db)));
+    opened.push({ name: 'history loop', close: () => history.close().then(() => gpuSamples.flush(db)) });
     if (config.execution.runMatcher) {
       const matcher = startMatcher(
         { db, log, resolveInputs: (tx, job, inputs) => resolveJobInputs(tx, (mountName) => agentInputUrl(served.publicUrl, job.assignmentId, mountName), job.accountId, inputs) },
         { intervalMs: config.execution.matchIntervalMs, queue, metrics: metrics.matcher, allowSimulated: config.execution.allowSimulatedMachines },
       );
-      opened.push(() => matcher.close());
+      opened.push({ name: 'matcher', close: () => matcher.close() });
     }
     const executionWorker = startExecutionWorker(execution, {
       intervalMs: config.execution.sweepIntervalMs,
@@ -147,20 +169,20 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         { name: 'unfunded job expiry', run: () => expireUnfunded({ db, effects: { serviceLine: appendServiceLine } }, { ttlSeconds: config.unfundedJobTtlSeconds }) },
       ],
     });
-    opened.push(() => executionWorker.close());
+    opened.push({ name: 'execution worker', close: () => executionWorker.close() });
     const logPartitions = startLogPartitionLoop({ db, log }, { retentionDays: config.execution.logRetentionDays });
-    opened.push(() => logPartitions.close());
+    opened.push({ name: 'log partition loop', close: () => logPartitions.close() });
     const worker = escrow
       ? startEscrowWorker(
           { db, escrow, startBlock: config.chain?.startBlock ?? 0, refundGraceMs: 60_000, log },
           { intervalMs: config.chain?.sweepIntervalMs ?? 5_000 },
         )
       : null;
-    if (worker) opened.push(() => worker.close());
+    if (worker) opened.push({ name: 'escrow worker', close: () => worker.close() });
     let metricsUrl: string | null = null;
     if (config.metrics.listen) {
       const listener = await startMetricsListener(metrics.registry, config.metrics.listen);
-      opened.push(() => listener.close());
+      opened.push({ name: 'metrics listener', close: () => listener.close() });
       metricsUrl = listener.url;
       app.log.info(`metrics: ${metricsUrl}/metrics`);
     }
@@ -184,9 +206,16 @@ export async function startControlPlane(config: Config, options: { logger?: bool
 
 /** Closes the control plane on SIGINT or SIGTERM, then `after` (e.g. a local chain), then exits 0. */
 export function closeOnSignals(controlPlane: ControlPlane, after?: () => Promise<void>): void {
-  const stop = async () => {
-    await controlPlane.close();
-    await after?.();
+  const stop = async (signal: NodeJS.Signals) => {
+    const log = controlPlane.app.log;
+    log.info(`${signal}: closing`);
+    try {
+      await controlPlane.close();
+      await after?.();
+    } catch (err) {
+      log.error({ err }, `${signal}: closing failed; exiting 1`);
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.once('SIGINT', stop);

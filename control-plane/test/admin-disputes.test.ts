@@ -10,6 +10,7 @@ import { applyTransition } from '../src/jobs/store.js';
 import { assertError } from './helpers/assert.js';
 import { buildEscrowTestApp, sendFundingCalls, startTestChain, TREASURY } from './helpers/chain.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
+import { contractChecked } from './helpers/fleet-contract.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn, type SignedIn } from './helpers/web.js';
 
 /**
@@ -25,7 +26,9 @@ const admin = devWallet(1);
 async function setup(t: Test) {
   const c = await chainP;
   const { db } = await createPostgresTestDatabase(t);
-  const test = await buildEscrowTestApp(t, c, { db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t), GF_ADMIN_WALLETS: admin.address } });
+  const built = await buildEscrowTestApp(t, c, { db, env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t), GF_ADMIN_WALLETS: admin.address } });
+  const { app, checked } = contractChecked(built.app);
+  const test = { ...built, app };
   const farm = await createFarm(db);
   const machine = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
   await test.offerIndex.refresh();
@@ -60,11 +63,11 @@ async function setup(t: Test) {
   };
   const resolve = (as: SignedIn, jobId: string, outcome: string) =>
     test.app.inject({ method: 'POST', url: `/admin/api/jobs/${jobId}/resolve-dispute`, headers: { ...session(as, { csrf: true }), 'content-type': 'application/json' }, payload: JSON.stringify({ outcome }) });
-  return { c, ...test, customer, asAdmin, balance, disputedJob, resolve };
+  return { c, ...test, customer, asAdmin, balance, disputedJob, resolve, checkedAnswers: checked };
 }
 
 t.test('behavior: release pays the recorded payout and fee; the escrow and the job record it', async (t) => {
-  const { c, db, app, escrow, asAdmin, balance, disputedJob, resolve } = await setup(t);
+  const { c, db, app, escrow, asAdmin, balance, disputedJob, resolve, checkedAnswers } = await setup(t);
   const { jobId, jobKey } = await disputedJob('released dispute');
   const listed = (await app.inject({ url: '/admin/api/disputes', headers: session(asAdmin) })).json();
   const before = await readEscrowJob(escrow.chain, jobKey);
@@ -93,6 +96,7 @@ t.test('behavior: release pays the recorded payout and fee; the escrow and the j
   t.match(audit.data[0], { actor: { kind: 'admin_wallet', id: admin.address.toLowerCase() }, action: 'job.resolve_dispute', targetId: jobId, details: { outcome: 'release' } });
   t.same((await app.inject({ url: '/admin/api/disputes', headers: session(asAdmin) })).json().data, [], 'no longer listed');
   assertError(t, await resolve(asAdmin, jobId, 'refund'), 'conflict', 409);
+  t.equal(checkedAnswers(), 4, 'the disputes lists, the resolution and the audit page keep the fleet contract (shared/src/fleet/api.ts)');
 });
 
 t.test('behavior: refund pays nothing out; the whole deposit goes back to the customer', async (t) => {

@@ -1,7 +1,8 @@
 import t from 'tap';
-import { createFarm } from '../src/fleet/factories.js';
+import { createChallenge, createFarm, createMachine } from '../src/fleet/factories.js';
 import { GpuSampleAggregator, maintainHistory } from '../src/fleet/history.js';
 import { assertError } from './helpers/assert.js';
+import { contractChecked } from './helpers/fleet-contract.js';
 import { ADMIN_TOKEN, bearer, createTestKey } from './helpers/app.js';
 import { AgentSocket, enrollMachine, heartbeat, hello, startGatewayApp } from './helpers/agent-client.js';
 import { devWallet, fakeWebDist, HOST, PUBLIC_URL, session, signIn, type SignedIn } from './helpers/web.js';
@@ -11,8 +12,9 @@ const customer = devWallet(2);
 
 async function adminApp(t: Parameters<typeof startGatewayApp>[0]) {
   const test = await startGatewayApp(t, { env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t), GF_ADMIN_WALLETS: admin.address } });
-  const asAdmin = await signIn(test.app, admin);
-  return { ...test, asAdmin };
+  const { app, checked } = contractChecked(test.app);
+  const asAdmin = await signIn(app, admin);
+  return { ...test, app, asAdmin, checkedAnswers: checked };
 }
 
 function post(signedIn: SignedIn, url: string, payload: unknown = {}) {
@@ -20,7 +22,7 @@ function post(signedIn: SignedIn, url: string, payload: unknown = {}) {
 }
 
 t.test('admin actions through HTTP', async (t) => {
-  const { app, db, url, asAdmin } = await adminApp(t);
+  const { app, db, url, asAdmin, checkedAnswers } = await adminApp(t);
   const { machineId, machineToken } = await enrollMachine(app, db);
   const agent = await AgentSocket.connect(url, machineToken);
   t.teardown(() => agent.close());
@@ -181,6 +183,37 @@ t.test('admin actions through HTTP', async (t) => {
     const detail = (await app.inject({ url: `/admin/api/machines/${machineId}`, headers: session(asAdmin) })).json();
     t.same(detail.gpus.map((g: { verdict: string; reasons: string[] }) => [g.verdict, g.reasons]), [['failed', ['XID 79: the GPU fell off the bus']], ['failed', ['XID 79: the GPU fell off the bus']]], 'each GPU with its own verdict');
     await db.query(`UPDATE machine_gpus SET health = 'healthy', health_reasons = '[]'::jsonb WHERE machine_id = $1`, [machineId]);
+  });
+
+  t.test('behavior: the machine page carries its GPU proof and its recent challenges, newest first', async (t) => {
+    const farm = await createFarm(db);
+    const proven = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: 500_000, verification: 'unverified' });
+    const failed = await createChallenge(db, { machineId: proven.id, state: 'failed', reason: 'the commitment came 9.1 s after the go, past the 6.2 s deadline', gpuCount: 2 });
+    const failedDetail = (await app.inject({ url: `/admin/api/machines/${proven.id}`, headers: session(asAdmin) })).json();
+    t.match(failedDetail.gpuProof, { verification: 'failed', reason: `GPU challenge ${failed.id} failed: the commitment came 9.1 s after the go, past the 6.2 s deadline`, provenAt: null, challengeId: failed.id });
+
+    const passed = await createChallenge(db, { machineId: proven.id, state: 'passed', cause: 'retry', gpuCount: 2 });
+    await db.query(`UPDATE gpu_challenges SET created_at = created_at + interval '1 second' WHERE id = $1`, [passed.id]);
+    const detail = (await app.inject({ url: `/admin/api/machines/${proven.id}`, headers: session(asAdmin) })).json();
+    t.match(detail.gpuProof, { verification: 'verified', reason: null, simulated: false, challengeId: passed.id, provenAt: /^\d{4}-/, verifiedAt: /^\d{4}-/, nextChallengeAt: /^\d{4}-/ });
+    t.ok(Date.parse(detail.gpuProof.nextChallengeAt) > Date.now(), 'the idle re-check is ahead');
+    t.same(detail.challenges.map((c: { id: string; state: string }) => [c.id, c.state]), [[passed.id, 'passed'], [failed.id, 'failed']], 'newest first');
+    const [last] = detail.challenges;
+    t.match(last, {
+      cause: 'retry', simulated: false, classId: 'rtx-4090-24gb', shape: { m: 65_536, n: 4096, k: 4096, rounds: 1_200 },
+      preSeed: /^[0-9a-f]{64}$/, goSeed: /^[0-9a-f]{64}$/, expectedSeconds: 5, deadlineSeconds: 9.3, elapsedSeconds: 5.012, checkMs: 310, reason: null,
+      createdAt: /^\d{4}-/, goAt: /^\d{4}-/, committedAt: /^\d{4}-/, finishedAt: /^\d{4}-/,
+    });
+    t.equal(last.gpus.length, 2);
+    t.equal(last.rowsChecked.length, 32, '16 rows opened per GPU');
+    t.match(last.rowsChecked[0], { uuid: last.gpus[0].uuid, round: 0, row: 3 });
+
+    const token = (await app.inject({ url: `/admin/v1/machines/${proven.id}`, headers: bearer(ADMIN_TOKEN) })).json();
+    t.same(token.challenges, detail.challenges, 'the admin-token API shows the same challenges');
+  });
+
+  t.test('behavior: every answer read above keeps the fleet contract the web app parses (shared/src/fleet/api.ts)', async (t) => {
+    t.ok(checkedAnswers() >= 20, `${checkedAnswers()} answers parsed by their contract schema`);
   });
 });
 

@@ -18,16 +18,20 @@ for (const [name, create] of BACKENDS) {
         events.push(`${label} out`);
         return label;
       });
-    // Held from the moment its callback runs: a new pool connection may take longer than any fixed wait.
+    // Held from the moment its callback runs until the checks below are done: a new pool
+    // connection may take longer than any fixed hold (a 150 ms hold ran out under CI load).
     let entered: () => void = () => {};
     const inside = new Promise<void>((resolve) => (entered = resolve));
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
     const busy = withAdvisoryLock(db, 'test lock', async () => {
       entered();
-      await sleep(150);
+      await released;
     });
     await inside;
     t.same(await withAdvisoryLock(other, 'test lock', async () => 'ran', { wait: false }), { ran: false }, 'wait: false answers at once while it is held');
     t.same(await withAdvisoryLock(other, 'another lock', async () => 'ran', { wait: false }), { ran: true, value: 'ran' }, 'another name is free');
+    release();
     await busy;
 
     const results = await Promise.all([hold('a'), hold('b', other), hold('c')]);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { AGENT_CLOSE_CODES, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema, MACHINE_NOTE_PREFIX } from '@gpufarm/shared';
+import { AGENT_CLOSE_CODES, AGENT_PROTOCOL_VERSION, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema, MACHINE_NOTE_PREFIX } from '@gpufarm/shared';
 import t from 'tap';
 import { LOG_LINES_GRACE_SECONDS } from '../src/agent-gateway/link.js';
 import { markSilentMachinesOffline } from '../src/agent-gateway/store.js';
@@ -16,10 +16,9 @@ import {
   insertAssignment,
   insertJob,
   newEnrollmentToken,
-  runCanary,
+  runChallenge,
   startGatewayApp,
   statusMessage,
-  TEST_CANARY_IMAGE,
   testInventory,
 } from './helpers/agent-client.js';
 
@@ -146,19 +145,17 @@ t.test('GET /agent/v1/ws', async (t) => {
   });
 
   t.test('default: hello gets welcome; the machine is online and listed in /v1/capacity', async (t) => {
-    // An app that verifies machines (a canary image configured): offered once verified.
-    const { app, db, url, gateway, offerIndex } = await startGatewayApp(t, { env: { GF_CANARY_IMAGE: TEST_CANARY_IMAGE } });
+    const { app, db, url, gateway, offerIndex } = await startGatewayApp(t);
     const { machineId, machineToken } = await enrollMachine(app, db);
     const agent = await AgentSocket.connect(url, machineToken);
     t.teardown(() => agent.close());
     const benchmark = { status: 'completed' as const, reason: null, tier: 'A' as const, host: { diskWriteMBps: 900, sha256MBps: 1500 }, gpus: [], ranAt: new Date().toISOString() };
-    // An agent whose newest protocol is 2 (protocol 3 only adds assign.assignment.deterministic).
-    agent.send(hello(testInventory(), [], { benchmark, protocolVersion: 2, supportedVersions: [1, 2] }));
+    agent.send(hello(testInventory(), [], { benchmark }));
     const welcome = await agent.next('welcome');
-    t.match(welcome, { protocolVersion: 2, machineId, heartbeatIntervalSeconds: 5, acked: [] });
-    t.equal(welcome.lostAfterSeconds, 50 + 300, 'protocol 2: the requeue time of a silent machine, GF_MACHINE_OFFLINE_SECONDS + GF_MACHINE_LOST_GRACE_SECONDS');
-    // Offered once the control plane verified it (machine-verification.test.ts).
-    await runCanary(agent, { url, machineToken });
+    t.match(welcome, { protocolVersion: AGENT_PROTOCOL_VERSION, machineId, heartbeatIntervalSeconds: 5, acked: [] });
+    t.equal(welcome.lostAfterSeconds, 50 + 300, 'the requeue time of a silent machine, GF_MACHINE_OFFLINE_SECONDS + GF_MACHINE_LOST_GRACE_SECONDS');
+    // Offered once its GPUs passed the control plane's challenge (machine-verification.test.ts).
+    await runChallenge(agent);
     const [machine] = await db.query<{ status: string; offline_since: Date | null; connected_at: Date | null; benchmark_tier: string; benchmark: unknown; inventory: unknown }>(
       'SELECT status, offline_since, connected_at, benchmark_tier, benchmark, inventory FROM machines WHERE id = $1',
       [machineId],
@@ -336,7 +333,14 @@ t.test('GET /agent/v1/ws', async (t) => {
     const stored = await db.query<{ seq: number }>('SELECT seq FROM log_lines WHERE assignment_id = $1 ORDER BY seq', [assignmentId]);
     t.same(stored.map((r) => r.seq), [0], 'the line within the grace is stored, the later ones are not');
     t.equal((await refused('assignment_ended')) - before, 2, 'counted');
-    t.ok(logs.some((l) => l.includes(`assignment ${assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; 2 log lines acked and dropped`)), 'logged');
+    t.ok(logs.some((l) => l.includes(`assignment ${assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; 2 log lines after its last reported one acked and dropped`)), 'logged');
+    // Its end reported line 3 as the last: lines up to it belong to the run, however late the outbox sends them.
+    await db.query('UPDATE assignments SET last_log_seq = 3 WHERE id = $1', [assignmentId]);
+    agent.send({ type: 'logs', assignmentId, lines: [line(2), line(3), line(4)] });
+    t.equal((await agent.next('logs.ack', (m) => m.assignmentId === assignmentId)).seq, 4);
+    const late = await db.query<{ seq: number }>('SELECT seq FROM log_lines WHERE assignment_id = $1 ORDER BY seq', [assignmentId]);
+    t.same(late.map((r) => r.seq), [0, 2, 3], 'lines up to the last reported one are stored, the one after it is not');
+    t.equal((await refused('assignment_ended')) - before, 3, 'counted');
     agent.send(heartbeat());
     await agent.barrier();
     t.equal(agent.ws.readyState, agent.ws.OPEN, 'the link stays up');

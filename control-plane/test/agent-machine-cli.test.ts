@@ -57,7 +57,7 @@ t.test('behavior: the operator commands on the machine, with the verdict the ope
   const fixed = testInventory({ gpus: 2, classId: 'rtx-4090-24gb' });
   socket.send(heartbeat({ health: fixed.health, inventory: fixed }));
   await socket.barrier();
-  t.match(await pageLine(), /^not earning: Tier not verified/, 'fixed: the probe is no longer what keeps it from earning');
+  t.match(await pageLine(), /^not earning: (Proving its GPUs|GPUs not proven)/, 'fixed: the probe is no longer what keeps it from earning');
 
   const drained = await gfAgent(['drain', '--reason', 'new fans'], env);
   t.equal(drained.code, 0, drained.stderr);

@@ -198,12 +198,13 @@ export function infrastructureImportingUp(edges: readonly ImportEdge[]): string[
 
 /**
  * The stores that write each owned table. `machines` has three owners: the gateway's stores
- * (enrollment, hello, heartbeat, liveness), machine verification (its verification columns),
+ * (enrollment, hello, heartbeat, liveness), machine verification (its verification and proof columns),
  * which sits below the gateway, and the fleet's drain store (drain and cordon columns).
  */
 const TABLE_OWNERS: Readonly<Record<string, readonly string[]>> = {
   jobs: ['jobs/store.ts'],
-  machines: ['agent-gateway/store.ts', 'agent-gateway/machine-store.ts', 'machine-verification/store.ts', 'fleet/drain-store.ts'],
+  machines: ['agent-gateway/store.ts', 'agent-gateway/machine-store.ts', 'machine-verification/challenge-store.ts', 'fleet/drain-store.ts'],
+  gpu_challenges: ['machine-verification/challenge-store.ts'],
 };
 
 /** Each write to an owned table from a file other than its owners (test and demo data aside), as `file:line: table`. */

@@ -15,21 +15,22 @@ const GiB = 1024 ** 3;
 /**
  * A small fleet where every filter excludes something specific and every sort differs from
  * the insertion order. Offers (farm/class/region):
- *   o4090  alpha  rtx-4090  us-east         machines m1 (2 GPUs, $0.40, A, 12.4, 99.5 %) and
- *                                           m2 (4 GPUs all busy, $0.50, B, 12.2, 97 %, 120 s)
- *   oH100  alpha  h100-sxm  europe-west     m3 (8 GPUs, 2 busy, $2.50, S, 12.8, 100 %, inference+fine_tuning, simulated)
- *   oA100  beta   a100-80gb europe-central  m4 (8 GPUs, $1.40, A, 12.6, 92 %, batch+inference)
- *   o3080  beta   rtx-3080  us-west         m5 (1 GPU, $0.10, no tier, no CUDA, 88 %)
+ *   o4090  alpha  rtx-4090  us-east         machines m1 (2 GPUs, $0.40, A, 12.4, 99.5 %, proven 2026-03-02) and
+ *                                           m2 (4 GPUs all busy, $0.50, B, 12.2, 97 %, 120 s, proven 2026-03-01)
+ *   oH100  alpha  h100-sxm  europe-west     m3 (8 GPUs, 2 busy, $2.50, S, 12.8, 100 %, inference+fine_tuning, simulated,
+ *                                           a proven_at it cannot have: simulated machines are never proven)
+ *   oA100  beta   a100-80gb europe-central  m4 (8 GPUs, $1.40, A, 12.6, 92 %, batch+inference, proven 2026-03-03)
+ *   o3080  beta   rtx-3080  us-west         m5 (1 GPU, $0.10, no tier, no CUDA, 88 %, not proven)
  * Not offered: an unpriced L4, an offline L40S, a machine of a suspended farm.
  */
 async function buildFleet(db: Database) {
   const alpha = await createFarm(db, { slug: 'alpha-gpu', name: 'Alpha GPU', provider: 'Alpha GPU LLC' });
   const beta = await createFarm(db, { slug: 'beta-cloud', name: 'Beta Cloud', provider: 'Beta Cloud GmbH' });
   const gamma = await createFarm(db, { slug: 'gamma-suspended', status: 'suspended' });
-  await createMachine(db, { farmId: alpha.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: 400_000, benchmarkTier: 'A', cudaVersion: '12.4', driverVersion: '550.54.15', uptimePct: 99.5 });
-  await createMachine(db, { farmId: alpha.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 4, busyGpus: 4, pricePerGpuHourMicroUsd: 500_000, benchmarkTier: 'B', cudaVersion: '12.2', driverVersion: '535.104.05', uptimePct: 97, minBillingSeconds: 120 });
-  await createMachine(db, { farmId: alpha.id, regionKey: 'europe-west', classId: 'h100-80gb-sxm', gpuCount: 8, busyGpus: 2, pricePerGpuHourMicroUsd: 2_500_000, benchmarkTier: 'S', cudaVersion: '12.8', driverVersion: '570.86.10', uptimePct: 100, workloads: ['inference', 'fine_tuning'], simulated: true });
-  await createMachine(db, { farmId: beta.id, regionKey: 'europe-central', classId: 'a100-80gb', gpuCount: 8, pricePerGpuHourMicroUsd: 1_400_000, benchmarkTier: 'A', cudaVersion: '12.6', driverVersion: '560.35.03', uptimePct: 92, workloads: ['inference', 'batch'] });
+  await createMachine(db, { farmId: alpha.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: 400_000, benchmarkTier: 'A', cudaVersion: '12.4', driverVersion: '550.54.15', uptimePct: 99.5, provenAt: new Date('2026-03-02T10:00:00.250Z') });
+  await createMachine(db, { farmId: alpha.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 4, busyGpus: 4, pricePerGpuHourMicroUsd: 500_000, benchmarkTier: 'B', cudaVersion: '12.2', driverVersion: '535.104.05', uptimePct: 97, minBillingSeconds: 120, provenAt: new Date('2026-03-01T09:30:00.125Z') });
+  await createMachine(db, { farmId: alpha.id, regionKey: 'europe-west', classId: 'h100-80gb-sxm', gpuCount: 8, busyGpus: 2, pricePerGpuHourMicroUsd: 2_500_000, benchmarkTier: 'S', cudaVersion: '12.8', driverVersion: '570.86.10', uptimePct: 100, workloads: ['inference', 'fine_tuning'], simulated: true, provenAt: new Date('2026-02-01T00:00:00Z') });
+  await createMachine(db, { farmId: beta.id, regionKey: 'europe-central', classId: 'a100-80gb', gpuCount: 8, pricePerGpuHourMicroUsd: 1_400_000, benchmarkTier: 'A', cudaVersion: '12.6', driverVersion: '560.35.03', uptimePct: 92, workloads: ['inference', 'batch'], provenAt: new Date('2026-03-03T12:00:00Z') });
   await createMachine(db, { farmId: beta.id, regionKey: 'us-west', classId: 'rtx-3080-10gb', gpuCount: 1, pricePerGpuHourMicroUsd: 100_000, benchmarkTier: null, cudaVersion: null, driverVersion: null, uptimePct: 88 });
   await createMachine(db, { farmId: beta.id, regionKey: 'us-west', classId: 'l4-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: null });
   await createMachine(db, { farmId: beta.id, regionKey: 'asia-east', classId: 'l40s-48gb', gpuCount: 4, pricePerGpuHourMicroUsd: 900_000, status: 'offline' });
@@ -90,14 +91,18 @@ for (const [backend, createDatabase] of BACKENDS) {
         status: 'AVAILABLE',
         workloads: null,
         simulated: false,
+        proof: { proven: true, provenAt: '2026-03-01T09:30:00.125Z' },
       });
       const h100 = list(index).find((o) => o.id === oH100)!;
       t.same(h100.workloads, ['fine_tuning', 'inference'], 'sorted union of workloads');
       t.equal(h100.simulated, true);
       t.equal(h100.uptimePct, 100);
+      t.same(h100.proof, { proven: false, provenAt: null }, 'a simulated machine is never proven');
+      t.same(list(index).find((o) => o.id === oA100)!.proof, { proven: true, provenAt: '2026-03-03T12:00:00.000Z' });
       const a3080 = list(index).find((o) => o.id === o3080)!;
       t.equal(a3080.benchmarkTier, 'C', 'a machine without a tier counts as C');
       t.equal(a3080.gpu.cudaVersion, null);
+      t.same(a3080.proof, { proven: false, provenAt: null });
       t.notMatch(JSON.stringify(list(index)), /mach_|farm_/, 'no machine or farm ids');
     });
 
@@ -128,6 +133,10 @@ for (const [backend, createDatabase] of BACKENDS) {
         [{ tier: 'S' }, [oH100]],
         [{ tier: 'C' }, [o3080, o4090, oA100, oH100]],
         [{ region: 'Europe', tier: 'S', workload: 'inference' }, [oH100]],
+        [{ proven: 'true' }, [o4090, oA100], { [o4090]: 6 }],
+        [{ proven: 'false' }, [o3080, o4090, oA100, oH100]],
+        [{ proven: 'true', maxPrice: '0.45' }, [o4090], { [o4090]: 2 }],
+        [{ proven: 'true', region: 'Europe' }, [oA100]],
       ];
       for (const [params, expected, counts] of cases) {
         const offers = list(index, params);
@@ -197,6 +206,18 @@ for (const [backend, createDatabase] of BACKENDS) {
       t.equal(offer?.available, 0);
       t.same(list(index, { farm: 'delta-notify', availability: 'available' }), [], 'not listed as available');
       t.ok(index.version > before);
+    });
+
+    t.test('behavior: a machine that proves its GPUs is reloaded as proven without refresh()', async (t) => {
+      const proofOf3080 = () => list(index, { farm: 'beta-cloud', model: 'rtx-3080-10gb' })[0]?.proof;
+      t.same(proofOf3080(), { proven: false, provenAt: null });
+      await db.query(
+        `UPDATE machines SET proven_at = '2026-03-04T08:00:00Z' WHERE id IN
+           (SELECT m.id FROM machines m JOIN farms f ON f.id = m.farm_id WHERE f.slug = 'beta-cloud' AND m.price_per_gpu_hour_micro_usd = 100000)`,
+      );
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline && !proofOf3080()?.proven) await new Promise((r) => setTimeout(r, 50));
+      t.same(proofOf3080(), { proven: true, provenAt: '2026-03-04T08:00:00.000Z' }, 'proven_at is one of the columns whose change reloads the index');
     });
 
     // Last: it changes the fixture's uptimes.

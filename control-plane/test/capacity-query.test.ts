@@ -20,6 +20,8 @@ t.test('args: exact decimals, no floats', async (t) => {
   t.same(parseCapacityQuery({ region: 'Asia Pacific' }).regionKeys, ['asia-east', 'asia-southeast', 'oceania']);
   t.same(parseCapacityQuery({ region: 'canada' }).regionKeys, ['canada']);
   t.equal(parseCapacityQuery({ cuda: '12.4' }).minCudaRank, versionRank('12.4'));
+  t.equal(parseCapacityQuery({ proven: 'true' }).provenOnly, true);
+  t.same(parseCapacityQuery({ proven: 'false' }), { availability: 'all', sort: 'price_asc', limit: 200 }, 'proven=false is no filter');
 });
 
 t.test('versionRank compares like versions', async (t) => {

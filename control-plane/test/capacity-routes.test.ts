@@ -89,6 +89,9 @@ t.test('GET /v1/capacity', async (t) => {
       ['minUptime=100.01', 'minUptime'],
       ['workload=mining', 'workload'],
       ['availability=some', 'availability'],
+      ['proven=yes', 'proven'],
+      ['proven=TRUE', 'proven'],
+      ['proven=1', 'proven'],
       ['cursor=garbage', 'cursor'],
       ['cursor=eyJzIjoidnJhbSJ9', 'cursor'],
       [`sort=vram&cursor=${first.nextCursor}`, 'cursor'],
@@ -104,6 +107,44 @@ t.test('GET /v1/capacity', async (t) => {
     }
     const two = errorEnvelopeSchema.parse((await get(app, '/v1/capacity?limit=0&tier=Z')).json());
     t.same(two.error.details.map((d) => d.field).sort(), ['limit', 'tier'], 'every offending parameter is listed');
+  });
+});
+
+t.test('proof: whether and since when the machines of an offer proved their GPUs', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  const farm = await createFarm(db, { slug: 'proof-gpu' });
+  // Two proven machines: the offer is proven since the older proof.
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 2, pricePerGpuHourMicroUsd: 400_000, provenAt: new Date('2026-03-01T00:00:00Z') });
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 450_000, provenAt: new Date('2026-02-20T12:00:00.500Z') });
+  // One proven and one not: the offer is not proven; asked for proven, it shows the proven one.
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'a100-80gb', gpuCount: 4, pricePerGpuHourMicroUsd: 1_500_000, provenAt: new Date('2026-03-02T00:00:00Z') });
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'a100-80gb', gpuCount: 8, pricePerGpuHourMicroUsd: 1_200_000 });
+  // None proven.
+  await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'l4-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 300_000 });
+  const o4090 = offerIdFor(farm.id, 'rtx-4090-24gb', 'us-east');
+  const oA100 = offerIdFor(farm.id, 'a100-80gb', 'us-east');
+  const oL4 = offerIdFor(farm.id, 'l4-24gb', 'us-east');
+  const { app, offerIndex } = await buildTestApp(t, { db });
+  const offers = async (query: string) => capacityListSchema.parse((await get(app, `/v1/capacity?${query}`)).json()).data;
+
+  t.test('default: every offer says whether it is proven, since the oldest proof of its machines', async (t) => {
+    const all = await offers('');
+    t.same(all.map((o) => [o.id, o.proof]), [
+      [oL4, { proven: false, provenAt: null }],
+      [o4090, { proven: true, provenAt: '2026-02-20T12:00:00.500Z' }],
+      [oA100, { proven: false, provenAt: null }],
+    ]);
+    t.same(all, offerIndex.listOffers().data, 'the hand-written JSON says what the offer objects say');
+    t.same(await offers('proven=false'), all, 'proven=false: every machine, as without it');
+  });
+
+  t.test('args: proven=true keeps the proven machines, before they are grouped into offers', async (t) => {
+    const proven = await offers('proven=true');
+    t.same(proven.map((o) => o.id), [o4090, oA100], 'the offer with no proven machine is gone');
+    t.match(proven[0], { count: 3, machines: 2, proof: { proven: true, provenAt: '2026-02-20T12:00:00.500Z' } });
+    t.match(proven[1], { count: 4, machines: 1, price: { perGpuHourMicroUsd: 1_500_000 }, proof: { proven: true, provenAt: '2026-03-02T00:00:00.000Z' } }, 'the A100 offer with its proven machine only');
+    t.same(proven, offerIndex.listOffers(parseCapacityQuery({ proven: 'true' })).data, 'the filtered JSON agrees with the objects');
+    t.same((await offers('proven=true&model=l4-24gb')).length, 0);
   });
 });
 

@@ -5,6 +5,16 @@ import { ConfigError, loadConfig } from '../src/config.js';
 
 const run = promisify(execFile);
 
+/** What loadConfig refuses in `env`, one line per problem; none when it loads. */
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+    return [];
+  } catch (err) {
+    return (err as ConfigError).problems;
+  }
+}
+
 t.test('defaults', async (t) => {
   const config = loadConfig({});
   t.equal(config.port, 8080);
@@ -19,9 +29,23 @@ t.test('defaults', async (t) => {
   t.same(loadConfig({ GF_BANNED_IMAGES: ' acme/tool , evil/* ' }).bannedImages, ['acme/tool', 'evil/*']);
   t.equal(config.execution.logRetentionDays, 30);
   t.equal(loadConfig({ GF_LOG_RETENTION_DAYS: '7' }).execution.logRetentionDays, 7);
-  t.equal(config.rateLimitStore, 'memory', 'PGlite serves one process: limits in memory');
-  t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db' }).rateLimitStore, 'postgres', 'replicas on PostgreSQL share their limits');
-  t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db', GF_RATE_LIMIT_STORE: 'memory' }).rateLimitStore, 'memory', 'unless told otherwise');
+  t.equal(config.rateLimitStore, 'memory', 'limits in memory, per process');
+  t.equal(config.redisUrl, null);
+});
+
+t.test('rate limits: in memory unless GF_REDIS_URL names a Redis; never in the database', async (t) => {
+  t.equal(loadConfig({ DATABASE_URL: 'postgres://h/db' }).rateLimitStore, 'memory', 'on PostgreSQL too: requests do not write the database');
+  const shared = loadConfig({ DATABASE_URL: 'postgres://h/db', GF_REDIS_URL: 'redis://:pw@cache:6379/2' });
+  t.equal(shared.rateLimitStore, 'redis', 'a Redis named: replicas share their limits');
+  t.equal(shared.redisUrl?.reveal(), 'redis://:pw@cache:6379/2');
+  t.notMatch(JSON.stringify(shared.redisUrl), /:pw@/, 'the URL (it may hold a password) never serialises');
+  t.equal(loadConfig({ GF_REDIS_URL: 'rediss://cache:6380', GF_RATE_LIMIT_STORE: 'memory' }).rateLimitStore, 'memory', 'unless told otherwise');
+  t.equal(loadConfig({ GF_REDIS_URL: 'redis://cache', GF_RATE_LIMIT_STORE: 'redis' }).rateLimitStore, 'redis');
+
+  t.match(problems({ GF_RATE_LIMIT_STORE: 'redis' }), ['GF_REDIS_URL: must be set when GF_RATE_LIMIT_STORE is redis (got null)']);
+  t.match(problems({ GF_RATE_LIMIT_STORE: 'postgres' }), [/^GF_RATE_LIMIT_STORE: must be memory or redis \(the PostgreSQL store is gone.*GF_REDIS_URL\) \(got "postgres"\)$/]);
+  const wrong = problems({ GF_REDIS_URL: 'http://:secret@cache:6379' });
+  t.match(wrong, [/^GF_REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL \(got \[redacted\]\)$/]);
 });
 
 t.test('artifact store: the filesystem by default, S3 from the GF_S3_* variables', async (t) => {
@@ -40,14 +64,6 @@ t.test('artifact store: the filesystem by default, S3 from the GF_S3_* variables
   t.notMatch(JSON.stringify(s3), /very-secret/, 'the secret key never serialises');
   t.match(loadConfig({ GF_ARTIFACT_STORE: 's3', GF_S3_BUCKET: 'b-1' }).execution.s3, { endpoint: null, credentials: null, forcePathStyle: false }, "AWS's endpoint and the SDK's credential chain");
 
-  const problems = (env: Record<string, string>) => {
-    try {
-      loadConfig(env);
-      return [];
-    } catch (err) {
-      return (err as ConfigError).problems;
-    }
-  };
   t.match(problems({ GF_ARTIFACT_STORE: 's3' }), [/^GF_S3_BUCKET: must be set/]);
   t.match(problems({ GF_ARTIFACT_STORE: 's3', GF_S3_BUCKET: 'b-1', GF_S3_ACCESS_KEY_ID: 'AKID' }), [/^GF_S3_ACCESS_KEY_ID: must be set together with GF_S3_SECRET_ACCESS_KEY/]);
 });

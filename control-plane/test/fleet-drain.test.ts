@@ -14,7 +14,7 @@ t.test('drain, cordon and quarantine', async (t) => {
   const test = await startGatewayApp(t);
   const { app, db, url } = test;
   const { machineId, machineToken } = await enrollMachine(app, db);
-  // Verified as if its canary passed, so it is offered.
+  // Verified as if its GPU challenge passed, so it is offered.
   await db.query(`UPDATE machines SET verification = 'verified' WHERE id = $1`, [machineId]);
   const agent = await AgentSocket.connect(url, machineToken);
   t.teardown(() => agent.close());

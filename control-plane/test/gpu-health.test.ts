@@ -69,6 +69,13 @@ t.test('behavior: verdicts written on change, by UUID; the assignment on a GPU t
   t.same(await health(), ['healthy', 'failed'], 'same UUID: still failed');
   await reconcileGpus(db, machine.id, [rows[0]!, { ...rows[1]!, uuid: 'GPU-c' }]);
   t.same(await health(), ['healthy', 'healthy'], 'a new card starts healthy');
+
+  // GPU 1 falls off the bus after its verdict freed it: the inventory leaves it out, the agent reports it lost.
+  await writeGpuVerdicts(db, machine.id, judgeReports([report(0, 'GPU-a'), report(1, 'GPU-c', { lost: true, lostReason: 'Unknown Error' })], NOW));
+  await reconcileGpus(db, machine.id, [rows[0]!], [1]);
+  t.same(await health(), ['healthy', 'failed'], 'a lost GPU keeps its row and verdict');
+  await reconcileGpus(db, machine.id, [rows[0]!]);
+  t.same(await health(), ['healthy'], 'no longer reported at all: removed');
 });
 
 t.test('behavior: a heartbeat without reports is judged on the last ones with its live temperature', async (t) => {

@@ -106,6 +106,26 @@ t.test('error: validation_error when nothing fits and no cap was given', async (
   t.same(input.json().error.details.map((d: { field: string }) => d.field), ['inputs[0].artifactId'], 'only the caller’s own artifacts');
 });
 
+t.test('args: gpu.proven prices against machines that proved their GPUs only', async (t) => {
+  const { app, db, offerIndex, key } = await setup(t);
+  const proven = (extra: Record<string, unknown> = {}) => body({ gpu: { count: 4, modelAllowlist: ['rtx-4090-24gb'], proven: true }, ...extra });
+  const none = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: proven() });
+  assertError(t, none, 'validation_error', 422);
+  t.same(none.json().error.details.map((d: { field: string }) => d.field), ['gpu'], 'no proven machine: no price to default the cap to');
+  t.match(none.json().error.message, /gpu\.proven/);
+  const invalid = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ gpu: { count: 4, proven: 'yes' } }) });
+  assertError(t, invalid, 'validation_error', 422);
+  t.same(invalid.json().error.details.map((d: { field: string }) => d.field), ['gpu.proven']);
+
+  await db.query(`UPDATE machines SET proven_at = now() WHERE price_per_gpu_hour_micro_usd = 400000`);
+  await offerIndex.refresh();
+  const res = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: proven() });
+  t.equal(res.statusCode, 201);
+  t.equal(jobCreatedSchema.parse(res.json()).job.pricing.maxPricePerGpuHourMicroUsd, 400_000, 'the cap defaults to the proven ×4 at $0.40, not the unproven ×8 at $0.50');
+  const any = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body() });
+  t.equal(jobCreatedSchema.parse(any.json()).job.pricing.maxPricePerGpuHourMicroUsd, 500_000, 'without gpu.proven, every machine');
+});
+
 t.test('behavior: with a cap and nothing matching now, the job is created and waits for capacity', async (t) => {
   const { app, key } = await setup(t);
   const cheap = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ maxPricePerGpuHour: 0.39, estRuntime: { minSeconds: 600, maxSeconds: 1800 } }) });

@@ -5,14 +5,14 @@ const GiB = 1024 ** 3;
 
 function unit(id: string, m: Partial<CandidateMachine> = {}, u: { classId?: string; free?: number[]; vram?: number } = {}): CandidateUnit {
   return {
-    machine: { id, farmName: 'F', regionKey: 'us-east', priceMicroUsd: 1_000_000, tierRank: 3, uptimeCentiPct: 9_900, workloads: null, ...m },
+    machine: { id, farmName: 'F', regionKey: 'us-east', priceMicroUsd: 1_000_000, tierRank: 3, uptimeCentiPct: 9_900, workloads: null, proven: true, ...m },
     classId: u.classId ?? 'a100-80gb',
     free: (u.free ?? [0]).map((index) => ({ index, uuid: `GPU-${id}-${index}`, vramBytes: u.vram ?? 80 * GiB })),
   };
 }
 
 function need(n: Partial<JobNeed> = {}): JobNeed {
-  return { jobId: 'job', gpuCount: 1, minVramBytes: null, classIds: null, capMicroUsd: 10_000_000, workloadType: 'custom', regionPreference: null, excludedMachines: new Set(), ...n };
+  return { jobId: 'job', gpuCount: 1, minVramBytes: null, classIds: null, capMicroUsd: 10_000_000, workloadType: 'custom', regionPreference: null, excludedMachines: new Set(), provenOnly: false, ...n };
 }
 
 t.test('regionTiers: the key, then its group, then the rest; no preference is one tier', async (t) => {
@@ -69,4 +69,11 @@ t.test('CandidatePool: workload types and region preference', async (t) => {
   t.equal(pool.take(need({ regionPreference: 'europe-west', workloadType: 'custom' }))!.unit.machine.id, 'eu', 'group before price');
   t.equal(pool.take(need({ workloadType: 'custom' }))!.unit.machine.id, 'us2', 'the cheaper machine takes inference only');
   t.equal(pool.take(need({ workloadType: 'inference' }))!.unit.machine.id, 'us');
+});
+
+t.test('CandidatePool: gpu.proven takes only machines that proved their GPUs, even when a cheaper one did not', async (t) => {
+  const pool = new CandidatePool([unit('cheap', { priceMicroUsd: 100_000, proven: false }), unit('proven', { priceMicroUsd: 900_000 }), unit('other', { priceMicroUsd: 200_000, proven: false })]);
+  t.equal(pool.take(need({ provenOnly: true }))!.unit.machine.id, 'proven');
+  t.equal(pool.take(need({ provenOnly: true })), null, 'no proven GPU left');
+  t.equal(pool.take(need())!.unit.machine.id, 'cheap', 'without it, any machine');
 });

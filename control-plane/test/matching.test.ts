@@ -246,6 +246,14 @@ t.test('behavior: each fit rule keeps a job QUEUED, and the job is matched once 
       },
     },
     {
+      name: 'proven GPUs (gpu.proven)',
+      machine: {},
+      job: { spec: { image: 'busybox', gpu: { count: 1, proven: true } } },
+      fix: async ({ machineId }) => {
+        await db.query('UPDATE machines SET proven_at = now() WHERE id = $1', [machineId]);
+      },
+    },
+    {
       name: 'workload type',
       machine: { workloads: ['inference'] },
       job: { workloadType: 'training' },

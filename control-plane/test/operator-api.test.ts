@@ -3,9 +3,10 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { claimEnrollmentToken } from '../src/agent-gateway/store.js';
 import { hashAgentToken } from '../src/auth/machine-tokens.js';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createChallenge, createFarm, createMachine } from '../src/fleet/factories.js';
 import { insertAssignment, insertJob } from './helpers/agent-client.js';
 import { assertError } from './helpers/assert.js';
+import { contractChecked } from './helpers/fleet-contract.js';
 import { buildWebTestApp, devWallet, HOST, PUBLIC_URL, session, signIn, type SiweSigner } from './helpers/web.js';
 
 const payout = devWallet(1);
@@ -16,7 +17,9 @@ const customer: SiweSigner = { address: customerAccount.address, signMessage: (m
 
 /** Two farms: north (payout wallet, one listed operator) with two machines, and a rival's farm with one. */
 async function twoFarms(t: Parameters<typeof buildWebTestApp>[0]) {
-  const test = await buildWebTestApp(t);
+  const built = await buildWebTestApp(t);
+  const { app, checked } = contractChecked(built.app);
+  const test = { ...built, app, checkedAnswers: checked };
   const { db } = test;
   const north = await createFarm(db, { slug: 'north-farm', payoutAddress: payout.address });
   const other = await createFarm(db, { slug: 'rival-farm', payoutAddress: rival.address });
@@ -29,7 +32,7 @@ async function twoFarms(t: Parameters<typeof buildWebTestApp>[0]) {
 }
 
 t.test('default: an operator sees its machines with their verdicts and the market, sets prices, makes and revokes tokens', async (t) => {
-  const { app, db, north, priced, unpriced } = await twoFarms(t);
+  const { app, db, north, priced, unpriced, checkedAnswers } = await twoFarms(t);
   const me = await signIn(app, payout);
 
   const list = await app.inject({ url: '/operator/api/machines', headers: session(me) });
@@ -42,6 +45,7 @@ t.test('default: an operator sees its machines with their verdicts and the marke
     earning: { earning: true, code: 'offered', reason: 'Offered at $0.40/GPU-h; going price for RTX 4090 24GB is $0.30/GPU-h.', fix: /Lower the price/ },
     gpus: [{ index: 0, classId: 'rtx-4090-24gb', verdict: 'healthy', reasons: [] }],
     pricePerGpuHourMicroUsd: 400_000,
+    gpuProof: { verification: 'verified', reason: null, simulated: false, provenAt: null },
     drainRequested: false,
     currentJobId: null,
   });
@@ -110,6 +114,7 @@ t.test('default: an operator sees its machines with their verdicts and the marke
     'price.set_class', 'price.set_machine', 'enrollment_token.create', 'enrollment_token.revoke', 'machine.drain', 'machine.undrain',
   ].map((action) => ['operator_wallet', payout.address.toLowerCase(), action]), 'every write is in the audit log with the wallet');
   t.same(audit.slice(-3).map((a) => a.target_id), [enrollmentToken.id, priced.id, priced.id]);
+  t.ok(checkedAnswers() >= 8, `${checkedAnswers()} answers parsed by the fleet contract (shared/src/fleet/api.ts)`);
 });
 
 t.test('behavior: per-GPU health (the GPU-health columns of machine_gpus) reaches the row and the verdict', async (t) => {
@@ -119,6 +124,36 @@ t.test('behavior: per-GPU health (the GPU-health columns of machine_gpus) reache
   const row = (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().machine;
   t.same(row.gpus, [{ index: 0, classId: 'rtx-4090-24gb', label: 'RTX 4090 24GB', verdict: 'failed', reasons: ['XID 79: the GPU fell off the bus'] }]);
   t.match(row.earning, { earning: false, code: 'gpu_failed', reason: 'Every GPU failed its health checks (GPU 0: XID 79: the GPU fell off the bus).' });
+});
+
+t.test('behavior: the GPU challenge reaches the row: proving, failed with its reason and when it is tried again, then proven with its date', async (t) => {
+  const { app, db, priced } = await twoFarms(t);
+  const me = await signIn(app, payout);
+  const row = async () => (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().machine;
+
+  await createChallenge(db, { machineId: priced.id, state: 'running' });
+  t.match(await row(), {
+    gpuProof: { verification: 'verifying', reason: null, provenAt: null },
+    earning: { earning: false, code: 'tier_unverified', reason: 'Proving its GPUs: a GPU challenge is running on it.', fix: /^Keep the agent running/ },
+  });
+
+  const failed = await createChallenge(db, { machineId: priced.id, state: 'failed', cause: 'retry', reason: 'the machine sent no commitment in time' });
+  const failedRow = await row();
+  t.match(failedRow.gpuProof, { verification: 'failed', reason: `GPU challenge ${failed.id} failed: the machine sent no commitment in time`, provenAt: null });
+  t.same(failedRow.earning, {
+    earning: false,
+    code: 'tier_unverified',
+    reason: `GPUs not proven: GPU challenge ${failed.id} failed: the machine sent no commitment in time.`,
+    fix: 'Fix what the reason says, then run `gf-agent doctor` on the machine; the challenge is tried again in 10 minutes or when the agent restarts.',
+    since: null,
+  });
+
+  await createChallenge(db, { machineId: priced.id, state: 'passed', cause: 'retry' });
+  const proven = await row();
+  t.match(proven, { gpuProof: { verification: 'verified', reason: null, simulated: false, provenAt: /^\d{4}-/ }, earning: { earning: true, code: 'offered' } });
+  t.ok(Math.abs(Date.parse(proven.gpuProof.provenAt) - Date.now()) < 60_000, 'proven just now');
+  const listed = (await app.inject({ url: '/operator/api/machines', headers: session(me) })).json().data.find((m: { id: string }) => m.id === priced.id);
+  t.same(listed.gpuProof, proven.gpuProof, 'the list carries the same proof');
 });
 
 t.test('error: bad input names the field', async (t) => {

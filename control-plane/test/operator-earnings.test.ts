@@ -11,6 +11,7 @@ import { findJobById } from '../src/jobs/store.js';
 import { insertAssignment } from './helpers/agent-client.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { buildEscrowTestApp, sendFundingCalls, startTestChain } from './helpers/chain.js';
+import { contractChecked } from './helpers/fleet-contract.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from './helpers/web.js';
 
 /**
@@ -31,7 +32,8 @@ async function ranOn(db: Database, jobId: string, machineId: string): Promise<vo
 t.test('behavior: released earnings equal the escrow\'s transfers to the payout address; pending ones wait in the challenge window, disputed and refunded ones are told apart; CSV has the same rows', async (t) => {
   const c = await chainP;
   const test = await buildEscrowTestApp(t, c, { env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
-  const { app, db } = test;
+  const { db } = test;
+  const { app, checked } = contractChecked(test.app);
   const farm = await createFarm(db, { slug: 'paid-farm', payoutAddress: payout.address });
   const machine = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
   const rivalFarm = await createFarm(db, { slug: 'rival-farm', payoutAddress: devWallet(1).address });
@@ -115,4 +117,5 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   t.equal(lines[0], 'jobId,machineId,day,token,symbol,decimals,amount,fee,state,completedAt,challengeEndsAt,releasedAt,releaseTxHash');
   t.equal(lines.length, 6, 'header, four rows, the final line end');
   t.match(lines[4], new RegExp(`^${released.id},${machine.id},\\d{4}-\\d{2}-\\d{2},${token.toLowerCase()},tUSDC,6,${onChain},${released.fee},released,`));
+  t.ok(checked() >= 4, `${checked()} earnings answers parsed by the fleet contract (shared/src/fleet/api.ts)`);
 });

@@ -20,7 +20,7 @@ import {
 import { matchQueuedJobs } from '../src/matching/matcher.js';
 import { buildOpenApiDocument } from '../src/openapi/document.js';
 import { bearer, createTestKey } from './helpers/app.js';
-import { AgentSocket, hello, newEnrollmentToken, runCanary, startGatewayApp, TEST_CANARY_IMAGE, testInventory, type GatewayTestApp } from './helpers/agent-client.js';
+import { AgentSocket, hello, newEnrollmentToken, runChallenge, startGatewayApp, TEST_CANARY_IMAGE, TEST_CHALLENGE_PLAN, testInventory, type GatewayTestApp } from './helpers/agent-client.js';
 import { tarOf } from './helpers/uploads.js';
 
 /**
@@ -49,7 +49,7 @@ interface Machine {
   key: KeyObject;
 }
 
-/** Enrolls a machine with a key pair of this test's (so it can sign records), says hello and passes its canary. */
+/** Enrolls a machine with a key pair of this test's (so it can sign records), says hello and passes its GPU challenge. */
 async function verifiedMachine(t: Test, s: GatewayTestApp, inventory: MachineInventory): Promise<Machine> {
   const keys = generateKeyPairSync('ed25519');
   const body: EnrollRequest = {
@@ -66,7 +66,7 @@ async function verifiedMachine(t: Test, s: GatewayTestApp, inventory: MachineInv
   t.teardown(() => agent.close());
   agent.send(hello(inventory, [], { benchmark: inventory.simulated ? null : benchmark }));
   await agent.next('welcome');
-  await runCanary(agent, { url: s.url, machineToken });
+  await runChallenge(agent);
   await s.offerIndex.refresh();
   return { machineId, machineToken, agent, key: keys.privateKey };
 }
@@ -174,7 +174,7 @@ const busybox = { image: BUSYBOX, command: ['sh', '-c', 'echo done > /output/res
 const canary = (iterations = 1000) => ({ image: TEST_CANARY_IMAGE, command: ['sha256-chain', String(iterations)], deterministic: true });
 
 t.test('verification levels on a machine with verified GPUs', async (t) => {
-  const s = await startGatewayApp(t, { env: { GF_CANARY_IMAGE: TEST_CANARY_IMAGE } });
+  const s = await startGatewayApp(t, { env: { GF_CANARY_IMAGE: TEST_CANARY_IMAGE }, challengePlan: TEST_CHALLENGE_PLAN });
   const m = await verifiedMachine(t, s, realInventory());
 
   await t.test('EXECUTION_VERIFIED: hashes match, the pinned digest ran, the enrolled key signed a record that agrees with the report', async (t) => {
@@ -266,7 +266,7 @@ t.test('verification levels on a machine with verified GPUs', async (t) => {
 });
 
 t.test('verification levels on a simulated machine', async (t) => {
-  const s = await startGatewayApp(t, { env: { GF_CANARY_IMAGE: TEST_CANARY_IMAGE } });
+  const s = await startGatewayApp(t, { env: { GF_CANARY_IMAGE: TEST_CANARY_IMAGE }, challengePlan: TEST_CHALLENGE_PLAN });
   const m = await verifiedMachine(t, s, testInventory({ simulated: true }));
 
   await t.test('HOST_REPORTED, not EXECUTION_VERIFIED: a simulated machine has no GPUs the service verified, whatever it signs', async (t) => {

@@ -39,8 +39,7 @@ t.test('behavior: over https the session and browser cookies are __Host- cookies
   const current = await app.inject({ url: '/dashboard/api/auth/session', headers: { host: 'dash.test', cookie: `__Host-gf_session=${value}` } });
   t.equal(current.statusCode, 200, 'the __Host- cookie is the session');
   const unprefixed = await app.inject({ url: '/dashboard/api/auth/session', headers: { host: 'dash.test', cookie: `gf_session=${value}` } });
-  assertError(t, unprefixed, 'missing_api_key', 401);
-  t.equal(unprefixed.json().error.message, 'Not signed in: sign in with your wallet.', 'a cookie another host or an http page could set is no session');
+  t.equal(unprefixed.statusCode, 204, 'a cookie another host or an http page could set is no session');
 
   const out = await app.inject({ method: 'POST', url: '/dashboard/api/auth/sign-out', headers: { host: 'dash.test', cookie: `__Host-gf_session=${value}`, 'x-csrf-token': res.json().csrfToken } });
   t.equal(out.statusCode, 204);

@@ -24,6 +24,7 @@ import { dashboardSection } from './bench/dashboard.js';
 import { BENCH_METRICS_TOKEN, metricsSection } from './bench/metrics.js';
 import { fleetSection } from './bench/fleet.js';
 import { gpuChallengeSection } from './bench/gpu-challenge.js';
+import { rateLimitStoreSection, type RateLimitStoreSectionContext } from './bench/rate-limit-store.js';
 import { errorText } from '@gpufarm/shared';
 
 /**
@@ -41,10 +42,13 @@ import { errorText } from '@gpufarm/shared';
  * (10000), BENCH_DURATION (seconds per endpoint, 10), BENCH_WARMUP (2), BENCH_CONNECTIONS (50),
  * BENCH_JOB_KEYS (API keys for the job creation section; default: enough for 5,000 creations/s),
  * BENCH_SECTIONS (comma-separated words of rows or sections to run besides the baseline),
- * BENCH_CPU_PROFILE_DIR (the server writes a V8 CPU profile there).
+ * BENCH_STORE_ROUNDS (rounds of each rate-limit store in turn, 3), BENCH_CPU_PROFILE_DIR (the
+ * server writes a V8 CPU profile there).
  */
-const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext) => Promise<BenchRow[]> }> = [
+const SECTIONS: Array<{ name: string; run: (ctx: JobsSectionContext & RateLimitStoreSectionContext) => Promise<BenchRow[]> }> = [
   { name: 'public read endpoints', run: capacitySection },
+  // `GET /v1` with shared limits (Redis) beside the baseline's memory store (BENCH_SECTIONS=redis).
+  { name: 'rate limits in redis', run: rateLimitStoreSection },
   { name: 'job creation', run: jobsSection },
   // The cost of a Prometheus scrape at the seeded fleet (BENCH_SECTIONS=metrics).
   { name: 'metrics scrape', run: metricsSection },
@@ -130,7 +134,11 @@ async function main(): Promise<number> {
   cleanups.push(() => chain.anvil.stop());
   log(`local chain at ${chain.anvil.rpcUrl}, escrow ${chain.deployment.escrow}`);
 
-  const server = await startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1', env: { ...localChainEnv(chain), GF_METRICS_TOKEN: BENCH_METRICS_TOKEN } });
+  const startServer = (env: Record<string, string> = {}) =>
+    startControlPlaneProcess({ databaseUrl: database.url, readyPath: '/v1/capacity?limit=1', env: { ...localChainEnv(chain), GF_METRICS_TOKEN: BENCH_METRICS_TOKEN, ...env } });
+  // Rate limits in memory (the default; set, so that a GF_REDIS_URL around the bench does not count):
+  // `rate limits in redis` starts a second control plane with them in Redis.
+  const server = await startServer({ GF_RATE_LIMIT_STORE: 'memory' });
   cleanups.push(() => server.stop());
   log(`control plane pid ${server.pid} at ${server.url}`);
 
@@ -156,7 +164,7 @@ async function main(): Promise<number> {
       log(line);
     };
     const baseline = rows.find((r) => r.baseline)?.result;
-    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, cpu: { serverPid: server.pid, database: database.name }, wanted: rowWanted, log: sectionLog, databaseUrl: database.url, baseline })));
+    rows.push(...(await section.run({ baseUrl: server.url, connections, durationSeconds, warmupSeconds, cpu: { serverPid: server.pid, database: database.name }, wanted: rowWanted, log: sectionLog, databaseUrl: database.url, baseline, startServer })));
   }
   const loadAtEnd = loadavg()[0]!;
 

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { startS3rver } from '@gpufarm/control-plane/artifacts/s3rver.js';
 import { loadConfig } from '@gpufarm/control-plane/config.js';
+import { REDIS_INSTALL_HINT, redisServerVersion, startRedisServer } from '@gpufarm/control-plane/http/redis-server.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { LOCAL_CUSTOMER, localChainEnv, startLocalChain } from './chain/local-chain.js';
 import { HAPROXY_INSTALL_HINT, haproxyVersion } from './cluster/haproxy.js';
@@ -54,10 +55,11 @@ async function ensureDatabase(): Promise<string> {
 /**
  * `npm run cluster`: the marketplace as a deployment runs it, on this machine. PostgreSQL (the
  * system server, database `gpufarm_cluster`), a local chain (anvil with the escrow, as `npm
- * start` runs it), s3rver as the artifact store, three control-plane replicas on that one
- * database with `GF_ARTIFACT_STORE=s3`, HAProxy in front (scripts/src/cluster/haproxy.ts) and
- * two local agents with simulated GPUs enrolled through HAProxy. State and each process's log
- * live in `<GF_DATA_DIR>/cluster`. A replica or an agent that dies is started again; without the
+ * start` runs it), s3rver as the artifact store, one redis-server holding the replicas' shared
+ * rate limits, three control-plane replicas on that one database with `GF_ARTIFACT_STORE=s3`
+ * and `GF_REDIS_URL`, HAProxy in front (scripts/src/cluster/haproxy.ts) and two local agents
+ * with simulated GPUs enrolled through HAProxy. State and each process's log live in
+ * `<GF_DATA_DIR>/cluster`. A replica, an agent or Redis that dies is started again; without the
  * chain, s3rver or HAProxy everything stops. Ctrl-C stops every process it started, by pid.
  */
 async function main(): Promise<number> {
@@ -73,13 +75,14 @@ async function main(): Promise<number> {
   };
 
   if (haproxyVersion() === null) throw new Error(HAPROXY_INSTALL_HINT);
+  if (redisServerVersion() === null) throw new Error(REDIS_INSTALL_HINT);
   const databaseUrl = await ensureDatabase();
   const supervisor = new Supervisor(say, 'npm run cluster');
   // Every signal is handled, not only the first: a signal to the whole process group (timeout,
   // CI runners, job control) reaches this process more than once (npm forwards it too), and an
   // unhandled second one would end it mid-stop with its children still running.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.on(signal, () => void supervisor.stopAll(`${signal}: stopping the agents, HAProxy, the replicas, s3rver and the chain`, 0));
+    process.on(signal, () => void supervisor.stopAll(`${signal}: stopping the agents, HAProxy, the replicas, Redis, s3rver and the chain`, 0));
   }
   const agents: LocalAgent[] = [];
   try {
@@ -90,6 +93,10 @@ async function main(): Promise<number> {
     supervisor.watch('the local chain (anvil)', chain.anvil);
     const s3 = await startS3rver({ dir: join(dir, 's3'), detached: true, log: logTo('s3rver') });
     supervisor.watch('s3rver', s3);
+    // The replicas' shared rate limits, nothing kept on disk. The replicas count in memory while
+    // it is away, so it is started again (on its port) rather than stopping everything.
+    const redis = await startRedisServer({ dir, detached: true, log: logTo('redis') });
+    supervisor.watch('Redis', redis, { restart: () => startRedisServer({ port: redis.port, dir, detached: true, log: logTo('redis') }) });
 
     // The replicas serve web/dist at /dashboard/.
     const dashboardProblem = await buildDashboardOrExplain(say);
@@ -111,6 +118,7 @@ async function main(): Promise<number> {
         ...(docker.images && !process.env.GF_CANARY_IMAGE ? { GF_CANARY_IMAGE: docker.images.images.canary.reference } : {}),
         ...localChainEnv(chain),
         ...s3.env,
+        GF_REDIS_URL: redis.url,
       },
       ports: { front: FRONT_PORT, stats: FRONT_PORT + 9, replicas: Array.from({ length: REPLICAS }, (_, i) => FRONT_PORT + 1 + i) },
       log: (name, line) => logTo(name)(line),
@@ -145,20 +153,21 @@ async function main(): Promise<number> {
     }
 
     console.log(`
-gpufarm cluster is running: ${REPLICAS} replicas on PostgreSQL (${DATABASE}), artifacts in s3rver, HAProxy in front
+gpufarm cluster is running: ${REPLICAS} replicas on PostgreSQL (${DATABASE}), artifacts in s3rver, rate limits in Redis, HAProxy in front
 
   API (HAProxy)    ${set.url}/v1   (pid ${set.haproxy.pid}; config ${set.haproxy.configFile})
   dashboard        ${set.url}/dashboard/${dashboardProblem ? `   ${dashboardProblem}` : ''}
   HAProxy stats    ${set.statsUrl}
 ${set.replicas.map((r) => `  replica ${r.name}      ${r.url}/v1   (pid ${r.child.pid})`).join('\n')}
   S3 (s3rver)      ${s3.endpoint}   (bucket ${s3.bucket}, objects in ${s3.dir}, pid ${s3.pid})
+  Redis            ${redis.url}   (the replicas' shared rate limits, pid ${redis.pid})
   chain (anvil)    ${chain.anvil.rpcUrl}   (escrow ${chain.deployment.escrow}, pid ${chain.anvil.pid})
   customer wallet  ${LOCAL_CUSTOMER.address}  (anvil dev account 1; key ${LOCAL_CUSTOMER.privateKey}, a public test key)
 ${agents.length > 0 ? agents.map((a, i) => `  agent-${i + 1}          machine ${a.machineId} (pid ${a.pid})`).join('\n') : '  agents           none (see above)'}
   logs             ${logDir}
 
 Run the demo job through HAProxy (in another terminal):
-  GF_DATA_DIR=${dir} GF_API_URL=${set.url} GF_ADMIN_TOKEN=$(cat ${join(dir, 'admin-token')}) npm run demo
+  GF_DATA_DIR=${dir} GF_ENDPOINT=${set.url} GF_ADMIN_TOKEN=$(cat ${join(dir, 'admin-token')}) npm run demo
 
 Kill a replica (kill -9 <pid>) to watch its agents move to another; it is started again.
 Stop everything with Ctrl-C.`);

@@ -82,7 +82,7 @@ async function attempt<T>(what: string, url: string, call: () => Promise<T>): Pr
 /** The running local marketplace: its URL and admin token (state file) and the local chain (chain file). */
 function findMarketplace(dataDir: string): { url: string; adminToken: string | null; rpcUrl: string; chainId: number } {
   const state = readLiveLocalState(dataDir);
-  const url = process.env.GF_API_URL || state?.url;
+  const url = process.env.GF_ENDPOINT || state?.url;
   if (!url) throw new DemoError(`no running marketplace found (${join(dataDir, 'control-plane.json')}): start it with \`npm start\` in another terminal and wait for "gpufarm is running", then run npm run demo again.`);
   const file = chainFile(dataDir);
   if (!existsSync(file) && !process.env.GF_RPC_URL) throw new DemoError(`no local chain found (${file}): npm run demo needs the chain npm start runs (without GF_RPC_URL).`);

@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { challengeLateness, challengePlan, checkOpenings, errorText, findGpuClass, pickOpenings, solveChain, type ChallengePlan } from '@gpufarm/shared';
 import { z } from 'zod';
+import type { ChallengeOpening } from '@gpufarm/agent/challenge/challenge.js';
+import { GpuBenchSession, gpuBenchChallengeArgs, spawnGpuBench } from '@gpufarm/agent/challenge/gpu-bench-session.js';
 
 /**
  * The GPU challenge on this machine's real GPUs (scripts/gpu-check.sh runs it; docs/decisions.md,
@@ -20,9 +20,6 @@ import { z } from 'zod';
  */
 
 const inventorySchema = z.object({ gpus: z.array(z.object({ uuid: z.string(), classId: z.string().nullable(), name: z.string() })) });
-const commitSchema = z.object({ commit: z.array(z.object({ uuid: z.string(), roots: z.string().regex(/^([0-9a-f]{64})+$/), gpuSeconds: z.number() })) });
-const openingsSchema = z.object({ openings: z.array(z.object({ uuid: z.string(), round: z.number(), row: z.number(), path: z.string().regex(/^([0-9a-f]{64})*$/) })) });
-
 const hashes = (hex: string) => Array.from({ length: hex.length / 64 }, (_, i) => Buffer.from(hex.slice(i * 64, i * 64 + 64), 'hex'));
 
 interface ChallengeRun {
@@ -30,46 +27,28 @@ interface ChallengeRun {
   gpuSeconds: Map<string, number>;
   /** Seconds from writing the go to reading the commitment. */
   elapsed: number;
-  openings: z.infer<typeof openingsSchema>['openings'];
+  openings: ChallengeOpening[];
 }
 
-/** One challenge through gpu-bench's stdin and stdout, as the agent drives it. */
+/**
+ * One challenge through gpu-bench's stdin and stdout, with the agent's own driver of it. A
+ * program that cannot start, exits early or prints something else ends the check with the
+ * driver's one-line reason.
+ */
 async function runChallenge(command: string[], uuids: string[], plan: Pick<ChallengePlan, 'm' | 'n' | 'k' | 'rounds' | 'checks'>, preSeed: Buffer, goSeed: Buffer): Promise<ChallengeRun> {
-  const args = ['--challenge', '--json-only', '--gpus', uuids.join(','), '--m', String(plan.m), '--n', String(plan.n), '--k', String(plan.k), '--rounds', String(plan.rounds), '--pre-seed', preSeed.toString('hex')];
-  const child = spawn(command[0]!, [...command.slice(1), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  // A program that cannot start, or that exits before reading a line we write, ends the run with
-  // its exit status below rather than an unhandled stream error.
-  let startError: Error | null = null;
-  const exited = new Promise<number>((resolve) => {
-    child.on('error', (err) => {
-      startError = err;
-      resolve(127);
-    });
-    child.on('close', (code) => resolve(code ?? 1));
-  });
-  child.stdin.on('error', () => undefined);
-  let wentAt = 0;
-  let result: Omit<ChallengeRun, 'openings'> | null = null;
-  let openings: ChallengeRun['openings'] | null = null;
-  for await (const line of createInterface({ input: child.stdout })) {
-    const message = JSON.parse(line) as Record<string, unknown>;
-    if ('ready' in message) {
-      wentAt = performance.now();
-      child.stdin.write(`go ${goSeed.toString('hex')}\n`);
-    } else if ('commit' in message) {
-      const elapsed = (performance.now() - wentAt) / 1000;
-      const commit = commitSchema.parse(message).commit;
-      result = { elapsed, roots: new Map(commit.map((c) => [c.uuid, hashes(c.roots)])), gpuSeconds: new Map(commit.map((c) => [c.uuid, c.gpuSeconds])) };
-      const rows = uuids.flatMap((uuid) => pickOpenings(plan, (max) => Math.floor(Math.random() * max)).map((o) => `${uuid}:${o.round}:${o.row}`));
-      child.stdin.end(`open ${rows.join(' ')}\n`);
-    } else if ('openings' in message) {
-      openings = openingsSchema.parse(message).openings;
-    }
+  const args = gpuBenchChallengeArgs({ gpus: uuids.map((uuid, index) => ({ index, uuid })), m: plan.m, n: plan.n, k: plan.k, rounds: plan.rounds, preSeed: preSeed.toString('hex') });
+  const session = new GpuBenchSession(spawnGpuBench(command, args));
+  try {
+    await session.ready();
+    const wentAt = performance.now();
+    const commit = await session.go(goSeed.toString('hex'));
+    const elapsed = (performance.now() - wentAt) / 1000;
+    const rows = uuids.flatMap((uuid) => pickOpenings(plan, (max) => Math.floor(Math.random() * max)).map((o) => ({ uuid, ...o })));
+    const openings = await session.open(rows);
+    return { elapsed, roots: new Map(commit.map((c) => [c.uuid, hashes(c.roots)])), gpuSeconds: new Map(commit.map((c) => [c.uuid, c.gpuSeconds])), openings };
+  } finally {
+    await session.stop();
   }
-  const code = await exited;
-  if (startError) throw new Error(`${command.join(' ')} could not be started: ${(startError as Error).message}`);
-  if (code !== 0 || !result || !openings) throw new Error(`gpu-bench --challenge exited with ${code} (its reason is above)`);
-  return { ...result, openings };
 }
 
 function check(run: ChallengeRun, uuid: string, plan: ChallengePlan | Pick<ChallengePlan, 'm' | 'n' | 'k'>, preSeed: Buffer, goSeed: Buffer): string | null {

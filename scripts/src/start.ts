@@ -24,7 +24,7 @@ const say = (line: string) => console.log(`[start] ${line}`);
 
 /**
  * What `/v1/capacity` lists for the local farm once the agent's inventory is in and its
- * verification canary passed (waits up to 60 s: the canary is pulled and run first).
+ * GPU challenge passed (waits up to 60 s: the agent sets up and runs it first).
  */
 async function localOffer(url: string): Promise<string | null> {
   for (let i = 0; i < 240; i++) {
@@ -158,7 +158,7 @@ Chain: ${config.chain?.rpcUrl ?? 'none'} (escrow ${config.chain?.escrowAddress ?
     const agentLines = agent
       ? `
 Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''}, farm ${LOCAL_FARM.slug} (${LOCAL_FARM.region}, ${LOCAL_FARM.priceUsd} USD per GPU-hour), pid ${agent.pid}
-  offers           ${offered ?? 'nothing yet (see the [agent] lines: an unhealthy machine offers no GPU, and a machine is offered once its verification canary passed)'}
+  offers           ${offered ?? 'nothing yet (see the [agent] lines: an unhealthy machine offers no GPU, and a machine is offered once its GPU challenge passed)'}
   payout wallet    ${LOCAL_PAYOUT.address}  (anvil dev account 2)
   canary image     ${process.env.GF_CANARY_IMAGE}
 `

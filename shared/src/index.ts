@@ -21,3 +21,4 @@ export * from './process/owned-child.js';
 export * from './image-patterns.js';
 export * from './fleet/gpu-health.js';
 export * from './fleet/pre-offer.js';
+export * from './fleet/api.js';

@@ -42,7 +42,19 @@ const cases: Array<{ code: EarningCode; earning: boolean; facts: EarningFacts; r
   { code: 'draining', earning: false, facts: facts({ drainRequested: true }), reason: /^Drained/, fix: /gf-agent undrain/ },
   { code: 'cordoned', earning: false, facts: facts({ cordoned: true }), reason: /^Cordoned by the service/, fix: /support/ },
   { code: 'farm_quarantined', earning: false, facts: facts({ farmStatus: 'quarantined' }), reason: /^The farm is quarantined/, fix: /support/ },
-  { code: 'tier_unverified', earning: false, facts: facts({ verification: 'failed', verificationReason: 'the canary timed out' }), reason: /^Tier not verified: verification failed \(the canary timed out\)\.$/, fix: /verification runs again/ },
+  {
+    code: 'tier_unverified', earning: false,
+    facts: facts({ verification: 'failed', verificationReason: 'GPU challenge chl_1 failed: the commitment came 9.1 s after the go, past the 6.2 s deadline.' }),
+    reason: /^GPUs not proven: GPU challenge chl_1 failed: the commitment came 9\.1 s after the go, past the 6\.2 s deadline\.$/,
+    fix: /^Fix what the reason says, then run `gf-agent doctor` on the machine; the challenge is tried again in 10 minutes or when the agent restarts\.$/,
+  },
+  { code: 'tier_unverified', earning: false, facts: facts({ verification: 'verifying' }), reason: /^Proving its GPUs: a GPU challenge is running on it\.$/, fix: /^Keep the agent running/ },
+  { code: 'tier_unverified', earning: false, facts: facts({ verification: 'unverified' }), reason: /^GPUs not proven yet: it is offered once they pass a GPU challenge\.$/, fix: /runs by itself/ },
+  {
+    code: 'tier_unverified', earning: false,
+    facts: facts({ verification: 'unverified', verificationReason: 'the driver or GPUs changed since the last GPU challenge (driver 550.54.15 -> 555.42.02); a new one runs' }),
+    reason: /^GPUs not proven yet: the driver or GPUs changed since the last GPU challenge \(driver 550\.54\.15 -> 555\.42\.02\); a new one runs\.$/, fix: /runs by itself/,
+  },
 ];
 
 t.test('default: each code from the facts that make it, with a reason and a fix in words', async (t) => {

@@ -246,6 +246,15 @@ t.test('gpu', async (t) => {
     rejectsOnly(t, body({ gpu: { count: 1, modelAllowlist: ['a100-80gb', 'l4-24gb', 'a100-80gb'] } }), 'gpu.modelAllowlist[2]', /repeats gpu\.modelAllowlist\[0\]/);
   });
   t.test('default: a known, unique allowlist', async (t) => accepts(t, body({ gpu: { count: 1, modelAllowlist: ['a100-80gb', 'l4-24gb'] } })));
+  t.test('error: proven', async (t) => {
+    rejectsOnly(t, body({ gpu: { count: 1, proven: 'true' } }), 'gpu.proven', /^gpu\.proven must be true or false$/);
+    rejectsOnly(t, body({ gpu: { count: 1, proven: 1 } }), 'gpu.proven');
+    rejectsOnly(t, body({ gpu: { count: 1, proven: null } }), 'gpu.proven');
+  });
+  t.test('default: proven true or false', async (t) => {
+    accepts(t, body({ gpu: { count: 1, proven: true } }));
+    accepts(t, body({ gpu: { count: 1, proven: false } }));
+  });
   t.test('error: unknown gpu field', async (t) => rejectsOnly(t, body({ gpu: { count: 1, vram: 24 } }), 'gpu.vram', /^gpu\.vram is not a known field$/));
 });
 

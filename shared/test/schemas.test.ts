@@ -170,6 +170,7 @@ const samples: [string, z.ZodType, unknown][] = [
           status: 'AVAILABLE',
           workloads: ['inference', 'batch'],
           simulated: false,
+          proof: { proven: true, provenAt: '2026-03-01T09:30:00.125Z' },
         },
         {
           id: 'off_2',
@@ -192,6 +193,7 @@ const samples: [string, z.ZodType, unknown][] = [
           status: 'BUSY',
           workloads: null,
           simulated: true,
+          proof: { proven: false, provenAt: null },
         },
       ],
     },

@@ -34,10 +34,16 @@ export function busyboxSpec(images: LocalImages, script: string, extra: Record<s
   };
 }
 
-/** A shell loop printing `out-<i>` on stdout and (unless `stderr` is false) `err-<i>` on stderr, `count` times, `pauseUs` µs apart. */
-export function numberedLines(count: number, pauseUs: number, options: { stderr?: boolean } = {}): string {
+/**
+ * A shell loop printing `out-<i>` on stdout and (unless `stderr` is false) `err-<i>` on stderr,
+ * `count` times, pausing `pauseUs` µs after every `perPause` lines (1 by default): each pause is
+ * a fork of busybox's `usleep`, so a fast stream pauses every few lines rather than every line.
+ */
+export function numberedLines(count: number, pauseUs: number, options: { stderr?: boolean; perPause?: number } = {}): string {
   const err = options.stderr === false ? '' : ' echo err-$i >&2;';
-  return `i=0; while [ $i -lt ${count} ]; do echo out-$i;${err} i=$((i+1)); usleep ${pauseUs}; done`;
+  const perPause = options.perPause ?? 1;
+  const pause = perPause === 1 ? `usleep ${pauseUs};` : `if [ $((i % ${perPause})) -eq 0 ]; then usleep ${pauseUs}; fi;`;
+  return `i=0; while [ $i -lt ${count} ]; do echo out-$i;${err} i=$((i+1)); ${pause} done`;
 }
 
 export const expected = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${i}`);

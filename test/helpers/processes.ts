@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { onEmergencyExit } from '../../shared/build/emergency-exit.js';
 
 export { onEmergencyExit };
@@ -130,4 +131,21 @@ export function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Sends `signal` to `pid` only while it is still the process `expected` describes (its command
+ * line matches): a pid read from a program's output may have exited since, and pids wrap at 32768
+ * here within minutes of a busy run, so a signal to a reused pid would hit another test's process.
+ * Throws, signalling nothing, when the pid is gone or is another program now.
+ */
+export function signalIfStill(pid: number, expected: RegExp, signal: NodeJS.Signals = 'SIGKILL'): void {
+  let commandLine: string;
+  try {
+    commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+  } catch {
+    throw new Error(`pid ${pid} is gone: not signalled`);
+  }
+  if (!expected.test(commandLine)) throw new Error(`pid ${pid} is now "${commandLine.slice(0, 200)}", not ${expected}: not signalled`);
+  process.kill(pid, signal);
 }

@@ -18,7 +18,7 @@ export async function npmStart(
   env: Record<string, string> = {},
   options: { throughNpm?: boolean } = {},
 ): Promise<TestProcess> {
-  const [command, args] = options.throughNpm ? ['npm', ['start', '--silent']] : [process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/src/start.ts')]];
+  const [command, args] = options.throughNpm ? ['npm', ['start', '--silent']] : [process.execPath, ['--conditions=@gpufarm/source', '--import', 'tsx', join(ROOT, 'scripts/src/start.ts')]];
   // A port of its own (the links and signed URLs it makes name it), as 8080 may be taken.
   const start = spawnProcess('npm-start', command, args, {
     cwd: ROOT,

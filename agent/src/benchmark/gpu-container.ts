@@ -64,6 +64,27 @@ function programError(stderr: string): string | null {
   return lines.length > 0 ? lines[lines.length - 1]!.slice('gpu-bench: '.length) : null;
 }
 
+/** The GPUs by UUID as the NVIDIA Container Toolkit takes them, with the driver's CUDA (compute) and NVML (utility) libraries. */
+export function gpuBenchDeviceRequests(uuids: readonly string[]): Array<{ Driver: string; DeviceIDs: string[]; Capabilities: string[][] }> {
+  return [{ Driver: 'nvidia', DeviceIDs: [...uuids], Capabilities: [['gpu', 'compute', 'utility']] }];
+}
+
+/**
+ * The gpu-bench image to run for the `benchmark_image` setting `image`: a repository without a
+ * tag is the image this agent makes from its own program (`programDir`, default where the
+ * package carries it), made on first use; a tagged reference is the operator's, used as it is.
+ * @throws Error when the program is missing, Docker refuses the image, or a tagged image is not here
+ */
+export async function gpuBenchImage(docker: Docker, options: { image: string; programDir?: string }): Promise<string> {
+  const image = namesTaggedImage(options.image)
+    ? options.image
+    : (await ensureGpuBenchImage(docker, { repository: options.image, program: readGpuBenchProgram(options.programDir ?? findGpuBenchDir()) })).image;
+  await docker.getImage(image).inspect().catch(() => {
+    throw new Error(`the benchmark image ${image} is not on this machine`);
+  });
+  return image;
+}
+
 /**
  * The benchmark container through dockerode. `image` is the `benchmark_image` setting: a
  * repository without a tag (default `gpufarm/gpu-bench`) means the image this agent makes from
@@ -76,16 +97,11 @@ export function dockerGpuBenchmark(docker: Docker, options: { image: string; pro
   const timeoutMs = options.timeoutMs ?? 300_000;
   return {
     async run(gpus) {
-      const image = namesTaggedImage(options.image)
-        ? options.image
-        : (await ensureGpuBenchImage(docker, { repository: options.image, program: readGpuBenchProgram(options.programDir ?? findGpuBenchDir()) })).image;
-      await docker.getImage(image).inspect().catch(() => {
-        throw new Error(`the benchmark image ${image} is not on this machine`);
-      });
+      const image = await gpuBenchImage(docker, options);
       const container = await docker.createContainer({
         Image: image,
         Labels: { 'gpufarm.probe': 'benchmark' },
-        HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: gpus.map((g) => g.uuid), Capabilities: [['gpu', 'compute', 'utility']] }] },
+        HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], DeviceRequests: gpuBenchDeviceRequests(gpus.map((g) => g.uuid)) },
       });
       try {
         const waited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;

@@ -10,6 +10,8 @@ import { gpuAccessGuard, type GpuAccessGuard } from '../daemon/gpu-access-setup.
 import { STOP_GRACE_SECONDS } from '../runtime/docker-runtime.js';
 import { createAgentMetrics, type AgentMetrics } from '../metrics/metrics.js';
 import { prepareBenchmarkImage } from '../benchmark/gpu-bench-image.js';
+import { dockerChallenges } from '../challenge/container-challenge.js';
+import { cpuChallenge } from '../challenge/cpu-challenge.js';
 import { AGENT_VERSION, dockerClient, inventoryMonitor, simulateSpec } from './context.js';
 
 /** The last stored benchmark, if it still parses. */
@@ -55,6 +57,8 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
       runner,
       onReport: (status) => metrics?.report(status),
       benchmark: () => storedBenchmark(config.stateDir),
+      // GPU challenges run gpu-bench in the benchmark's image on real GPUs, the CPU on simulated ones.
+      challenges: simulateSpec(config) !== null ? (spec) => cpuChallenge(spec) : dockerChallenges({ docker: dockerClient(), image: config.benchmarkImage, owner: machine.machineId }),
       onStatus: (status) => {
         try {
           writeFileAtomic(files.status, `${JSON.stringify(status, null, 2)}\n`, 0o644);

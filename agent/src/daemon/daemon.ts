@@ -1,6 +1,8 @@
 import {
   AGENT_PROTOCOL_VERSION,
   AGENT_PROTOCOL_VERSIONS,
+  CHALLENGE_PROTOCOL_VERSION,
+  errorText,
   gpuHealthCountersKey,
   gpuHealthVerdict,
   machineHealthVerdict,
@@ -8,17 +10,23 @@ import {
   type AssignmentSpec,
   type GpuHealthVerdict,
   type BenchmarkResult,
+  type ChallengeGoMessage,
+  type ChallengeOpenMessage,
+  type ChallengePrepareMessage,
   type HeartbeatMessage,
   type HelloMessage,
   type ServerMessage,
   type WelcomeMessage,
 } from '@gpufarm/shared';
+import type { ChallengeStarter, GpuChallenge } from '../challenge/challenge.js';
+import { simulatedChallenges } from '../challenge/cpu-challenge.js';
 import { AgentLink, type LinkState } from '../link/agent-link.js';
-import type { AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
+import type { AcceptResult, AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
 import { ContactDeadline, DEFAULT_LOST_AFTER_SECONDS, partitionGraceSeconds } from '../link/contact-deadline.js';
 import { LogShipper } from '../logs/shipper.js';
 import type { InventoryMonitor } from '../inventory/monitor.js';
 import { inventoryKey, toWireInventory } from '../inventory/snapshot.js';
+import { admitChallenge, refusalDuringChallenge } from './admission.js';
 
 export interface DaemonDeps {
   inventory: InventoryMonitor;
@@ -31,6 +39,28 @@ export interface DaemonDeps {
   now?: () => Date;
   /** Sees every assignment status report the daemon sends (the metrics count containers and uploads). */
   onReport?: (status: AssignmentReport) => void;
+  /**
+   * Starts GPU challenges: gpu-bench in a container on real GPUs (`dockerChallenges`), the CPU
+   * on simulated ones (`cpuChallenge`). Default: simulated ones only (`simulatedChallenges`).
+   */
+  challenges?: ChallengeStarter;
+}
+
+/**
+ * The longest a GPU challenge holds the machine, from `challenge.prepare` to its openings: past
+ * it the agent stops the challenge and says so (the control plane's own deadlines are far
+ * shorter; this only keeps a lost challenge from keeping jobs off the machine for good).
+ */
+export const CHALLENGE_HOLD_LIMIT_SECONDS = 900;
+
+/** The GPU challenge the daemon runs: where it is in the protocol, and since when. */
+interface ActiveChallenge {
+  id: string;
+  run: GpuChallenge;
+  /** What the daemon waits for: the program to be ready, the control plane's go, the commitment, its open, the openings. */
+  phase: 'preparing' | 'ready' | 'running' | 'committed' | 'opening';
+  startedAt: number;
+  holdTimer: NodeJS.Timeout;
 }
 
 export interface DaemonOptions {
@@ -50,6 +80,8 @@ export interface DaemonOptions {
   partition?: { capSeconds: number | null; stopSeconds: number };
   flushIntervalMs?: number;
   flushBytes?: number;
+  /** Overrides `CHALLENGE_HOLD_LIMIT_SECONDS`. */
+  challengeHoldSeconds?: number;
 }
 
 export interface DaemonStatus {
@@ -106,6 +138,8 @@ export class AgentDaemon {
   private sentHealthKey: string | null = null;
   private readonly now: () => Date;
   private statusValue: DaemonStatus;
+  /** The GPU challenge running now: while it runs, assignments are refused. */
+  private challenge: ActiveChallenge | null = null;
 
   constructor(private readonly deps: DaemonDeps, private readonly options: DaemonOptions) {
     this.now = deps.now ?? (() => new Date());
@@ -120,11 +154,14 @@ export class AgentDaemon {
       onDelivered: (sentAt) => this.deadline?.heard(sentAt),
       onDown: (reason) => {
         deps.log(`link down: ${reason}; reconnecting`);
+        // The control plane gives the challenge up with the link: its answers could not arrive.
+        void this.endChallenge('stopped: the link to the control plane went down');
         deps.runner.setPartitioned(true);
         this.setStatus({ lastDownReason: reason });
       },
       onRefused: (reason) => {
         deps.log(`link refused: ${reason}`);
+        void this.endChallenge('stopped: the control plane refused the machine');
         // The control plane will not take this machine back: as for a partition, running jobs
         // go on until the grace runs out, then stop with their outputs kept.
         deps.runner.setPartitioned(true);
@@ -166,6 +203,7 @@ export class AgentDaemon {
     if (this.inventoryTimer) clearInterval(this.inventoryTimer);
     this.logs.flush();
     this.logs.stop();
+    await this.endChallenge('stopped: the agent is stopping');
     await this.deps.runner.close();
     await this.link.stop();
     this.setStatus({});
@@ -266,16 +304,135 @@ export class AgentDaemon {
         this.deps.log(this.draining ? `draining: ${message.reason ?? 'asked by the control plane'}` : 'drain lifted');
         this.setStatus({ draining: this.draining });
         return;
+      case 'challenge.prepare':
+      case 'challenge.go':
+      case 'challenge.open':
+      case 'challenge.cancel':
+        if (this.protocolVersion < CHALLENGE_PROTOCOL_VERSION) {
+          this.deps.log(`ignored ${message.type}: the link speaks protocol ${this.protocolVersion}, and the GPU challenge needs ${CHALLENGE_PROTOCOL_VERSION}`);
+          return;
+        }
+        if (message.type === 'challenge.prepare') this.onChallengePrepare(message);
+        else if (message.type === 'challenge.go') this.onChallengeGo(message);
+        else if (message.type === 'challenge.open') this.onChallengeOpen(message);
+        else if (this.challenge?.id === message.challengeId) void this.endChallenge(`cancelled by the control plane: ${message.reason || 'no reason given'}`);
+        return;
       case 'welcome':
         return;
     }
   }
 
+  /**
+   * `challenge.prepare`: refused (`challenge.failed`) unless the machine's GPUs are idle
+   * (`admitChallenge`); otherwise the challenge starts and answers `challenge.ready` once set up.
+   */
+  private onChallengePrepare(message: ChallengePrepareMessage): void {
+    const { type: _type, ...spec } = message;
+    const snap = this.deps.inventory.latest;
+    const refusal = admitChallenge(spec, {
+      heldAssignments: [...this.contexts.keys()],
+      draining: this.draining,
+      activeChallengeId: this.challenge?.id ?? null,
+      simulated: snap?.simulated ?? null,
+      unhealthyReason: snap === null || snap.health.status === 'healthy' ? null : (snap.health.reason ?? 'unhealthy'),
+      gpuUuids: snap?.health.status === 'healthy' ? snap.detected.map((g) => g.uuid) : [],
+    });
+    if (refusal !== null) {
+      this.deps.log(`challenge ${spec.challengeId}: refused: ${refusal}`);
+      this.link.send({ type: 'challenge.failed', challengeId: spec.challengeId, reason: refusal });
+      return;
+    }
+    const holdSeconds = this.options.challengeHoldSeconds ?? CHALLENGE_HOLD_LIMIT_SECONDS;
+    const active: ActiveChallenge = {
+      id: spec.challengeId,
+      run: (this.deps.challenges ?? simulatedChallenges)(spec),
+      phase: 'preparing',
+      startedAt: performance.now(),
+      holdTimer: setTimeout(() => this.failChallenge(active, `the challenge held the machine for ${holdSeconds} s without the control plane finishing it: stopped, so the machine takes jobs again`), holdSeconds * 1000),
+    };
+    this.challenge = active;
+    this.deps.log(
+      `challenge ${spec.challengeId}: started on ${spec.gpus.length} GPU${spec.gpus.length === 1 ? '' : 's'} ` +
+        `(${spec.simulated ? 'simulated: on the CPU' : 'gpu-bench in a container'}), ${spec.m}x${spec.n}x${spec.k}, ${spec.rounds} rounds; assignments are refused until it ends`,
+    );
+    this.challengeStep(active, active.run.prepare(), 'ready', () => ({ type: 'challenge.ready', challengeId: active.id }));
+  }
+
+  /** `challenge.go`: the timed chain; answers `challenge.commit`. */
+  private onChallengeGo(message: ChallengeGoMessage): void {
+    const active = this.expectChallenge(message.challengeId, 'ready', 'go');
+    if (!active) return;
+    active.phase = 'running';
+    this.challengeStep(active, active.run.go(message.seed), 'committed', (gpus) => ({ type: 'challenge.commit', challengeId: active.id, gpus }));
+  }
+
+  /** `challenge.open`: the rows' Merkle paths; answers `challenge.openings`, and the challenge is over. */
+  private onChallengeOpen(message: ChallengeOpenMessage): void {
+    const active = this.expectChallenge(message.challengeId, 'committed', 'open');
+    if (!active) return;
+    active.phase = 'opening';
+    this.challengeStep(active, active.run.open(message.rows), null, (openings) => ({ type: 'challenge.openings', challengeId: active.id, openings }));
+  }
+
+  /**
+   * The running challenge of `challengeId` when it waits for this message; otherwise answers
+   * `challenge.failed` (and stops it, when it is the one running) and returns null.
+   */
+  private expectChallenge(challengeId: string, phase: ActiveChallenge['phase'], what: string): ActiveChallenge | null {
+    const active = this.challenge;
+    if (active?.id === challengeId && active.phase === phase) return active;
+    if (active?.id === challengeId) {
+      this.failChallenge(active, `${what} came while the machine was ${active.phase === 'preparing' ? 'still setting up' : `at another step (${active.phase})`}`);
+    } else {
+      this.link.send({ type: 'challenge.failed', challengeId, reason: `no challenge ${challengeId} runs on this machine (it ended, or never started here)` });
+    }
+    return null;
+  }
+
+  /**
+   * Sends a step's answer once it resolves and moves to `next` (null: the challenge is done); a
+   * step that fails fails the challenge. Nothing is sent for a challenge that ended meanwhile.
+   */
+  private challengeStep<T>(active: ActiveChallenge, work: Promise<T>, next: ActiveChallenge['phase'] | null, answer: (value: T) => AgentMessage): void {
+    work.then(
+      (value) => {
+        if (this.challenge !== active) return;
+        this.link.send(answer(value));
+        if (next !== null) active.phase = next;
+        else void this.endChallenge('openings sent');
+      },
+      (err: unknown) => {
+        if (this.challenge === active) this.failChallenge(active, errorText(err));
+      },
+    );
+  }
+
+  /** Tells the control plane the challenge failed, and ends it. */
+  private failChallenge(active: ActiveChallenge, reason: string): void {
+    if (this.challenge !== active) return;
+    this.link.send({ type: 'challenge.failed', challengeId: active.id, reason: reason.slice(0, 2000) });
+    void this.endChallenge(`failed: ${reason}`);
+  }
+
+  /** Ends the running challenge, if any: its program stops and its GPUs are free; one log line says how it ended. */
+  private async endChallenge(how: string): Promise<void> {
+    const active = this.challenge;
+    if (!active) return;
+    this.challenge = null;
+    clearTimeout(active.holdTimer);
+    this.deps.log(`challenge ${active.id}: ${how} (after ${((performance.now() - active.startedAt) / 1000).toFixed(1)} s); its GPUs are free`);
+    await active.run.cancel().catch((err: unknown) => this.deps.log(`challenge ${active.id}: stopping its program failed: ${errorText(err)}`));
+  }
+
   private async onAssign(spec: AssignmentSpec): Promise<void> {
-    const reject = (reason: 'draining' | 'unhealthy' | 'duplicate' | 'internal', message: string) =>
+    const reject = (reason: Extract<AcceptResult, { accepted: false }>['reason'] | 'internal', message: string) =>
       this.sendOrQueue({ type: 'assignment.rejected', assignmentId: spec.assignmentId, reason: reason === 'internal' ? 'not_ready' : reason, message });
     if (this.contexts.has(spec.assignmentId)) return reject('duplicate', `assignment ${spec.assignmentId} is already held by this machine`);
     if (this.draining) return reject('draining', 'the machine is draining and takes no new assignment');
+    if (this.challenge) {
+      const refusal = refusalDuringChallenge(this.challenge.id);
+      return reject(refusal.reason, refusal.message);
+    }
     const health = this.deps.inventory.latest?.health;
     if (health?.status !== 'healthy') return reject('unhealthy', `the machine is unhealthy: ${health?.reason ?? 'inventory not read yet'}`);
     this.jobIds.set(spec.assignmentId, spec.jobId);

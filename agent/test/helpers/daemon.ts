@@ -2,13 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
+import type { ChallengeStarter } from '../../src/challenge/challenge.js';
 import { AgentDaemon, type DaemonOptions } from '../../src/daemon/daemon.js';
 import { dockerGpuProbe } from '../../src/inventory/gpu-probe.js';
 import { nvidiaSmiReader } from '../../src/inventory/gpu-reader.js';
 import { systemHostReader } from '../../src/inventory/host.js';
 import { InventoryMonitor } from '../../src/inventory/monitor.js';
 import { parseSimulatedGpus } from '../../src/inventory/simulated.js';
-import { rejectingRunner, type AssignmentRunner } from '../../src/link/assignment-runner.js';
+import type { AssignmentSpec } from '@gpufarm/shared';
+import { rejectingRunner, type AcceptResult, type AssignmentContext, type AssignmentRunner } from '../../src/link/assignment-runner.js';
 
 export interface TestDaemonOptions {
   server: string;
@@ -17,6 +19,8 @@ export interface TestDaemonOptions {
   simulate?: string;
   nvidiaSmi?: string;
   runner?: AssignmentRunner;
+  /** Starts GPU challenges (default: the daemon's, simulated ones on the CPU). */
+  challenges?: ChallengeStarter;
   daemon?: Partial<DaemonOptions>;
 }
 
@@ -35,7 +39,7 @@ export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; invento
     { agentVersion: '0.0.0-test', simulate: o.simulate ? parseSimulatedGpus(o.simulate) : null, hostRefreshMs: 60_000, probeIntervalMs: 600_000, probeRetryMs: 600_000 },
   );
   const daemon = new AgentDaemon(
-    { inventory, runner: o.runner ?? rejectingRunner(), benchmark: () => null, log: (l) => logs.push(l) },
+    { inventory, runner: o.runner ?? rejectingRunner(), benchmark: () => null, log: (l) => logs.push(l), ...(o.challenges ? { challenges: o.challenges } : {}) },
     {
       server: o.server,
       machineToken: o.machineToken,
@@ -58,4 +62,28 @@ export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; invento
       rmSync(stateDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The AssignmentRunner port without containers: it holds each assignment it takes (in `held`)
+ * until the test reports for it and deletes it, and turns away those `refuse` refuses. It stands
+ * in for containers, not for any service the agent talks to.
+ */
+export function holdingRunner(refuse: (spec: AssignmentSpec) => Extract<AcceptResult, { accepted: false }> | null = () => null) {
+  const held = new Map<string, { spec: AssignmentSpec; ctx: AssignmentContext }>();
+  const runner: AssignmentRunner = {
+    accept: async (spec, ctx) => {
+      const refusal = refuse(spec);
+      if (refusal) return refusal;
+      held.set(spec.assignmentId, { spec, ctx });
+      return { accepted: true };
+    },
+    cancel: async () => undefined,
+    running: async () => [...held.values()].map(({ spec, ctx }) => ({ assignmentId: spec.assignmentId, jobId: spec.jobId, state: 'running' as const, nextLogSeq: ctx.logs.nextSeq })),
+    restore: async () => undefined,
+    setPartitioned: () => undefined,
+    contactLost: () => undefined,
+    close: async () => undefined,
+  };
+  return { runner, held };
 }

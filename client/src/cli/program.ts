@@ -80,6 +80,7 @@ export function buildProgram(onExit: (code: number) => void): Command {
     .addOption(new Option('--tier <tier>', 'minimum benchmark tier').choices(['S', 'A', 'B', 'C']))
     .addOption(new Option('--sort <order>', 'order of the offers').choices(['available', 'price_asc', 'price_desc', 'vram', 'uptime', 'count']))
     .option('--available', 'only offers with idle GPUs now')
+    .option('--proven', 'only machines that proved their GPUs with a GPU challenge')
     .option('--limit <n>', 'offers per page (1-500)')
     .option('--cursor <cursor>', 'start at this page cursor')
     .option('--all', 'walk every page (with --json: one array)')

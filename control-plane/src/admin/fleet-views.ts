@@ -1,10 +1,12 @@
-import { GPU_HEALTH_VERDICTS, machineHealthVerdict } from '@gpufarm/shared';
+import { GPU_HEALTH_VERDICTS, machineHealthVerdict, type FleetEventType } from '@gpufarm/shared';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import type { Database } from '../db/database.js';
 import { listFleetEvents, type FleetEvent } from '../fleet/events.js';
 import { machineGpuHealth } from '../fleet/gpu-health.js';
 import { readFleetSeries, readGpuHistory, type HistoryTable } from '../fleet/history-store.js';
+import { findMachineVerification, recentChallenges } from '../machine-verification/challenge-store.js';
 import { z } from 'zod';
+import { challengeView, gpuProofView } from './challenge-view.js';
 import {
   countGpusByClassRegion,
   countJobsNow,
@@ -21,7 +23,7 @@ import {
 
 /** The admin area's read views, shaped as the fleet contract's JSON. */
 
-export const MACHINE_STATES = ['online', 'busy', 'draining', 'offline', 'failed', 'cordoned'] as const satisfies readonly AdminMachineState[];
+export { MACHINE_STATES } from '@gpufarm/shared';
 export const MACHINE_SORTS = ['heartbeat_age', 'utilization', 'failures'] as const satisfies readonly AdminMachineSort[];
 export const HISTORY_RANGES = ['1h', '24h', '7d', '30d'] as const;
 export type HistoryRange = (typeof HISTORY_RANGES)[number];
@@ -95,15 +97,22 @@ export async function adminMachinesPage(
 export async function adminMachineDetail(db: Database, machineId: string) {
   const row = await findAdminMachine(db, machineId);
   if (!row) return null;
-  const [health, jobs] = await Promise.all([machineGpuHealth(db, machineId), listRecentMachineJobs(db, machineId, 20)]);
+  const [health, jobs, verification, challenges] = await Promise.all([
+    machineGpuHealth(db, machineId),
+    listRecentMachineJobs(db, machineId, 20),
+    findMachineVerification(db, machineId),
+    recentChallenges(db, machineId, 10),
+  ]);
   return {
     machine: { ...machineRowView(row), cudaVersion: row.cuda_version, benchmarkTier: row.benchmark_tier, pricePerGpuHourMicroUsd: row.price === null ? null : Number(row.price), healthReason: row.health_reason },
     gpus: (health?.gpus ?? []).map((g) => ({ index: g.index, uuid: g.uuid, classId: g.classId, verdict: g.verdict, reasons: g.reasons })),
     recentJobs: jobs.map((j) => ({ jobId: j.job_id, status: j.status, startedAt: j.started_at?.toISOString() ?? null, finishedAt: j.finished_at?.toISOString() ?? null, failureCode: j.failure_code })),
+    gpuProof: verification === null ? null : gpuProofView(verification),
+    challenges: challenges.map(challengeView),
   };
 }
 
-const HEALTH_EVENT_TYPES = ['machine.unhealthy', 'machine.healthy', 'gpu.failed', 'link.up', 'link.down', 'machine.partitioned', 'machine.drained', 'machine.undrained', 'machine.cordoned', 'machine.uncordoned'] as const;
+const HEALTH_EVENT_TYPES = ['machine.unhealthy', 'machine.healthy', 'gpu.failed', 'link.up', 'link.down', 'machine.partitioned', 'machine.drained', 'machine.undrained', 'machine.cordoned', 'machine.uncordoned'] as const satisfies readonly FleetEventType[];
 
 /** A machine's GPU history over `range`: minute rows up to 24 h (kept 48 h), 15-minute rows beyond. Null: no machine. */
 export async function machineHistory(db: Database, machineId: string, range: HistoryRange, nowMs = Date.now()) {

@@ -8,7 +8,8 @@ import { createApiKey, revokeApiKey, setAccountStatus } from '../auth/store.js';
 import type { Database } from '../db/database.js';
 import { recordAudit, type AuditActor } from '../fleet/audit.js';
 import { parseBody, parseParams } from '../http/parse.js';
-import { findMachineVerification } from '../machine-verification/store.js';
+import { findMachineVerification, recentChallenges } from '../machine-verification/challenge-store.js';
+import { challengeView, gpuProofView } from './challenge-view.js';
 
 export const createKeyBodySchema = z
   .object({
@@ -118,6 +119,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
     const { id } = parseParams(machineParams, request.params);
     const machine = await findMachineVerification(db, id);
     if (!machine) throw new ApiError('not_found', `No machine ${id}.`);
+    const { verification: status, simulated: _simulated, ...proof } = gpuProofView(machine);
     return {
       object: 'machine',
       id: machine.machineId,
@@ -125,13 +127,8 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       healthReason: machine.healthReason,
       simulated: machine.simulated,
       claimedTier: machine.claimedTier,
-      verification: {
-        status: machine.verification,
-        reason: machine.verificationReason,
-        canaryJobId: machine.verificationJobId,
-        verifiedAt: machine.verifiedAt?.toISOString() ?? null,
-        claims: machine.claims,
-      },
+      verification: { status, ...proof, claims: machine.claims },
+      challenges: (await recentChallenges(db, id)).map(challengeView),
     };
   });
 };

@@ -1,3 +1,4 @@
+import type { MachineState } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /**
@@ -73,7 +74,8 @@ export function listAdminAccounts(db: Queryable, params: { wallet: string | null
   );
 }
 
-export type AdminMachineState = 'online' | 'busy' | 'draining' | 'offline' | 'failed' | 'cordoned';
+/** The fleet contract's machine state (`MACHINE_STATES`), derived in SQL by `MACHINE_ROWS`. */
+export type AdminMachineState = MachineState;
 export type AdminMachineSort = 'heartbeat_age' | 'utilization' | 'failures';
 
 export interface AdminMachineFilter {

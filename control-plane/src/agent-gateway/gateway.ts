@@ -4,7 +4,9 @@ import { AGENT_WS_PATH, ERROR_CODES, type HeartbeatMessage } from '@gpufarm/shar
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
-import { scheduleCanaries } from '../machine-verification/canary.js';
+import { scheduleChallenges } from '../machine-verification/challenge.js';
+import { finishChallenge, overdueChallenges } from '../machine-verification/challenge-store.js';
+import { notifyAgent } from '../matching/store.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
@@ -47,10 +49,14 @@ const REPLACED = 'another connection of this machine took over';
 function parseNotice(payload: string): DispatchNotice | null | 'invalid' {
   if (payload === '') return null;
   try {
-    const value = JSON.parse(payload) as { machineId?: unknown; assignmentId?: unknown; kind?: unknown; reason?: unknown; undrain?: unknown };
+    const value = JSON.parse(payload) as { machineId?: unknown; assignmentId?: unknown; challengeId?: unknown; kind?: unknown; reason?: unknown; undrain?: unknown };
     const reason = typeof value.reason === 'string' ? { reason: value.reason } : {};
     if (typeof value.machineId !== 'string') return 'invalid';
     if (value.kind === 'drain') return typeof value.undrain === 'boolean' ? { machineId: value.machineId, kind: 'drain', undrain: value.undrain, ...reason } : 'invalid';
+    if (value.kind === 'challenge' || value.kind === 'challenge.cancel') {
+      if (typeof value.challengeId !== 'string') return 'invalid';
+      return value.kind === 'challenge' ? { machineId: value.machineId, kind: 'challenge', challengeId: value.challengeId } : { machineId: value.machineId, kind: 'challenge.cancel', challengeId: value.challengeId, ...reason };
+    }
     if (typeof value.assignmentId !== 'string' || (value.kind !== 'assign' && value.kind !== 'cancel')) return 'invalid';
     return { machineId: value.machineId, assignmentId: value.assignmentId, kind: value.kind, ...reason };
   } catch {
@@ -206,7 +212,22 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
             () => lifecycle.assignmentRejected(a.machineId, a.id, 'timeout', `the machine did not accept the assignment within ${config.assignTimeoutSeconds} s`),
           ] as const,
       ),
-      ['starting verification canaries', () => scheduleCanaries({ db: deps.db, config, log })] as const,
+    ]);
+    // Challenges past their time fail (and their agents are told to stop), then those due start.
+    const overdue = await overdueChallenges(deps.db);
+    await runSteps([
+      ...overdue.map(
+        (c) =>
+          [
+            `failing overdue GPU challenge ${c.id}`,
+            async () => {
+              if ((await finishChallenge(deps.db, c.id, { passed: false, reason: c.reason })).recorded) {
+                await notifyAgent(deps.db, { machineId: c.machineId, kind: 'challenge.cancel', challengeId: c.id, reason: c.reason });
+              }
+            },
+          ] as const,
+      ),
+      ['starting GPU challenges', () => scheduleChallenges({ db: deps.db, config, log, ...(deps.challengePlan ? { challengePlan: deps.challengePlan } : {}) })] as const,
     ]);
   };
   const sweeper = startPeriodic({ name: 'agent gateway liveness sweep', intervalMs: options.sweepIntervalMs ?? config.sweepIntervalMs, run: sweep, log });

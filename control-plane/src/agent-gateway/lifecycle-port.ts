@@ -1,4 +1,4 @@
-import type { AssignmentRejectedMessage, AssignmentStatusMessage } from '@gpufarm/shared';
+import type { AssignmentRejectedMessage, AssignmentStatusMessage, ChallengePlan } from '@gpufarm/shared';
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 
@@ -16,6 +16,8 @@ export interface GatewayDeps {
   log?: (message: string, err?: unknown) => void;
   /** Where stored agent log bytes and refused agent lines are counted (`metrics/`); absent: not counted. */
   metrics?: { logBytes(bytes: number): void; agentLogLinesRefused(reason: AgentLogRefusal, lines: number): void };
+  /** Replaces every class's GPU challenge plan (tests that play a machine of a real class on the CPU). */
+  challengePlan?: ChallengePlan;
 }
 
 /**

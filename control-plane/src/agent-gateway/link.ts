@@ -2,6 +2,9 @@ import {
   AGENT_CLOSE_CODES,
   AGENT_PROTOCOL_VERSIONS,
   agentMessageSchema,
+  CHALLENGE_PROTOCOL_VERSION,
+  type ChallengeCommitMessage,
+  type ChallengeOpeningsMessage,
   assignMessageSchema,
   serverMessageSchema,
   type AgentMessage,
@@ -14,13 +17,16 @@ import {
   MACHINE_NOTE_PREFIX,
   type ServerMessage,
 } from '@gpufarm/shared';
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { WebSocket } from 'ws';
 import { isDatabaseUnavailable } from '../db/errors.js';
 import { recordFleetEvent } from '../fleet/events.js';
 import { judgeReports, verdictKey, withLiveFigures } from '../fleet/gpu-health.js';
 import { writeGpuVerdicts } from '../fleet/gpu-health-store.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
-import { scheduleCanaries } from '../machine-verification/canary.js';
+import { checkChallengeOpenings, judgeCommit, scheduleChallenges } from '../machine-verification/challenge.js';
+import { drawRows, earlierRoots, findChallenge, finishChallenge, markGo, openChallenges, recordCommit, type ChallengeOutcome, type ChallengeRow } from '../machine-verification/challenge-store.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { applyHello, drainRequest, findAssignments, findLogTarget, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
@@ -119,6 +125,10 @@ export class AgentConnection {
   private lastReports: GpuHealthReport[] | null = null;
   /** The GPUs the agent last claimed (hello, or a heartbeat's new inventory): heartbeats are judged against them. */
   private claimed: Pick<HelloMessage['inventory'], 'gpus' | 'simulated'> | null = null;
+  /** When (performance.now()) each challenge's go was sent on this link: its commitment is timed from it. */
+  private readonly goSentAt = new Map<string, number>();
+  /** Challenges prepared on this link (a hello's own start and its notice do not send one twice). */
+  private readonly challengesSent = new Set<string>();
 
   constructor(
     readonly ws: WebSocket,
@@ -227,8 +237,10 @@ export class AgentConnection {
     switch (message.type) {
       case 'hello':
         return this.onHello(message);
-      case 'heartbeat':
-        if (!(await recordHeartbeat(deps.db, this.machineId, message, { write: this.ctx.writeBeat, claimed: this.claimed }))) {
+      case 'heartbeat': {
+        // A GPU the agent reports lost is missing from its inventory but keeps its row (and verdict).
+        const lostIndexes = (message.gpuHealth ?? this.lastReports ?? []).filter((r) => r.lost).map((r) => r.index);
+        if (!(await recordHeartbeat(deps.db, this.machineId, message, { write: this.ctx.writeBeat, claimed: this.claimed, lostIndexes }))) {
           this.close(AGENT_CLOSE_CODES.unauthorized, 'the machine was disabled or removed by an operator');
           return;
         }
@@ -244,6 +256,7 @@ export class AgentConnection {
           await this.letGo([...this.superseded].filter((id) => !listed.has(id)));
         }
         return;
+      }
       case 'logs':
         return this.onLogs(message);
       case 'assignment.accepted':
@@ -256,7 +269,87 @@ export class AgentConnection {
         if (await this.owns(message.assignmentId)) await lifecycle.assignmentStatus(this.machineId, message);
         if (this.superseded.has(message.assignmentId) && (message.state === 'finished' || message.state === 'failed')) await this.letGo([message.assignmentId]);
         return;
+      case 'challenge.ready':
+        return this.onChallengeReady(message.challengeId);
+      case 'challenge.commit':
+        return this.onChallengeCommit(message);
+      case 'challenge.openings':
+        return this.onChallengeOpenings(message);
+      case 'challenge.failed': {
+        const challenge = await this.ownChallenge(message.challengeId, ['preparing', 'running', 'opening']);
+        if (challenge) await this.endChallenge(challenge.id, { passed: false, reason: `the machine could not run the challenge: ${message.reason}`, declined: true }, false);
+        return;
+      }
     }
+  }
+
+  /**
+   * The machine's challenge in one of `states`, or null: a message about any other is stale
+   * (decided, given up, or not this machine's), and the agent is told to stop it.
+   */
+  private async ownChallenge(challengeId: string, states: ReadonlyArray<ChallengeRow['state']>): Promise<ChallengeRow | null> {
+    const challenge = await findChallenge(this.ctx.deps.db, challengeId);
+    if (challenge && challenge.machineId === this.machineId && states.includes(challenge.state)) return challenge;
+    this.send({ type: 'challenge.cancel', challengeId, reason: challenge?.machineId === this.machineId ? `the challenge is ${challenge.state}` : 'no such challenge for this machine' });
+    return null;
+  }
+
+  /** Records the challenge's outcome; a failure is also sent to the agent as a cancel (it frees the GPUs). */
+  private async endChallenge(challengeId: string, outcome: ChallengeOutcome, tellAgent: boolean): Promise<void> {
+    this.goSentAt.delete(challengeId);
+    const { next } = await finishChallenge(this.ctx.deps.db, challengeId, outcome);
+    if (!outcome.passed) this.ctx.log(`machine ${this.machineId}: GPU challenge ${challengeId} failed: ${outcome.reason}`);
+    if (tellAgent && !outcome.passed) this.send({ type: 'challenge.cancel', challengeId, reason: outcome.reason.slice(0, 500) });
+    // The machine's next class of GPUs.
+    if (next !== null) await this.sendChallenge(next);
+  }
+
+  /** A challenge to put to the machine: `challenge.prepare`, when its agent speaks the protocol. */
+  private async sendChallenge(challengeId: string): Promise<void> {
+    const challenge = await findChallenge(this.ctx.deps.db, challengeId);
+    if (!challenge || challenge.machineId !== this.machineId || challenge.state !== 'preparing' || this.challengesSent.has(challengeId)) return;
+    this.challengesSent.add(challengeId);
+    if (this.protocolVersion < CHALLENGE_PROTOCOL_VERSION) {
+      const reason = `the agent speaks protocol ${this.protocolVersion}, and proving GPUs needs ${CHALLENGE_PROTOCOL_VERSION}: upgrade the agent`;
+      return this.endChallenge(challengeId, { passed: false, reason }, false);
+    }
+    const { m, n, k, rounds, gpus, preSeed, simulated } = challenge;
+    this.send({ type: 'challenge.prepare', challengeId, gpus, m, n, k, rounds, preSeed, simulated });
+  }
+
+  /** Ready: the fresh go seed, stored before it is sent; the clock starts as it goes. */
+  private async onChallengeReady(challengeId: string): Promise<void> {
+    const challenge = await this.ownChallenge(challengeId, ['preparing']);
+    if (!challenge) return;
+    const seed = randomBytes(32).toString('hex');
+    if (!(await markGo(this.ctx.deps.db, challengeId, seed))) return;
+    this.goSentAt.set(challengeId, performance.now());
+    this.send({ type: 'challenge.go', challengeId, seed });
+  }
+
+  /** The commitment: judged (GPUs, rounds, time, replay), then the rows drawn and asked. */
+  private async onChallengeCommit(message: ChallengeCommitMessage): Promise<void> {
+    const arrived = performance.now();
+    const challenge = await this.ownChallenge(message.challengeId, ['running']);
+    if (!challenge) return;
+    const sentAt = this.goSentAt.get(challenge.id);
+    if (sentAt === undefined) return this.endChallenge(challenge.id, { passed: false, reason: 'the commitment came on another link than the go' }, true);
+    const elapsedSeconds = (arrived - sentAt) / 1000;
+    const reason = judgeCommit(challenge, message, elapsedSeconds, await earlierRoots(this.ctx.deps.db, this.machineId, challenge.id));
+    const roots = Object.fromEntries(message.gpus.map((g) => [g.uuid, g.roots]));
+    const gpuSeconds = Object.fromEntries(message.gpus.map((g) => [g.uuid, g.gpuSeconds]));
+    const rows = reason === null ? drawRows(challenge) : [];
+    if (!(await recordCommit(this.ctx.deps.db, challenge.id, { roots, gpuSeconds, elapsedMs: elapsedSeconds * 1000, opened: rows }))) return;
+    if (reason !== null) return this.endChallenge(challenge.id, { passed: false, reason }, true);
+    this.send({ type: 'challenge.open', challengeId: challenge.id, rows });
+  }
+
+  /** The opened rows: recomputed here; the challenge passes when every one leads to its root. */
+  private async onChallengeOpenings(message: ChallengeOpeningsMessage): Promise<void> {
+    const challenge = await this.ownChallenge(message.challengeId, ['opening']);
+    if (!challenge) return;
+    const { reason, checkMs } = await checkChallengeOpenings(challenge, message);
+    await this.endChallenge(challenge.id, reason === null ? { passed: true, checkMs } : { passed: false, reason, checkMs }, false);
   }
 
   /** The job of `assignmentId` when it is this machine's (any state), else null (logged). */
@@ -331,13 +424,22 @@ export class AgentConnection {
     // A drain asked while the agent was away (or before it restarted) reaches it now.
     const drain = await drainRequest(deps.db, this.machineId);
     if (drain && !hello.draining) this.send({ type: 'drain', undrain: false, reason: drain.reason?.slice(0, 500) ?? null });
+    // A challenge out when the agent connected again died with its previous link: it fails now
+    // and a new one starts below.
+    for (const c of await openChallenges(deps.db, this.machineId)) {
+      await this.endChallenge(c.id, { passed: false, reason: 'the agent connected again while the challenge was out' }, false);
+    }
     const pending = this.pending;
     this.pending = [];
     for (const notice of pending) await this.handleNotice(notice);
-    // First enrollment, or a driver or GPU change (`applyHello`): the machine is offered once its canary passes.
-    await scheduleCanaries({ db: deps.db, config: deps.config, log: this.ctx.log }, { machineId: this.machineId }).catch((err: unknown) =>
-      this.ctx.log(`machine ${this.machineId}: starting its verification canary failed; the sweep tries again`, err),
+    // First enrollment, or a driver or GPU change (`applyHello`): the machine is offered once its GPUs are proven.
+    const started = await scheduleChallenges({ db: deps.db, config: deps.config, log: this.ctx.log, ...(deps.challengePlan ? { challengePlan: deps.challengePlan } : {}) }, { machineId: this.machineId }).catch(
+      (err: unknown) => {
+        this.ctx.log(`machine ${this.machineId}: starting its GPU challenge failed; the sweep tries again`, err);
+        return [];
+      },
     );
+    for (const id of started) await this.sendChallenge(id);
   }
 
   /**
@@ -395,6 +497,11 @@ export class AgentConnection {
       this.send({ type: 'drain', undrain: notice.undrain, reason: notice.reason?.slice(0, 500) ?? null });
       return;
     }
+    if (notice.kind === 'challenge') return this.sendChallenge(notice.challengeId);
+    if (notice.kind === 'challenge.cancel') {
+      this.send({ type: 'challenge.cancel', challengeId: notice.challengeId, reason: (notice.reason ?? 'given up by the control plane').slice(0, 500) });
+      return;
+    }
     if (notice.kind === 'cancel') {
       this.send({ type: 'cancel', assignmentId: notice.assignmentId, reason: (notice.reason ?? 'canceled by the control plane').slice(0, 500) });
       return;
@@ -405,26 +512,37 @@ export class AgentConnection {
 
   /**
    * Stores a batch of the agent's lines when its assignment is this machine's and open for lines
-   * (live, or ended within LOG_LINES_GRACE_SECONDS), `system` lines as the machine's `stderr`.
-   * Every batch is acked, stored or not: a refused one is counted and logged, never an error
-   * that drops the link, and the agent's outbox lets go of it instead of resending it forever.
+   * (live, or ended within LOG_LINES_GRACE_SECONDS; after that only lines up to the `lastLogSeq`
+   * its end reported, which the run wrote before it ended, however far its outbox lags), `system`
+   * lines as the machine's `stderr`. Every batch is acked, stored or not: a refused one is
+   * counted and logged, never an error that drops the link, and the agent's outbox lets go of it
+   * instead of resending it forever.
    */
   private async onLogs(message: LogsMessage): Promise<void> {
     const { deps } = this.ctx;
     const target = await findLogTarget(deps.db, message.assignmentId, LOG_LINES_GRACE_SECONDS);
     const count = message.lines.length;
+    const due = !target ? [] : target.open ? message.lines : message.lines.filter((l) => target.last_log_seq !== null && l.seq <= target.last_log_seq);
     if (!target || target.machine_id !== this.machineId) {
       deps.metrics?.agentLogLinesRefused('not_this_machine', count);
       this.ctx.log(`agent link of ${this.machineId}: assignment ${message.assignmentId} is not this machine's; ${count} log lines acked and dropped`);
-    } else if (!target.open) {
-      deps.metrics?.agentLogLinesRefused('assignment_ended', count);
-      this.ctx.log(`agent link of ${this.machineId}: assignment ${message.assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; ${count} log lines acked and dropped`);
     } else {
-      const { lines, restreamed } = asMachineLines(message.lines);
-      if (restreamed > 0) deps.metrics?.agentLogLinesRefused('system_stream', restreamed);
-      const stored = await insertAgentLines(deps.db, { jobId: target.job_id, assignmentId: message.assignmentId, lines, capBytes: deps.config.logCapBytes });
-      if (stored.bytes > 0) deps.metrics?.logBytes(stored.bytes);
+      if (due.length < count) {
+        deps.metrics?.agentLogLinesRefused('assignment_ended', count - due.length);
+        this.ctx.log(
+          `agent link of ${this.machineId}: assignment ${message.assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; ${count - due.length} log lines after its last reported one acked and dropped`,
+        );
+      }
+      if (due.length > 0) await this.storeLines(target.job_id, message.assignmentId, due);
     }
     this.send({ type: 'logs.ack', assignmentId: message.assignmentId, seq: message.lines[message.lines.length - 1]!.seq });
+  }
+
+  private async storeLines(jobId: string, assignmentId: string, batch: readonly LogBatchLine[]): Promise<void> {
+    const { deps } = this.ctx;
+    const { lines, restreamed } = asMachineLines(batch);
+    if (restreamed > 0) deps.metrics?.agentLogLinesRefused('system_stream', restreamed);
+    const stored = await insertAgentLines(deps.db, { jobId, assignmentId, lines, capBytes: deps.config.logCapBytes });
+    if (stored.bytes > 0) deps.metrics?.logBytes(stored.bytes);
   }
 }

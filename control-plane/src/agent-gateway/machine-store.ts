@@ -17,7 +17,7 @@ import type { Database, Queryable } from '../db/database.js';
 import { recordFleetEvent, type FleetEventInput } from '../fleet/events.js';
 import { ensureDerivedClasses } from '../fleet/store.js';
 import { probeMismatch } from '../machine-verification/claims.js';
-import { noteClaims } from '../machine-verification/store.js';
+import { noteClaims } from '../machine-verification/challenge-store.js';
 
 /**
  * What an agent's link writes about its machine: inventory and benchmark at `hello`, health,
@@ -82,10 +82,10 @@ export function offeredGpus(inventory: MachineInventory): { rows: GpuRow[]; clas
 }
 
 /** Writes the inventory's offered GPUs: their derived classes first, then the `machine_gpus` rows (`reconcileGpus`). */
-export async function writeOfferedGpus(db: Queryable, machineId: string, inventory: MachineInventory): Promise<boolean> {
+export async function writeOfferedGpus(db: Queryable, machineId: string, inventory: MachineInventory, lostIndexes: readonly number[] = []): Promise<boolean> {
   const { rows, classes } = offeredGpus(inventory);
   await ensureDerivedClasses(db, classes);
-  return reconcileGpus(db, machineId, rows);
+  return reconcileGpus(db, machineId, rows, lostIndexes);
 }
 
 /** The status a machine's own report gives it: unhealthy first, then draining, else online. */
@@ -108,9 +108,11 @@ export function reportedStatus(inventory: Pick<MachineInventory, 'gpus' | 'simul
 /**
  * Makes the machine's `machine_gpus` match `wanted` without touching reservations: changed or
  * new GPUs are upserted (keeping `busy` and `assignment_id`), GPUs no longer listed are removed
- * unless a live assignment holds them. Writes nothing when nothing changed. Returns whether it wrote.
+ * unless a live assignment holds them or the agent reports them lost (`lostIndexes`: nvidia-smi
+ * cannot read them, so the inventory leaves them out, yet they keep their failed verdict for the
+ * fleet views until the card is gone). Writes nothing when nothing changed. Returns whether it wrote.
  */
-export async function reconcileGpus(db: Queryable, machineId: string, wanted: readonly GpuRow[]): Promise<boolean> {
+export async function reconcileGpus(db: Queryable, machineId: string, wanted: readonly GpuRow[], lostIndexes: readonly number[] = []): Promise<boolean> {
   const existing = await db.query<GpuRow & { busy: boolean; assignment_id: string | null }>(
     'SELECT gpu_index, uuid, class_id, vram_bytes, busy, assignment_id FROM machine_gpus WHERE machine_id = $1',
     [machineId],
@@ -120,7 +122,7 @@ export async function reconcileGpus(db: Queryable, machineId: string, wanted: re
     const had = byIndex.get(g.gpu_index);
     return !had || had.uuid !== g.uuid || had.class_id !== g.class_id || Number(had.vram_bytes) !== g.vram_bytes;
   });
-  const wantedIndexes = new Set(wanted.map((g) => g.gpu_index));
+  const wantedIndexes = new Set([...wanted.map((g) => g.gpu_index), ...lostIndexes]);
   const removed = existing.filter((g) => !wantedIndexes.has(g.gpu_index) && !g.busy && g.assignment_id === null).map((g) => g.gpu_index);
   if (upserts.length > 0) {
     await db.query(
@@ -278,7 +280,7 @@ export async function recordHeartbeat(
   db: Database,
   machineId: string,
   heartbeat: HeartbeatMessage,
-  context: { write: (beat: HeartbeatBeat) => Promise<HeartbeatSeen>; claimed: Pick<MachineInventory, 'gpus' | 'simulated'> | null },
+  context: { write: (beat: HeartbeatBeat) => Promise<HeartbeatSeen>; claimed: Pick<MachineInventory, 'gpus' | 'simulated'> | null; lostIndexes: readonly number[] },
 ): Promise<boolean> {
   const inventory = heartbeat.inventory;
   const claimed = inventory ?? context.claimed;
@@ -315,7 +317,7 @@ export async function recordHeartbeat(
     const health = healthEvent(machineId, row.status, status, reason);
     if (health) await recordFleetEvent(tx, health);
     if (inventory) {
-      await writeOfferedGpus(tx, machineId, inventory);
+      await writeOfferedGpus(tx, machineId, inventory, context.lostIndexes);
       await noteClaims(tx, machineId, inventory);
     }
   });
@@ -350,9 +352,13 @@ export function findAssignments(db: Queryable, ids: readonly string[]): Promise<
  * open for lines (live, or ended less than `graceSeconds` ago by the database's clock; a row
  * that ended before `ended_at` existed counts as ended long ago). Null when there is no such assignment.
  */
-export async function findLogTarget(db: Queryable, assignmentId: string, graceSeconds: number): Promise<{ job_id: string; machine_id: string; open: boolean } | null> {
-  const [row] = await db.query<{ job_id: string; machine_id: string; open: boolean }>(
-    `SELECT job_id, machine_id,
+export async function findLogTarget(
+  db: Queryable,
+  assignmentId: string,
+  graceSeconds: number,
+): Promise<{ job_id: string; machine_id: string; open: boolean; last_log_seq: number | null } | null> {
+  const [row] = await db.query<{ job_id: string; machine_id: string; open: boolean; last_log_seq: number | null }>(
+    `SELECT job_id, machine_id, last_log_seq,
             (state IN ('offered', 'accepted', 'running') OR COALESCE(ended_at > now() - make_interval(secs => $2), false)) AS open
        FROM assignments WHERE id = $1`,
     [assignmentId, graceSeconds],

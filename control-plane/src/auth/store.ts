@@ -220,19 +220,6 @@ export async function findMachineByTokenHash(db: Queryable, tokenHash: string): 
   return row ?? null;
 }
 
-/**
- * Creates, once, an account of the service itself with a revoked key that no presented key can
- * match (its `key_hash` is not a SHA-256): the owner of jobs the control plane runs for itself.
- */
-export async function ensureServiceAccount(db: Queryable, params: { accountId: string; keyId: string; label: string }): Promise<void> {
-  await db.query(`INSERT INTO accounts (id, wallet_address) VALUES ($1, '0x0000000000000000000000000000000000000000') ON CONFLICT DO NOTHING`, [params.accountId]);
-  await db.query(
-    `INSERT INTO api_keys (id, account_id, key_hash, environment, last_four, scopes, label, revoked_at)
-     VALUES ($1, $2, 'service: no key', 'live', '----', ARRAY[]::text[], $3, now()) ON CONFLICT DO NOTHING`,
-    [params.keyId, params.accountId, params.label],
-  );
-}
-
 /** A farm a wallet may run from the operator area, and why: its payout wallet, or a listed operator. */
 export interface OperatorFarm {
   id: string;

@@ -4,7 +4,7 @@
  * exponential backoff, so a database or chain that is down is not hammered and its errors do
  * not flood the log, and the process stays up.
  */
-import { GpufarmError } from '@gpufarm/shared';
+import { errorText, GpufarmError } from '@gpufarm/shared';
 
 /** Longest wait between two tries of a failing loop. */
 export const MAX_BACKOFF_MS = 60_000;
@@ -49,7 +49,7 @@ export class StepsFailedError extends GpufarmError<'steps_failed'> {
   constructor(readonly failed: Array<{ name: string; error: unknown }>) {
     super(
       'steps_failed',
-      failed.map((f) => `${f.name}: ${f.error instanceof Error ? f.error.message : String(f.error)}`).join('; '),
+      failed.map((f) => `${f.name}: ${errorText(f.error)}`).join('; '),
       { cause: new AggregateError(failed.map((f) => f.error)) },
     );
   }

@@ -1,5 +1,5 @@
 import { WORKLOAD_TYPES, type WorkloadType } from '@gpufarm/shared';
-import { ALL_WORKLOADS, WORKLOAD_BIT, type Snapshot } from './snapshot.js';
+import { ALL_WORKLOADS, NOT_PROVEN, WORKLOAD_BIT, type Snapshot } from './snapshot.js';
 
 /** What a job needs of one machine, and the most it pays. */
 export interface JobRequirements {
@@ -11,6 +11,8 @@ export interface JobRequirements {
   workloadType: WorkloadType;
   /** Price cap per GPU-hour, micro-USD; null: no cap (every fitting machine matches). */
   capMicroUsd: number | null;
+  /** Only machines that proved their GPUs (`gpu.proven`). */
+  provenOnly: boolean;
 }
 
 /** The offered machines that fit a job, and those of them at or under its cap. */
@@ -32,8 +34,8 @@ export interface FitSummary {
 
 /**
  * One scan over the snapshot's machine rows: machines that fit the whole job on their own
- * (enough GPUs of an allowed class with enough memory, accepting the workload), busy or not,
- * since a funded job queues for them. Pure; allocates nothing per row.
+ * (enough GPUs of an allowed class with enough memory, accepting the workload, proven when the
+ * job asks for it), busy or not, since a funded job queues for them. Pure; allocates nothing per row.
  */
 export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
   const wanted = (WORKLOAD_BIT.get(req.workloadType) ?? 1 << WORKLOAD_TYPES.length) | ALL_WORKLOADS;
@@ -53,6 +55,7 @@ export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
   for (let row = 0; row < s.size; row++) {
     const classIndex = s.classIdx[row]!;
     if (!allowed[classIndex] || s.gpus[row]! < req.gpuCount || (s.workloads[row]! & wanted) === 0) continue;
+    if (req.provenOnly && s.provenAt[row] === NOT_PROVEN) continue;
     const price = s.price[row]!;
     out.minFittingPriceMicroUsd = out.fitting === 0 ? price : Math.min(out.minFittingPriceMicroUsd, price);
     out.maxFittingPriceMicroUsd = Math.max(out.maxFittingPriceMicroUsd, price);

@@ -323,7 +323,7 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
       // Jobs of the same shape price against the same snapshot: remember each answer until the next load.
       const s = current();
       if (fitCache.version !== s.version) fitCache = { version: s.version, answers: new Map() };
-      const key = `${requirements.gpuCount}|${requirements.minVramBytes}|${requirements.classIds?.join(',') ?? '*'}|${requirements.workloadType}|${requirements.capMicroUsd}`;
+      const key = `${requirements.gpuCount}|${requirements.minVramBytes}|${requirements.classIds?.join(',') ?? '*'}|${requirements.workloadType}|${requirements.capMicroUsd}|${requirements.provenOnly}`;
       let answer = fitCache.answers.get(key);
       if (!answer) {
         answer = summarizeFit(s, requirements);

@@ -1,13 +1,13 @@
-import { REGIONS, WORKLOAD_TYPES, type CapacityOffer, type WorkloadType } from '@gpufarm/shared';
+import { REGIONS, WORKLOAD_TYPES, type CapacityOffer, type CapacityProof, type WorkloadType } from '@gpufarm/shared';
 import { encodeCapacityCursor, type CapacityQuery, type CapacitySort } from './query.js';
-import { ALL_WORKLOADS, TIER_RANK, WORKLOAD_BIT, tierOf, type OfferGroup, type Snapshot } from './snapshot.js';
+import { ALL_WORKLOADS, NOT_PROVEN, TIER_RANK, WORKLOAD_BIT, tierOf, type OfferGroup, type Snapshot } from './snapshot.js';
 
 /**
  * Answers a capacity query from a snapshot, then sorts and cuts a keyset page. Three paths:
  * - no filter: the offers sorted once per snapshot and sort, a binary search for the cursor;
  * - filters on whole offers only (model, minVram, region, farm): the unfiltered offers of the
  *   matching farm, classes or regions are picked, with no row scan;
- * - filters on machines (maxPrice, minUptime, workload, cuda, availability, tier): one scan
+ * - filters on machines (maxPrice, minUptime, workload, cuda, availability, tier, proven): one scan
  *   over the candidate machine rows folds the matching ones into fresh offers.
  * Pure: no I/O.
  */
@@ -31,6 +31,8 @@ export class OfferAggregate {
   driverVersion: string | null;
   workloads: number;
   simulated: boolean;
+  /** The oldest `provenAt` of its machines, epoch ms; `NOT_PROVEN` (negative) when one of them is not proven. */
+  provenAtMs: number;
   /** The offer's JSON around `queue`, built when first serialized. */
   jsonBeforeQueue: string | null;
   jsonAfterQueue: string | null;
@@ -54,6 +56,7 @@ export class OfferAggregate {
     this.driverVersion = null;
     this.workloads = 0;
     this.simulated = true;
+    this.provenAtMs = NOT_PROVEN;
     this.jsonBeforeQueue = null;
     this.jsonAfterQueue = null;
   }
@@ -104,6 +107,8 @@ interface RowFilter {
   minCudaRank: number;
   availableOnly: boolean;
   minTier: number;
+  /** Only machines that proved their GPUs. */
+  provenOnly: boolean;
 }
 
 /** True when the query has no filter: its pages come from per-snapshot sorted lists. */
@@ -118,7 +123,8 @@ export function isUnfiltered(q: CapacityQuery): boolean {
     q.workload === undefined &&
     q.minCudaRank === undefined &&
     q.availability === 'all' &&
-    q.minTier === undefined
+    q.minTier === undefined &&
+    q.provenOnly !== true
   );
 }
 
@@ -135,7 +141,8 @@ function isGroupLevel(q: CapacityQuery): boolean {
     q.workload === undefined &&
     q.minCudaRank === undefined &&
     q.availability === 'all' &&
-    q.minTier === undefined
+    q.minTier === undefined &&
+    q.provenOnly !== true
   );
 }
 
@@ -191,6 +198,7 @@ function rowFilter(s: Snapshot, q: CapacityQuery): RowFilter | null {
     minCudaRank: q.minCudaRank ?? 0,
     availableOnly: q.availability === 'available',
     minTier: q.minTier === undefined ? 0 : TIER_RANK[q.minTier],
+    provenOnly: q.provenOnly === true,
   };
 }
 
@@ -217,6 +225,7 @@ interface Accumulators {
   maxPrice: Float64Array;
   cudaRank: Float64Array;
   driverRank: Float64Array;
+  provenAt: Float64Array;
 }
 
 function accumulators(s: Snapshot): Accumulators {
@@ -244,6 +253,7 @@ function accumulators(s: Snapshot): Accumulators {
       maxPrice: doubles(),
       cudaRank: doubles(),
       driverRank: doubles(),
+      provenAt: doubles(),
     };
     s.cache.set('accumulators', acc);
   }
@@ -258,9 +268,9 @@ function aggregate(s: Snapshot, f: RowFilter | null): OfferAggregate[] {
   if (f === null) return [];
   const acc = accumulators(s);
   const epoch = ++acc.epoch;
-  const { mark, count, busy: accBusy, machines, maxAvailable, maxPer, minBilling: accBilling, tier: accTier, uptime: accUptime, workloads: accWorkloads, notSimulated, cudaRow, driverRow, minPrice, maxPrice: accMaxPrice, cudaRank: accCuda, driverRank: accDriver } = acc;
-  const { group, classIdx, regionIdx, price, gpus, busy, minBilling, tier, cudaRank, driverRank, workloads, simulated, uptime } = s;
-  const { classOk, regionOk, maxPrice, minUptime, workloadBit, minCudaRank, availableOnly, minTier } = f;
+  const { mark, count, busy: accBusy, machines, maxAvailable, maxPer, minBilling: accBilling, tier: accTier, uptime: accUptime, workloads: accWorkloads, notSimulated, cudaRow, driverRow, minPrice, maxPrice: accMaxPrice, cudaRank: accCuda, driverRank: accDriver, provenAt: accProven } = acc;
+  const { group, classIdx, regionIdx, price, gpus, busy, minBilling, tier, cudaRank, driverRank, workloads, simulated, provenAt, uptime } = s;
+  const { classOk, regionOk, maxPrice, minUptime, workloadBit, minCudaRank, availableOnly, minTier, provenOnly } = f;
   const touched: number[] = [];
   for (const list of f.rowLists) {
     for (let k = 0; k < list.length; k++) {
@@ -280,6 +290,9 @@ function aggregate(s: Snapshot, f: RowFilter | null): OfferAggregate[] {
       if (availableOnly && rowBusy >= rowGpus) continue;
       const rowTier = tier[i]!;
       if (rowTier < minTier) continue;
+      // Before grouping: an offer asked for proven shows only its proven machines.
+      const rowProven = provenAt[i]!;
+      if (provenOnly && rowProven === NOT_PROVEN) continue;
 
       const g = group[i]!;
       const rowIdle = rowGpus - rowBusy;
@@ -302,6 +315,7 @@ function aggregate(s: Snapshot, f: RowFilter | null): OfferAggregate[] {
         driverRow[g] = i;
         accWorkloads[g] = rowWorkloads;
         notSimulated[g] = simulated[i] === 0 ? 1 : 0;
+        accProven[g] = rowProven;
         continue;
       }
       count[g]! += rowGpus;
@@ -324,6 +338,8 @@ function aggregate(s: Snapshot, f: RowFilter | null): OfferAggregate[] {
       }
       accWorkloads[g]! |= rowWorkloads;
       if (simulated[i] === 0) notSimulated[g] = 1;
+      // The oldest proof; `NOT_PROVEN` is below every time, so one unproven machine keeps it.
+      if (rowProven < accProven[g]!) accProven[g] = rowProven;
     }
   }
   const out = new Array<OfferAggregate>(touched.length);
@@ -346,6 +362,7 @@ function aggregate(s: Snapshot, f: RowFilter | null): OfferAggregate[] {
     o.driverVersion = s.driver[driverRow[g]!]!;
     o.workloads = accWorkloads[g]!;
     o.simulated = notSimulated[g] === 0;
+    o.provenAtMs = accProven[g]!;
     out[t] = o;
   }
   return out;
@@ -483,6 +500,11 @@ function workloadsJsonOf(mask: number): string {
   return (workloadJson[mask] ??= JSON.stringify(workloadsOf(mask)));
 }
 
+/** The offer's `proof`: proven when every machine is, since the oldest of their proofs. */
+function proofOf(o: OfferAggregate): CapacityProof {
+  return o.provenAtMs === NOT_PROVEN ? { proven: false, provenAt: null } : { proven: true, provenAt: new Date(o.provenAtMs).toISOString() };
+}
+
 /** The offer's JSON text; `queue` is filled in per request. */
 export function offerJson(o: OfferAggregate, queue: number): string {
   if (o.jsonBeforeQueue === null || o.jsonAfterQueue === null) {
@@ -493,7 +515,10 @@ export function offerJson(o: OfferAggregate, queue: number): string {
       `"maxPerMachine":${o.maxPerMachine},"machines":${o.machines},"combinedVramBytes":${o.count * g.gpuClass.vramBytes},` +
       `"benchmarkTier":"${tierOf(o.tierRank)}","uptimePct":${o.uptimeCentiPct / 100}${g.regionJson}${o.minPrice},` +
       `"maxPerGpuHourMicroUsd":${o.maxPrice},"minBillingSeconds":${o.minBillingSeconds}},"queue":`;
-    o.jsonAfterQueue = `,"status":"${o.count > o.busy ? 'AVAILABLE' : 'BUSY'}","workloads":${workloadsJsonOf(o.workloads)},"simulated":${o.simulated}}`;
+    const proof = proofOf(o);
+    o.jsonAfterQueue =
+      `,"status":"${o.count > o.busy ? 'AVAILABLE' : 'BUSY'}","workloads":${workloadsJsonOf(o.workloads)},"simulated":${o.simulated},` +
+      `"proof":{"proven":${proof.proven},"provenAt":${proof.provenAt === null ? 'null' : `"${proof.provenAt}"`}}}`;
   }
   return o.jsonBeforeQueue + queue + o.jsonAfterQueue;
 }
@@ -532,5 +557,6 @@ export function toCapacityOffer(o: OfferAggregate, queue: number): CapacityOffer
     status: o.count > o.busy ? 'AVAILABLE' : 'BUSY',
     workloads: workloadsOf(o.workloads),
     simulated: o.simulated,
+    proof: proofOf(o),
   };
 }

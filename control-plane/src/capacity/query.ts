@@ -57,6 +57,8 @@ export interface CapacityQuery {
   availability: 'available' | 'all';
   /** Minimum benchmark tier (S > A > B > C). */
   minTier?: BenchmarkTier;
+  /** `proven=true`: only machines that proved their GPUs with a GPU challenge. Absent (or `proven=false`): every machine. */
+  provenOnly?: true;
   sort: CapacitySort;
   limit: number;
   after?: CapacityCursor;
@@ -159,6 +161,7 @@ export const querySchema = z.strictObject({
   cuda: z.string().regex(VERSION_PARAMETER, 'must be a CUDA version such as 12.4').transform((v) => versionRank(v)).optional(),
   availability: z.enum(['available', 'all'], 'must be available or all').default('all'),
   tier: z.enum(BENCHMARK_TIERS, `must be one of ${BENCHMARK_TIERS.join(', ')}`).optional(),
+  proven: z.enum(['true', 'false'], 'must be true or false').optional(),
   sort: z.enum(CAPACITY_SORTS, `must be one of ${CAPACITY_SORTS.join(', ')}`).default(DEFAULT_CAPACITY_SORT),
   limit: intParam(1, MAX_CAPACITY_LIMIT, DEFAULT_CAPACITY_LIMIT),
   cursor: z.string().max(512, 'is not a cursor this endpoint issued').optional(),
@@ -181,6 +184,7 @@ export function parseCapacityQuery(raw: unknown): CapacityQuery {
   if (q.workload !== undefined) query.workload = q.workload;
   if (q.cuda !== undefined) query.minCudaRank = q.cuda;
   if (q.tier !== undefined) query.minTier = q.tier;
+  if (q.proven === 'true') query.provenOnly = true;
   if (q.cursor !== undefined) query.after = decodeCapacityCursor(q.cursor, q.sort);
   return query;
 }

@@ -18,6 +18,9 @@ export const TIER_BY_RANK: readonly BenchmarkTier[] = ['C', 'B', 'A', 'S'];
 export const WORKLOAD_BIT: ReadonlyMap<string, number> = new Map(WORKLOAD_TYPES.map((w, i) => [w, 1 << i]));
 export const ALL_WORKLOADS = 1 << WORKLOAD_TYPES.length;
 
+/** `Snapshot.provenAt` of a machine that has not proven its GPUs: below every real time, so an offer's minimum says whether all are proven. */
+export const NOT_PROVEN = -1;
+
 /** A (farm, GPU class, region) triple: one offer when any of its machines matches a query. */
 export interface OfferGroup {
   /** `off_` + 16 hex digits of sha256(farmId/classId/regionKey): stable across loads, opaque. */
@@ -92,6 +95,8 @@ export interface Snapshot {
   driver: (string | null)[];
   workloads: Uint16Array;
   simulated: Uint8Array;
+  /** Per row: the machine's last passed GPU challenge on real GPUs, epoch ms; `NOT_PROVEN` when none (always for a simulated machine). */
+  provenAt: Float64Array;
   uptime: Int32Array;
   /** Per row: the machine and its creation time, to recompute uptimes (`withUptime`). */
   machineId: string[];
@@ -232,6 +237,7 @@ export function buildSnapshot(rows: readonly FleetRow[], listedClasses: readonly
     driver: new Array<string | null>(size),
     workloads: new Uint16Array(size),
     simulated: new Uint8Array(size),
+    provenAt: new Float64Array(size),
     uptime: new Int32Array(size),
     machineId: new Array<string>(size),
     createdAtMs: new Float64Array(size),
@@ -295,6 +301,8 @@ export function buildSnapshot(rows: readonly FleetRow[], listedClasses: readonly
     snapshot.driverRank[i] = versionRank(row.driverVersion);
     snapshot.workloads[i] = workloadMask(row.workloads);
     snapshot.simulated[i] = row.simulated ? 1 : 0;
+    // A simulated machine proves no class, whatever its row says.
+    snapshot.provenAt[i] = row.simulated || row.provenAtMs === null ? NOT_PROVEN : row.provenAtMs;
     snapshot.uptime[i] = uptimeCentiPct(uptimeSeconds.get(row.machineId) ?? 0, row.createdAtMs, loadedAt);
     snapshot.machineId[i] = row.machineId;
     snapshot.createdAtMs[i] = row.createdAtMs;

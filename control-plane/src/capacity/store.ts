@@ -26,6 +26,8 @@ export interface FleetRow {
   simulated: boolean;
   /** The machine's `created_at`, epoch milliseconds: the uptime window starts no earlier. */
   createdAtMs: number;
+  /** Its last passed GPU challenge on real GPUs (`proven_at`), epoch milliseconds; null: not proven. */
+  provenAtMs: number | null;
 }
 
 interface FarmRecord {
@@ -47,6 +49,7 @@ interface MachineRecord {
   workloads: string[] | null;
   simulated: boolean;
   createdAtMs: number;
+  provenAtMs: number | null;
 }
 
 interface GpuGroupRecord {
@@ -69,7 +72,8 @@ export async function loadFleetRows(db: Queryable, params: { allowSimulated: boo
     db.query<MachineRecord>(
       `SELECT id, farm_id AS "farmId", region_key AS "regionKey", price_per_gpu_hour_micro_usd AS price,
          min_billing_seconds AS "minBillingSeconds", benchmark_tier AS "benchmarkTier", cuda_version AS "cudaVersion",
-         driver_version AS "driverVersion", workloads, simulated, (extract(epoch FROM created_at) * 1000)::float8 AS "createdAtMs"
+         driver_version AS "driverVersion", workloads, simulated, (extract(epoch FROM created_at) * 1000)::float8 AS "createdAtMs",
+         (extract(epoch FROM proven_at) * 1000)::float8 AS "provenAtMs"
        FROM machines WHERE status = 'online' AND verification = 'verified' AND NOT drain_requested AND NOT cordoned
          AND ($1::boolean OR NOT simulated)`,
       [params.allowSimulated],
@@ -108,6 +112,7 @@ export async function loadFleetRows(db: Queryable, params: { allowSimulated: boo
       workloads: m.workloads,
       simulated: m.simulated,
       createdAtMs: m.createdAtMs,
+      provenAtMs: m.provenAtMs,
     });
   }
   return rows;

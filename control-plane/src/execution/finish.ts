@@ -6,8 +6,6 @@ import { recordCompletion } from '../jobs/settlement.js';
 import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
-import { canaryVerdict } from '../machine-verification/canary.js';
-import { recordCanaryOutcome } from '../machine-verification/store.js';
 import { billedRuntimeSeconds } from './billed-runtime.js';
 import { serverNow, type ExecutionDeps } from './deps.js';
 import { findAssignment, findMachineFacts, findMachineStanding, moveAssignment, releaseGpus } from './store.js';
@@ -140,8 +138,6 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
       job.id,
       `${timedOut ? 'timed out' : 'completed'}: ${cost.billableGpuSeconds} billable GPU-seconds at $${formatUsdCents(price)}/GPU-hour, total $${formatUsdCents(cost.totalMicroUsd)} (fee included); ${runtimeText(runtime, job.max_runtime_seconds)}`,
     );
-    // Only the machine's current canary job changes its verification; any other job, nothing.
-    await recordCanaryOutcome(tx, { machineId: asg.machine_id, jobId: job.id }, canaryVerdict({ level, timedOut, exitCode: asg.exit_code }));
   });
 }
 

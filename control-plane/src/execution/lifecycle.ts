@@ -6,7 +6,6 @@ import { authorizePendingRefund } from '../jobs/settlement.js';
 import { applyTransition, findJobById, findJobKind, lockJobOfAssignment, notifyJobQueued } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
-import { recordCanaryOutcome } from '../machine-verification/store.js';
 import { notifyAgent } from '../matching/store.js';
 import { serverNow, type ExecutionDeps } from './deps.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
@@ -67,10 +66,9 @@ export async function assignmentRejected(
     await releaseGpus(tx, asg.id);
     await excludeMachine(tx, asg.job_id, machineId, reason);
     const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
-    // A canary is for this machine only: refused, it fails its verification instead of queueing.
+    // A service job (a canary of the time machines were verified by one) is for this machine only: refused, it fails.
     if ((await findJobKind(tx, asg.job_id)) === 'verification') {
-      const failed = await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'fail').to, assignmentId: asg.id, set: { assignment_id: null, failure_reason: why } });
-      if (failed) await recordCanaryOutcome(tx, { machineId, jobId: asg.job_id }, { passed: false, reason: `the canary was not run: ${why}: ${message}` });
+      await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'fail').to, assignmentId: asg.id, set: { assignment_id: null, failure_reason: why } });
       return;
     }
     const moved = await applyTransition(tx, { jobId: asg.job_id, from: 'MATCHING', to: transitionFor('MATCHING', 'unmatch').to, assignmentId: asg.id, set: { assignment_id: null } });
@@ -203,7 +201,7 @@ async function failAssignment(
     if (!job) return null;
     // Runs that ended without a result, this one included (a machine's refusal is not a run).
     const attempts = await countEndedRuns(tx, asg.job_id);
-    // A canary is never run again elsewhere: it verifies this machine.
+    // A service job (a canary of the time machines were verified by one) is never run again elsewhere.
     const canary = job.kind === 'verification';
     const retry = rule.retried && attempts < MAX_ATTEMPTS && !canary;
     const transition = transitionFor(job.status, retry ? 'retry' : 'fail');
@@ -231,7 +229,6 @@ async function failAssignment(
       message: retry ? `attempt ${attempts} failed (${code}): ${why}; queued again` : `job failed (${code}): ${why}`,
       details: { code, attempt: attempts, requeued: retry, jobFailed: !retry },
     });
-    if (canary) await recordCanaryOutcome(tx, { machineId: asg.machine_id, jobId: asg.job_id }, { passed: false, reason: `the canary failed: ${why}` });
     return refund && !canary ? asg.job_id : null;
   });
   if (failedJob && deps.escrow) {

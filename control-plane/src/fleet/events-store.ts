@@ -1,25 +1,11 @@
 import type { Queryable } from '../db/database.js';
 import type { TimeCursor } from './audit-store.js';
+import type { FleetEventType } from '@gpufarm/shared';
+
+export type { FleetEventType };
 
 /** The fleet events' SQL (`events.ts` is their interface). */
 
-export type FleetEventType =
-  | 'machine.enrolled'
-  | 'link.up'
-  | 'link.down'
-  | 'machine.unhealthy'
-  | 'machine.healthy'
-  | 'gpu.failed'
-  | 'machine.drained'
-  | 'machine.undrained'
-  | 'machine.cordoned'
-  | 'machine.uncordoned'
-  | 'machine.partitioned'
-  | 'machine.unenrolled'
-  | 'farm.quarantined'
-  | 'farm.unquarantined'
-  | 'job.failed'
-  | 'price.changed';
 
 export interface FleetEvent {
   id: string;

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/database.js';
-import { deleteOldFleetEvents, insertFleetEvents, type FleetEventInput, type FleetEventType } from './events-store.js';
+import { deleteOldFleetEvents, insertFleetEvents, type FleetEventInput } from './events-store.js';
 
 /**
  * Fleet events: what happened to machines, farms and their jobs, recorded where it happens
@@ -10,11 +10,7 @@ import { deleteOldFleetEvents, insertFleetEvents, type FleetEventInput, type Fle
 export type { FleetEvent, FleetEventInput, FleetEventType } from './events-store.js';
 export { listFleetEvents } from './events-store.js';
 
-export const FLEET_EVENT_TYPES: readonly FleetEventType[] = [
-  'machine.enrolled', 'link.up', 'link.down', 'machine.unhealthy', 'machine.healthy', 'gpu.failed', 'machine.drained',
-  'machine.undrained', 'machine.cordoned', 'machine.uncordoned', 'machine.partitioned', 'machine.unenrolled',
-  'farm.quarantined', 'farm.unquarantined', 'job.failed', 'price.changed',
-];
+export { FLEET_EVENT_TYPES } from '@gpufarm/shared';
 
 /** Days an event is kept: a quarter covers the incidents an admin looks back on. */
 export const FLEET_EVENT_RETENTION_DAYS = 90;

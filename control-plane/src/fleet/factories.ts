@@ -82,6 +82,8 @@ export interface MachineInput {
   workloads?: string[] | null;
   /** Default false. */
   simulated?: boolean;
+  /** Its last passed GPU challenge (`proven_at`); default null: not proven. */
+  provenAt?: Date | null;
   /**
    * The 30-day uptime to record, in percent: writes `machine_uptime_days` rows for the days
    * since `max(createdAt, now - 30 days)` that give this uptime. Default 100; null writes none.
@@ -114,8 +116,8 @@ export async function createMachine(db: Database, input: MachineInput): Promise<
   await db.transaction(async (tx) => {
     await tx.query(
       `INSERT INTO machines (id, farm_id, region_key, status, price_per_gpu_hour_micro_usd, min_billing_seconds, benchmark_tier,
-         cuda_version, driver_version, workloads, simulated, last_heartbeat_at, created_at, updated_at, verification, verified_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $13)`,
+         cuda_version, driver_version, workloads, simulated, last_heartbeat_at, created_at, updated_at, verification, verified_at, proven_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $13, $15)`,
       [
         id,
         input.farmId,
@@ -131,6 +133,7 @@ export async function createMachine(db: Database, input: MachineInput): Promise<
         status === 'online' ? now : null,
         createdAt,
         input.verification ?? 'verified',
+        input.provenAt ?? null,
       ],
     );
     await tx.query(
@@ -189,4 +192,61 @@ export async function insertUptimeDays(db: Queryable, targets: readonly UptimeTa
       now,
     ],
   );
+}
+
+export interface ChallengeInput {
+  machineId: string;
+  /** Default `passed`. */
+  state?: 'preparing' | 'running' | 'opening' | 'passed' | 'failed';
+  /** Default `enrollment`. */
+  cause?: 'enrollment' | 'claims_changed' | 'retry' | 'idle';
+  /** Why it failed (state `failed`). Default "the commitment came after the deadline". */
+  reason?: string;
+  /** The class whose window it is held to; null (simulated) has no window. Default `rtx-4090-24gb`. */
+  classId?: string | null;
+  /** How many GPUs it ran on. Default 1. */
+  gpuCount?: number;
+}
+
+/**
+ * A GPU challenge row as `machine-verification/challenge-store.ts` leaves it (16 rows opened per
+ * GPU once committed), and the machine's verification as that challenge leaves it: `verifying`
+ * while open, `verified` and proven (real GPUs) once passed, `failed` with its reason.
+ */
+export async function createChallenge(db: Database, input: ChallengeInput): Promise<{ id: string }> {
+  const id = newId('chl');
+  const state = input.state ?? 'passed';
+  const classId = input.classId === undefined ? 'rtx-4090-24gb' : input.classId;
+  const gpus = Array.from({ length: input.gpuCount ?? 1 }, (_, index) => ({ index, uuid: `GPU-${randomBytes(16).toString('hex')}` }));
+  const went = state !== 'preparing';
+  const committed = went && state !== 'running';
+  const finished = state === 'passed' || state === 'failed';
+  const reason = state === 'failed' ? (input.reason ?? 'the commitment came after the deadline') : null;
+  const opened = committed ? gpus.flatMap((g) => Array.from({ length: 16 }, (_, i) => ({ uuid: g.uuid, round: i * 7, row: i * 1000 + 3 }))) : null;
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `INSERT INTO gpu_challenges (id, machine_id, cause, state, simulated, class_id, m, n, k, rounds, checks, expected_seconds, deadline_seconds,
+         gpus, pre_seed, go_seed, roots, gpu_seconds, opened, elapsed_ms, check_ms, reason, created_at, go_at, committed_at, finished_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 4096, 4096, $8, 16, $9, $10, $11::jsonb, $12, $13, $14::jsonb, $15::jsonb, $16::jsonb, $17, $18, $19,
+         now() - interval '10 seconds', CASE WHEN $20 THEN now() - interval '8 seconds' END, CASE WHEN $21 THEN now() - interval '3 seconds' END,
+         CASE WHEN $22 THEN now() - interval '2 seconds' END)`,
+      [
+        id, input.machineId, input.cause ?? 'enrollment', state, classId === null, classId,
+        classId === null ? 256 : 65_536, classId === null ? 4 : 1_200, classId === null ? null : 5, classId === null ? null : 9.3,
+        JSON.stringify(gpus), randomBytes(32).toString('hex'), went ? randomBytes(32).toString('hex') : null,
+        committed ? JSON.stringify(Object.fromEntries(gpus.map((g) => [g.uuid, randomBytes(32).toString('hex')]))) : null,
+        committed ? JSON.stringify(Object.fromEntries(gpus.map((g) => [g.uuid, 4.8]))) : null,
+        opened === null ? null : JSON.stringify(opened), committed ? 5_012 : null, finished ? 310 : null, reason, went, committed, finished,
+      ],
+    );
+    await tx.query(
+      `UPDATE machines SET challenge_id = $2, verification = $3, verification_reason = $4,
+              verified_at = CASE WHEN $3 = 'verified' THEN now() ELSE verified_at END,
+              proven_at = CASE WHEN $3 = 'verified' AND NOT simulated THEN now() ELSE proven_at END,
+              next_challenge_at = CASE WHEN $3 = 'verified' THEN now() + interval '18 hours' ELSE next_challenge_at END
+        WHERE id = $1`,
+      [input.machineId, id, state === 'passed' ? 'verified' : state === 'failed' ? 'failed' : 'verifying', reason === null ? null : `GPU challenge ${id} failed: ${reason}`],
+    );
+  });
+  return { id };
 }

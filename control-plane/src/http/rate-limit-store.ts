@@ -1,6 +1,6 @@
 /**
  * Where fixed-window counters live. One process uses the in-memory store; several replicas
- * share the PostgreSQL one (`postgres-store.ts`). Both implement the same contract.
+ * share the Redis one (`rate-limit-redis-store.ts`). Both implement the same contract.
  */
 export interface RateLimitStore {
   /**

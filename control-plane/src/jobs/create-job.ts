@@ -141,6 +141,7 @@ export async function createJob(deps: CreateJobDeps, params: CreateJobParams): P
       classIds: spec.gpu.modelAllowlist ?? null,
       workloadType,
       capMicroUsd: requestedCapMicroUsd,
+      provenOnly: spec.gpu.proven === true,
     }),
     platformFeeBps: config.platformFeeBps,
   });

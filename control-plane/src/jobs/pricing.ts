@@ -40,7 +40,7 @@ export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms
       details: [
         fieldDetail(
           'gpu',
-          `no machine offered now has ${input.gpuCount} GPU(s) of this kind on one machine, so there is no price to default the cap to; see GET /v1/capacity, relax gpu.count, the memory or the model allowlist, or give maxPricePerGpuHour to wait for capacity`,
+          `no machine offered now has ${input.gpuCount} GPU(s) of this kind on one machine, so there is no price to default the cap to; see GET /v1/capacity, relax gpu.count, the memory, the model allowlist or gpu.proven, or give maxPricePerGpuHour to wait for capacity`,
         ),
       ],
     };

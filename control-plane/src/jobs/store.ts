@@ -506,27 +506,3 @@ export async function moveMatchedJobs(tx: Queryable, moves: readonly MatchedJobM
   return rows.map((r) => ({ jobId: r.id, seq: r.log_capped ? null : Number(r.seq) }));
 }
 
-/** A service job of the control plane itself (a verification canary): QUEUED, no escrow, billed nothing. */
-export interface NewServiceJob {
-  id: string;
-  accountId: string;
-  apiKeyId: string;
-  kind: 'verification';
-  spec: unknown;
-  title: string;
-  gpuCount: number;
-  workloadType: string;
-  maxRuntimeSeconds: number;
-  pricePerGpuHourMicroUsd: number;
-}
-
-export async function insertServiceJob(tx: Queryable, job: NewServiceJob): Promise<void> {
-  await tx.query(
-    `INSERT INTO jobs (id, account_id, api_key_id, status, kind, spec, spec_hash, title, gpu_count, workload_type, max_runtime_seconds,
-       max_price_per_gpu_hour_micro_usd, min_billing_seconds, platform_fee_bps, estimate_low_micro_usd, estimate_high_micro_usd,
-       max_cost_micro_usd, matched_classes, payment_kind, payment_token, payment_symbol, payment_decimals, max_payment, escrow_job_key)
-     VALUES ($1, $2, $3, 'QUEUED', $10, $4::jsonb, md5($4::text), $5, $6, $7, $8, $9, 60, 0, 0, 0, 0, ARRAY[]::text[],
-       'eth', '0x0000000000000000000000000000000000000000', 'ETH', 18, 0, '0x' || md5($1) || md5($1))`,
-    [job.id, job.accountId, job.apiKeyId, JSON.stringify(job.spec), job.title, job.gpuCount, job.workloadType, job.maxRuntimeSeconds, job.pricePerGpuHourMicroUsd, job.kind],
-  );
-}

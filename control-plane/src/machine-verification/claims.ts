@@ -2,12 +2,12 @@ import type { MachineHealth, MachineInventory } from '@gpufarm/shared';
 
 /**
  * What a farm claims about its machine (pure rules): the GPUs and driver of its hello are kept as
- * reported, but they are offered only once a canary the control plane scheduled has passed on
- * that exact set (`fingerprint`), and never while the GPU probe's `nvidia-smi -L` disagrees
+ * reported, but they are offered only once a GPU challenge the control plane scheduled has passed
+ * on that exact set (`fingerprint`), and never while the GPU probe's `nvidia-smi -L` disagrees
  * with them (`probeMismatch`).
  */
 
-/** The claims a verification covers: a change of any of them needs a new canary. */
+/** The claims a verification covers: a change of any of them needs a new challenge. */
 export interface ClaimFingerprint {
   simulated: boolean;
   driverVersion: string | null;

@@ -6,7 +6,7 @@
  */
 export const AGENT_DISPATCH_CHANNEL = 'agent_dispatch';
 
-export type DispatchNotice = AssignmentNotice | DrainNotice;
+export type DispatchNotice = AssignmentNotice | DrainNotice | ChallengeNotice;
 
 export interface AssignmentNotice {
   machineId: string;
@@ -24,3 +24,11 @@ export interface DrainNotice {
   undrain: boolean;
   reason?: string;
 }
+
+/**
+ * A GPU challenge of the machine (machine-verification): `challenge` sends its
+ * `challenge.prepare`; `challenge.cancel` tells the agent to stop it (decided or given up).
+ */
+export type ChallengeNotice =
+  | { machineId: string; kind: 'challenge'; challengeId: string }
+  | { machineId: string; kind: 'challenge.cancel'; challengeId: string; reason?: string };

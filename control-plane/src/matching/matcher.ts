@@ -148,6 +148,7 @@ function needOf(job: ClaimedJob, spec: StoredJobSpec, excluded: Set<string> | un
     workloadType: job.workloadType,
     regionPreference: spec.regionPreference ?? null,
     excludedMachines: excluded ?? NO_MACHINES,
+    provenOnly: spec.gpu.proven === true,
   };
 }
 

@@ -6,7 +6,8 @@ import { REGIONS, regionKeysFor } from '@gpufarm/shared';
  *
  * A machine fits a job when it has, of one GPU class the job allows, at least `gpu.count` free
  * GPUs with at least the requested memory each, its price is at or under the job's cap, it
- * accepts the job's workload type and is not excluded for the job. Among fitting machines the
+ * accepts the job's workload type, has proven its GPUs when the job asks for it (`gpu.proven`)
+ * and is not excluded for the job. Among fitting machines the
  * job prefers, in order: its requested region (the key, then the key's region group, then any),
  * the lowest price, the higher benchmark tier, the higher 30-day uptime, then the machine id
  * (a stable tie-break), then the class id.
@@ -24,6 +25,8 @@ export interface CandidateMachine {
   uptimeCentiPct: number;
   /** Workload types it accepts; null: every type. */
   workloads: ReadonlySet<string> | null;
+  /** It proved its GPUs with a GPU challenge on real GPUs (`proven_at`). */
+  proven: boolean;
 }
 
 export interface CandidateGpu {
@@ -54,6 +57,8 @@ export interface JobNeed {
   regionPreference: string | null;
   /** Machines this job may not go to (they refused or dropped it). */
   excludedMachines: ReadonlySet<string>;
+  /** Only machines that proved their GPUs (`gpu.proven`). */
+  provenOnly: boolean;
 }
 
 /** One planned match: the unit and the GPUs taken from it (by index ascending). */
@@ -184,6 +189,7 @@ function firstFit(list: UnitList, need: JobNeed): { unit: CandidateUnit; gpus: C
     if (m.priceMicroUsd > need.capMicroUsd) return null;
     if (unit.free.length < need.gpuCount) continue;
     if (m.workloads !== null && !m.workloads.has(need.workloadType)) continue;
+    if (need.provenOnly && !m.proven) continue;
     if (need.excludedMachines.has(m.id)) continue;
     let gpus: CandidateGpu[];
     if (need.minVramBytes === null) {

@@ -81,15 +81,16 @@ export async function loadJobHistory(tx: Queryable, jobIds: readonly string[]): 
 /**
  * Every free GPU (not busy, no assignment, with a UUID, not judged failed) of the machines that can take jobs:
  * online, verified (machine-verification), not draining (by its agent or asked to), not cordoned, priced, on an active farm, with an enrolled agent (a machine token)
- * unless `allowAgentless`, and not simulated unless `allowSimulated`. Read without locks, outside any transaction (the statements run side
- * by side on the pool): the matcher locks what it picked (`lockGpus`).
+ * unless `allowAgentless`, and not simulated unless `allowSimulated`, each with whether it proved its GPUs (`proven_at` on a machine that is
+ * not simulated). Read without locks, outside any transaction (the statements run side by side on the pool): the matcher locks what it
+ * picked (`lockGpus`).
  */
 export async function loadCandidates(db: Queryable, params: { allowAgentless: boolean; allowSimulated: boolean; now: Date }): Promise<CandidateUnit[]> {
   const [farms, machines, gpus, uptime] = await Promise.all([
     db.query<{ id: string; name: string }>(`SELECT id, name FROM farms WHERE status = 'active'`),
-    db.query<{ id: string; farm_id: string; region_key: string; price: number; tier: string | null; workloads: string[] | null; created_ms: number }>(
+    db.query<{ id: string; farm_id: string; region_key: string; price: number; tier: string | null; workloads: string[] | null; created_ms: number; proven: boolean }>(
       `SELECT id, farm_id, region_key, price_per_gpu_hour_micro_usd AS price, benchmark_tier AS tier, workloads,
-         (extract(epoch FROM created_at) * 1000)::float8 AS created_ms
+         (extract(epoch FROM created_at) * 1000)::float8 AS created_ms, (proven_at IS NOT NULL AND NOT simulated) AS proven
        FROM machines
        WHERE status = 'online' AND verification = 'verified' AND NOT draining AND NOT drain_requested AND NOT cordoned
          AND price_per_gpu_hour_micro_usd IS NOT NULL
@@ -115,6 +116,7 @@ export async function loadCandidates(db: Queryable, params: { allowAgentless: bo
       tierRank: m.tier === null ? 0 : (TIER_RANK[m.tier] ?? 0),
       uptimeCentiPct: uptimeCentiPct(uptime.get(m.id) ?? 0, m.created_ms, params.now),
       workloads: m.workloads === null ? null : new Set(m.workloads),
+      proven: m.proven,
     });
   }
   const units: CandidateUnit[] = [];
@@ -141,7 +143,9 @@ export interface LockedGpu {
 /**
  * Locks the wanted GPU rows that are still free on a machine that can still take jobs,
  * skipping rows another matcher holds (`FOR UPDATE SKIP LOCKED`): a row comes back only when
- * this transaction now owns it, so two matchers never reserve one GPU.
+ * this transaction now owns it, so two matchers never reserve one GPU. Proof needs no second
+ * look here: a machine loses it only by leaving `verified` (a failed or new GPU challenge),
+ * which this statement checks.
  */
 export async function lockGpus(
   tx: Queryable,

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { ApiError, earningVerdict, errorForField, parseUsdToMicroUsd, type EarningVerdict } from '@gpufarm/shared';
+import { ApiError, earningVerdict, errorForField, parseUsdToMicroUsd, type EarningVerdict, type MachineState } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
@@ -90,7 +90,7 @@ function iso(at: Date | null): string | null {
 }
 
 /** The machine's state, as the admin table decides it (offline, failed, cordoned, draining, busy, online). */
-function machineState(m: MachineFactsRow): string {
+function machineState(m: MachineFactsRow): MachineState {
   if (m.status === 'offline' || m.status === 'disabled') return 'offline';
   if (m.status === 'unhealthy') return 'failed';
   if (m.cordoned) return 'cordoned';
@@ -153,6 +153,8 @@ export function operatorMachineView(m: MachineFactsRow, going: ReadonlyArray<{ c
     driverVersion: m.driverVersion,
     cudaVersion: m.cudaVersion,
     benchmarkTier: m.benchmarkTier,
+    /** Whether the machine's GPUs passed a GPU challenge and when; the reason when the last one failed. */
+    gpuProof: { verification: m.verification, reason: m.verificationReason, simulated: m.simulated, provenAt: iso(m.provenAt) },
     lastHeartbeatAt: iso(m.lastHeartbeatAt),
     drainRequested: m.drainRequested || m.status === 'draining',
     currentJobId: m.currentJobId,

@@ -1,4 +1,4 @@
-import type { EarningFacts, EarningGpuHealth } from '@gpufarm/shared';
+import type { EarningFacts, EarningGpuHealth, EarningState } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 
 /**
@@ -29,6 +29,10 @@ export interface MachineFactsRow {
   cordoned: boolean;
   verification: EarningFacts['verification'];
   verificationReason: string | null;
+  /** Simulated GPUs are never proven (`provenAt` stays null). */
+  simulated: boolean;
+  /** The last GPU challenge passed on real GPUs. */
+  provenAt: Date | null;
   probeState: string | null;
   probeOutput: string | null;
   /** Offered GPUs, with their class's label and generation (`gpu_classes`: derived classes too). */
@@ -46,7 +50,7 @@ const MACHINE_FACTS = `
          m.benchmark_tier AS "benchmarkTier", m.last_heartbeat_at AS "lastHeartbeatAt", m.offline_since AS "offlineSince",
          m.unenrolled_at AS "unenrolledAt", m.draining,
          m.drain_requested AS "drainRequested", m.drain_set_by AS "drainSetBy", m.cordoned,
-         m.verification, m.verification_reason AS "verificationReason",
+         m.verification, m.verification_reason AS "verificationReason", m.simulated, m.proven_at AS "provenAt",
          m.inventory -> 'health' ->> 'gpuProbe' AS "probeState", m.inventory -> 'health' ->> 'reason' AS "probeOutput",
          coalesce((SELECT json_agg(json_build_object(
                      'index', g.gpu_index, 'classId', g.class_id, 'label', c.label, 'architecture', c.architecture,
@@ -164,7 +168,8 @@ export interface LedgerScope {
   to: Date | null;
 }
 
-export type LedgerState = 'pending' | 'released' | 'disputed' | 'refunded' | 'waiting_withdrawal';
+/** The fleet contract's earning state (`EARNING_STATES`). */
+export type LedgerState = EarningState;
 
 /**
  * The ledger as a relation ($1 farm ids, $2 from, $3 to): one row per settled customer job that

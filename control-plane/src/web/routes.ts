@@ -133,8 +133,10 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
     return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
   });
 
-  app.get(`${base}/auth/session`, { config: { auth: 'session' } }, async (request) => {
-    const session = sessionOf(request.webSession);
+  // The pages' probe: 204 without a session (none, expired or ended), so a signed-out page logs no error.
+  app.get(`${base}/auth/session`, { config: { auth: 'public' } }, async (request, reply) => {
+    if (!request.webSession) return reply.code(204).send();
+    const session = request.webSession;
     return sessionView(session, await webRolesOf(db, config.adminWallets, session.walletAddress));
   });
 

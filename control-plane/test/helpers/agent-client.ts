@@ -1,14 +1,21 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes, generateKeyPairSync } from 'node:crypto';
 import {
-  canaryResult,
   AGENT_PROTOCOL_VERSION,
+  int8Matrix,
+  leafHash,
+  merkleLevels,
+  merklePath,
+  nextRoundSeed,
+  productRow,
+  seedFor,
   AGENT_PROTOCOL_VERSIONS,
   AGENT_WS_PATH,
   serverMessageSchema,
   type AgentMessage,
   type AssignmentSpec,
   type AssignmentStatusMessage,
+  type ChallengePlan,
   type EnrollRequest,
   type HelloMessage,
   type HeartbeatMessage,
@@ -151,9 +158,15 @@ export class AgentSocket {
 
   /** The first received message of `type` matching `where` that was not taken yet. */
   async next<T extends ServerMessage['type']>(type: T, where: (m: Extract<ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 10_000): Promise<Extract<ServerMessage, { type: T }>> {
+    return this.nextOf([type], where, timeoutMs);
+  }
+
+  /** The first received message of any of `types` matching `where` that was not taken yet. */
+  async nextOf<T extends ServerMessage['type']>(types: readonly T[], where: (m: Extract<ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 10_000): Promise<Extract<ServerMessage, { type: T }>> {
+    const type = types.join(' or ');
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const index = this.received.findIndex((m) => m.type === type && where(m as Extract<ServerMessage, { type: T }>));
+      const index = this.received.findIndex((m) => (types as readonly string[]).includes(m.type) && where(m as Extract<ServerMessage, { type: T }>));
       if (index >= 0) return this.received.splice(index, 1)[0] as Extract<ServerMessage, { type: T }>;
       if (this.ws.readyState === WebSocket.CLOSED) throw new Error(`socket closed (${this.closedWith ?? 'no close frame'}) while waiting for ${type}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${type}; received ${JSON.stringify(this.received.map((m) => m.type))}`);
@@ -238,13 +251,21 @@ export interface GatewayTestApp extends TestApp {
  */
 export async function startGatewayApp(
   t: TestContext,
-  options: { env?: Record<string, string>; db?: Database; gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void; now?: () => Date; rateLimitNow?: () => number } = {},
+  options: {
+    env?: Record<string, string>;
+    db?: Database;
+    gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
+    now?: () => Date;
+    rateLimitNow?: () => number;
+    /** Every GPU challenge's plan, in place of each class's (a real class's takes minutes on the CPU). */
+    challengePlan?: ChallengePlan;
+  } = {},
 ): Promise<GatewayTestApp> {
   const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}), ...(options.rateLimitNow ? { now: options.rateLimitNow } : {}) });
   const calls: LifecycleCall[] = [];
   const logs: string[] = [];
   const metrics = createControlPlaneMetrics();
-  const deps: ExecutionDeps & { metrics: ControlPlaneMetrics } = {
+  const deps: ExecutionDeps & { metrics: ControlPlaneMetrics; challengePlan?: ChallengePlan } = {
     db: test.db,
     escrow: null,
     config: test.config.execution,
@@ -252,6 +273,7 @@ export async function startGatewayApp(
     log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`),
     metrics,
     ...(options.now ? { now: options.now } : {}),
+    ...(options.challengePlan ? { challengePlan: options.challengePlan } : {}),
   };
   const gateway = await createAgentGateway({
     app: test.app,
@@ -348,7 +370,14 @@ export async function agentWithRunningJob(t: TestContext, s: Pick<GatewayTestApp
   return { agent, machineId, jobId, assignmentId };
 }
 
-/** A canary image reference for gateway apps that verify machines (`GF_CANARY_IMAGE`); nothing pulls it here. */
+/**
+ * A GPU challenge plan for tests whose scripted machines claim real classes: a real class's plan
+ * takes minutes on the CPU (`runChallenge` plays it), this one a fraction of a second, in a
+ * window an honest CPU on a loaded machine meets.
+ */
+export const TEST_CHALLENGE_PLAN: ChallengePlan = { m: 256, n: 256, k: 256, rounds: 3, checks: 16, expectedSeconds: 4, deadlineSeconds: 7 };
+
+/** The canary image reference of apps that recompute customers' canary jobs (`GF_CANARY_IMAGE`); nothing pulls it here. */
 export const TEST_CANARY_IMAGE = `registry.local/gpufarm/canary@sha256:${'c'.repeat(64)}`;
 
 /** An `assignment.status` of `state` with every fact null but those in `extra` (`at`: now). */
@@ -388,25 +417,65 @@ export async function uploadOutput(params: { url: string; machineToken: string; 
   return { path: '/output', name: 'output-0', sha256, sizeBytes: body.length };
 }
 
+/** How a scripted machine answers a GPU challenge: honestly, or with one of the cheats the server must catch. */
+export interface ChallengePlay {
+  /** Rows of each round left uncomputed (their leaves hash zeros instead): a machine that did part of C. */
+  skipRows?: (round: number, row: number) => boolean;
+  /** Commits these roots instead of the ones computed (by GPU), opening the computed rows' paths: a root that does not match its rows. */
+  roots?: (uuid: string, computed: string) => string;
+  /** Waits this long after the go before committing: a slower GPU. */
+  delayMs?: number;
+  /** The GPU time reported, per GPU (default: the time taken). */
+  gpuSeconds?: number;
+}
+
 /**
- * Plays the machine's part of its verification canary, as the agent does: takes the `assign`
- * of the canary, reports it running, uploads `/output` as a tar with `result.txt` (the true
- * chain, or `result` when given) and reports it finished. Returns the canary's ids.
+ * Plays the machine's part of a GPU challenge on the CPU, as the agent does on a simulated
+ * machine: takes `challenge.prepare`, says ready, computes every GPU's chain from the go seed
+ * with shared's definitions (`play` makes it cheat), commits, and opens the rows asked.
+ * Returns the challenge's id and the commitment sent.
  */
-export async function runCanary(agent: AgentSocket, params: { url: string; machineToken: string; result?: (jobId: string, iterations: number) => string; exitCode?: number }): Promise<{ jobId: string; assignmentId: string }> {
-  const { assignment } = await agent.next('assign', (m) => m.assignment.command[0] === 'sha256-chain');
-  const iterations = Number(assignment.command[1]);
-  const text = (params.result ?? canaryResult)(assignment.jobId, iterations);
-  const at = new Date().toISOString();
-  const base = { imageDigest: assignment.imageDigest, startedAt: at };
-  agent.send({ type: 'assignment.accepted', assignmentId: assignment.assignmentId });
-  agent.send(statusMessage(assignment.assignmentId, 'running', { ...base, at }));
+export async function runChallenge(agent: AgentSocket, play: ChallengePlay = {}): Promise<{ challengeId: string; roots: Record<string, string> }> {
+  const prepare = await agent.next('challenge.prepare');
+  const { challengeId, m, n, k, rounds } = prepare;
+  agent.send({ type: 'challenge.ready', challengeId });
+  const go = await agent.next('challenge.go', (g) => g.challengeId === challengeId);
+  const started = Date.now();
+  const preSeed = Buffer.from(prepare.preSeed, 'hex');
+  const goSeed = Buffer.from(go.seed, 'hex');
+  const levels = new Map<string, Buffer[][][]>();
+  const roots: Record<string, string> = {};
+  for (const { uuid } of prepare.gpus) {
+    const bt = int8Matrix(seedFor('b', preSeed, uuid), n, k);
+    let seed = seedFor('gpu', goSeed, uuid);
+    const perRound: Buffer[][][] = [];
+    for (let r = 0; r < rounds; r++) {
+      const a = int8Matrix(seed, m, k);
+      const leaves = Array.from({ length: m }, (_, i) =>
+        leafHash(i, play.skipRows?.(r, i) ? new Int32Array(n) : productRow(a.subarray(i * k, (i + 1) * k), bt, n, k)),
+      );
+      const tree = merkleLevels(leaves);
+      perRound.push(tree);
+      const root = tree[tree.length - 1]![0]!;
+      seed = nextRoundSeed(seed, root);
+    }
+    levels.set(uuid, perRound);
+    const computed = perRound.map((tree) => tree[tree.length - 1]![0]!.toString('hex')).join('');
+    roots[uuid] = play.roots ? play.roots(uuid, computed) : computed;
+  }
+  if (play.delayMs) await new Promise((resolve) => setTimeout(resolve, play.delayMs));
+  const gpuSeconds = play.gpuSeconds ?? (Date.now() - started) / 1000;
+  agent.send({ type: 'challenge.commit', challengeId, gpus: prepare.gpus.map((g) => ({ uuid: g.uuid, roots: roots[g.uuid]!, gpuSeconds })) });
+  const open = await agent.nextOf(['challenge.open', 'challenge.cancel'], (o) => o.challengeId === challengeId);
+  if (open.type === 'challenge.open') {
+    agent.send({
+      type: 'challenge.openings',
+      challengeId,
+      openings: open.rows.map((r) => ({ ...r, path: merklePath(levels.get(r.uuid)![r.round]!, r.row).map((h) => h.toString('hex')).join('') })),
+    });
+  }
   await agent.barrier();
-  const output = await uploadOutput({ url: params.url, machineToken: params.machineToken, assignmentId: assignment.assignmentId, files: { 'result.txt': text } });
-  const finishedAt = new Date().toISOString();
-  agent.send(statusMessage(assignment.assignmentId, 'finished', { ...base, at: finishedAt, finishedAt, exitCode: params.exitCode ?? 0, oomKilled: false, timedOut: false, outputs: [output] }));
-  await agent.barrier();
-  return { jobId: assignment.jobId, assignmentId: assignment.assignmentId };
+  return { challengeId, roots };
 }
 
 const [GF_AGENT_NODE, ...GF_AGENT] = testCommand('agent');

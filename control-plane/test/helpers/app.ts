@@ -41,15 +41,16 @@ export interface TestApp {
 
 /**
  * The real app on a fresh PostgreSQL database (or the one given), for `app.inject()` tests.
- * `env` overrides configuration variables as the process environment would.
+ * `env` overrides configuration variables as the process environment would; `rateLimitStore`
+ * replaces the memory store (closed at teardown either way).
  */
 export async function buildTestApp(
   t: TestContext,
-  options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: Partial<LogStreamOptions>; metrics?: ControlPlaneMetrics } = {},
+  options: { env?: Record<string, string>; db?: Database; now?: () => number; logStream?: Partial<LogStreamOptions>; metrics?: ControlPlaneMetrics; rateLimitStore?: RateLimitStore } = {},
 ): Promise<TestApp> {
   const db = options.db ?? (await createPostgresTestDatabase(t)).db;
   const config = loadConfig({ GF_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env });
-  const rateLimitStore = createMemoryRateLimitStore();
+  const rateLimitStore = options.rateLimitStore ?? createMemoryRateLimitStore();
   const offerIndex = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: config.execution.allowSimulatedMachines });
   await offerIndex.start();
   const artifacts = await testArtifacts(t, db, config);

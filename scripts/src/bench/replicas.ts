@@ -6,6 +6,7 @@ import { loadConfig } from '@gpufarm/control-plane/config.js';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
+import { REDIS_INSTALL_HINT, redisServerVersion, startRedisServer, type RedisServerProcess } from '@gpufarm/control-plane/http/redis-server.js';
 import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { randomBytes } from 'node:crypto';
 import { localChainEnv, startLocalChain, type LocalChain } from '../chain/local-chain.js';
@@ -31,10 +32,12 @@ interface Measured {
   rows: BenchRow[];
   /** HAProxy's CPU microseconds per request of each row. */
   haproxyUs: number[];
+  /** Redis's (the shared rate limits') CPU microseconds per request of each row. */
+  redisUs: number[];
 }
 
 /** The endpoints through HAProxy in front of `set`, CPU summed over its replicas. */
-async function measureThrough(set: ReplicaSet, database: { url: string; name: string }, log: (line: string) => void): Promise<Measured> {
+async function measureThrough(set: ReplicaSet, redis: RedisServerProcess, database: { url: string; name: string }, log: (line: string) => void): Promise<Measured> {
   const ctx = {
     baseUrl: set.url,
     connections: envNumber('BENCH_CONNECTIONS', 50),
@@ -46,14 +49,17 @@ async function measureThrough(set: ReplicaSet, database: { url: string; name: st
   };
   const rows: BenchRow[] = [];
   const haproxyUs: number[] = [];
+  const redisUs: number[] = [];
   const timed = async (run: () => Promise<BenchRow[]>) => {
-    const before = processCpuSeconds(set.haproxy.pid);
+    const before = { haproxy: processCpuSeconds(set.haproxy.pid), redis: processCpuSeconds(redis.pid) };
     const measured = await run();
-    const seconds = processCpuSeconds(set.haproxy.pid) - before;
+    const seconds = { haproxy: processCpuSeconds(set.haproxy.pid) - before.haproxy, redis: processCpuSeconds(redis.pid) - before.redis };
     const requests = measured.reduce((n, r) => n + r.result.requests, 0);
+    const perRequest = (cpu: number) => (requests > 0 ? (cpu * 1e6) / requests : 0);
     for (const row of measured) {
       rows.push(row);
-      haproxyUs.push(requests > 0 ? (seconds * 1e6) / requests : 0);
+      haproxyUs.push(perRequest(seconds.haproxy));
+      redisUs.push(perRequest(seconds.redis));
     }
   };
   for (const label of ['GET /v1', FILTERED]) {
@@ -61,7 +67,7 @@ async function measureThrough(set: ReplicaSet, database: { url: string; name: st
     await timed(async () => [{ label, result: await measure({ ...ctx, path: label.replace(/^GET /, '') }) }]);
   }
   await timed(() => jobsSection({ ...ctx, databaseUrl: database.url, baseline: rows[0]?.result }));
-  return { replicas: set.replicas.length, rows, haproxyUs };
+  return { replicas: set.replicas.length, rows, haproxyUs, redisUs };
 }
 
 /**
@@ -120,7 +126,8 @@ async function failovers(set: ReplicaSet, adminToken: string, dir: string, log: 
 
 /**
  * `POST /v1/jobs` and the filtered capacity query through HAProxy (scripts/src/cluster), with one
- * and with two control-plane replicas on one PostgreSQL database, side by side: requests per
+ * and with two control-plane replicas on one PostgreSQL database and their rate limits in one
+ * Redis (as `npm run cluster` runs them), side by side: requests per
  * second and CPU per request summed over the replicas (on 2 cores, two replicas cannot serve
  * more; the CPU per request shows what a second replica costs). Then failover: the replica
  * holding an agent's link is killed and the time until the link is up on the other is measured.
@@ -129,9 +136,11 @@ export const replicasSection: StandaloneSection = {
   name: 'replicas (one and two control planes behind HAProxy)',
   async run(log) {
     if (haproxyVersion() === null) return { table: [HAPROXY_INSTALL_HINT], missed: ['replicas: HAProxy missing'] };
+    if (redisServerVersion() === null) return { table: [REDIS_INSTALL_HINT], missed: ['replicas: redis-server missing'] };
     const database = await createBenchDatabase(process.env.BENCH_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres');
     const dir = mkdtempSync(join(tmpdir(), 'gf-bench-replicas-'));
     let chain: LocalChain | null = null;
+    let redis: RedisServerProcess | null = null;
     let set: ReplicaSet | null = null;
     try {
       const db = openPostgres(database.url);
@@ -144,8 +153,9 @@ export const replicasSection: StandaloneSection = {
         await db.close();
       }
       chain = await startLocalChain({ dataDir: join(dir, 'chain'), chainId: loadConfig().chainId, challengeWindowSeconds: 3600 });
+      redis = await startRedisServer({ dir });
       const adminToken = randomBytes(32).toString('base64url');
-      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url, GF_LOG_LEVEL: 'warn', GF_CHAIN_FILE: '', GF_ADMIN_TOKEN: adminToken, GF_MIGRATE_ON_START: 'false', ...localChainEnv(chain) };
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url, GF_LOG_LEVEL: 'warn', GF_CHAIN_FILE: '', GF_ADMIN_TOKEN: adminToken, GF_MIGRATE_ON_START: 'false', GF_REDIS_URL: redis.url, ...localChainEnv(chain) };
       const tails = new Map<string, string[]>();
       const keep = (name: string, line: string) => tails.set(name, [...(tails.get(name) ?? []), line].slice(-20));
 
@@ -154,19 +164,19 @@ export const replicasSection: StandaloneSection = {
         log(`  ${count} replica(s) behind HAProxy`);
         set = await startReplicaSet({ count, dir: join(dir, `set-${count}`), env, keepClientForwardedFor: true, log: keep });
         // Each run warms its own processes; the capacity index loads at start.
-        measured.push(await measureThrough(set, database, log));
+        measured.push(await measureThrough(set, redis, database, log));
         if (count === 2) break;
         await set.stop();
         set = null;
       }
 
       const [one, two] = measured as [Measured, Measured];
-      const table = ['| endpoint | replicas | req/s | p99 ms | replicas CPU µs/req | HAProxy CPU µs/req | PostgreSQL µs/req | CPU/req, 2 replicas ÷ 1 |', '|---|---|---|---|---|---|---|---|'];
+      const table = ['| endpoint | replicas | req/s | p99 ms | replicas CPU µs/req | HAProxy CPU µs/req | PostgreSQL µs/req | Redis µs/req | CPU/req, 2 replicas ÷ 1 |', '|---|---|---|---|---|---|---|---|---|'];
       for (let i = 0; i < one.rows.length; i++) {
         for (const m of [one, two]) {
           const row = m.rows[i]!;
           const ratio = m === two ? (row.result.serverCpuUsPerRequest / one.rows[i]!.result.serverCpuUsPerRequest).toFixed(2) : '';
-          table.push(`| \`${row.label}\` (through HAProxy) | ${m.replicas} | ${Math.round(row.result.requestsPerSecond).toLocaleString('en-US')} | ${row.result.p99Ms} | ${Math.round(row.result.serverCpuUsPerRequest)} | ${Math.round(m.haproxyUs[i]!)} | ${Math.round(row.result.postgresCpuUsPerRequest)} | ${ratio} |`);
+          table.push(`| \`${row.label}\` (through HAProxy) | ${m.replicas} | ${Math.round(row.result.requestsPerSecond).toLocaleString('en-US')} | ${row.result.p99Ms} | ${Math.round(row.result.serverCpuUsPerRequest)} | ${Math.round(m.haproxyUs[i]!)} | ${Math.round(row.result.postgresCpuUsPerRequest)} | ${Math.round(m.redisUs[i]!)} | ${ratio} |`);
         }
       }
       const broken = measured.flatMap((m) => m.rows).filter((r) => r.result.non2xx > 0 || r.result.errors > 0);
@@ -192,6 +202,7 @@ export const replicasSection: StandaloneSection = {
       return { table, missed };
     } finally {
       await set?.stop();
+      await redis?.stop();
       await chain?.anvil.stop();
       await database.drop();
       rmSync(dir, { recursive: true, force: true });

@@ -20,6 +20,12 @@ export interface BenchRow {
   target?: Target;
   /** The target as the README states it, when it is not a ratio of the baseline (`≥ 1,000/s, p99 < 100 ms`). */
   targetText?: string;
+  /**
+   * What the ratio is taken against when not the baseline row: the same endpoint measured again
+   * beside this row (alternating with it), so that a machine that got busier between the two
+   * does not decide the ratio.
+   */
+  reference?: LoadResult;
 }
 
 export interface RowVerdict {
@@ -28,7 +34,8 @@ export interface RowVerdict {
 }
 
 export function verdict(row: BenchRow, baseline: BenchRow | undefined): RowVerdict {
-  const ratio = baseline && baseline.result.requestsPerSecond > 0 ? row.result.requestsPerSecond / baseline.result.requestsPerSecond : null;
+  const against = row.reference ?? baseline?.result;
+  const ratio = against && against.requestsPerSecond > 0 ? row.result.requestsPerSecond / against.requestsPerSecond : null;
   if (!row.target || ratio === null) return { ratio, pass: null };
   return { ratio, pass: ratio >= row.target.minRatio && row.result.p99Ms < row.target.maxP99Ms };
 }

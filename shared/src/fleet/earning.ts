@@ -63,7 +63,7 @@ export interface EarningFacts {
   drainSetBy?: 'admin' | 'operator' | null;
   cordoned: boolean;
   farmStatus: string;
-  /** Machine verification (the control plane's canary). */
+  /** Machine verification: whether its GPUs passed a GPU challenge (the reason names the failed one). */
   verification: 'unverified' | 'verifying' | 'verified' | 'failed';
   verificationReason: string | null;
   /** The job running on the machine now, if any, and since when. */
@@ -189,12 +189,17 @@ export function earningVerdict(facts: EarningFacts): EarningVerdict {
   }
   if (facts.pricePerGpuHourMicroUsd === null) return verdict('no_price', 'No price set: it is offered to no one.', 'Set a price per GPU-hour on the Prices page or the machine page.');
   if (facts.verification !== 'verified') {
+    // `tier_unverified` keeps its name (older agents' `gf-agent status` knows the codes); what
+    // verifies a machine is now a GPU challenge (docs/decisions.md "GPU proof").
+    const why = facts.verificationReason ? firstLine(facts.verificationReason).replace(/\.$/, '') : '';
     const reason = facts.verification === 'verifying'
-      ? 'Tier not verified yet: the verification job is running on it.'
+      ? 'Proving its GPUs: a GPU challenge is running on it.'
       : facts.verification === 'failed'
-        ? `Tier not verified: verification failed${facts.verificationReason ? ` (${firstLine(facts.verificationReason)})` : ''}.`
-        : 'Tier not verified yet: it is offered once the verification job passed.';
-    const fix = facts.verification === 'failed' ? `Fix what the reason says; verification runs again within 10 minutes or at the agent's next start, ${DOCTOR}.` : 'Keep the agent running: verification runs by itself within minutes.';
+        ? `GPUs not proven: ${why || 'the GPU challenge failed'}.`
+        : `GPUs not proven yet: ${why || 'it is offered once they pass a GPU challenge'}.`;
+    const fix = facts.verification === 'failed'
+      ? `Fix what the reason says, ${DOCTOR}; the challenge is tried again in 10 minutes or when the agent restarts.`
+      : 'Keep the agent running: the GPU challenge runs by itself within minutes and the machine is offered once it passes.';
     return verdict('tier_unverified', reason, fix);
   }
   const price = facts.pricePerGpuHourMicroUsd;

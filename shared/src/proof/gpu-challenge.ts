@@ -215,28 +215,58 @@ export interface RowOpening {
   path: Uint8Array[];
 }
 
+/** What the server derives once per GPU before checking its rows: the round seeds and Bt. */
+export interface PreparedCheck extends ChallengeShape {
+  gpu: string;
+  roots: Uint8Array[];
+  seeds: Buffer[];
+  bt: Int8Array;
+}
+
+/** Derives a GPU's round seeds (from the committed roots) and Bt (n · k / 4 hashes of the generator). */
+export function prepareCheck(params: { preSeed: Uint8Array; goSeed: Uint8Array; gpu: string; roots: Uint8Array[] } & ChallengeShape): PreparedCheck {
+  assertChallengeShape(params);
+  return {
+    m: params.m,
+    n: params.n,
+    k: params.k,
+    gpu: params.gpu,
+    roots: params.roots,
+    seeds: chainSeeds(params.goSeed, params.gpu, params.roots),
+    bt: int8Matrix(seedFor('b', params.preSeed, params.gpu), params.n, params.k),
+  };
+}
+
+/**
+ * One opened row (k · n multiply-adds): null when the product's row, with the path sent, leads
+ * to the committed root of its round, else why not.
+ */
+export function checkOpening(check: PreparedCheck, o: RowOpening): string | null {
+  const { m, n, k, roots } = check;
+  const where = `${check.gpu} round ${o.round} row ${o.row}`;
+  if (!Number.isInteger(o.round) || o.round < 0 || o.round >= roots.length) return `${where}: no such round (the chain has ${roots.length})`;
+  if (!Number.isInteger(o.row) || o.row < 0 || o.row >= m) return `${where}: no such row (C has ${m})`;
+  const depth = Math.log2(m);
+  if (o.path.length !== depth) return `${where}: the Merkle path has ${o.path.length} hashes, not ${depth}`;
+  const aRow = new Int8Array(k);
+  fillInt8(check.seeds[o.round]!, o.row * k, k, aRow);
+  const expected = productRow(aRow, check.bt, n, k);
+  if (!rootFromPath(leafHash(o.row, expected), o.row, o.path).equals(Buffer.from(roots[o.round]!))) {
+    return `${where}: the product's row and the Merkle path sent do not lead to the committed root (the row was not computed, or the path is wrong)`;
+  }
+  return null;
+}
+
 /**
  * The server's check of opened rows of one GPU's chain (pure but for CPU: k · n multiply-adds
  * per row and n · k / 4 hashes once for Bt). Returns null when the product's row and its path
  * lead to the committed root of its round, for every row, else the first reason it does not.
  */
 export function checkOpenings(params: { preSeed: Uint8Array; goSeed: Uint8Array; gpu: string; roots: Uint8Array[]; openings: RowOpening[] } & ChallengeShape): string | null {
-  const { m, n, k, roots } = params;
-  assertChallengeShape(params);
-  const seeds = chainSeeds(params.goSeed, params.gpu, roots);
-  const bt = int8Matrix(seedFor('b', params.preSeed, params.gpu), n, k);
-  const depth = Math.log2(m);
+  const check = prepareCheck(params);
   for (const o of params.openings) {
-    const where = `${params.gpu} round ${o.round} row ${o.row}`;
-    if (!Number.isInteger(o.round) || o.round < 0 || o.round >= roots.length) return `${where}: no such round (the chain has ${roots.length})`;
-    if (!Number.isInteger(o.row) || o.row < 0 || o.row >= m) return `${where}: no such row (C has ${m})`;
-    if (o.path.length !== depth) return `${where}: the Merkle path has ${o.path.length} hashes, not ${depth}`;
-    const aRow = new Int8Array(k);
-    fillInt8(seeds[o.round]!, o.row * k, k, aRow);
-    const expected = productRow(aRow, bt, n, k);
-    if (!rootFromPath(leafHash(o.row, expected), o.row, o.path).equals(Buffer.from(roots[o.round]!))) {
-      return `${where}: the product's row and the Merkle path sent do not lead to the committed root (the row was not computed, or the path is wrong)`;
-    }
+    const reason = checkOpening(check, o);
+    if (reason !== null) return reason;
   }
   return null;
 }

@@ -30,6 +30,18 @@ import { assignmentSpecSchema } from './assignment.js';
  *                                       <-  logs.ack {assignmentId, seq}
  *                                       <-  cancel {assignmentId} | drain {}
  *
+ * GPU challenge (protocol 7; docs/decisions.md, "GPU proof"), only while the machine runs no job:
+ *                                       <-  challenge.prepare {challengeId, gpus, m, n, k, rounds, preSeed, simulated}
+ *   challenge.ready {challengeId}       ->  (the program is set up: container, driver, B)
+ *                                       <-  challenge.go {challengeId, seed}
+ *   challenge.commit {challengeId,      ->  (every round's Merkle root, per GPU)
+ *                     gpus[roots…]}
+ *                                       <-  challenge.open {challengeId, rows[uuid, round, row]}
+ *   challenge.openings {challengeId,    ->  (each row's Merkle path)
+ *                       openings[path]}
+ *   challenge.failed {challengeId, reason} ->  instead of any answer: the machine cannot run it
+ *                                       <-  challenge.cancel {challengeId, reason}: stop it
+ *
  * Log lines are numbered per assignment from 0 (the same `seq` as the public log API). The agent
  * keeps every line until a `logs.ack` covers it and resends unacked lines, in order, after a
  * reconnect; the server stores each (assignmentId, seq) once, so a resent line is harmless.
@@ -46,12 +58,16 @@ import { assignmentSpecSchema } from './assignment.js';
  * `heartbeat.gpuHealth`, which the agent sends only once `welcome` chose 4 or later; 5 adds
  * `assignment.status.outputNotes`, likewise sent only once `welcome` chose 5 or later; 6 adds
  * `heartbeat.gpuHealth[].persistenceMode` and `.fabric` and the failure code `gpu_lost`, which
- * the agent sends only once `welcome` chose 6 or later (`lost` before);
+ * the agent sends only once `welcome` chose 6 or later (`lost` before); 7 adds the GPU challenge
+ * (`challenge.*`), which the server sends only to an agent on 7 or later (a machine whose agent
+ * is older cannot prove its GPUs and is not offered);
  * everything else is as in 1.
  */
-export const AGENT_PROTOCOL_VERSION = 6;
+export const AGENT_PROTOCOL_VERSION = 7;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5, 6] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5, 6, 7] as const;
+/** The first protocol version with the GPU challenge. */
+export const CHALLENGE_PROTOCOL_VERSION = 7;
 
 /**
  * The control plane's defaults for a silent machine: offline after this long without a
@@ -436,6 +452,73 @@ export const logsMessageSchema = z
     }
   });
 
+// ---------------------------------------------------------------------------------------------
+// GPU challenge (protocol 7): the exact work of shared/src/proof/gpu-challenge.ts
+
+const challengeIdSchema = z.string().regex(/^chl_[A-Za-z0-9_-]{1,60}$/, { error: 'must be a challenge id: chl_ followed by letters, digits, _ and -' });
+const seedHexSchema = z.string().regex(/^[0-9a-f]{64}$/, { error: 'must be 64 lower-case hex digits (32 bytes)' });
+/** At most this many rounds in a challenge (every class's plan has fewer: `challengePlan`). */
+export const CHALLENGE_MAX_ROUNDS = 4096;
+/** At most this many GPUs in one challenge (a machine's whole set). */
+export const CHALLENGE_MAX_GPUS = 64;
+/** At most this many rows opened per GPU. */
+export const CHALLENGE_MAX_CHECKS = 64;
+const powerOfTwo = (min: number, max: number) =>
+  z.int().min(min).max(max).refine((v) => (v & (v - 1)) === 0, { error: 'must be a power of two' });
+/** Concatenated 32-byte hashes as lower-case hex (gpu-bench prints them so). */
+const hashesHexSchema = (max: number) =>
+  z.string().max(64 * max).regex(/^(?:[0-9a-f]{64})+$/, { error: 'must be 32-byte hashes as lower-case hex, concatenated' });
+
+export const challengeReadyMessageSchema = z.strictObject({
+  type: z.literal('challenge.ready'),
+  challengeId: challengeIdSchema,
+});
+
+/** Every GPU's committed chain: `rounds` Merkle roots in round order, and the GPU time it took. */
+export const challengeCommitMessageSchema = z.strictObject({
+  type: z.literal('challenge.commit'),
+  challengeId: challengeIdSchema,
+  gpus: z
+    .array(
+      z.strictObject({
+        uuid: z.string().min(1).max(128),
+        roots: hashesHexSchema(CHALLENGE_MAX_ROUNDS),
+        /** Seconds the GPU spent on the chain, as the machine measured it (events on the GPU's stream). */
+        gpuSeconds: z.number().finite().min(0).max(86_400),
+      }),
+    )
+    .min(1)
+    .max(CHALLENGE_MAX_GPUS),
+});
+
+/** Each opened row's Merkle path (leaf's sibling first), in the order `challenge.open` asked. */
+export const challengeOpeningsMessageSchema = z.strictObject({
+  type: z.literal('challenge.openings'),
+  challengeId: challengeIdSchema,
+  openings: z
+    .array(
+      z.strictObject({
+        uuid: z.string().min(1).max(128),
+        round: nonNegativeIntSchema,
+        row: nonNegativeIntSchema,
+        path: hashesHexSchema(20),
+      }),
+    )
+    .max(CHALLENGE_MAX_GPUS * CHALLENGE_MAX_CHECKS),
+});
+
+/** The machine cannot run (or finish) the challenge: a job holds its GPUs, the program failed… */
+export const challengeFailedMessageSchema = z.strictObject({
+  type: z.literal('challenge.failed'),
+  challengeId: challengeIdSchema,
+  reason: z.string().min(1).max(2000),
+});
+
+export type ChallengeReadyMessage = z.infer<typeof challengeReadyMessageSchema>;
+export type ChallengeCommitMessage = z.infer<typeof challengeCommitMessageSchema>;
+export type ChallengeOpeningsMessage = z.infer<typeof challengeOpeningsMessageSchema>;
+export type ChallengeFailedMessage = z.infer<typeof challengeFailedMessageSchema>;
+
 export const agentMessageSchema = z.discriminatedUnion('type', [
   helloMessageSchema,
   heartbeatMessageSchema,
@@ -443,6 +526,10 @@ export const agentMessageSchema = z.discriminatedUnion('type', [
   assignmentRejectedMessageSchema,
   assignmentStatusMessageSchema,
   logsMessageSchema,
+  challengeReadyMessageSchema,
+  challengeCommitMessageSchema,
+  challengeOpeningsMessageSchema,
+  challengeFailedMessageSchema,
 ]);
 export type AgentMessage = z.infer<typeof agentMessageSchema>;
 export type HelloMessage = z.infer<typeof helloMessageSchema>;
@@ -501,13 +588,63 @@ export const drainMessageSchema = z.strictObject({
   reason: z.string().max(500).nullable(),
 });
 
+/**
+ * Set up a GPU challenge on these GPUs (the machine's whole offered set) and say
+ * `challenge.ready`; the timed part starts at `challenge.go`. `simulated`: the machine runs in
+ * simulated mode, so the same work runs on the CPU (small shapes, no timing).
+ */
+export const challengePrepareMessageSchema = z.strictObject({
+  type: z.literal('challenge.prepare'),
+  challengeId: challengeIdSchema,
+  gpus: z.array(z.strictObject({ index: nonNegativeIntSchema, uuid: z.string().min(1).max(128) })).min(1).max(CHALLENGE_MAX_GPUS),
+  m: powerOfTwo(256, 1 << 20),
+  n: powerOfTwo(256, 16384),
+  k: powerOfTwo(256, 16384),
+  rounds: z.int().min(1).max(CHALLENGE_MAX_ROUNDS),
+  /** Seeds B (before the timed part). */
+  preSeed: seedHexSchema,
+  simulated: z.boolean(),
+});
+
+/** The fresh seed the chain starts from; the server's clock runs from here to `challenge.commit`. */
+export const challengeGoMessageSchema = z.strictObject({
+  type: z.literal('challenge.go'),
+  challengeId: challengeIdSchema,
+  seed: seedHexSchema,
+});
+
+/** The rows the server picked after the commitment: send each one's Merkle path. */
+export const challengeOpenMessageSchema = z.strictObject({
+  type: z.literal('challenge.open'),
+  challengeId: challengeIdSchema,
+  rows: z
+    .array(z.strictObject({ uuid: z.string().min(1).max(128), round: nonNegativeIntSchema, row: nonNegativeIntSchema }))
+    .min(1)
+    .max(CHALLENGE_MAX_GPUS * CHALLENGE_MAX_CHECKS),
+});
+
+/** The server gave the challenge up (or decided it): stop its program and free the GPUs. */
+export const challengeCancelMessageSchema = z.strictObject({
+  type: z.literal('challenge.cancel'),
+  challengeId: challengeIdSchema,
+  reason: z.string().max(500),
+});
+
 export const serverMessageSchema = z.discriminatedUnion('type', [
   welcomeMessageSchema,
   assignMessageSchema,
   logsAckMessageSchema,
   cancelMessageSchema,
   drainMessageSchema,
+  challengePrepareMessageSchema,
+  challengeGoMessageSchema,
+  challengeOpenMessageSchema,
+  challengeCancelMessageSchema,
 ]);
+export type ChallengePrepareMessage = z.infer<typeof challengePrepareMessageSchema>;
+export type ChallengeGoMessage = z.infer<typeof challengeGoMessageSchema>;
+export type ChallengeOpenMessage = z.infer<typeof challengeOpenMessageSchema>;
+export type ChallengeCancelMessage = z.infer<typeof challengeCancelMessageSchema>;
 export type ServerMessage = z.infer<typeof serverMessageSchema>;
 export type WelcomeMessage = z.infer<typeof welcomeMessageSchema>;
 export type AssignMessage = z.infer<typeof assignMessageSchema>;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { BENCHMARK_TIERS, WORKLOAD_TYPES } from '../constants.js';
-import { capacityListEnvelopeSchema, nonNegativeIntSchema } from './common.js';
+import { capacityListEnvelopeSchema, isoTimeSchema, nonNegativeIntSchema } from './common.js';
 
 /** Offer states. The spec shows `AVAILABLE`; `BUSY` is an offer whose GPUs are all in use. */
 export const CAPACITY_STATUSES = ['AVAILABLE', 'BUSY'] as const;
@@ -31,6 +31,16 @@ export const capacityPriceSchema = z.strictObject({
 });
 
 /**
+ * Whether the offer's machines proved their GPUs with a GPU challenge (beyond the spec):
+ * `proven` when every machine of the offer has passed one on real GPUs, `provenAt` the oldest of
+ * their last passes, null unless all are proven. Simulated machines are never proven.
+ */
+export const capacityProofSchema = z.strictObject({
+  proven: z.boolean(),
+  provenAt: isoTimeSchema.nullable(),
+});
+
+/**
  * One capacity offer of `GET /v1/capacity`: a farm's GPUs of one class in one region.
  * `workloads` lists the workload types the farm accepts, or null for any.
  */
@@ -55,8 +65,10 @@ export const capacityOfferSchema = z.strictObject({
   status: z.enum(CAPACITY_STATUSES),
   workloads: z.array(z.enum(WORKLOAD_TYPES)).nullable(),
   simulated: z.boolean(),
+  proof: capacityProofSchema,
 });
 export type CapacityOffer = z.infer<typeof capacityOfferSchema>;
+export type CapacityProof = z.infer<typeof capacityProofSchema>;
 
 /** `GET /v1/capacity`: `{ object: 'list', chainId, generatedAt, data, nextCursor }`. */
 export const capacityListSchema = capacityListEnvelopeSchema(capacityOfferSchema);

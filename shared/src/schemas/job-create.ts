@@ -245,6 +245,8 @@ const gpuSchema = z
         .optional(),
       minimumVramBytes: intRange(1, L.minimumVramBytesMax).optional(),
       modelAllowlist: modelAllowlistSchema.optional(),
+      /** Only machines that proved their GPUs with a GPU challenge (beyond the spec); absent means false. */
+      proven: z.boolean(fieldError('must be true or false')).optional(),
     },
     fieldError('must be an object such as {"count": 1}'),
   )

@@ -1,8 +1,11 @@
 import { createBrowserClient, type BrowserClient } from '@gpufarm/client/browser';
 import { jobTimelineSchema, type JobTimeline } from '@gpufarm/shared';
 import { createContext, useContext, useMemo, useRef, type ReactNode } from 'react';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { apiKeyCreatedSchema, apiKeyListSchema, apiKeyViewSchema, csrfFetch, DASHBOARD_API, nonceSchema, sessionViewSchema, type ApiKeyScope, type SessionView } from './session-api';
+
+/** An answer whose body the page does not read (it refetches what changed). */
+export const anyAnswer = z.unknown();
 
 /** Everything the pages call: the SDK over `/dashboard/api` and the session-only endpoints. */
 export interface DashboardApi {
@@ -12,7 +15,8 @@ export interface DashboardApi {
   auth: {
     nonce: () => Promise<{ nonce: string }>;
     signIn: (message: string, signature: string) => Promise<SessionView>;
-    session: () => Promise<SessionView>;
+    /** The signed-in session, null when there is none (204). */
+    session: () => Promise<SessionView | null>;
     signOut: () => Promise<void>;
   };
   keys: {
@@ -57,7 +61,7 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
     auth: {
       nonce: () => call('POST', '/auth/nonce', 201, nonceSchema),
       signIn: (message, signature) => call('POST', '/auth/sign-in', 200, sessionViewSchema, { message, signature }),
-      session: () => call('GET', '/auth/session', 200, sessionViewSchema),
+      session: async () => (await gf.transport.request<SessionView | null>({ method: 'GET', path: '/auth/session', expect: { 200: sessionViewSchema, 204: null }, retry: true })).body,
       signOut: () => call<void>('POST', '/auth/sign-out', 204, null),
     },
     keys: {

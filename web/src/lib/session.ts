@@ -5,23 +5,16 @@ import type { SessionView } from './session-api';
 
 export const SESSION_KEY = ['session'] as const;
 
-/** The signed-in session, null when not signed in (401); keeps the CSRF token for POSTs current. */
+/** The signed-in session, null when not signed in; keeps the CSRF token for POSTs current. */
 export function useSession() {
   const api = useApi();
   return useQuery({
     queryKey: SESSION_KEY,
-    queryFn: async (): Promise<SessionView | null> => {
-      try {
-        const session = await api.auth.session();
-        api.setCsrfToken(session.csrfToken);
-        return session;
-      } catch (err) {
-        if (err instanceof GfError && err.status === 401) {
-          api.setCsrfToken(null);
-          return null;
-        }
-        throw err;
-      }
+    queryFn: async ({ signal }): Promise<SessionView | null> => {
+      // A probe that a sign-in overtook (`useSetSession` cancels it) must not touch the new session's CSRF token.
+      const session = await api.auth.session();
+      if (!signal.aborted) api.setCsrfToken(session?.csrfToken ?? null);
+      return session;
     },
     staleTime: 60_000,
     retry: false,
@@ -33,6 +26,9 @@ export function useSetSession() {
   const api = useApi();
   const queryClient = useQueryClient();
   return (session: SessionView | null) => {
+    // A session probe still in flight (started before the sign-in, answered 401 after it) would
+    // otherwise overwrite the new session with null and show the page signed out.
+    void queryClient.cancelQueries({ queryKey: SESSION_KEY });
     api.setCsrfToken(session?.csrfToken ?? null);
     queryClient.setQueryData(SESSION_KEY, session);
   };

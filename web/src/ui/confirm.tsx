@@ -11,6 +11,7 @@ export function ConfirmButton({
   label,
   title,
   confirmLabel = label,
+  dismissLabel = 'Cancel',
   danger = false,
   disabled = false,
   children,
@@ -20,6 +21,8 @@ export function ConfirmButton({
   label: string;
   title: string;
   confirmLabel?: string;
+  /** The button that closes the dialog and does nothing; name it otherwise where the action is itself a cancel. */
+  dismissLabel?: string;
   danger?: boolean;
   disabled?: boolean;
   children?: ReactNode;
@@ -73,7 +76,7 @@ export function ConfirmButton({
                 {confirmLabel}
               </button>
               <button type="button" onClick={() => setOpen(false)} disabled={action.isPending}>
-                Cancel
+                {dismissLabel}
               </button>
             </div>
           </form>

@@ -1,5 +1,5 @@
+import type { FleetEvent, GpuHealthView, GpuProof, MachineHistory, RecentJob } from '@gpufarm/shared';
 import { useMemo } from 'react';
-import type { FleetEvent, GpuHealth, MachineHistory, RecentJob } from '../lib/fleet-api';
 import { bytes, duration, when } from '../lib/format';
 import { VerdictBadge } from './badges';
 import { TimeChart, type ChartSeries } from './chart';
@@ -7,7 +7,7 @@ import { Table } from './table';
 
 /** What a machine page of either area shows the same way: GPUs, history charts, events, recent jobs. */
 
-export function GpuTable({ gpus }: { gpus: Pick<GpuHealth, 'index' | 'classId' | 'verdict' | 'reasons'>[] }) {
+export function GpuTable({ gpus }: { gpus: Pick<GpuHealthView, 'index' | 'classId' | 'verdict' | 'reasons'>[] }) {
   if (gpus.length === 0) return <p className="muted">No GPUs on offer from this machine.</p>;
   return (
     <Table
@@ -85,4 +85,18 @@ export function RecentJobsTable({ jobs }: { jobs: RecentJob[] }) {
       ]}
     />
   );
+}
+
+/**
+ * Whether the machine's GPUs are proven and since when, in the words of the earning verdict:
+ * proven on a date, being proven, not proven (with why, unless `withReason` is false where the
+ * verdict beside it says it), or simulated (nothing to prove).
+ */
+export function gpuProofText(p: GpuProof, { withReason = true }: { withReason?: boolean } = {}): string {
+  const reason = withReason ? p.reason : null;
+  if (p.verification === 'verifying') return `Proving its GPUs (a GPU challenge is running)${p.provenAt ? `; last proven ${when(p.provenAt)}` : ''}`;
+  if (p.verification === 'failed') return reason ? `Not proven: ${reason}` : 'Not proven: its verification failed';
+  if (p.verification === 'unverified') return `Not proven yet${reason ? `: ${reason}` : ': a GPU challenge runs once the agent is connected'}`;
+  if (p.simulated) return 'Simulated GPUs: nothing to prove, offered as simulated';
+  return p.provenAt ? `GPUs proven ${when(p.provenAt)}` : 'Verified without a GPU challenge (no agent)';
 }

@@ -26,6 +26,7 @@ const optionsSchema = z.object({
   tier: z.enum(['S', 'A', 'B', 'C']).optional(),
   sort: z.enum(['available', 'price_asc', 'price_desc', 'vram', 'uptime', 'count']).optional(),
   available: z.boolean().optional(),
+  proven: z.boolean().optional(),
   limit: count(500).optional(),
   cursor: z.string().min(1).optional(),
   all: z.boolean().optional(),
@@ -39,6 +40,12 @@ function summary(offers: readonly CapacityOffer[]): string {
   const low = Math.min(...prices);
   const high = Math.max(...prices);
   return `${offers.length} offer${offers.length === 1 ? '' : 's'} · ${available} of ${gpus} GPUs available · ${low === high ? usd(low) : `${usd(low)} to ${usd(high)}`} per GPU-hour`;
+}
+
+/** The PROOF cell: `proven 2026-03-01` (the oldest proof of the offer's machines, UTC day), `not proven` or `simulated`. */
+export function proofText(offer: Pick<CapacityOffer, 'proof' | 'simulated'>): string {
+  if (offer.proof.proven && offer.proof.provenAt !== null) return `proven ${offer.proof.provenAt.slice(0, 10)}`;
+  return offer.simulated ? 'simulated' : 'not proven';
 }
 
 /** `gf capacity`: the offers as a table with a summary line. */
@@ -57,6 +64,7 @@ export async function run({ opts, global }: CommandInput): Promise<number> {
     tier: o.tier,
     sort: o.sort,
     availability: o.available ? ('available' as const) : undefined,
+    proven: o.proven ? true : undefined,
     limit: o.limit,
   };
   await showList(ctx, {
@@ -72,6 +80,7 @@ export async function run({ opts, global }: CommandInput): Promise<number> {
       { heading: 'PER GPU-H', cell: (x) => usd(x.price.perGpuHourMicroUsd), right: true },
       { heading: 'TIER', cell: (x) => x.benchmarkTier },
       { heading: 'UPTIME', cell: (x) => `${x.uptimePct}%`, right: true },
+      { heading: 'PROOF', cell: proofText },
       { heading: 'REGION', cell: (x) => x.region.key },
       { heading: 'FARM', cell: (x) => x.farm.slug },
       { heading: 'QUEUE', cell: (x) => String(x.queue), right: true },

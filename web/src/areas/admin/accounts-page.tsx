@@ -1,7 +1,7 @@
+import { accountListSchema, ADMIN_API, type AdminAccount } from '@gpufarm/shared';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { useApi } from '../../lib/api';
-import { accountListSchema, ADMIN_API, anyAnswer, type AdminAccount } from '../../lib/fleet-api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { when } from '../../lib/format';
 import { ConfirmButton } from '../../ui/confirm';
 import { Page } from '../../ui/page';

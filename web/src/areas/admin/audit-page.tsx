@@ -1,6 +1,6 @@
+import { ADMIN_API, auditListSchema } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useApi } from '../../lib/api';
-import { ADMIN_API, auditListSchema } from '../../lib/fleet-api';
 import { when } from '../../lib/format';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';

@@ -1,8 +1,8 @@
+import { ADMIN_API, type Dispute, disputeListSchema, resolvedDisputeSchema } from '@gpufarm/shared';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState } from 'react';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { ADMIN_API, disputeListSchema, resolvedDisputeSchema, type Dispute } from '../../lib/fleet-api';
 import { tokenAmount, when } from '../../lib/format';
 import { ConfirmButton } from '../../ui/confirm';
 import { Countdown } from '../../ui/countdown';

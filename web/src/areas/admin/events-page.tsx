@@ -1,7 +1,7 @@
+import { ADMIN_API, FLEET_EVENT_TYPES, fleetEventListSchema } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
-import { ADMIN_API, FLEET_EVENT_TYPES, fleetEventListSchema } from '../../lib/fleet-api';
 import { when } from '../../lib/format';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';

@@ -1,8 +1,8 @@
+import { ADMIN_API, type AdminFarm, adminFarmListSchema } from '@gpufarm/shared';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link } from 'wouter';
-import { useApi } from '../../lib/api';
-import { ADMIN_API, adminFarmListSchema, anyAnswer, type AdminFarm } from '../../lib/fleet-api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { ConfirmButton } from '../../ui/confirm';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';

@@ -1,19 +1,21 @@
+import { ADMIN_API, type AdminMachineDetail, adminMachineDetailSchema, drainStateSchema, type GpuChallenge, machineHistorySchema } from '@gpufarm/shared';
 import { keepPreviousData, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link } from 'wouter';
-import { useApi } from '../../lib/api';
-import { ADMIN_API, adminMachineDetailSchema, anyAnswer, drainStateSchema, machineHistorySchema, type AdminMachineDetail } from '../../lib/fleet-api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { duration, percent, usd, when } from '../../lib/format';
 import { MachineStateBadge, VerdictBadge } from '../../ui/badges';
 import { ConfirmButton } from '../../ui/confirm';
-import { EventsTable, GpuTable, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
+import { Hash } from '../../ui/hash';
+import { EventsTable, GpuTable, gpuProofText, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
+import { Table } from '../../ui/table';
 
 const RANGES = ['1h', '24h', '7d', '30d'] as const;
 const RANGE_SECONDS: Record<(typeof RANGES)[number], number> = { '1h': 3600, '24h': 86_400, '7d': 7 * 86_400, '30d': 30 * 86_400 };
 
-/** One machine as an admin sees it: its state and health, per-GPU history, recent jobs, and the actions on it. */
+/** One machine as an admin sees it: its state and health, its GPU proof, per-GPU history, recent jobs, and the actions on it. */
 export function MachinePage({ id }: { id: string }) {
   const api = useApi();
   const machine = useQuery({
@@ -32,6 +34,7 @@ export function MachinePage({ id }: { id: string }) {
               <h2 id="gpus-heading">GPUs</h2>
               <GpuTable gpus={detail.gpus} />
             </section>
+            <GpuProofSection detail={detail} />
             <History id={id} />
             <section aria-labelledby="jobs-heading">
               <h2 id="jobs-heading">Recent jobs</h2>
@@ -85,6 +88,58 @@ function MachineSummary({ detail: { machine: m } }: { detail: AdminMachineDetail
         <dd>{m.failures7d}</dd>
       </dl>
     </section>
+  );
+}
+
+/** Whether the GPUs are proven and when, the next idle re-check, and the recent challenges with their seeds, times and checks. */
+function GpuProofSection({ detail: { gpuProof: p, challenges } }: { detail: AdminMachineDetail }) {
+  return (
+    <section aria-labelledby="proof-heading">
+      <h2 id="proof-heading">GPU proof</h2>
+      {p === null ? null : (
+        <dl className="details">
+          <dt>Proof</dt>
+          <dd>{gpuProofText(p)}</dd>
+          <dt>Verified since</dt>
+          <dd>{p.verification === 'verified' ? when(p.verifiedAt) : 'not verified'}</dd>
+          <dt>Next idle re-check</dt>
+          <dd>{p.nextChallengeAt ? when(p.nextChallengeAt) : 'none scheduled'}</dd>
+        </dl>
+      )}
+      {challenges.length === 0 ? (
+        <p className="muted">No GPU challenge ran on this machine yet.</p>
+      ) : (
+        <Table
+          caption="Recent GPU challenges"
+          rows={challenges}
+          rowKey={(c) => c.id}
+          columns={[
+            { header: 'Started', cell: (c) => <span title={c.id}>{when(c.createdAt)}</span> },
+            { header: 'Cause', cell: (c) => c.cause.replace('_', ' ') },
+            { header: 'State', cell: (c) => c.state },
+            { header: 'Class', cell: (c) => c.classId ?? 'simulated' },
+            { header: 'Shape', cell: (c) => `${c.shape.m}×${c.shape.n}×${c.shape.k}, ${c.shape.rounds} rounds on ${c.gpus.length} GPU${c.gpus.length === 1 ? '' : 's'}` },
+            { header: 'Seeds', cell: (c) => <ChallengeSeeds challenge={c} /> },
+            { header: 'Elapsed / deadline', cell: (c) => `${duration(c.elapsedSeconds)} / ${c.deadlineSeconds === null ? 'no window' : duration(c.deadlineSeconds)}`, className: 'num' },
+            { header: 'Rows checked', cell: (c) => c.rowsChecked.length, className: 'num' },
+            { header: 'Check', cell: (c) => (c.checkMs === null ? '—' : `${c.checkMs} ms`), className: 'num' },
+            { header: 'Reason', cell: (c) => c.reason ?? <span className="muted">none</span> },
+          ]}
+        />
+      )}
+    </section>
+  );
+}
+
+/** The pre-seed and go seed, shortened, each whole in its title and its copy button (the row names the challenge). */
+function ChallengeSeeds({ challenge: c }: { challenge: GpuChallenge }) {
+  return (
+    <ul className="plain-list">
+      <li>
+        pre <Hash value={c.preSeed} label="pre-seed" />
+      </li>
+      <li>go {c.goSeed ? <Hash value={c.goSeed} label="go seed" /> : <span className="muted">not sent</span>}</li>
+    </ul>
   );
 }
 

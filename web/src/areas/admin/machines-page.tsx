@@ -1,7 +1,7 @@
+import { ADMIN_API, adminMachineListSchema, GPU_HEALTH_VERDICTS, MACHINE_STATES } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
-import { ADMIN_API, adminMachineListSchema, HEALTH_VERDICTS, MACHINE_STATES } from '../../lib/fleet-api';
 import { duration, percent } from '../../lib/format';
 import { MachineStateBadge, VerdictBadge } from '../../ui/badges';
 import { Page } from '../../ui/page';
@@ -37,7 +37,7 @@ export function MachinesPage() {
           <span>Verdict</span>
           <select name="verdict" defaultValue={params.get('verdict') ?? ''}>
             <option value="">Any verdict</option>
-            {HEALTH_VERDICTS.map((v) => (
+            {GPU_HEALTH_VERDICTS.map((v) => (
               <option key={v}>{v}</option>
             ))}
           </select>

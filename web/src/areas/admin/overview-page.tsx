@@ -1,7 +1,7 @@
+import { ADMIN_API, type FleetOverview, fleetOverviewSchema, MACHINE_STATES } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useMemo, useState } from 'react';
 import { useApi } from '../../lib/api';
-import { ADMIN_API, fleetOverviewSchema, MACHINE_STATES, type FleetOverview } from '../../lib/fleet-api';
 import { basisPoints, duration } from '../../lib/format';
 import { TimeChart } from '../../ui/chart';
 import { Page } from '../../ui/page';

@@ -1,9 +1,9 @@
 import type { CapacityQuery } from '@gpufarm/client/browser';
-import { parseUsdToMicroUsd, formatMicroUsd } from '@gpufarm/shared';
+import { parseUsdToMicroUsd, formatMicroUsd, type CapacityOffer } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { useApi } from '../../lib/api';
-import { bytes, usd } from '../../lib/format';
+import { bytes, usd, when } from '../../lib/format';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Pager, Table, useCursorPages } from '../../ui/table';
@@ -23,12 +23,14 @@ interface Filters {
   region: string;
   minVramGb: string;
   maxPrice: string;
+  provenOnly: boolean;
   sort: Sort;
 }
 
 /** The filters as the API's query; a field that does not parse is reported instead of sent. */
 function toQuery(f: Filters): { query: CapacityQuery; problem: string | null } {
   const query: CapacityQuery = { sort: f.sort, limit: 50 };
+  if (f.provenOnly) query.proven = true;
   if (f.model.trim()) query.model = f.model.trim();
   if (f.region.trim()) query.region = f.region.trim();
   if (f.minVramGb.trim()) {
@@ -43,10 +45,25 @@ function toQuery(f: Filters): { query: CapacityQuery; problem: string | null } {
   return { query, problem: null };
 }
 
-/** The public capacity listing (no sign-in): filter by model, region, VRAM and price; sort. */
+/**
+ * Whether the offer's machines proved their GPUs with a GPU challenge: "Proven" with the oldest
+ * proof among them, else "Simulated" (simulated GPUs prove nothing) or "Not proven".
+ */
+function ProofBadge({ offer }: { offer: Pick<CapacityOffer, 'proof' | 'simulated'> }) {
+  if (offer.proof.proven) {
+    return (
+      <>
+        <span className="badge badge-ok">Proven</span> <span className="muted">{when(offer.proof.provenAt)}</span>
+      </>
+    );
+  }
+  return offer.simulated ? <span className="badge badge-off">Simulated</span> : <span className="badge badge-wait">Not proven</span>;
+}
+
+/** The public capacity listing (no sign-in): filter by model, region, VRAM, price and proven GPUs; sort. */
 export function CapacityPage() {
   const { gf } = useApi();
-  const [draft, setDraft] = useState<Filters>({ model: '', region: '', minVramGb: '', maxPrice: '', sort: 'available' });
+  const [draft, setDraft] = useState<Filters>({ model: '', region: '', minVramGb: '', maxPrice: '', provenOnly: false, sort: 'available' });
   const [applied, setApplied] = useState<CapacityQuery>({ sort: 'available', limit: 50 });
   const [problem, setProblem] = useState<string | null>(null);
   const pages = useCursorPages();
@@ -60,7 +77,7 @@ export function CapacityPage() {
     setApplied(query);
     pages.reset();
   };
-  const field = (name: keyof Filters) => ({ value: draft[name], onChange: (e: { target: { value: string } }) => setDraft((d) => ({ ...d, [name]: e.target.value })) });
+  const field = (name: 'model' | 'region' | 'minVramGb' | 'maxPrice') => ({ value: draft[name], onChange: (e: { target: { value: string } }) => setDraft((d) => ({ ...d, [name]: e.target.value })) });
   return (
     <Page title="Capacity">
       <form className="filters card" onSubmit={submit} aria-label="Capacity filters">
@@ -79,6 +96,10 @@ export function CapacityPage() {
         <label className="field">
           <span>Max price (USD per GPU-hour)</span>
           <input {...field('maxPrice')} inputMode="decimal" />
+        </label>
+        <label className="check">
+          <input type="checkbox" checked={draft.provenOnly} onChange={(e) => setDraft((d) => ({ ...d, provenOnly: e.target.checked }))} />
+          Proven GPUs only
         </label>
         <label className="field">
           <span>Sort</span>
@@ -104,7 +125,7 @@ export function CapacityPage() {
         loading="Loading capacity…"
         errorTitle="Could not load the capacity listing"
         isEmpty={(page) => page.data.length === 0}
-        empty={{ title: 'No offers match', body: <p>Loosen the filters (a lower minimum VRAM, a higher maximum price) or clear them.</p> }}
+        empty={{ title: 'No offers match', body: <p>Loosen the filters (a lower minimum VRAM, a higher maximum price, not only proven GPUs) or clear them.</p> }}
       >
         {(page) => (
           <>
@@ -121,6 +142,7 @@ export function CapacityPage() {
                 { header: 'Price per GPU-hour', cell: (o) => usd(o.price.perGpuHourMicroUsd), className: 'num' },
                 { header: 'Tier', cell: (o) => o.benchmarkTier },
                 { header: 'Uptime', cell: (o) => `${o.uptimePct}%`, className: 'num' },
+                { header: 'GPUs proven', cell: (o) => <ProofBadge offer={o} /> },
               ]}
             />
             <Pager pages={pages} nextCursor={page.nextCursor} busy={offers.isFetching} />

@@ -5,6 +5,8 @@ import type { Hex } from 'viem';
 import { getWalletClient } from 'wagmi/actions';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
+import { tokenAmount } from '../../lib/format';
+import { ConfirmButton } from '../../ui/confirm';
 import { EscrowCallButton, useChainWallet } from '../../ui/escrow-call';
 import { TxStatus, type TxState } from '../../ui/tx-status';
 
@@ -70,4 +72,27 @@ export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => voi
  */
 export function EscrowButton({ job, action, available, onMined }: { job: Job; action: EscrowAction; available: boolean; onMined: () => void }) {
   return <EscrowCallButton label={ACTION_LABEL[action]} call={{ functionName: action, jobKey: job.payment.escrowJobKey as Hex }} available={available} danger={action === 'dispute'} onMined={onMined} />;
+}
+
+/** The states `POST /v1/jobs/:id/cancel` accepts (the spec's cancel table); a running job is 409. */
+const CANCELABLE: ReadonlySet<Job['status']> = new Set(['CREATED', 'FUNDED', 'QUEUED']);
+
+/**
+ * "Cancel job" for a job no machine has started, after a confirmation that says what happens to
+ * the deposit: nothing was paid for a CREATED job; a funded one's refund becomes claimable here
+ * (the Escrow card's "Claim refund").
+ */
+export function CancelJob({ job, onDone }: { job: Job; onDone: () => void }) {
+  const { gf } = useApi();
+  if (!CANCELABLE.has(job.status)) return null;
+  const funded = job.status !== 'CREATED';
+  return (
+    <ConfirmButton label="Cancel job" title={`Cancel job ${job.id}?`} confirmLabel="Cancel the job" dismissLabel="Keep the job" danger run={() => gf.jobs.cancel(job.id, { reason: 'canceled from the dashboard' })} onDone={onDone}>
+      <p>
+        {funded
+          ? `No machine has started it. The escrow's deposit of ${tokenAmount(job.payment.maxPayment, job.payment.decimals, job.payment.symbol)} becomes a refund you claim with your wallet on this page.`
+          : 'It is not funded: nothing was paid and nothing comes back.'}
+      </p>
+    </ConfirmButton>
+  );
 }

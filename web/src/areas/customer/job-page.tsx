@@ -10,7 +10,7 @@ import { EscrowCallButton } from '../../ui/escrow-call';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { ErrorState, Loading } from '../../ui/states';
-import { EscrowButton, FundJob } from './job-actions';
+import { CancelJob, EscrowButton, FundJob } from './job-actions';
 import { JobArtifacts } from './job-artifacts';
 import { JobLogs } from './job-logs';
 import { Timeline, useJobTimeline } from './job-timeline';
@@ -81,7 +81,12 @@ export default function JobPage({ id }: { id: string }) {
           Job <code>{j.id}</code> <StatusBadge status={j.status} />
         </>
       }
-      actions={<Link href="/jobs">All jobs</Link>}
+      actions={
+        <>
+          <CancelJob job={j} onDone={watchForChange} />
+          <Link href="/jobs">All jobs</Link>
+        </>
+      }
     >
       {timeline.data ? (
         <p className="job-meta">

@@ -14,9 +14,14 @@ import { Page } from '../../ui/page';
 
 const MESSAGE_TTL_MS = 10 * 60_000;
 
-/** Wallets to offer: every EIP-6963 wallet, and the plain injected one when `window.ethereum` exists. */
+/**
+ * Wallets to offer: every EIP-6963 wallet; the plain injected one only when none announced itself
+ * and `window.ethereum` exists (an announcing wallet sets `window.ethereum` too: it would be listed twice).
+ */
 function offeredWallets(connectors: readonly Connector[]): Connector[] {
-  return connectors.filter((c) => c.id !== BROWSER_WALLET_ID || (typeof window !== 'undefined' && 'ethereum' in window && window.ethereum !== undefined));
+  const announced = connectors.filter((c) => c.id !== BROWSER_WALLET_ID);
+  if (announced.length > 0) return announced;
+  return connectors.filter((c) => c.id === BROWSER_WALLET_ID && typeof window !== 'undefined' && 'ethereum' in window && window.ethereum !== undefined);
 }
 
 /**

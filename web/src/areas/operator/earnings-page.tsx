@@ -1,7 +1,7 @@
+import { type EARNING_STATES, type Earnings, earningsSchema, OPERATOR_API } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useApi } from '../../lib/api';
-import { earningsSchema, OPERATOR_API, type EARNING_STATES, type Earnings } from '../../lib/fleet-api';
 import { tokenAmount, when } from '../../lib/format';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';

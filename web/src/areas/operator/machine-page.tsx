@@ -1,12 +1,12 @@
+import { marketSchema, OPERATOR_API, type OperatorMachineDetail, operatorMachineDetailSchema } from '@gpufarm/shared';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link } from 'wouter';
-import { useApi } from '../../lib/api';
-import { anyAnswer, marketSchema, OPERATOR_API, operatorMachineDetailSchema, type OperatorMachineDetail } from '../../lib/fleet-api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { usd, when } from '../../lib/format';
 import { MachineStateBadge } from '../../ui/badges';
 import { ConfirmButton } from '../../ui/confirm';
-import { GpuTable, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
+import { GpuTable, gpuProofText, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
 import { Page } from '../../ui/page';
 import { Table } from '../../ui/table';
 import { QueryState } from '../../ui/query-state';
@@ -42,7 +42,7 @@ function Machine({ detail }: { detail: OperatorMachineDetail }) {
       <section className="card" aria-labelledby="probe-heading">
         <h2 id="probe-heading">GPU probe</h2>
         <p>
-          Probe: <strong>{detail.probe.state}</strong>
+          Probe: <strong>{detail.probe.state ?? 'not reported yet'}</strong>
         </p>
         {detail.probe.output ? <pre className="log probe-output">{detail.probe.output}</pre> : <p className="muted">No probe output recorded.</p>}
       </section>
@@ -64,6 +64,8 @@ function Machine({ detail }: { detail: OperatorMachineDetail }) {
           </dd>
           <dt>Benchmark tier</dt>
           <dd>{m.benchmarkTier ?? 'not verified yet'}</dd>
+          <dt>GPU proof</dt>
+          <dd>{gpuProofText(m.gpuProof)}</dd>
           <dt>Last heartbeat</dt>
           <dd>{when(m.lastHeartbeatAt)}</dd>
         </dl>

@@ -1,9 +1,10 @@
+import { OPERATOR_API, operatorMachineListSchema } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
-import { OPERATOR_API, operatorMachineListSchema } from '../../lib/fleet-api';
 import { usd, when } from '../../lib/format';
 import { MachineStateBadge, VerdictBadge } from '../../ui/badges';
+import { gpuProofText } from '../../ui/machine-parts';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Pager, Table, useCursorPages } from '../../ui/table';
@@ -64,13 +65,16 @@ function MachineList({ farm }: { farm: string }) {
               {
                 header: 'GPUs',
                 cell: (row) => (
-                  <ul className="plain-list">
-                    {row.gpus.map((g) => (
-                      <li key={g.index}>
-                        {g.index}: {g.classId} <VerdictBadge verdict={g.verdict} />
-                      </li>
-                    ))}
-                  </ul>
+                  <>
+                    <ul className="plain-list">
+                      {row.gpus.map((g) => (
+                        <li key={g.index}>
+                          {g.index}: {g.classId} <VerdictBadge verdict={g.verdict} />
+                        </li>
+                      ))}
+                    </ul>
+                    <p className="muted">{gpuProofText(row.gpuProof, { withReason: false })}</p>
+                  </>
                 ),
               },
               { header: 'Price / GPU-h', cell: (row) => (row.pricePerGpuHourMicroUsd == null ? 'not set' : usd(row.pricePerGpuHourMicroUsd)), className: 'num' },

@@ -1,8 +1,8 @@
+import { farmOperatorListSchema, OPERATOR_API } from '@gpufarm/shared';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { useApi } from '../../lib/api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { anyAnswer, farmOperatorListSchema, OPERATOR_API } from '../../lib/fleet-api';
 import { when } from '../../lib/format';
 import { useSession } from '../../lib/session';
 import type { OperatorFarm } from '../../lib/session-api';

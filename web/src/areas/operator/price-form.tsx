@@ -1,9 +1,8 @@
 import { formatMicroUsd } from '@gpufarm/shared';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { useApi } from '../../lib/api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { anyAnswer } from '../../lib/fleet-api';
 import { usd } from '../../lib/format';
 
 /**

@@ -1,6 +1,6 @@
+import { marketSchema, OPERATOR_API } from '@gpufarm/shared';
 import { useQuery } from '@tanstack/react-query';
 import { useApi } from '../../lib/api';
-import { marketSchema, OPERATOR_API } from '../../lib/fleet-api';
 import { usd } from '../../lib/format';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';

@@ -1,8 +1,8 @@
+import { type EnrollmentTokenCreated, enrollmentTokenCreatedSchema, enrollmentTokenListSchema, type EnrollmentTokenRecord, OPERATOR_API } from '@gpufarm/shared';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { useApi } from '../../lib/api';
+import { anyAnswer, useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { anyAnswer, enrollmentTokenCreatedSchema, enrollmentTokenListSchema, OPERATOR_API, type EnrollmentToken, type EnrollmentTokenCreated } from '../../lib/fleet-api';
 import { usd, when } from '../../lib/format';
 import { ConfirmButton } from '../../ui/confirm';
 import { CopyButton } from '../../ui/copy-button';
@@ -74,7 +74,7 @@ function TokenList({ farm }: { farm: string }) {
   );
 }
 
-function tokenStatus(token: EnrollmentToken): string {
+function tokenStatus(token: EnrollmentTokenRecord): string {
   if (token.revokedAt) return `revoked ${when(token.revokedAt)}`;
   if (token.usedAt) return `used ${when(token.usedAt)}${token.machineId ? ` by ${token.machineId}` : ''}`;
   if (token.expiresAt && Date.parse(token.expiresAt) < Date.now()) return `expired ${when(token.expiresAt)}`;
@@ -138,7 +138,7 @@ function CreateTokenForm({ onCreated }: { onCreated: (created: EnrollmentTokenCr
   );
 }
 
-function RevokeToken({ token }: { token: EnrollmentToken }) {
+function RevokeToken({ token }: { token: EnrollmentTokenRecord }) {
   const api = useApi();
   const queryClient = useQueryClient();
   return (

@@ -1,4 +1,4 @@
-import type { EarningVerdict } from '../../lib/fleet-api';
+import type { EarningVerdict } from '@gpufarm/shared';
 import { when } from '../../lib/format';
 import { EarningBadge } from '../../ui/badges';
 import { CodeSpans } from '../../ui/code-spans';

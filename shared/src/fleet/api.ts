@@ -1,10 +1,12 @@
-import { earningVerdictSchema, type EarningVerdict } from '@gpufarm/shared';
 import { z } from 'zod';
+import { earningVerdictSchema } from './earning.js';
+import { GPU_PROBE_STATES } from '../protocol/agent-messages.js';
+import { GPU_HEALTH_VERDICTS } from './gpu-health.js';
 
 /**
- * The answers of `/admin/api/` and `/operator/api/` (the fleet contract of issue 18), checked at
- * the edge like every other answer the app reads. Money is micro-USD integers or token base units
- * as decimal strings; times are ISO strings.
+ * The fleet contract: the answers of `/admin/api/` and `/operator/api/` (issue 18), which the web
+ * app parses at its edge and the control plane's route tests check its real answers against.
+ * Money is micro-USD integers or token base units as decimal strings; times are ISO strings.
  */
 
 export const ADMIN_API = '/admin/api';
@@ -15,10 +17,9 @@ const iso = z.string().min(1);
 const details = z.record(z.string(), z.unknown());
 const nextCursor = z.string().nullable();
 
-export const HEALTH_VERDICTS = ['healthy', 'warning', 'failed'] as const;
-export const healthVerdictSchema = z.enum(HEALTH_VERDICTS);
-export type HealthVerdict = z.infer<typeof healthVerdictSchema>;
+export const healthVerdictSchema = z.enum(GPU_HEALTH_VERDICTS);
 
+/** A machine's state as admins filter it; `machineStateSql` (control plane) and the operator view derive it. */
 export const MACHINE_STATES = ['online', 'busy', 'draining', 'offline', 'failed', 'cordoned'] as const;
 export const machineStateSchema = z.enum(MACHINE_STATES);
 export type MachineState = z.infer<typeof machineStateSchema>;
@@ -41,6 +42,7 @@ export const FLEET_EVENT_TYPES = [
   'job.failed',
   'price.changed',
 ] as const;
+export type FleetEventType = (typeof FLEET_EVENT_TYPES)[number];
 
 const farmRef = z.object({ id: z.string(), slug: z.string() });
 
@@ -91,10 +93,47 @@ export type AdminMachineRow = z.infer<typeof adminMachineRowSchema>;
 export const adminMachineListSchema = z.object({ data: z.array(adminMachineRowSchema), nextCursor, total: z.int().nullable().optional() });
 
 const gpuHealthSchema = z.object({ index: z.int(), uuid: z.string().nullable().optional(), classId: z.string(), verdict: healthVerdictSchema, reasons: z.array(z.string()) });
-export type GpuHealth = z.infer<typeof gpuHealthSchema>;
+export type GpuHealthView = z.infer<typeof gpuHealthSchema>;
 
 export const recentJobSchema = z.object({ jobId: z.string(), status: z.string(), startedAt: iso.nullable(), finishedAt: iso.nullable(), failureCode: z.string().nullable() });
 export type RecentJob = z.infer<typeof recentJobSchema>;
+
+export const VERIFICATION_STATES = ['unverified', 'verifying', 'verified', 'failed'] as const;
+export type VerificationState = (typeof VERIFICATION_STATES)[number];
+
+/** Whether a machine's GPUs passed a GPU challenge, and when (null `provenAt`: never on real GPUs). */
+const gpuProofSchema = z.object({
+  verification: z.enum(VERIFICATION_STATES),
+  reason: z.string().nullable(),
+  simulated: z.boolean(),
+  provenAt: iso.nullable(),
+});
+export type GpuProof = z.infer<typeof gpuProofSchema>;
+
+/** One GPU challenge as admins read it (docs/decisions.md "GPU proof"). */
+export const gpuChallengeSchema = z.object({
+  id: z.string(),
+  cause: z.string(),
+  state: z.string(),
+  simulated: z.boolean(),
+  classId: z.string().nullable(),
+  shape: z.object({ m: z.int(), n: z.int(), k: z.int(), rounds: z.int() }),
+  gpus: z.array(z.object({ index: z.int(), uuid: z.string() })),
+  preSeed: z.string(),
+  goSeed: z.string().nullable(),
+  expectedSeconds: z.number().nullable(),
+  deadlineSeconds: z.number().nullable(),
+  elapsedSeconds: z.number().nullable(),
+  gpuSeconds: z.record(z.string(), z.number()).nullable(),
+  rowsChecked: z.array(z.object({ uuid: z.string(), round: z.int(), row: z.int() })),
+  checkMs: z.number().nullable(),
+  reason: z.string().nullable(),
+  createdAt: iso,
+  goAt: iso.nullable(),
+  committedAt: iso.nullable(),
+  finishedAt: iso.nullable(),
+});
+export type GpuChallenge = z.infer<typeof gpuChallengeSchema>;
 
 export const adminMachineDetailSchema = z.object({
   machine: adminMachineRowSchema.extend({
@@ -105,13 +144,15 @@ export const adminMachineDetailSchema = z.object({
   }),
   gpus: z.array(gpuHealthSchema),
   recentJobs: z.array(recentJobSchema),
+  gpuProof: gpuProofSchema.extend({ challengeId: z.string().nullable(), verifiedAt: iso.nullable(), nextChallengeAt: iso.nullable() }).nullable(),
+  challenges: z.array(gpuChallengeSchema),
 });
 export type AdminMachineDetail = z.infer<typeof adminMachineDetailSchema>;
 
 export const fleetEventSchema = z.object({
   id: z.string(),
   at: iso,
-  type: z.string(),
+  type: z.enum(FLEET_EVENT_TYPES),
   machineId: z.string().nullable(),
   farmId: z.string().nullable(),
   jobId: z.string().nullable(),
@@ -189,19 +230,13 @@ export type AdminAccount = z.infer<typeof accountListSchema>['data'][number];
 /** What a drain, undrain, cordon or uncordon answers; the pages refetch the machine after it. */
 export const drainStateSchema = z.object({ machineId: z.string(), drainRequested: z.boolean(), drainDeadline: iso.nullable(), drainReason: z.string().nullable(), cordoned: z.boolean() });
 
-/** An answer whose body the page does not read (it refetches what changed). */
-export const anyAnswer = z.unknown();
-
 // ---- operator -------------------------------------------------------------------------------
-
-// The verdict's schema is the one the control plane and `gf-agent status` use.
-export type { EarningVerdict };
 
 export const operatorMachineRowSchema = z.object({
   id: z.string(),
   farm: farmRef,
   regionKey: z.string(),
-  state: z.string(),
+  state: machineStateSchema,
   earning: earningVerdictSchema,
   gpus: z.array(z.object({ index: z.int(), classId: z.string(), label: z.string().optional(), verdict: healthVerdictSchema, reasons: z.array(z.string()) })),
   /** GPUs the agent detected but does not offer, with why (an old generation, say). */
@@ -211,6 +246,7 @@ export const operatorMachineRowSchema = z.object({
   driverVersion: z.string().nullable(),
   cudaVersion: z.string().nullable(),
   benchmarkTier: z.string().nullable(),
+  gpuProof: gpuProofSchema,
   lastHeartbeatAt: iso.nullable(),
   drainRequested: z.boolean(),
   currentJobId: z.string().nullable(),
@@ -220,7 +256,8 @@ export const operatorMachineListSchema = z.object({ data: z.array(operatorMachin
 
 export const operatorMachineDetailSchema = z.object({
   machine: operatorMachineRowSchema,
-  probe: z.object({ state: z.string(), output: z.string().nullable() }),
+  /** The agent's last GPU probe; `state` null when the machine never reported an inventory. */
+  probe: z.object({ state: z.enum(GPU_PROBE_STATES).nullable(), output: z.string().nullable() }),
   recentJobs: z.array(recentJobSchema),
   history: machineHistorySchema.optional(),
 });
@@ -243,7 +280,7 @@ export const marketSchema = z.object({
 });
 export type MarketRow = z.infer<typeof marketSchema>['data'][number];
 
-export const enrollmentTokenSchema = z.object({
+export const enrollmentTokenRecordSchema = z.object({
   id: z.string(),
   farmSlug: z.string(),
   regionKey: z.string(),
@@ -255,16 +292,17 @@ export const enrollmentTokenSchema = z.object({
   machineId: z.string().nullable(),
   revokedAt: iso.nullable(),
 });
-export type EnrollmentToken = z.infer<typeof enrollmentTokenSchema>;
-export const enrollmentTokenListSchema = z.object({ data: z.array(enrollmentTokenSchema), nextCursor: nextCursor.optional() });
+export type EnrollmentTokenRecord = z.infer<typeof enrollmentTokenRecordSchema>;
+export const enrollmentTokenListSchema = z.object({ data: z.array(enrollmentTokenRecordSchema), nextCursor: nextCursor.optional() });
 
 export const farmOperatorListSchema = z.object({ data: z.array(z.object({ wallet: z.string(), addedAt: iso.nullable() })) });
-export const enrollmentTokenCreatedSchema = z.object({ token: z.string().startsWith('gfe_'), enrollmentToken: enrollmentTokenSchema, command: z.string() });
+export const enrollmentTokenCreatedSchema = z.object({ token: z.string().startsWith('gfe_'), enrollmentToken: enrollmentTokenRecordSchema, command: z.string() });
 export type EnrollmentTokenCreated = z.infer<typeof enrollmentTokenCreatedSchema>;
 
 export const priceSetSchema = z.object({ farm: z.string(), classId: z.string(), machines: z.int(), pricePerGpuHourMicroUsd: micro.nullable() });
 
 export const EARNING_STATES = ['pending', 'released', 'disputed', 'refunded', 'waiting_withdrawal'] as const;
+export type EarningState = (typeof EARNING_STATES)[number];
 export const earningsSchema = z.object({
   data: z.array(
     z.object({
