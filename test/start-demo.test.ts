@@ -18,7 +18,7 @@ t.setTimeout(300_000);
 t.test('behavior: without Docker, npm start says how to install and start it, and runs the control plane without an agent', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-nodocker-'));
   const start = await npmStart(t, dataDir, { DOCKER_HOST: `unix://${join(dataDir, 'no-docker.sock')}` });
-  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner');
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 180_000);
   t.match(start.output(), /^\[start\] preparing Docker Engine and the local registry \(scripts\/prepare-docker\.sh\)$/m, 'it ran the Docker preparation');
   // dockerd already runs on this machine, so the preparation starts no second one on that socket.
   t.match(start.output(), /^\[start\] prepare-docker: Docker Engine does not answer on \S+no-docker\.sock \(DOCKER_HOST\), and dockerd \(pid \d+\) already runs on this machine: point DOCKER_HOST at its socket, or unset DOCKER_HOST/m, 'says what to do');

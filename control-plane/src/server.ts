@@ -56,11 +56,22 @@ export interface ControlPlane {
  * index, HTTP app; then listens. Everything opened here is closed by `close()`, and by a start
  * that fails part way, so a failed start leaves no timer, loop or connection behind.
  */
-export async function startControlPlane(config: Config, options: { logger?: boolean } = {}): Promise<ControlPlane> {
+export async function startControlPlane(config: Config, options: { logger?: boolean; /** How often a slow start says where it waits (10 s). */ slowStartMs?: number } = {}): Promise<ControlPlane> {
   // What builds links (the app, the URL signer, the matcher's input routes) reads `publicUrl`
   // from this copy each time: with PORT=0 and no GF_PUBLIC_URL it gets the bound port after listen.
   const served: Config = { ...config };
-  const db = await openDatabase(config);
+  // A start that takes long says, on stderr, which step it waits on (before the app's logger exists).
+  let startStep = 'opening the database';
+  const startedAt = Date.now();
+  const slowStart = setInterval(() => console.error(`gpufarm control plane: starting, still ${startStep} after ${Math.round((Date.now() - startedAt) / 1000)} s`), options.slowStartMs ?? 10_000);
+  slowStart.unref();
+  let db: Awaited<ReturnType<typeof openDatabase>>;
+  try {
+    db = await openDatabase(config);
+  } catch (err) {
+    clearInterval(slowStart);
+    throw err;
+  }
   let wroteLocalState = false;
   // What is open so far, closed last-opened first; the local state goes with the database it names.
   const opened: Array<{ name: string; close: () => unknown }> = [
@@ -89,14 +100,17 @@ export async function startControlPlane(config: Config, options: { logger?: bool
   };
   let app: FastifyInstance | undefined;
   try {
+    startStep = 'applying the migrations';
     if (config.migrateOnStart) await migrate(db);
     else {
       const pending = await pendingMigrations(db);
       if (pending.length > 0) throw new MigrationsPendingError(pending);
     }
+    startStep = 'syncing the GPU catalog';
     await syncCatalog(db);
     // Redis going away and coming back is logged once the app (and its logger) exists.
     let redisChange: (change: { up: boolean; message: string; err?: unknown }) => void = () => {};
+    startStep = 'connecting the rate-limit store';
     const rateLimitStore =
       config.rateLimitStore === 'redis' && config.redisUrl
         ? await connectRedisRateLimitStore({ url: config.redisUrl.reveal(), onConnectionChange: (change) => redisChange(change) })
@@ -106,6 +120,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     const queue = createQueueFigures(db);
     const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass, allowSimulated: config.execution.allowSimulatedMachines });
     opened.push({ name: 'offer index', close: () => offerIndex.close() });
+    startStep = 'loading the offer index';
     await offerIndex.start();
     const metrics = createControlPlaneMetrics();
     const store = openBlobStore(config.execution);
@@ -121,10 +136,12 @@ export async function startControlPlane(config: Config, options: { logger?: bool
         operatorPrivateKey: (config.chain.operatorKey?.reveal() ?? null) as `0x${string}` | null,
         confirmations: config.chain.confirmations,
       });
+      startStep = "reaching the chain's RPC";
       const health = await startChainHealth(chain, { intervalMs: config.chain.healthIntervalMs });
       opened.push({ name: 'chain health loop', close: () => health.close() });
       escrow = { chain, health };
     }
+    startStep = 'building the HTTP app';
     const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer }, metrics });
     app = built;
     app.addHook('onClose', closeOpened);
@@ -139,6 +156,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     }
     const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
     const gpuSamples = new GpuSampleAggregator();
+    startStep = 'starting the agent gateway';
     const gateway = await createAgentGateway({
       app,
       deps: { ...execution, metrics },
@@ -186,7 +204,9 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       metricsUrl = listener.url;
       app.log.info(`metrics: ${metricsUrl}/metrics`);
     }
+    startStep = `listening on ${config.host}:${config.port}`;
     await app.listen({ port: config.port, host: config.host });
+    clearInterval(slowStart);
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -197,6 +217,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     }
     return { app, db, offerIndex, escrow, url, metricsUrl, close: () => built.close() };
   } catch (err) {
+    clearInterval(slowStart);
     // The app's onClose runs closeOpened; before the app exists, nothing else would.
     await app?.close().catch(() => {});
     await closeOpened().catch(() => {});

@@ -98,3 +98,31 @@ t.test('s3: GF_ARTIFACT_STORE=s3 stores uploads in the bucket and redirects down
   await new Promise((resolve) => setTimeout(resolve, 1100));
   t.same(await timers.stillRunning(), [], 'every timer the start opened was cleared');
 });
+
+t.test('behavior: a start that waits long says on stderr which step it waits on', async (t) => {
+  const { url } = await createPostgresTestDatabase(t);
+  // An RPC that takes connections and never answers: the start waits at the chain.
+  const silent = await listening();
+  const sockets = new Set<import('node:net').Socket>();
+  silent.server.on('connection', (socket) => sockets.add(socket));
+  t.teardown(() => new Promise((resolve) => silent.server.close(resolve)));
+  const config = loadConfig({
+    DATABASE_URL: url!,
+    PORT: '0',
+    GF_DATA_DIR: mkdtempSync(join(tmpdir(), 'gf-start-slow-')),
+    GF_RPC_URL: `http://127.0.0.1:${silent.port}/`,
+    GF_ESCROW_ADDRESS: '0x5fbdb2315678afecb367f032d93f642f64180aa3',
+  });
+  const printed: string[] = [];
+  const stderr = t.capture(console, 'error', (...args: unknown[]) => void printed.push(args.map(String).join(' ')));
+  const starting = startControlPlane(config, { logger: false, slowStartMs: 200 });
+  const deadline = Date.now() + 30_000;
+  while (!printed.some((line) => line.includes("still reaching the chain's RPC")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  t.match(printed.join('\n'), /^gpufarm control plane: starting, still reaching the chain's RPC after \d+ s$/m, 'it names the step');
+  for (const socket of sockets) socket.destroy();
+  const controlPlane = await starting;
+  const count = stderr.args().length;
+  await new Promise((r) => setTimeout(r, 500));
+  t.same(stderr.args().slice(count).map((a) => a.join(' ')).filter((line) => /starting, still/.test(line)), [], 'and stops saying so once it listens');
+  await controlPlane.close();
+});

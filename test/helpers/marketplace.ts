@@ -23,6 +23,8 @@ export const OPERATOR = ANVIL_ACCOUNTS[0];
 export const TREASURY = ANVIL_ACCOUNTS[4].address;
 /** tUSDC minted to each customer wallet (dev accounts 1-3): 1,000,000 tUSDC. */
 export const MINTED = 1_000_000_000_000n;
+/** The wallet of the helper's own API key for polling (no test acts for it; it holds no funds). */
+export const OBSERVER_WALLET: Address = '0x0000000000000000000000000000000000000b5e';
 /** The PostgreSQL server `npm test` prepares; each marketplace gets a database of its own in it. */
 export { TEST_DATABASE_URL };
 
@@ -123,6 +125,8 @@ export interface EnrollmentTokenParams {
 export class Marketplace {
   readonly processes: TestProcess[] = [];
   readonly cleanups: (() => Promise<void>)[] = [];
+  /** The key `waitForAvailable` polls with, made on its first wait. */
+  private observerKey: Promise<string> | null = null;
   private constructor(
     readonly root: string,
     readonly url: string,
@@ -348,12 +352,17 @@ export class Marketplace {
     await this.waitForAvailable(farm, (n) => n >= gpus, `${gpus} available GPU(s)`, timeoutMs);
   }
 
-  /** Polls `/v1/capacity?farm=` until the farm's available GPUs satisfy `enough`. */
+  /**
+   * Polls `/v1/capacity?farm=` until the farm's available GPUs satisfy `enough`, with the
+   * observer's key: anonymously, a wait longer than a few seconds spent the per-address budget
+   * (60 per 60 s) that the test's own anonymous calls share, and both were answered 429.
+   */
   private async waitForAvailable(farm: string, enough: (available: number) => boolean, what: string, timeoutMs: number): Promise<void> {
+    const key = await (this.observerKey ??= this.createApiKey(OBSERVER_WALLET));
     let last: unknown = null;
     await until(
       async () => {
-        const res = await fetch(`${this.url}/v1/capacity?farm=${encodeURIComponent(farm)}`);
+        const res = await fetch(`${this.url}/v1/capacity?farm=${encodeURIComponent(farm)}`, { headers: { authorization: `Bearer ${key}` } });
         last = await res.json();
         const offers = (last as { data?: { available: number }[] }).data ?? [];
         return enough(offers.reduce((sum, o) => sum + o.available, 0));
