@@ -1,7 +1,7 @@
 import { createHook } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -103,7 +103,7 @@ t.test('behavior: a start that waits long says on stderr which step it waits on'
   const { url } = await createPostgresTestDatabase(t);
   // An RPC that takes connections and never answers: the start waits at the chain.
   const silent = await listening();
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
   silent.server.on('connection', (socket) => sockets.add(socket));
   t.teardown(() => new Promise((resolve) => silent.server.close(resolve)));
   const config = loadConfig({
