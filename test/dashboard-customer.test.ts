@@ -245,3 +245,50 @@ t.test('behavior: cancel a funded job that no machine fits from its page, after 
   await page.getByRole('region', { name: 'Escrow' }).getByText('Refunded', { exact: true }).waitFor({ timeout: 60_000 });
   await lookAt(t, session, 'job: canceled and refunded');
 });
+
+t.test('behavior: a new customer launches a shell job from the New job form: errors shown at the fields, the spec as JSON, then funded from its page and run to the end', async (t) => {
+  const session = await signInToDashboard(t, market, CUSTOMER.privateKey);
+  const { page } = session;
+  await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+  await page.getByRole('link', { name: 'New job' }).first().click();
+  await page.getByRole('heading', { name: 'New job' }).waitFor();
+  const form = page.getByRole('form', { name: 'New job' });
+
+  // Nothing typed but a bad environment line: the errors are at their fields.
+  await form.getByLabel('Environment', { exact: true }).fill('NOT A VARIABLE');
+  await form.getByRole('button', { name: 'Create job' }).click();
+  await form.getByRole('alert').waitFor();
+  t.equal(await form.getByLabel('Image', { exact: true }).getAttribute('aria-invalid'), 'true', 'the image is marked invalid');
+  t.match((await form.getByLabel('Image', { exact: true }).evaluate((el) => document.getElementById(el.getAttribute('aria-describedby')!.split(' ').at(-1)!)?.textContent)) ?? '', /^image /, 'its error names the field');
+  t.match((await form.getByLabel('Environment', { exact: true }).evaluate((el) => el.getAttribute('aria-describedby'))) ?? '', /errors/, 'the environment line has its error');
+  t.match((await form.getByRole('alert').textContent()) ?? '', /fields need a change/);
+  await lookAt(t, session, 'new job: errors at the fields');
+
+  await form.getByLabel('Title', { exact: true }).fill('from the form');
+  await form.getByLabel('Image', { exact: true }).fill(market.images.busybox.reference);
+  await form.getByLabel('Script', { exact: true }).fill('echo "$GREETING from the form"; echo made > /output/result.txt');
+  await form.getByLabel('Environment', { exact: true }).fill('GREETING=hello');
+  await form.getByLabel('GPU class', { exact: true }).selectOption('rtx-4090-24gb');
+  await form.getByLabel('Price cap (USD per GPU-hour)', { exact: true }).fill('0.50');
+  await form.getByLabel('Runtime limit (minutes)', { exact: true }).fill('60');
+  t.match((await form.getByText(/^At most \$/).textContent()) ?? '', /^At most \$0\.5\d \(compute \$0\.50 \+ fee \$0\.0\d\)/, 'the most it can cost: 0.50 × 1 GPU × 60 minutes, plus the fee');
+  const json = JSON.parse((await form.getByLabel('Job spec as JSON', { exact: true }).textContent()) ?? '') as Record<string, unknown>;
+  t.same(json.command, ['sh', '-c', 'echo "$GREETING from the form"; echo made > /output/result.txt'], 'the spec runs the script with sh -c');
+  t.same(json.gpu, { count: 1, modelAllowlist: ['rtx-4090-24gb'] }, 'on the class picked from the offers');
+  t.same([json.maxPricePerGpuHour, json.maxRuntimeSeconds, json.env], ['0.50', 3600, { GREETING: 'hello' }]);
+  t.equal(await form.getByRole('alert').count(), 0, 'no error left once the fields are right');
+  await lookAt(t, session, 'new job: filled in');
+
+  await form.getByRole('button', { name: 'Create job' }).click();
+  const heading = page.getByRole('heading', { name: /^Job job_\w+ CREATED/ });
+  await heading.waitFor();
+  const jobId = /Job (job_\w+)/.exec((await heading.textContent()) ?? '')![1]!;
+  await page.getByRole('button', { name: 'Fund job' }).click();
+  await page.getByText('Done: Funding confirmed').waitFor({ timeout: 120_000 });
+  await page.getByRole('heading', { name: new RegExp(`Job ${jobId} COMPLETED`) }).waitFor({ timeout: 180_000 });
+  await page.getByLabel('Log lines').getByText('hello from the form').waitFor();
+  await page.getByText('from the form', { exact: true }).waitFor();
+  t.equal(((await session.api('GET', `/jobs/${jobId}/timeline`)).body as { title: string | null }).title, 'from the form', 'the job has the title typed');
+  t.equal(((await session.api('GET', `/v1/jobs/${jobId}`)).body as Job).status, 'COMPLETED', 'and ran to its end, funded from its page');
+  await lookAt(t, session, 'new job: run from the form');
+});

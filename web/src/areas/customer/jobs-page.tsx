@@ -30,7 +30,14 @@ export function JobsPage() {
     refetchInterval: 10_000,
   });
   return (
-    <Page title="Jobs">
+    <Page
+      title="Jobs"
+      actions={
+        <Link href="/jobs/new" className="button-link primary">
+          New job
+        </Link>
+      }
+    >
       <div className="filters">
         <label className="field">
           <span>Status</span>
@@ -57,7 +64,11 @@ export function JobsPage() {
         isEmpty={(page) => page.data.length === 0}
         empty={{
           title: status ? `No ${status} jobs` : 'No jobs yet',
-          body: <p>Create a job with an API key: the SDK (createClient().jobs.create), the gf command line (gf run) or POST /v1/jobs. It appears here as soon as it exists.</p>,
+          body: (
+            <p>
+              <Link href="/jobs/new">Create a job</Link> here, or with an <Link href="/keys">API key</Link>: the SDK (createClient().jobs.create), the gf command line (gf run) or POST /v1/jobs (<a href="/docs">API reference</a>). It appears here as soon as it exists.
+            </p>
+          ),
         }}
       >
         {(page) => (

@@ -35,6 +35,8 @@ const JobPage = jobPage.Page;
 // A job's `links.dashboard` opens the app on its page: fetch that chunk while the session is checked.
 if (window.location.pathname.startsWith(`${import.meta.env.BASE_URL}jobs/`)) jobPage.preload();
 const SignInPage = lazy(() => import('./sign-in-page'));
+// The New job form (the shared job schema's checks, the offers) loads on first visit.
+const NewJobPage = lazy(() => import('./new-job-page'));
 
 const NAV: NavItem[] = [
   { href: '/jobs', label: 'Jobs' },
@@ -68,6 +70,11 @@ export function CustomerArea() {
           <Route path="/jobs">
             <RequireSession>
               <JobsPage />
+            </RequireSession>
+          </Route>
+          <Route path="/jobs/new">
+            <RequireSession>
+              <NewJobPage />
             </RequireSession>
           </Route>
           <Route path="/jobs/:id">

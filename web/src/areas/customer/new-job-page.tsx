@@ -1,0 +1,380 @@
+import { GfError, type JobSpec } from '@gpufarm/client/browser';
+import { JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail } from '@gpufarm/shared';
+import { useMutation, useQuery } from '@tanstack/react-query';
+import { useId, useMemo, useState, type FormEvent, type ReactNode } from 'react';
+import { Link, useLocation } from 'wouter';
+import { useApi } from '../../lib/api';
+import { reasonOf } from '../../lib/errors';
+import { usd } from '../../lib/format';
+import { CopyButton } from '../../ui/copy-button';
+import { Page } from '../../ui/page';
+
+/** What the form holds: text as typed, turned into a job spec by `specOf`. */
+interface Draft {
+  title: string;
+  image: string;
+  commandMode: 'image' | 'args' | 'script';
+  args: string;
+  script: string;
+  gpuCount: string;
+  gpuClass: string;
+  minimumVramGb: string;
+  maxPrice: string;
+  runtimeMinutes: string;
+  env: string;
+  network: 'none' | 'allowlist';
+  allow: string;
+  outputPath: string;
+  region: string;
+  deterministic: boolean;
+  paymentToken: 'eth' | 'stable';
+}
+
+const EMPTY: Draft = {
+  title: '',
+  image: '',
+  commandMode: 'script',
+  args: '',
+  script: '',
+  gpuCount: '1',
+  gpuClass: '',
+  minimumVramGb: '',
+  maxPrice: '',
+  runtimeMinutes: String(JOB_SPEC_DEFAULTS.maxRuntimeSeconds / 60),
+  env: '',
+  network: 'none',
+  allow: '',
+  outputPath: JOB_SPEC_DEFAULTS.outputRules[0].path,
+  region: '',
+  deterministic: false,
+  paymentToken: 'eth',
+};
+
+/** The form's inputs; an error's `field` (the API's path) is shown at the input it belongs to. */
+type InputName = 'title' | 'image' | 'command' | 'gpuCount' | 'gpuClass' | 'minimumVramGb' | 'maxPrice' | 'runtime' | 'env' | 'network' | 'outputPath' | 'region' | 'paymentToken';
+
+const FIELD_INPUTS: Array<[prefix: string, input: InputName]> = [
+  ['title', 'title'],
+  ['image', 'image'],
+  ['command', 'command'],
+  ['gpu.count', 'gpuCount'],
+  ['gpu.modelAllowlist', 'gpuClass'],
+  ['gpu.minimumVram', 'minimumVramGb'],
+  ['maxPricePerGpuHour', 'maxPrice'],
+  ['maxRuntimeSeconds', 'runtime'],
+  ['env', 'env'],
+  ['networkPolicy', 'network'],
+  ['outputRules', 'outputPath'],
+  ['regionPreference', 'region'],
+  ['paymentToken', 'paymentToken'],
+];
+
+function inputOf(field: string): InputName | null {
+  for (const [prefix, input] of FIELD_INPUTS) if (field === prefix || field.startsWith(`${prefix}.`) || field.startsWith(`${prefix}[`)) return input;
+  return null;
+}
+
+const lines = (text: string) => text.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+
+/**
+ * The job spec the draft describes (the body of `POST /v1/jobs`, the file `gf run -f` reads),
+ * with what cannot even be put into a spec (an environment line without `=`, a count that is
+ * not a number) as errors of the API's own field names. Defaults are left out for the server to
+ * apply, as the API does for every client.
+ */
+export function specOf(draft: Draft): { spec: JobSpec; errors: ErrorDetail[] } {
+  const errors: ErrorDetail[] = [];
+  const whole = (text: string, field: string, what: string): number | undefined => {
+    if (!/^\d+$/.test(text.trim())) {
+      errors.push({ field, message: `must be a whole number of ${what}` });
+      return undefined;
+    }
+    return Number(text.trim());
+  };
+  const count = whole(draft.gpuCount, 'gpu.count', 'GPUs');
+  const gpu: JobSpec['gpu'] = { count: count ?? 1 };
+  if (draft.minimumVramGb.trim()) {
+    const vram = whole(draft.minimumVramGb, 'gpu.minimumVramGb', 'GB');
+    if (vram !== undefined) gpu.minimumVramGb = vram;
+  }
+  if (draft.gpuClass) gpu.modelAllowlist = [draft.gpuClass];
+  const spec: JobSpec = { image: draft.image.trim(), gpu };
+  if (draft.title.trim()) spec.title = draft.title.trim();
+  if (draft.commandMode === 'args') spec.command = lines(draft.args);
+  if (draft.commandMode === 'script') {
+    if (!draft.script.trim()) errors.push({ field: 'command', message: 'write the script, or choose to run the image’s own command' });
+    else spec.command = ['sh', '-c', draft.script];
+  }
+  const minutes = whole(draft.runtimeMinutes, 'maxRuntimeSeconds', 'minutes');
+  if (minutes !== undefined) spec.maxRuntimeSeconds = minutes * 60;
+  if (draft.maxPrice.trim()) spec.maxPricePerGpuHour = draft.maxPrice.trim();
+  const env: Record<string, string> = {};
+  for (const line of lines(draft.env)) {
+    const at = line.indexOf('=');
+    if (at <= 0) errors.push({ field: 'env', message: `"${line.slice(0, 40)}" is not NAME=value` });
+    else env[line.slice(0, at)] = line.slice(at + 1);
+  }
+  if (Object.keys(env).length > 0) spec.env = env;
+  if (draft.network === 'allowlist') spec.networkPolicy = { mode: 'allowlist', allow: lines(draft.allow) };
+  if (draft.outputPath.trim() !== JOB_SPEC_DEFAULTS.outputRules[0].path) spec.outputRules = [{ path: draft.outputPath.trim(), maxBytes: JOB_SPEC_DEFAULTS.outputRules[0].maxBytes }];
+  if (draft.region) spec.regionPreference = draft.region;
+  if (draft.deterministic) spec.deterministic = true;
+  spec.paymentToken = draft.paymentToken;
+  // Local errors first; the shared schema (the API's own) then checks what could be built.
+  const checked = parseJobCreateRequest(spec);
+  if (!checked.ok) for (const detail of checked.details) if (!errors.some((e) => e.field === detail.field)) errors.push(detail);
+  return { spec, errors };
+}
+
+/** One class of GPU on the market now, from the live offers. */
+interface ClassChoice {
+  classId: string;
+  label: string;
+  vramBytes: number;
+  available: number;
+  maxPerMachine: number;
+  lowestPrice: number;
+}
+
+function classChoices(offers: CapacityOffer[]): ClassChoice[] {
+  const byClass = new Map<string, ClassChoice>();
+  for (const offer of offers) {
+    const seen = byClass.get(offer.gpu.classId);
+    if (!seen) {
+      byClass.set(offer.gpu.classId, { classId: offer.gpu.classId, label: offer.gpu.label, vramBytes: offer.gpu.vramBytes, available: offer.available, maxPerMachine: offer.maxAvailablePerMachine, lowestPrice: offer.price.perGpuHourMicroUsd });
+    } else {
+      seen.available += offer.available;
+      seen.maxPerMachine = Math.max(seen.maxPerMachine, offer.maxAvailablePerMachine);
+      seen.lowestPrice = Math.min(seen.lowestPrice, offer.price.perGpuHourMicroUsd);
+    }
+  }
+  return [...byClass.values()].sort((a, b) => a.lowestPrice - b.lowestPrice);
+}
+
+/** A shell-quoted word for the copied curl line. */
+const shellQuote = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`;
+
+/**
+ * New job: the spec as a form (the same shared schema as the API checks every field, errors at
+ * the field), the live offers to pick a GPU class from, the most the job can cost, the spec as
+ * JSON to copy (the file `gf run -f` reads, or a curl line); creating it opens its page, where
+ * the wallet funds it.
+ */
+export default function NewJobPage() {
+  const { gf } = useApi();
+  const [, navigate] = useLocation();
+  const [draft, setDraft] = useState<Draft>(EMPTY);
+  const [tried, setTried] = useState(false);
+  const offers = useQuery({ queryKey: ['capacity', 'new-job'], queryFn: () => gf.capacity.list({ limit: 100 }), refetchInterval: 30_000 });
+  const pricing = useQuery({ queryKey: ['pricing'], queryFn: () => gf.pricing(), staleTime: 300_000 });
+  const { spec, errors } = useMemo(() => specOf(draft), [draft]);
+  const create = useMutation({
+    mutationFn: () => gf.jobs.create(spec),
+    onSuccess: (created) => navigate(`/jobs/${encodeURIComponent(created.job.id)}`),
+  });
+  const serverErrors = create.error instanceof GfError ? create.error.details : [];
+  const shown = tried ? [...errors, ...serverErrors.filter((s) => !errors.some((e) => e.field === s.field))] : [];
+  // The shared schema's messages start with the field's path; the form's own say it from the input they sit under.
+  const errorAt = (input: InputName) => shown.filter((e) => inputOf(e.field) === input).map((e) => e.message);
+  const elsewhere = shown.filter((e) => inputOf(e.field) === null);
+  const set = <K extends keyof Draft>(key: K) => (value: Draft[K]) => {
+    setDraft((d) => ({ ...d, [key]: value }));
+    if (create.isError) create.reset();
+  };
+  const choices = classChoices(offers.data?.data ?? []);
+  const chosen = choices.find((c) => c.classId === draft.gpuClass);
+  const json = JSON.stringify(spec, null, 2);
+
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    setTried(true);
+    if (errors.length === 0) create.mutate();
+  };
+
+  return (
+    <Page title="New job" heading="New job" actions={<Link href="/jobs">Back to jobs</Link>}>
+      <form className="new-job" onSubmit={submit} noValidate aria-label="New job">
+        {tried && shown.length > 0 ? (
+          <div className="error-state" role="alert">
+            <p className="error-title">The job cannot be created as it is: {shown.length === 1 ? 'one field needs' : `${shown.length} fields need`} a change.</p>
+            {elsewhere.length > 0 ? (
+              <ul>
+                {elsewhere.map((e) => (
+                  <li key={e.field}>{e.message}</li>
+                ))}
+              </ul>
+            ) : null}
+          </div>
+        ) : null}
+        <section className="card" aria-labelledby="what-heading">
+          <h2 id="what-heading">What to run</h2>
+          <TextField label="Title" hint={`Optional, up to ${JOB_SPEC_LIMITS.titleMaxChars} characters.`} value={draft.title} onChange={set('title')} errors={errorAt('title')} />
+          <TextField label="Image" hint="A container image the machine pulls, e.g. ghcr.io/you/job:1. Pin its exact bytes with @sha256:<digest>." value={draft.image} onChange={set('image')} errors={errorAt('image')} required />
+          <fieldset className="field">
+            <legend>Command</legend>
+            {(
+              [
+                ['script', 'Shell script (sh -c)'],
+                ['args', 'Arguments, one per line (no shell)'],
+                ['image', 'The image’s own command'],
+              ] as const
+            ).map(([mode, label]) => (
+              <label key={mode} className="check">
+                <input type="radio" name="commandMode" checked={draft.commandMode === mode} onChange={() => set('commandMode')(mode)} />
+                {label}
+              </label>
+            ))}
+          </fieldset>
+          {draft.commandMode === 'script' ? <TextArea label="Script" hint="Runs as sh -c. Write results under the output path below." value={draft.script} onChange={set('script')} errors={errorAt('command')} rows={6} /> : null}
+          {draft.commandMode === 'args' ? <TextArea label="Arguments" hint="The first line is the program; each further line one argument, passed as is." value={draft.args} onChange={set('args')} errors={errorAt('command')} rows={4} /> : null}
+          {draft.commandMode === 'image' ? <FieldErrors id="command-errors" errors={errorAt('command')} /> : null}
+          <TextArea label="Environment" hint="NAME=value, one per line; at most 32. Hosts can read these: names that look like secrets are refused." value={draft.env} onChange={set('env')} errors={errorAt('env')} rows={3} />
+          <TextField label="Output path" hint="Files written under this folder are the job’s output, hashed and kept for download (1 GiB at most)." value={draft.outputPath} onChange={set('outputPath')} errors={errorAt('outputPath')} />
+          <label className="check">
+            <input type="checkbox" checked={draft.deterministic} onChange={(e) => set('deterministic')(e.target.checked)} />
+            Deterministic: the same inputs give the same output (lets the result be verified where a verifier exists)
+          </label>
+        </section>
+
+        <section className="card" aria-labelledby="where-heading">
+          <h2 id="where-heading">Where it runs</h2>
+          <TextField label="GPUs" hint={`${JOB_SPEC_LIMITS.gpuCountMin} to ${JOB_SPEC_LIMITS.gpuCountMax}, all on one machine.`} value={draft.gpuCount} onChange={set('gpuCount')} errors={errorAt('gpuCount')} inputMode="numeric" />
+          <SelectField label="GPU class" value={draft.gpuClass} onChange={set('gpuClass')} errors={errorAt('gpuClass')} hint={offers.isError ? `The offers could not be loaded (${reasonOf(offers.error)}); any class that fits is used.` : choices.length === 0 && offers.isSuccess ? 'No GPUs are offered right now: the job waits in the queue until a machine that fits is offered.' : 'From the offers on the market now.'}>
+            <option value="">Any class that fits</option>
+            {choices.map((c) => (
+              <option key={c.classId} value={c.classId}>
+                {c.label}: from {usd(c.lowestPrice)}/GPU-hour, {c.available} available
+              </option>
+            ))}
+          </SelectField>
+          {chosen && count(draft.gpuCount) > chosen.maxPerMachine ? (
+            <p className="notice" role="status">
+              No machine offers {count(draft.gpuCount)} {chosen.label} GPUs free at once now (at most {chosen.maxPerMachine}): the job waits until one does.
+            </p>
+          ) : null}
+          <TextField label="Minimum VRAM per GPU (GB)" hint="Optional." value={draft.minimumVramGb} onChange={set('minimumVramGb')} errors={errorAt('minimumVramGb')} inputMode="numeric" />
+          <SelectField label="Region preference" value={draft.region} onChange={set('region')} errors={errorAt('region')} hint="A preference, not a guarantee.">
+            <option value="">Anywhere</option>
+            {REGIONS.map((r) => (
+              <option key={r.key} value={r.key}>
+                {r.label}
+              </option>
+            ))}
+          </SelectField>
+        </section>
+
+        <section className="card" aria-labelledby="cost-heading">
+          <h2 id="cost-heading">What it may cost</h2>
+          <TextField label="Price cap (USD per GPU-hour)" hint="Optional: without one, the highest price among the offers that fit now." value={draft.maxPrice} onChange={set('maxPrice')} errors={errorAt('maxPrice')} inputMode="decimal" placeholder={chosen ? (chosen.lowestPrice / 1e6).toFixed(2) : '0.50'} />
+          <TextField label="Runtime limit (minutes)" hint="The container is stopped at this limit; you pay for what it used, at least the minimum billing time." value={draft.runtimeMinutes} onChange={set('runtimeMinutes')} errors={errorAt('runtime')} inputMode="numeric" />
+          <SelectField label="Pay with" value={draft.paymentToken} onChange={(v) => set('paymentToken')(v as Draft['paymentToken'])} errors={errorAt('paymentToken')}>
+            <option value="eth">ETH</option>
+            <option value="stable">USD stablecoin</option>
+          </SelectField>
+          <p role="status">{maxCostLine(draft, pricing.data?.platformFeeBps)}</p>
+        </section>
+
+        <section className="card" aria-labelledby="spec-heading">
+          <h2 id="spec-heading">The spec</h2>
+          <p className="muted">What the form sends to POST /v1/jobs: save it as a file for gf run -f, or send it with curl and an API key.</p>
+          <pre className="spec" aria-label="Job spec as JSON" tabIndex={0}>{json}</pre>
+          <CopyButton text={json} label="Copy JSON" />
+          <CopyButton text={`curl -X POST "$GF_ENDPOINT/v1/jobs" -H "Authorization: Bearer $GF_API_KEY" -H 'content-type: application/json' -d ${shellQuote(JSON.stringify(spec))}`} label="Copy as curl" />
+        </section>
+
+        <div className="page-actions">
+          <button type="submit" className="primary" disabled={create.isPending}>
+            {create.isPending ? 'Creating…' : 'Create job'}
+          </button>
+          <span className="muted">Next: fund it from your wallet on its page.</span>
+        </div>
+        {create.isError && !(create.error instanceof GfError && create.error.details.length > 0) ? (
+          <p className="tx tx-failed" role="alert">
+            Could not create the job: {reasonOf(create.error)}
+          </p>
+        ) : null}
+      </form>
+    </Page>
+  );
+}
+
+const count = (text: string) => (/^\d+$/.test(text.trim()) ? Number(text.trim()) : 0);
+
+/** "At most $X (compute $Y + fee $Z)" for the cap, count and runtime typed, once all three are numbers. */
+function maxCostLine(draft: Draft, feeBps: number | undefined): string {
+  const price = parseUsdToMicroUsd(draft.maxPrice.trim());
+  const gpus = count(draft.gpuCount);
+  const minutes = count(draft.runtimeMinutes);
+  if (!draft.maxPrice.trim() || !price.ok || gpus === 0 || minutes === 0 || feeBps === undefined) {
+    return 'The most it can cost is fixed when it is created: price cap × GPUs × runtime limit, plus the platform fee. Type a price cap to see it here.';
+  }
+  try {
+    const cost = maxCostMicroUsd({ maxPricePerGpuHourMicroUsd: price.microUsd, gpuCount: gpus, maxRuntimeSeconds: minutes * 60, platformFeeBps: feeBps });
+    return `At most ${usd(cost.totalMicroUsd)} (compute ${usd(cost.computeMicroUsd)} + fee ${usd(cost.feeMicroUsd)}), held in escrow; what the job does not use goes back to your wallet.`;
+  } catch {
+    return 'The price cap, GPUs and runtime limit give a maximum cost beyond what the escrow holds: lower one of them.';
+  }
+}
+
+interface FieldProps<T> {
+  label: string;
+  value: T;
+  onChange: (value: T) => void;
+  errors: string[];
+  hint?: string;
+}
+
+function FieldErrors({ id, errors }: { id: string; errors: string[] }) {
+  if (errors.length === 0) return null;
+  return (
+    <span id={id} className="field-error">
+      {errors.join('; ')}
+    </span>
+  );
+}
+
+/** A labelled control with its hint and errors, tied to it by `aria-describedby`. */
+function Field({ label, hint, errors, children }: { label: string; hint?: string; errors: string[]; children: (ids: { id: string; describedBy: string | undefined; invalid: boolean }) => ReactNode }) {
+  const id = useId();
+  const described = [hint ? `${id}-hint` : null, errors.length > 0 ? `${id}-errors` : null].filter(Boolean).join(' ');
+  return (
+    <div className="field">
+      <label htmlFor={id}>{label}</label>
+      {children({ id, describedBy: described || undefined, invalid: errors.length > 0 })}
+      {hint ? (
+        <span id={`${id}-hint`} className="muted">
+          {hint}
+        </span>
+      ) : null}
+      <FieldErrors id={`${id}-errors`} errors={errors} />
+    </div>
+  );
+}
+
+function TextField({ label, value, onChange, errors, hint, required, inputMode, placeholder }: FieldProps<string> & { required?: boolean; inputMode?: 'numeric' | 'decimal'; placeholder?: string }) {
+  return (
+    <Field label={label} hint={hint} errors={errors}>
+      {({ id, describedBy, invalid }) => <input id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-describedby={describedBy} aria-invalid={invalid} required={required} inputMode={inputMode} placeholder={placeholder} />}
+    </Field>
+  );
+}
+
+function TextArea({ label, value, onChange, errors, hint, rows }: FieldProps<string> & { rows: number }) {
+  return (
+    <Field label={label} hint={hint} errors={errors}>
+      {({ id, describedBy, invalid }) => <textarea id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-describedby={describedBy} aria-invalid={invalid} rows={rows} spellCheck={false} />}
+    </Field>
+  );
+}
+
+function SelectField({ label, value, onChange, errors, hint, children }: FieldProps<string> & { children: ReactNode }) {
+  return (
+    <Field label={label} hint={hint} errors={errors}>
+      {({ id, describedBy, invalid }) => (
+        <select id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-describedby={describedBy} aria-invalid={invalid}>
+          {children}
+        </select>
+      )}
+    </Field>
+  );
+}
