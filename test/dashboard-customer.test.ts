@@ -118,6 +118,10 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await page.getByText(/Mined: Approve early/).waitFor({ timeout: 60_000 });
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Released', 'released on chain by the approval');
   await page.getByText('Escrow status: released').waitFor({ timeout: 60_000 });
+  await page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} RELEASED`) }).waitFor();
+  t.pass('the badge says the payment was released, not only that the job completed');
+  await page.getByText(/^closed early: the payment was released before its end/).waitFor();
+  t.pass('the challenge window reads closed by the approval, not as a time still ahead');
   const released = await jobOf(apiKey, created.job.id);
   t.match(released.receipt?.transactions.release, /^0x[0-9a-f]{64}$/, 'the release transaction is recorded');
   await page.getByText(released.receipt!.transactions.release!.slice(0, 10)).first().waitFor();
@@ -129,6 +133,7 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
 
   await page.getByRole('link', { name: 'Jobs', exact: true }).click();
   await page.getByRole('table', { name: 'Jobs' }).getByRole('link', { name: new RegExp(created.job.id) }).waitFor();
+  t.match((await page.getByRole('row').filter({ hasText: created.job.id }).textContent()) ?? '', /RELEASED/, 'the list shows the same badge');
   await lookAt(t, session, 'jobs list');
   await page.getByRole('link', { name: 'Billing' }).click();
   await page.getByRole('table', { name: 'Totals per month' }).waitFor();
@@ -161,6 +166,9 @@ t.test('behavior: dispute a completed job from the page and see it held; a tampe
   t.equal((await escrowJob(market, done.receipt!.jobKey as Hex)).statusName, 'Disputed', 'disputed on chain: no release until resolved');
   await page.getByText('Escrow status: disputed').waitFor({ timeout: 60_000 });
   t.equal(await page.getByRole('button', { name: 'Approve early' }).count(), 0, 'no approval offered once disputed');
+  await page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} DISPUTED`) }).waitFor();
+  await page.getByText(/^closed by the dispute, before its end/).waitFor();
+  t.pass('the badge and the challenge window say the payment is held by the dispute');
   await lookAt(t, session, 'job: disputed');
   const held = await until(async () => {
     const j = await customer.getJob(created.job.id);
@@ -243,6 +251,8 @@ t.test('behavior: cancel a funded job that no machine fits from its page, after 
   await page.getByText(/Mined: Claim refund/).waitFor({ timeout: 60_000 });
   t.equal((await escrowJob(market, canceled.payment.escrowJobKey as Hex)).statusName, 'Refunded', 'the escrow refunded the deposit on chain');
   await page.getByRole('region', { name: 'Escrow' }).getByText('Refunded', { exact: true }).waitFor({ timeout: 60_000 });
+  await page.getByRole('heading', { name: new RegExp(`Job ${id} REFUNDED`) }).waitFor();
+  t.pass('the badge says the deposit went back');
   await lookAt(t, session, 'job: canceled and refunded');
 });
 
@@ -286,6 +296,7 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   await page.getByRole('button', { name: 'Fund job' }).click();
   await page.getByText('Done: Funding confirmed').waitFor({ timeout: 120_000 });
   await page.getByRole('heading', { name: new RegExp(`Job ${jobId} COMPLETED`) }).waitFor({ timeout: 180_000 });
+  t.match((await page.getByRole('region', { name: 'Funding' }).textContent()) ?? '', /^Funding\s*Funded: the escrow holds at most/, 'the funding card no longer says the job waits for its escrow');
   await page.getByLabel('Log lines').getByText('hello from the form').waitFor();
   await page.getByText('from the form', { exact: true }).waitFor();
   t.equal(((await session.api('GET', `/jobs/${jobId}/timeline`)).body as { title: string | null }).title, 'from the form', 'the job has the title typed');

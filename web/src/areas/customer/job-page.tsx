@@ -78,7 +78,7 @@ export default function JobPage({ id }: { id: string }) {
       title={`Job ${j.id}`}
       heading={
         <>
-          Job <code>{j.id}</code> <StatusBadge status={j.status} />
+          Job <code>{j.id}</code> <StatusBadge job={j} />
         </>
       }
       actions={
@@ -104,7 +104,7 @@ export default function JobPage({ id }: { id: string }) {
         <section aria-labelledby="fund-heading" className="card">
           <h2 id="fund-heading">{j.status === 'CREATED' ? 'Fund this job' : 'Funding'}</h2>
           <p>
-            The job waits for its escrow: at most {tokenAmount(j.payment.maxPayment, j.payment.decimals, j.payment.symbol)} (up to {usd(j.pricing.maxCostMicroUsd)}) is locked; what it does not cost comes back.
+            {j.status === 'CREATED' ? 'The job waits for its escrow: at most' : 'Funded: the escrow holds at most'} {tokenAmount(j.payment.maxPayment, j.payment.decimals, j.payment.symbol)} (up to {usd(j.pricing.maxCostMicroUsd)}){j.status === 'CREATED' ? ' is locked' : ''}; what the job does not cost comes back.
           </p>
           <FundJob job={j} onStart={() => setFundingStarted(true)} onDone={watchForChange} />
         </section>
@@ -116,6 +116,17 @@ export default function JobPage({ id }: { id: string }) {
       <JobArtifacts job={j} />
     </Page>
   );
+}
+
+/**
+ * The challenge window once the escrow left `completed`: it may have closed before its end time,
+ * by an approval or a dispute, so the time alone would read as a window still open.
+ */
+function windowClosed(receipt: Pick<NonNullable<Job['receipt']>, 'status' | 'disputeOutcome'>, endsAt: string): string {
+  const early = Date.parse(endsAt) > Date.now();
+  if (receipt.status === 'disputed' || receipt.disputeOutcome !== null) return `closed by the dispute${early ? `, before its end (${when(endsAt)})` : ''}`;
+  if (receipt.status === 'released' && early) return `closed early: the payment was released before its end (${when(endsAt)})`;
+  return `closed at ${when(endsAt)}`;
 }
 
 function TxRow({ label, hash, children }: { label: string; hash: string | null; children?: ReactNode }) {
@@ -167,7 +178,7 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
                     ends {when(r.challengeEndsAt)}: <Countdown to={r.challengeEndsAt} onEnd={closeWindow} />
                   </>
                 ) : (
-                  <>closed ({when(r.challengeEndsAt)})</>
+                  <>{windowClosed(r, r.challengeEndsAt)}</>
                 )}
               </TxRow>
             ) : null}

@@ -79,7 +79,7 @@ export function JobsPage() {
               rowKey={(job) => job.id}
               columns={[
                 { header: 'Job', cell: (job) => <Link href={`/jobs/${encodeURIComponent(job.id)}`}>{job.id}</Link> },
-                { header: 'Status', cell: (job) => <StatusBadge status={job.status} /> },
+                { header: 'Status', cell: (job) => <StatusBadge job={job} /> },
                 { header: 'GPU', cell: (job) => (job.assignment ? `${job.assignment.gpu.count} × ${job.assignment.gpu.model}` : <span className="muted">not assigned</span>) },
                 { header: 'Cost', cell: costOf, className: 'num' },
               ]}
