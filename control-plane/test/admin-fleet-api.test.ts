@@ -38,9 +38,15 @@ t.test('admin actions through HTTP', async (t) => {
     t.same(await agent.next('drain'), { type: 'drain', undrain: false, reason: 'swap PSU' });
     const audit = (await app.inject({ url: '/admin/api/audit', headers: session(asAdmin) })).json();
     t.match(audit.data[0], { actor: { kind: 'admin_wallet', id: admin.address.toLowerCase() }, action: 'machine.drain', targetType: 'machine', targetId: machineId, at: /^\d{4}-/ });
-    const table = (await app.inject({ url: '/admin/api/machines?state=draining', headers: session(asAdmin) })).json();
+    // Nothing runs on it: drained at once. A GPU reserved by an assignment keeps it draining.
+    const table = (await app.inject({ url: '/admin/api/machines?state=drained', headers: session(asAdmin) })).json();
     t.equal(table.total, 1);
-    t.match(table.data[0], { id: machineId, farm: { id: farmId }, state: 'draining', drainRequested: true, drainDeadline: deadline, gpuCount: 2 });
+    t.match(table.data[0], { id: machineId, farm: { id: farmId }, state: 'drained', drainRequested: true, drainDeadline: deadline, gpuCount: 2 });
+    await db.query('UPDATE machine_gpus SET busy = true WHERE machine_id = $1', [machineId]);
+    const busy = (await app.inject({ url: '/admin/api/machines?state=draining', headers: session(asAdmin) })).json();
+    t.match(busy.data, [{ id: machineId, state: 'draining' }], 'draining while a job holds its GPUs');
+    t.match((await app.inject({ url: '/admin/api/fleet/overview?window=7d', headers: session(asAdmin) })).json().machines, { draining: 1, drained: 0 }, 'the overview counts it the same way');
+    await db.query('UPDATE machine_gpus SET busy = false WHERE machine_id = $1', [machineId]);
     const events = (await app.inject({ url: `/admin/api/events?type=machine.drained&machine=${machineId}`, headers: session(asAdmin) })).json();
     t.match(events.data, [{ type: 'machine.drained', machineId, farmId, message: /swap PSU/ }]);
 

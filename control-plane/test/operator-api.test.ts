@@ -105,7 +105,12 @@ t.test('default: an operator sees its machines with their verdicts and the marke
 
   const drained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/drain`, headers: session(me, { csrf: true }), payload: { reason: 'new fans' } });
   t.equal(drained.statusCode, 200, drained.body);
-  t.match(drained.json(), { id: priced.id, state: 'draining', drainRequested: true, earning: { earning: false, code: 'draining', fix: /gf-agent undrain/ } });
+  t.match(drained.json(), { id: priced.id, state: 'drained', drainRequested: true, earning: { earning: false, code: 'draining', fix: /gf-agent undrain/ } });
+  const lastJob = await insertJob(db, 'RUNNING');
+  await insertAssignment(db, { jobId: lastJob, machineId: priced.id, state: 'running' });
+  const listed = (await app.inject({ url: '/operator/api/machines', headers: session(me) })).json().data;
+  t.match(listed.find((m: { id: string }) => m.id === priced.id), { state: 'draining', currentJobId: lastJob }, 'draining while a job still runs on it');
+  await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE job_id = $1`, [lastJob]);
   const undrained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/undrain`, headers: session(me, { csrf: true }), payload: {} });
   t.match(undrained.json(), { state: 'online', drainRequested: false, earning: { code: 'offered' } });
 

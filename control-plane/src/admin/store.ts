@@ -119,7 +119,7 @@ export interface AdminMachineDbRow {
 
 // One place for how a machine's state and verdict read from its row: the table's filters, sorts
 // and the overview's counts all agree. Failed (its own report unhealthy) before cordoned before
-// draining: what keeps it from work first.
+// draining (a job still runs) or drained (none does): what keeps it from work first.
 const MACHINE_ROWS = `
   WITH g AS (
     SELECT machine_id, count(*)::int AS gpu_count, bool_or(busy) AS busy,
@@ -133,7 +133,8 @@ const MACHINE_ROWS = `
       CASE WHEN m.status IN ('offline', 'disabled') THEN 'offline'
            WHEN m.status = 'unhealthy' OR coalesce(g.failed_gpus = g.gpu_count, false) THEN 'failed'
            WHEN m.cordoned THEN 'cordoned'
-           WHEN m.drain_requested OR m.status = 'draining' THEN 'draining'
+           WHEN (m.drain_requested OR m.status = 'draining') AND coalesce(g.busy, false) THEN 'draining'
+           WHEN m.drain_requested OR m.status = 'draining' THEN 'drained'
            WHEN coalesce(g.busy, false) THEN 'busy'
            ELSE 'online' END AS state,
       -- machineHealthVerdict (shared/src/fleet/gpu-health.ts) in SQL, so the table filters and counts by it.
@@ -215,7 +216,7 @@ export async function findAdminMachine(db: Queryable, machineId: string): Promis
 /** Machines per state, for the overview (the same state rule as the table). */
 export async function countMachinesByState(db: Queryable): Promise<Record<AdminMachineState, number>> {
   const rows = await db.query<{ state: AdminMachineState; n: number }>(`${MACHINE_ROWS} SELECT state, count(*)::int AS n FROM rows GROUP BY state`);
-  const counts: Record<AdminMachineState, number> = { online: 0, busy: 0, draining: 0, offline: 0, failed: 0, cordoned: 0 };
+  const counts: Record<AdminMachineState, number> = { online: 0, busy: 0, draining: 0, drained: 0, offline: 0, failed: 0, cordoned: 0 };
   for (const r of rows) counts[r.state] = r.n;
   return counts;
 }

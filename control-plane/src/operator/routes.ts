@@ -89,12 +89,12 @@ function iso(at: Date | null): string | null {
   return at === null ? null : new Date(at).toISOString();
 }
 
-/** The machine's state, as the admin table decides it (offline, failed, cordoned, draining, busy, online). */
+/** The machine's state, as the admin table decides it (offline, failed, cordoned, draining or drained, busy, online). */
 function machineState(m: MachineFactsRow): MachineState {
   if (m.status === 'offline' || m.status === 'disabled') return 'offline';
   if (m.status === 'unhealthy') return 'failed';
   if (m.cordoned) return 'cordoned';
-  if (m.drainRequested || m.status === 'draining') return 'draining';
+  if (m.drainRequested || m.status === 'draining') return m.currentJobId ? 'draining' : 'drained';
   return m.currentJobId ? 'busy' : 'online';
 }
 

@@ -20,7 +20,8 @@ const nextCursor = z.string().nullable();
 export const healthVerdictSchema = z.enum(GPU_HEALTH_VERDICTS);
 
 /** A machine's state as admins filter it; `machineStateSql` (control plane) and the operator view derive it. */
-export const MACHINE_STATES = ['online', 'busy', 'draining', 'offline', 'failed', 'cordoned'] as const;
+/** `draining`: asked to drain and still running a job; `drained`: asked to drain, with nothing left running. */
+export const MACHINE_STATES = ['online', 'busy', 'draining', 'drained', 'offline', 'failed', 'cordoned'] as const;
 export const machineStateSchema = z.enum(MACHINE_STATES);
 export type MachineState = z.infer<typeof machineStateSchema>;
 
@@ -51,7 +52,7 @@ const farmRef = z.object({ id: z.string(), slug: z.string() });
 const percentiles = z.object({ p50: z.number().nullable(), p95: z.number().nullable() });
 
 export const fleetOverviewSchema = z.object({
-  machines: z.object({ online: z.int(), busy: z.int(), draining: z.int(), offline: z.int(), failed: z.int(), cordoned: z.int() }),
+  machines: z.object({ online: z.int(), busy: z.int(), draining: z.int(), drained: z.int(), offline: z.int(), failed: z.int(), cordoned: z.int() }),
   gpus: z.array(z.object({ classId: z.string(), regionKey: z.string(), free: z.int(), busy: z.int() })),
   jobs: z.object({ queued: z.int(), running: z.int() }),
   queueWaitSeconds: percentiles,
