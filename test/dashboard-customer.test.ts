@@ -7,7 +7,7 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { createClient, type JobSpec } from '@gpufarm/client';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { createFsBlobStore } from '@gpufarm/control-plane/artifacts/fs-blob-store.js';
-import { VERIFICATION_LEVEL_TEXT, type Job } from '@gpufarm/shared';
+import { tokenUnitsToDecimalString, VERIFICATION_LEVEL_TEXT, type Job } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard, type DashboardSession } from './helpers/dashboard.js';
@@ -107,14 +107,28 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await lookAt(t, session, 'job: completed, output verified');
 
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Completed', 'the challenge window is open');
+  // Approving asks first, with what moves: the payment out, the rest of the deposit back.
+  const approveDialog = page.getByRole('dialog', { name: `Release the payment for job ${created.job.id} now?` });
+  const sentBefore = session.wallet.calls.filter((c) => c === 'eth_sendTransaction').length;
+  await page.getByRole('button', { name: 'Approve early' }).click();
+  const asked = (await approveDialog.textContent()) ?? '';
+  const paid = tokenUnitsToDecimalString(BigInt(job.receipt!.amount), job.payment.decimals);
+  const back = tokenUnitsToDecimalString(BigInt(job.payment.maxPayment) - BigInt(job.receipt!.amount), job.payment.decimals);
+  t.ok(asked.includes(`${paid} ${job.payment.symbol} (`) && asked.includes(`goes to the machine's farm and gpufarm's fee, and the rest of your deposit, ${back} ${job.payment.symbol}, comes back`), `the confirmation names the payment and what comes back: ${asked}`);
+  await lookAt(t, session, 'job: approve confirmation');
+  await approveDialog.getByRole('button', { name: 'Not now' }).click();
+  await approveDialog.waitFor({ state: 'hidden' });
+  t.equal(session.wallet.calls.filter((c) => c === 'eth_sendTransaction').length, sentBefore, '"Not now" sends nothing');
   session.wallet.rejectNextTransaction();
   await page.getByRole('button', { name: 'Approve early' }).click();
+  await approveDialog.getByRole('button', { name: 'Approve and release' }).click();
   const refused = page.getByRole('alert').filter({ hasText: /Failed: Approve early/ });
   await refused.waitFor();
   t.match((await refused.textContent()) ?? '', /rejected/i, 'a refused transaction shows as failed, with the reason');
   await lookAt(t, session, 'job: approval refused in the wallet');
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Completed', 'nothing changed on chain');
   await page.getByRole('button', { name: 'Approve early' }).click();
+  await approveDialog.getByRole('button', { name: 'Approve and release' }).click();
   await page.getByText(/Mined: Approve early/).waitFor({ timeout: 60_000 });
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Released', 'released on chain by the approval');
   await page.getByText('Escrow status: released').waitFor({ timeout: 60_000 });
@@ -162,6 +176,9 @@ t.test('behavior: dispute a completed job from the page and see it held; a tampe
   const { page } = session;
   await page.goto(created.job.links.dashboard);
   await page.getByRole('button', { name: 'Dispute' }).click();
+  const disputeDialog = page.getByRole('dialog', { name: `Dispute the result of job ${created.job.id}?` });
+  t.match((await disputeDialog.textContent()) ?? '', /The escrow holds the whole deposit, [0-9.]+ \S+, and pays nobody until gpufarm resolves the dispute/, 'the confirmation says the deposit is held');
+  await disputeDialog.getByRole('button', { name: 'Dispute and hold the payment' }).click();
   await page.getByText(/Mined: Dispute/).waitFor({ timeout: 60_000 });
   t.equal((await escrowJob(market, done.receipt!.jobKey as Hex)).statusName, 'Disputed', 'disputed on chain: no release until resolved');
   await page.getByText('Escrow status: disputed').waitFor({ timeout: 60_000 });
@@ -205,6 +222,7 @@ t.test('behavior: a refund the escrow could not send to the wallet shows on the 
   // While the approval releases the job, the wallet refuses ETH: its refund stays in the escrow.
   await whileRefusingEth(market, wallet.address, async () => {
     await page.getByRole('button', { name: 'Approve early' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Approve and release' }).click();
     await page.getByText(/Mined: Approve early/).waitFor({ timeout: 60_000 });
   });
   t.equal(await ethWithdrawable(market, wallet.address), BigInt(done.payment.maxPayment) - BigInt((await escrowJob(market, done.receipt!.jobKey as Hex)).payout), 'the refund waits in the escrow');

@@ -14,6 +14,7 @@ export function ConfirmButton({
   dismissLabel = 'Cancel',
   danger = false,
   disabled = false,
+  small = true,
   children,
   run,
   onDone,
@@ -25,6 +26,8 @@ export function ConfirmButton({
   dismissLabel?: string;
   danger?: boolean;
   disabled?: boolean;
+  /** The opening button in the small size (lists, headers); false: a page's main action. */
+  small?: boolean;
   children?: ReactNode;
   run: () => Promise<unknown>;
   onDone?: () => void;
@@ -47,7 +50,7 @@ export function ConfirmButton({
     <>
       <button
         type="button"
-        className={danger ? 'danger button-small' : 'button-small'}
+        className={[danger ? 'danger' : small ? null : 'primary', small ? 'button-small' : null].filter(Boolean).join(' ')}
         disabled={disabled}
         onClick={() => {
           action.reset();

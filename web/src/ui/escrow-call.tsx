@@ -1,9 +1,10 @@
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
-import { useState } from 'react';
+import { useState, type ReactNode } from 'react';
 import type { Address, Hash as TxHash, Hex } from 'viem';
 import { useConfig } from 'wagmi';
 import { getConnection, switchChain, waitForTransactionReceipt, writeContract } from 'wagmi/actions';
 import { reasonOf } from '../lib/errors';
+import { ConfirmButton } from './confirm';
 import { useServiceIndex } from '../lib/index';
 import { TxStatus, type TxState } from './tx-status';
 
@@ -69,11 +70,19 @@ export function useEscrowCall() {
 /** True while a call is waiting for the wallet or for its transaction to be mined. */
 export const isBusy = (state: TxState) => state.phase === 'wallet' || state.phase === 'pending';
 
+/** A dialog before the wallet is asked: what the call moves, and the button that sends it. */
+export interface EscrowConfirm {
+  title: string;
+  confirmLabel: string;
+  body: ReactNode;
+}
+
 /**
  * One escrow call from the connected wallet, with its state. The button shows while `available`;
  * the state of a call made here stays after the data moved on, so its outcome can still be read.
+ * With `confirm`, the button opens that dialog first and its confirm button sends the call.
  */
-export function EscrowCallButton({ label, call, available, danger = false, onMined }: { label: string; call: EscrowCall; available: boolean; danger?: boolean; onMined: () => void }) {
+export function EscrowCallButton({ label, call, available, danger = false, confirm, onMined }: { label: string; call: EscrowCall; available: boolean; danger?: boolean; confirm?: EscrowConfirm; onMined: () => void }) {
   const send = useEscrowCall();
   const [state, setState] = useState<TxState>({ phase: 'idle' });
   const run = async () => {
@@ -82,7 +91,12 @@ export function EscrowCallButton({ label, call, available, danger = false, onMin
   if (!available && state.phase === 'idle') return null;
   return (
     <div className="action">
-      {available ? (
+      {available && confirm ? (
+        // The dialog closes once confirmed; the wallet's steps then show beside the button.
+        <ConfirmButton label={label} title={confirm.title} confirmLabel={confirm.confirmLabel} dismissLabel="Not now" danger={danger} small={false} disabled={isBusy(state)} run={async () => void run()}>
+          {confirm.body}
+        </ConfirmButton>
+      ) : available ? (
         <button type="button" className={danger ? 'danger' : 'primary'} onClick={() => void run()} disabled={isBusy(state)}>
           {label}
         </button>

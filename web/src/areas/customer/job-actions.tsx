@@ -5,9 +5,9 @@ import type { Hex } from 'viem';
 import { getWalletClient } from 'wagmi/actions';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { tokenAmount } from '../../lib/format';
+import { tokenAmount, usd } from '../../lib/format';
 import { ConfirmButton } from '../../ui/confirm';
-import { EscrowCallButton, useChainWallet } from '../../ui/escrow-call';
+import { EscrowCallButton, useChainWallet, type EscrowConfirm } from '../../ui/escrow-call';
 import { TxStatus, type TxState } from '../../ui/tx-status';
 
 type EscrowAction = 'approve' | 'dispute' | 'claimRefund' | 'claimDisputeTimeout';
@@ -71,7 +71,41 @@ export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => voi
  * the wallet, with its state (see `EscrowCallButton`).
  */
 export function EscrowButton({ job, action, available, onMined }: { job: Job; action: EscrowAction; available: boolean; onMined: () => void }) {
-  return <EscrowCallButton label={ACTION_LABEL[action]} call={{ functionName: action, jobKey: job.payment.escrowJobKey as Hex }} available={available} danger={action === 'dispute'} onMined={onMined} />;
+  return <EscrowCallButton label={ACTION_LABEL[action]} call={{ functionName: action, jobKey: job.payment.escrowJobKey as Hex }} available={available} danger={action === 'dispute'} confirm={confirmOf(job, action)} onMined={onMined} />;
+}
+
+/**
+ * What Approve early and Dispute move, asked before the wallet is: both end the challenge
+ * window, one paying out now and one holding the deposit. Claims need no question: they only
+ * return the customer's own money.
+ */
+function confirmOf(job: Job, action: EscrowAction): EscrowConfirm | undefined {
+  const r = job.receipt;
+  if (!r || (action !== 'approve' && action !== 'dispute')) return undefined;
+  const amount = (units: bigint | string) => tokenAmount(units, job.payment.decimals, job.payment.symbol);
+  const back = BigInt(job.payment.maxPayment) - BigInt(r.amount);
+  const cost = job.cost ? ` (${usd(job.cost.totalMicroUsd)})` : '';
+  if (action === 'approve') {
+    return {
+      title: `Release the payment for job ${job.id} now?`,
+      confirmLabel: 'Approve and release',
+      body: (
+        <p>
+          {amount(r.amount)}
+          {cost} goes to the machine's farm and gpufarm's fee{back > 0n ? `, and the rest of your deposit, ${amount(back)}, comes back to your wallet` : ''}. The challenge window closes: the result can no longer be disputed.
+        </p>
+      ),
+    };
+  }
+  return {
+    title: `Dispute the result of job ${job.id}?`,
+    confirmLabel: 'Dispute and hold the payment',
+    body: (
+      <p>
+        The escrow holds the whole deposit, {amount(job.payment.maxPayment)}, and pays nobody until gpufarm resolves the dispute. If it is not resolved by its deadline, your whole deposit comes back. Approving early is no longer possible.
+      </p>
+    ),
+  };
 }
 
 /** The states `POST /v1/jobs/:id/cancel` accepts (the spec's cancel table); a running job is 409. */
