@@ -178,8 +178,12 @@ t.test('behavior: dispute a completed job from the page and see it held; a tampe
   await page.getByRole('button', { name: 'Dispute' }).click();
   const disputeDialog = page.getByRole('dialog', { name: `Dispute the result of job ${created.job.id}?` });
   t.match((await disputeDialog.textContent()) ?? '', /The escrow holds the whole deposit, [0-9.]+ \S+, and pays nobody until gpufarm resolves the dispute/, 'the confirmation says the deposit is held');
+  await disputeDialog.getByLabel(/^Why do you dispute the result/).fill('the output is not what the job writes');
+  await disputeDialog.getByLabel(/^Evidence/).fill('expected "disputed" in result.txt');
+  await lookAt(t, session, 'job: dispute confirmation with a reason');
   await disputeDialog.getByRole('button', { name: 'Dispute and hold the payment' }).click();
   await page.getByText(/Mined: Dispute/).waitFor({ timeout: 60_000 });
+  t.same(await market.query('SELECT dispute_reason, dispute_evidence FROM jobs WHERE id = $1', [created.job.id]), [{ dispute_reason: 'the output is not what the job writes', dispute_evidence: 'expected "disputed" in result.txt' }], 'the service stored the reason and evidence for the admin');
   t.equal((await escrowJob(market, done.receipt!.jobKey as Hex)).statusName, 'Disputed', 'disputed on chain: no release until resolved');
   await page.getByText('Escrow status: disputed').waitFor({ timeout: 60_000 });
   t.equal(await page.getByRole('button', { name: 'Approve early' }).count(), 0, 'no approval offered once disputed');

@@ -148,6 +148,7 @@ t.test('behavior: an admin resolves a dispute from the page: the transaction is 
   await page.goto(`${market.url}/admin/disputes`);
   const row = page.getByRole('row').filter({ hasText: created.job.id });
   await row.waitFor();
+  t.match((await row.textContent()) ?? '', /none given \(disputed outside the dashboard\)/, 'a dispute sent from the wallet alone says it has no reason');
   await lookAt(t, admin, 'admin: disputes');
   await row.getByRole('button', { name: 'Release' }).click();
   await page.getByRole('dialog', { name: `Release job ${created.job.id} to the farm?` }).getByRole('button', { name: 'Release' }).click();

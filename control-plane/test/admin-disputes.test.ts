@@ -37,7 +37,9 @@ async function setup(t: Test) {
   const token = c.deployment.stablecoin!.address as Address;
   const balance = (who: Address) => c.publicClient.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [who] });
   /** A job funded from the dashboard, run on the machine, completed on the escrow and disputed by the customer. */
-  const disputedJob = async (title: string) => {
+  const disputeReason = (jobId: string, body: unknown, as: SignedIn = customer) =>
+    test.app.inject({ method: 'POST', url: `/dashboard/api/jobs/${jobId}/dispute-reason`, headers: session(as, { csrf: true }), payload: body as object });
+  const disputedJob = async (title: string, words?: { reason: string; evidence?: string }) => {
     const created = await test.app.inject({ method: 'POST', url: '/dashboard/api/v1/jobs', headers: session(customer, { csrf: true }), payload: { title, image: 'ghcr.io/acme/x:1', gpu: { count: 1 }, maxRuntimeSeconds: 3600, paymentToken: 'stable' } });
     t.equal(created.statusCode, 201, created.body);
     const job = created.json().job as { id: string; payment: { escrowJobKey: Hex } };
@@ -53,9 +55,15 @@ async function setup(t: Test) {
     await applyTransition(db, { jobId: job.id, from: 'QUEUED', to: 'MATCHING', set: { assignment_id: assignmentId } });
     await db.query(`UPDATE assignments SET state = 'running', accepted_at = now(), started_at = now() WHERE id = $1`, [assignmentId]);
     await applyTransition(db, { jobId: job.id, from: 'MATCHING', to: 'RUNNING', assignmentId });
+    assertError(t, await disputeReason(job.id, { reason: 'too early' }), 'conflict', 409);
     await recordCompletion(test, { jobId: job.id, runtimeSeconds: 600, pricePerGpuHourMicroUsd: 400_000, resultHash: `0x${'ab'.repeat(32)}`, provider: PROVIDER });
     await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE id = $1`, [assignmentId]);
     await applyTransition(db, { jobId: job.id, from: 'RUNNING', to: 'COMPLETED', assignmentId });
+    if (words) {
+      const stored = await disputeReason(job.id, words);
+      t.equal(stored.statusCode, 200, stored.body);
+      t.match(stored.json(), { jobId: job.id, reason: words.reason, evidence: words.evidence ?? null, recordedAt: /^\d{4}-/ });
+    }
     const dispute = await c.wallet(3).writeContract({ address: c.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [job.payment.escrowJobKey] });
     await c.publicClient.waitForTransactionReceipt({ hash: dispute });
     await scanEscrowEvents({ db, escrow: test.escrow, startBlock: 0 });
@@ -63,18 +71,22 @@ async function setup(t: Test) {
   };
   const resolve = (as: SignedIn, jobId: string, outcome: string) =>
     test.app.inject({ method: 'POST', url: `/admin/api/jobs/${jobId}/resolve-dispute`, headers: { ...session(as, { csrf: true }), 'content-type': 'application/json' }, payload: JSON.stringify({ outcome }) });
-  return { c, ...test, customer, asAdmin, balance, disputedJob, resolve, checkedAnswers: checked };
+  return { c, ...test, customer, asAdmin, balance, disputedJob, disputeReason, resolve, checkedAnswers: checked };
 }
 
 t.test('behavior: release pays the recorded payout and fee; the escrow and the job record it', async (t) => {
-  const { c, db, app, escrow, asAdmin, balance, disputedJob, resolve, checkedAnswers } = await setup(t);
-  const { jobId, jobKey } = await disputedJob('released dispute');
+  const { c, db, app, escrow, asAdmin, balance, disputedJob, disputeReason, resolve, checkedAnswers } = await setup(t);
+  const { jobId, jobKey } = await disputedJob('released dispute', { reason: 'the output is empty', evidence: 'result.txt is 0 bytes; expected 4 KiB' });
+  assertError(t, await disputeReason(jobId, { reason: '   ' }), 'invalid_request', 400);
+  t.match((await disputeReason(jobId, { reason: '' })).json().error.details, [{ field: 'reason' }], 'an empty reason is refused, naming the field');
+  assertError(t, await disputeReason(jobId, { reason: 'not mine' }, asAdmin), 'not_found', 404);
   const listed = (await app.inject({ url: '/admin/api/disputes', headers: session(asAdmin) })).json();
   const before = await readEscrowJob(escrow.chain, jobKey);
   t.same(listed.data, [{
     jobId, jobKey, customer: devWallet(3).address.toLowerCase(), provider: PROVIDER, token: c.deployment.stablecoin!.address.toLowerCase(), symbol: 'tUSDC', decimals: 6,
     amount: before.amount.toString(), payout: before.payout.toString(), fee: before.fee.toString(), disputedAt: listed.data[0].disputedAt,
     disputeEndsAt: new Date(Number(before.disputeEndsAt) * 1000).toISOString(),
+    reason: 'the output is empty', evidence: 'result.txt is 0 bytes; expected 4 KiB',
   }]);
   t.match(listed.data[0].disputedAt, /^\d{4}-/);
   t.equal(before.status, 'disputed');
@@ -100,8 +112,9 @@ t.test('behavior: release pays the recorded payout and fee; the escrow and the j
 });
 
 t.test('behavior: refund pays nothing out; the whole deposit goes back to the customer', async (t) => {
-  const { db, escrow, asAdmin, balance, disputedJob, resolve } = await setup(t);
+  const { app, db, escrow, asAdmin, balance, disputedJob, resolve } = await setup(t);
   const { jobId, jobKey } = await disputedJob('refunded dispute');
+  t.match((await app.inject({ url: '/admin/api/disputes', headers: session(asAdmin) })).json().data, [{ jobId, reason: null, evidence: null }], 'disputed from the wallet alone: no words');
   const before = await readEscrowJob(escrow.chain, jobKey);
   const [provider0, customer0] = await Promise.all([balance(PROVIDER), balance(devWallet(3).address)]);
   const res = await resolve(asAdmin, jobId, 'refund');

@@ -152,6 +152,8 @@ export const adminSessionRoutes: FastifyPluginAsync<{ db: Database; escrow: Escr
           amount: e ? e.amount.toString() : d.amount, payout: e ? e.payout.toString() : d.payout, fee: e ? e.fee.toString() : null, disputedAt: d.disputed_at?.toISOString() ?? null,
           // Past it the admin can no longer resolve: the escrow worker returns the whole deposit to the customer.
           disputeEndsAt: d.dispute_ends_at?.toISOString() ?? null,
+          reason: d.dispute_reason,
+          evidence: d.dispute_evidence,
         };
       }),
     };

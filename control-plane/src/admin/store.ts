@@ -37,6 +37,8 @@ export interface DisputeRow {
   payout: string | null;
   disputed_at: Date | null;
   dispute_ends_at: Date | null;
+  dispute_reason: string | null;
+  dispute_evidence: string | null;
 }
 
 /** Jobs in dispute (the escrow event scan saw the customer's `dispute`), oldest first. */
@@ -46,7 +48,8 @@ export function listDisputes(db: Queryable): Promise<DisputeRow[]> {
             (SELECT f.payout_address FROM assignments s JOIN machines m ON m.id = s.machine_id JOIN farms f ON f.id = m.farm_id
               WHERE s.job_id = j.id AND s.state = 'finished' ORDER BY s.finished_at DESC LIMIT 1) AS provider,
             j.payment_token AS token, j.payment_symbol AS symbol, j.payment_decimals AS decimals,
-            j.max_payment::text AS amount, j.settlement_amount::text AS payout, j.disputed_at, j.dispute_ends_at
+            j.max_payment::text AS amount, j.settlement_amount::text AS payout, j.disputed_at, j.dispute_ends_at,
+            j.dispute_reason, j.dispute_evidence
        FROM jobs j JOIN accounts a ON a.id = j.account_id
       WHERE j.settlement_status = 'disputed'
       ORDER BY j.disputed_at NULLS FIRST, j.id`,

@@ -16,6 +16,7 @@ import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import type { RateLimitStore } from '../http/rate-limit-store.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { withdrawalsOf } from '../jobs/deferred-payments.js';
+import { disputeReasonBodySchema, recordDisputeReason } from '../jobs/dispute-reason.js';
 import { waitingForCustomer } from '../jobs/deferred-payments-store.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
@@ -190,6 +191,14 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
   app.get(`${base}/jobs/:id/timeline`, { config: { auth: 'session' } }, async (request) => {
     const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
     return jobTimeline(db, { job, chainId: config.chainId });
+  });
+
+  // Dashboard only: why the customer disputes the job, sent before the wallet's `dispute` call.
+  app.post(`${base}/jobs/:id/dispute-reason`, { config: { auth: 'session' } }, async (request) => {
+    const accountId = sessionOf(request.webSession).accountId;
+    const job = await requireAccountJob(db, accountId, request.params);
+    const body = parseBody(disputeReasonBodySchema, request.body);
+    return recordDisputeReason(db, { accountId, jobId: job.id, ...body });
   });
 
   // Dashboard only: the account's shares of its jobs' releases that the escrow could not send

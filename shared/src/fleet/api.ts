@@ -209,6 +209,9 @@ export const disputeListSchema = z.object({
       disputedAt: iso.nullable(),
       /** Until when the dispute may be resolved; past it the escrow returns the whole deposit to the customer. Null: a dispute from before deadlines. */
       disputeEndsAt: iso.nullable(),
+      /** The customer's words from the dashboard (null: disputed without them, e.g. from a wallet directly). */
+      reason: z.string().nullable(),
+      evidence: z.string().nullable(),
     }),
   ),
 });

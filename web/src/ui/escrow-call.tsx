@@ -75,6 +75,8 @@ export interface EscrowConfirm {
   title: string;
   confirmLabel: string;
   body: ReactNode;
+  /** Runs before the wallet is asked (e.g. storing the dispute's reason); its error stays in the dialog and nothing is sent. */
+  prepare?: () => Promise<unknown>;
 }
 
 /**
@@ -93,7 +95,11 @@ export function EscrowCallButton({ label, call, available, danger = false, confi
     <div className="action">
       {available && confirm ? (
         // The dialog closes once confirmed; the wallet's steps then show beside the button.
-        <ConfirmButton label={label} title={confirm.title} confirmLabel={confirm.confirmLabel} dismissLabel="Not now" danger={danger} small={false} disabled={isBusy(state)} run={async () => void run()}>
+        <ConfirmButton label={label} title={confirm.title} confirmLabel={confirm.confirmLabel} dismissLabel="Not now" danger={danger} small={false} disabled={isBusy(state)} run={async () => {
+            await confirm.prepare?.();
+            void run();
+          }}
+        >
           {confirm.body}
         </ConfirmButton>
       ) : available ? (

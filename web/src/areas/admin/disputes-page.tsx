@@ -53,6 +53,7 @@ export function DisputesPage() {
             rowKey={(row) => row.jobId}
             columns={[
               { header: 'Job', cell: (row) => <code>{row.jobId}</code> },
+              { header: "Customer's reason", cell: (row) => <DisputeReason dispute={row} /> },
               { header: 'Disputed', cell: (row) => when(row.disputedAt) },
               { header: 'Deadline', cell: (row) => (row.disputeEndsAt ? <Deadline at={row.disputeEndsAt} /> : '—') },
               { header: 'Customer', cell: (row) => <Hash value={row.customer} label="customer wallet" /> },
@@ -65,6 +66,22 @@ export function DisputesPage() {
         )}
       </QueryState>
     </Page>
+  );
+}
+
+/** The customer's words, the evidence behind a disclosure; a dispute sent without the dashboard has none. */
+function DisputeReason({ dispute }: { dispute: Dispute }) {
+  if (!dispute.reason) return <span className="muted">none given (disputed outside the dashboard)</span>;
+  return (
+    <div className="dispute-reason">
+      <p>{dispute.reason}</p>
+      {dispute.evidence ? (
+        <details>
+          <summary>Evidence</summary>
+          <p className="pre-wrap">{dispute.evidence}</p>
+        </details>
+      ) : null}
+    </div>
   );
 }
 

@@ -3,7 +3,8 @@ import type { Job } from '@gpufarm/shared';
 import { useState } from 'react';
 import type { Hex } from 'viem';
 import { getWalletClient } from 'wagmi/actions';
-import { useApi } from '../../lib/api';
+import { anyAnswer, useApi } from '../../lib/api';
+import { DASHBOARD_API } from '../../lib/session-api';
 import { reasonOf } from '../../lib/errors';
 import { tokenAmount, usd } from '../../lib/format';
 import { ConfirmButton } from '../../ui/confirm';
@@ -71,7 +72,36 @@ export function FundJob({ job, onStart, onDone }: { job: Job; onStart: () => voi
  * the wallet, with its state (see `EscrowCallButton`).
  */
 export function EscrowButton({ job, action, available, onMined }: { job: Job; action: EscrowAction; available: boolean; onMined: () => void }) {
-  return <EscrowCallButton label={ACTION_LABEL[action]} call={{ functionName: action, jobKey: job.payment.escrowJobKey as Hex }} available={available} danger={action === 'dispute'} confirm={confirmOf(job, action)} onMined={onMined} />;
+  const api = useApi();
+  const [reason, setReason] = useState('');
+  const [evidence, setEvidence] = useState('');
+  let confirm = confirmOf(job, action);
+  if (confirm && action === 'dispute') {
+    confirm = {
+      ...confirm,
+      body: (
+        <>
+          {confirm.body}
+          <label className="field">
+            <span>Why do you dispute the result? (required; the admin who decides reads it)</span>
+            <textarea value={reason} onChange={(e) => setReason(e.target.value)} rows={3} maxLength={500} required />
+          </label>
+          <label className="field">
+            <span>Evidence (optional: what you expected, what you got, file names and hashes)</span>
+            <textarea value={evidence} onChange={(e) => setEvidence(e.target.value)} rows={4} maxLength={4000} />
+          </label>
+        </>
+      ),
+      prepare: () =>
+        api.request({
+          method: 'POST',
+          path: `${DASHBOARD_API}/jobs/${encodeURIComponent(job.id)}/dispute-reason`,
+          body: { reason, ...(evidence.trim() ? { evidence } : {}) },
+          schema: anyAnswer,
+        }),
+    };
+  }
+  return <EscrowCallButton label={ACTION_LABEL[action]} call={{ functionName: action, jobKey: job.payment.escrowJobKey as Hex }} available={available} danger={action === 'dispute'} confirm={confirm} onMined={onMined} />;
 }
 
 /**
