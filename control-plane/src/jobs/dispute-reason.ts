@@ -1,6 +1,7 @@
 import { ApiError, isCleanText } from '@gpufarm/shared';
 import { z } from 'zod';
 import type { Queryable } from '../db/database.js';
+import { setDisputeReason } from './store.js';
 
 /**
  * Why a customer disputes a job's result, in their words: the dashboard sends it just before the
@@ -36,13 +37,7 @@ export type DisputeReasonBody = z.infer<typeof disputeReasonBodySchema>;
  */
 export async function recordDisputeReason(db: Queryable, params: { accountId: string; jobId: string } & DisputeReasonBody): Promise<{ jobId: string; reason: string; evidence: string | null; recordedAt: string }> {
   const evidence = params.evidence ? params.evidence : null;
-  const [row] = await db.query<{ dispute_reason_at: Date }>(
-    `UPDATE jobs SET dispute_reason = $3, dispute_evidence = $4, dispute_reason_at = now()
-      WHERE id = $2 AND account_id = $1
-        AND (settlement_status = 'disputed' OR (settlement_status = 'completed' AND challenge_ends_at > now()))
-      RETURNING dispute_reason_at`,
-    [params.accountId, params.jobId, params.reason, evidence],
-  );
-  if (!row) throw new ApiError('conflict', `Job ${params.jobId} has no result in its challenge window and no open dispute: there is nothing to dispute.`);
-  return { jobId: params.jobId, reason: params.reason, evidence, recordedAt: new Date(row.dispute_reason_at).toISOString() };
+  const recordedAt = await setDisputeReason(db, { accountId: params.accountId, jobId: params.jobId, reason: params.reason, evidence });
+  if (!recordedAt) throw new ApiError('conflict', `Job ${params.jobId} has no result in its challenge window and no open dispute: there is nothing to dispute.`);
+  return { jobId: params.jobId, reason: params.reason, evidence, recordedAt: recordedAt.toISOString() };
 }

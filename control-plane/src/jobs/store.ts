@@ -506,3 +506,19 @@ export async function moveMatchedJobs(tx: Queryable, moves: readonly MatchedJobM
   return rows.map((r) => ({ jobId: r.id, seq: r.log_capped ? null : Number(r.seq) }));
 }
 
+
+/**
+ * Stores the customer's dispute words on their job while it can be or is disputed (its result on
+ * the escrow inside the challenge window, or a dispute undecided). When they were stored; null
+ * when the job is not in such a state (or not the account's).
+ */
+export async function setDisputeReason(db: Queryable, params: { accountId: string; jobId: string; reason: string; evidence: string | null }): Promise<Date | null> {
+  const [row] = await db.query<{ dispute_reason_at: Date }>(
+    `UPDATE jobs SET dispute_reason = $3, dispute_evidence = $4, dispute_reason_at = now()
+      WHERE id = $2 AND account_id = $1
+        AND (settlement_status = 'disputed' OR (settlement_status = 'completed' AND challenge_ends_at > now()))
+      RETURNING dispute_reason_at`,
+    [params.accountId, params.jobId, params.reason, params.evidence],
+  );
+  return row ? new Date(row.dispute_reason_at) : null;
+}
