@@ -254,6 +254,9 @@ t.test('behavior: cancel a funded job that no machine fits from its page, after 
   const session = await signInToDashboard(t, market, CUSTOMER.privateKey);
   const { page } = session;
   await page.goto(created.job.links.dashboard);
+  const noFit = page.getByRole('region', { name: 'No machine fits this job now' });
+  await noFit.waitFor();
+  t.match((await noFit.textContent()) ?? '', /The most memory per GPU offered is 24 GB; the job asks at least 1024 GB/, 'the page says why no machine fits');
   const dialog = page.getByRole('dialog', { name: `Cancel job ${id}?` });
   await page.getByRole('button', { name: 'Cancel job' }).click();
   await dialog.getByText(/becomes a refund you claim with your wallet/).waitFor();
@@ -324,4 +327,20 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   t.equal(((await session.api('GET', `/jobs/${jobId}/timeline`)).body as { title: string | null }).title, 'from the form', 'the job has the title typed');
   t.equal(((await session.api('GET', `/v1/jobs/${jobId}`)).body as Job).status, 'COMPLETED', 'and ran to its end, funded from its page');
   await lookAt(t, session, 'new job: run from the form');
+
+  // Run again: the form opens with this job's spec; creating it makes a new job.
+  const runs = page.getByRole('region', { name: 'What it runs' });
+  t.match((await runs.textContent()) ?? '', /echo "\$GREETING from the form"/, 'the job page shows the script it ran');
+  await runs.getByRole('link', { name: 'Run again' }).click();
+  await page.getByText(`Run again: the form holds job ${jobId}'s spec.`, { exact: false }).waitFor();
+  const again = page.getByRole('form', { name: 'New job' });
+  t.equal(await again.getByLabel('Image', { exact: true }).inputValue(), market.images.busybox.reference, 'the image is filled in');
+  t.equal(await again.getByLabel('Script', { exact: true }).inputValue(), 'echo "$GREETING from the form"; echo made > /output/result.txt', 'and the script');
+  t.equal(await again.getByLabel('Environment', { exact: true }).inputValue(), 'GREETING=hello', 'and the environment');
+  t.equal(await again.getByLabel('GPU class', { exact: true }).inputValue(), 'rtx-4090-24gb', 'and the class');
+  await lookAt(t, session, 'new job: run again');
+  await again.getByRole('button', { name: 'Create job' }).click();
+  const second = page.getByRole('heading', { name: /^Job job_\w+ CREATED/ });
+  await second.waitFor();
+  t.not(/Job (job_\w+)/.exec((await second.textContent()) ?? '')![1], jobId, 'a new job');
 });

@@ -147,6 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     config,
     chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId),
     signInLimits: { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt },
+    offerIndex: deps.offerIndex,
   });
   await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null });
   await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });

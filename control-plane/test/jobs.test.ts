@@ -138,8 +138,22 @@ t.test('behavior: with a cap and nothing matching now, the job is created and wa
   t.equal(created.job.pricing.maxCostMicroUsd, 1_716_000, '390000*4 for an hour, +10%');
   const nothing = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ gpu: { count: 16 }, maxPricePerGpuHourMicroUsd: 3_000_000 }) });
   t.equal(nothing.statusCode, 201);
-  t.match(nothing.json().estimate.assumptions.join('\n'), /no machine offered now fits the whole job; it waits for capacity/);
+  t.match(nothing.json().estimate.assumptions.join('\n'), /no machine offered now fits the whole job \(machines have at most \d+ GPU\(s\) each; the job asks 16 on one machine \(gpu\.count\)\); it waits for capacity/, 'and says why');
   t.notMatch(created.job.id, /^job_01/, 'ids are random, not time-ordered');
+});
+
+t.test('behavior: a job no machine fits is created with a cap, and its estimate says which requirement rules every machine out', async (t) => {
+  const { app, key } = await setup(t);
+  const why = async (extra: Record<string, unknown>) => {
+    const res = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: body({ maxPricePerGpuHour: 3, ...extra }) });
+    t.equal(res.statusCode, 201, res.body);
+    return jobCreatedSchema.parse(res.json()).estimate.assumptions.join('\n');
+  };
+  t.match(await why({ gpu: { count: 1, modelAllowlist: ['a100-80gb'] } }), /fits the whole job \(no machine of a100-80gb is offered now\)/, 'a class nobody offers');
+  t.match(await why({ gpu: { count: 1, minimumVramGb: 100 } }), /\(the most memory per GPU offered is 80 GB; the job asks at least 100 GB \(gpu\.minimumVramGb\)\)/, 'more memory than any GPU has');
+  t.notMatch(await why({ gpu: { count: 2, minimumVramGb: 40 } }), /no machine offered now fits/, 'two 80 GB GPUs fit the H100 machine: no reason given');
+  t.match(await why({ gpu: { count: 12, modelAllowlist: ['rtx-4090-24gb'] } }), /\(machines of rtx-4090-24gb have at most 8 GPU\(s\) each; the job asks 12 on one machine \(gpu\.count\)\)/, 'more GPUs than one machine has');
+  t.match(await why({ gpu: { count: 1, proven: true } }), /\(no machine that fits has proven its GPUs \(gpu\.proven\)\)/, 'proven GPUs only');
 });
 
 t.test('error: policy_rejected lists the findings', async (t) => {

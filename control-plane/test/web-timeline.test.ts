@@ -73,6 +73,8 @@ t.test('default: a job through its states, approved early: each state with its t
 
   const queued = await timeline(jobId);
   t.match(queued, { object: 'job_timeline', jobId, title: 'render frames' });
+  // The spec as accepted: what was sent, with the server's defaults written in.
+  t.match(queued.spec, { title: 'render frames', image: 'ghcr.io/acme/x:1', gpu: { count: 1 }, maxRuntimeSeconds: 3600, paymentToken: 'stable', workloadType: 'custom', networkPolicy: { mode: 'none' }, outputRules: [{ path: '/output' }] });
   t.same(states(queued), ['created', 'funded', 'queued']);
   t.equal(eventOf(queued, 'created')!.at, queued.createdAt);
   t.equal(eventOf(queued, 'funded')!.txHash, fundTx, 'the funding transaction');

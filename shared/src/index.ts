@@ -9,6 +9,7 @@ export * from './net/listen-address.js';
 export * from './schemas/index.js';
 export * from './dashboard/job-timeline.js';
 export * from './dashboard/withdrawals.js';
+export * from './dashboard/job-fit.js';
 export * from './fleet/earning.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';

@@ -30,6 +30,8 @@ export interface FitSummary {
   maxMinBillingSeconds: number;
   /** Classes of the matched machines, in the snapshot's class order (catalog order, then derived classes by id). */
   matchedClasses: string[];
+  /** When no machine fits: why not, for a person (`noFitReasons`); empty otherwise. */
+  noFitReasons: string[];
 }
 
 /**
@@ -51,6 +53,7 @@ export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
     maxPriceMicroUsd: 0,
     maxMinBillingSeconds: 0,
     matchedClasses: [],
+    noFitReasons: [],
   };
   for (let row = 0; row < s.size; row++) {
     const classIndex = s.classIdx[row]!;
@@ -68,5 +71,43 @@ export function summarizeFit(s: Snapshot, req: JobRequirements): FitSummary {
     matchedClass[classIndex] = 1;
   }
   out.matchedClasses = s.classes.filter((_, i) => matchedClass[i] === 1).map((c) => c.classId);
+  if (out.fitting === 0) out.noFitReasons = noFitReasons(s, req);
   return out;
+}
+
+const gb = (bytes: number) => Math.floor(bytes / 2 ** 30);
+
+/**
+ * Why no offered machine fits the job, the first requirement that rules every machine out,
+ * checked in the order a person relaxes them: the classes, the memory per GPU, the GPUs on one
+ * machine, the workload, proven GPUs. A second scan, run only when nothing fits.
+ */
+export function noFitReasons(s: Snapshot, req: JobRequirements): string[] {
+  if (s.size === 0) return ['no machine is offered on the market now'];
+  const wanted = (WORKLOAD_BIT.get(req.workloadType) ?? 1 << WORKLOAD_TYPES.length) | ALL_WORKLOADS;
+  const named = req.classIds === null ? '' : ` of ${req.classIds.join(' or ')}`;
+  let ofClass = 0;
+  let maxVramBytes = 0;
+  let maxGpus = 0;
+  let workloadRefused = false;
+  let unproven = false;
+  for (let row = 0; row < s.size; row++) {
+    const c = s.classes[s.classIdx[row]!]!;
+    if (req.classIds !== null && !req.classIds.includes(c.classId)) continue;
+    ofClass += 1;
+    maxVramBytes = Math.max(maxVramBytes, c.vramBytes);
+    if (req.minVramBytes !== null && c.vramBytes < req.minVramBytes) continue;
+    maxGpus = Math.max(maxGpus, s.gpus[row]!);
+    if (s.gpus[row]! < req.gpuCount) continue;
+    if ((s.workloads[row]! & wanted) === 0) workloadRefused = true;
+    else if (req.provenOnly && s.provenAt[row] === NOT_PROVEN) unproven = true;
+  }
+  if (ofClass === 0) return [`no machine${named} is offered now`];
+  if (req.minVramBytes !== null && maxVramBytes < req.minVramBytes) {
+    return [`the most memory per GPU offered${named} is ${gb(maxVramBytes)} GB; the job asks at least ${gb(req.minVramBytes)} GB (gpu.minimumVramGb)`];
+  }
+  if (maxGpus < req.gpuCount) return [`machines${named}${req.minVramBytes !== null ? ' with enough memory' : ''} have at most ${maxGpus} GPU(s) each; the job asks ${req.gpuCount} on one machine (gpu.count)`];
+  if (workloadRefused && !unproven) return [`the machines that fit do not take ${req.workloadType} jobs (workloadType)`];
+  if (unproven) return ['no machine that fits has proven its GPUs (gpu.proven)'];
+  return [];
 }

@@ -58,7 +58,7 @@ export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms
     `runtime from ${Math.max(est.minSeconds, minBillingSeconds)} to ${Math.max(est.maxSeconds, minBillingSeconds)} seconds${input.estRuntime ? '' : ' (no estRuntime given: from the minimum billing to maxRuntimeSeconds)'}`,
     waits
       ? fit.fitting === 0
-        ? `no machine offered now fits the whole job; it waits for capacity at up to ${formatMicroUsd(cap)} USD per GPU-hour`
+        ? `no machine offered now fits the whole job${fit.noFitReasons.length > 0 ? ` (${fit.noFitReasons.join('; ')})` : ''}; it waits for capacity at up to ${formatMicroUsd(cap)} USD per GPU-hour`
         : `no machine that fits the whole job is offered at or below ${formatMicroUsd(cap)} USD per GPU-hour now (the cheapest costs ${formatMicroUsd(fit.minFittingPriceMicroUsd)}); it waits for capacity, estimated at the cap`
       : `${input.gpuCount} GPU(s) at ${formatMicroUsd(lowPrice)} to ${formatMicroUsd(highPrice)} USD per GPU-hour, the prices of the matched machines at or below the cap`,
     `billed at least ${minBillingSeconds} seconds`,

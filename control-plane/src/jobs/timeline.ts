@@ -64,7 +64,8 @@ export function buildJobTimeline(job: JobRow, records: JobTimelineRecords): JobT
   }
   if (job.refund_status === 'claimed') push('refunded', entry('refund')?.created_at ?? null, job.refund_tx_hash);
 
-  return { object: 'job_timeline', jobId: job.id, title: job.title, createdAt: job.created_at.toISOString(), events: inTimeOrder(events) };
+  const spec = typeof job.spec === 'object' && job.spec !== null ? (job.spec as Record<string, unknown>) : {};
+  return { object: 'job_timeline', jobId: job.id, title: job.title, createdAt: job.created_at.toISOString(), spec, events: inTimeOrder(events) };
 }
 
 /** Sorts by time, stably; an event without a time sorts as the event before it. */

@@ -17,6 +17,8 @@ import type { RateLimitStore } from '../http/rate-limit-store.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { withdrawalsOf } from '../jobs/deferred-payments.js';
 import { disputeReasonBodySchema, recordDisputeReason } from '../jobs/dispute-reason.js';
+import { jobFitNow } from '../jobs/fit-now.js';
+import type { OfferIndex } from '../capacity/offer-index.js';
 import { waitingForCustomer } from '../jobs/deferred-payments-store.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
@@ -79,6 +81,8 @@ export interface WebRoutesOptions {
   chainClient: Client<Transport, Chain>;
   /** Where the budgets of contract-wallet checks are counted (the rate limits' store) and the salt that hashes client addresses. */
   signInLimits: { store: RateLimitStore; clientHashSalt: string };
+  /** The offers, for whether a waiting job fits any of them now. */
+  offerIndex: Pick<OfferIndex, 'summarizeFit'>;
 }
 
 /**
@@ -86,7 +90,7 @@ export interface WebRoutesOptions {
  * sign-in, session, sign-out), the account's API keys, a job's timeline and the payouts waiting for withdrawal. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
-export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits }) => {
+export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits, offerIndex }) => {
   const base = DASHBOARD_API_PREFIX;
   // The scheme of the public URL never changes after start (only a PORT=0 port is filled in).
   const cookies = webCookies(config.publicUrl);
@@ -192,6 +196,9 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
     const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
     return jobTimeline(db, { job, chainId: config.chainId });
   });
+
+  // Dashboard only: whether a machine on the market fits the job now, and why not (the job page).
+  app.get(`${base}/jobs/:id/fit`, { config: { auth: 'session' } }, async (request) => jobFitNow(offerIndex, await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params)));
 
   // Dashboard only: why the customer disputes the job, sent before the wallet's `dispute` call.
   app.post(`${base}/jobs/:id/dispute-reason`, { config: { auth: 'session' } }, async (request) => {

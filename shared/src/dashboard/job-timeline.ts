@@ -48,6 +48,8 @@ export const jobTimelineSchema = z.strictObject({
   jobId: z.string().min(1),
   title: z.string().nullable(),
   createdAt: isoTimeSchema,
+  /** The job's spec as the service accepted it (the body of `POST /v1/jobs` with its defaults written in): the job page shows it and "Run again" starts from it. */
+  spec: z.record(z.string(), z.unknown()),
   events: z.array(jobTimelineEventSchema),
 });
 export type JobTimeline = z.infer<typeof jobTimelineSchema>;

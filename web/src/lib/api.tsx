@@ -1,5 +1,5 @@
 import { createBrowserClient, type BrowserClient } from '@gpufarm/client/browser';
-import { jobTimelineSchema, type JobTimeline } from '@gpufarm/shared';
+import { jobFitSchema, jobTimelineSchema, type JobFit, type JobTimeline } from '@gpufarm/shared';
 import { createContext, useContext, useMemo, useRef, type ReactNode } from 'react';
 import { z } from 'zod';
 import { apiKeyCreatedSchema, apiKeyListSchema, apiKeyViewSchema, csrfFetch, DASHBOARD_API, nonceSchema, sessionViewSchema, type ApiKeyScope, type SessionView } from './session-api';
@@ -28,6 +28,8 @@ export interface DashboardApi {
   jobs: {
     /** `GET /dashboard/api/jobs/:id/timeline`: each state with its time and transaction (dashboard only). */
     timeline: (id: string) => Promise<JobTimeline>;
+    /** `GET /dashboard/api/jobs/:id/fit`: whether a machine offered now fits the job, and why not. */
+    fit: (id: string) => Promise<JobFit>;
   };
   /**
    * A session call to any of the app's areas (`/dashboard/api/…`, `/operator/api/…`,
@@ -71,6 +73,7 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
     },
     jobs: {
       timeline: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/timeline`, 200, jobTimelineSchema),
+      fit: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/fit`, 200, jobFitSchema),
     },
     request: async <T,>(call: AreaCall<T>): Promise<T> =>
       (

@@ -1,4 +1,4 @@
-import { isTerminalStatus, VERIFICATION_LEVEL_TEXT, type Job, type VerificationLevel } from '@gpufarm/shared';
+import { isTerminalStatus, jobCreateRequestSchema, VERIFICATION_LEVEL_TEXT, type Job, type VerificationLevel } from '@gpufarm/shared';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState, type ReactNode } from 'react';
 import { Link } from 'wouter';
@@ -100,6 +100,7 @@ export default function JobPage({ id }: { id: string }) {
           Waiting for gpufarm to see the transaction…
         </p>
       ) : null}
+      <FitNotice job={j} />
       {j.status === 'CREATED' || fundingStarted ? (
         <section aria-labelledby="fund-heading" className="card">
           <h2 id="fund-heading">{j.status === 'CREATED' ? 'Fund this job' : 'Funding'}</h2>
@@ -112,6 +113,7 @@ export default function JobPage({ id }: { id: string }) {
       <Timeline job={j} timeline={timeline} />
       <Escrow job={j} onMined={watchForChange} />
       <Details job={j} />
+      {timeline.data ? <JobSpec jobId={j.id} spec={timeline.data.spec} /> : null}
       <JobLogs job={j} />
       <JobArtifacts job={j} />
     </Page>
@@ -223,6 +225,74 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
           </div>
         </>
       )}
+    </section>
+  );
+}
+
+const sentence = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+
+const WAITING: ReadonlySet<Job['status']> = new Set(['CREATED', 'FUNDED', 'QUEUED', 'MATCHING']);
+
+/** While the job waits for a machine: says when no machine on the market fits it now, and why. */
+function FitNotice({ job }: { job: Job }) {
+  const api = useApi();
+  const waiting = WAITING.has(job.status);
+  const fit = useQuery({ queryKey: ['job-fit', job.id], queryFn: () => api.jobs.fit(job.id), enabled: waiting, refetchInterval: 15_000 });
+  if (!waiting || !fit.data || fit.data.matched > 0) return null;
+  return (
+    <section className="notice" aria-labelledby="fit-heading">
+      <h2 id="fit-heading">No machine fits this job now</h2>
+      <p>{fit.data.reasons.length > 0 ? sentence(fit.data.reasons.join('; ')) : 'No machine on the market matches its requirements and price cap.'}</p>
+      <p>
+        {job.status === 'CREATED' ? 'Funding it is allowed, and it' : 'It'} waits until one does, as machines come and go. Cancel it to take {job.status === 'CREATED' ? 'nothing' : 'the deposit back'}, or run it again with other requirements.
+      </p>
+    </section>
+  );
+}
+
+/** What the job runs, from its accepted spec: image, command, resources; the whole spec as JSON; Run again. */
+function JobSpec({ jobId, spec }: { jobId: string; spec: Record<string, unknown> }) {
+  const parsed = jobCreateRequestSchema.safeParse(spec);
+  const json = JSON.stringify(spec, null, 2);
+  const s = parsed.success ? parsed.data : null;
+  const command = s?.command ?? [];
+  const script = command.length === 3 && command[0] === 'sh' && command[1] === '-c' ? command[2]! : null;
+  return (
+    <section aria-labelledby="spec-heading" className="card">
+      <h2 id="spec-heading">What it runs</h2>
+      {s ? (
+        <dl className="details">
+          <dt>Image</dt>
+          <dd>
+            <code className="hash-full">{s.imageDigest && !s.image.includes('@') ? `${s.image}@${s.imageDigest}` : s.image}</code>
+          </dd>
+          <dt>Command</dt>
+          <dd>{command.length === 0 ? "the image's own" : script !== null ? <pre className="spec">{script}</pre> : <code>{command.map((a) => JSON.stringify(a)).join(' ')}</code>}</dd>
+          <dt>GPUs</dt>
+          <dd>
+            {s.gpu.count}
+            {s.gpu.modelAllowlist?.length ? ` of ${s.gpu.modelAllowlist.join(' or ')}` : ', any class that fits'}
+            {s.gpu.minimumVramGb !== undefined ? `, at least ${s.gpu.minimumVramGb} GB each` : ''}
+          </dd>
+          <dt>Runtime limit</dt>
+          <dd>{s.maxRuntimeSeconds !== undefined ? `${Math.ceil(s.maxRuntimeSeconds / 60)} minutes` : '—'}</dd>
+          <dt>Network</dt>
+          <dd>{s.networkPolicy?.mode === 'allowlist' ? `only ${s.networkPolicy.allow.join(', ')}` : 'none'}</dd>
+          <dt>Environment</dt>
+          <dd>{s.env && Object.keys(s.env).length > 0 ? Object.keys(s.env).join(', ') : 'none'}</dd>
+        </dl>
+      ) : (
+        <p className="muted">This job's spec does not read as today's job schema; its JSON is below.</p>
+      )}
+      <details>
+        <summary>The spec as JSON (for gf run -f)</summary>
+        <pre className="spec" tabIndex={0} aria-label={`Spec of job ${jobId} as JSON`}>
+          {json}
+        </pre>
+      </details>
+      <Link href={`/jobs/new?from=${encodeURIComponent(jobId)}`} className="button-link">
+        Run again
+      </Link>
     </section>
   );
 }

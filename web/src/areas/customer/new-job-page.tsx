@@ -1,8 +1,8 @@
 import { GfError, type JobSpec } from '@gpufarm/client/browser';
-import { JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail } from '@gpufarm/shared';
+import { formatMicroUsd, JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, jobCreateRequestSchema, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail, type JobCreateRequest } from '@gpufarm/shared';
 import { useMutation, useQuery } from '@tanstack/react-query';
 import { useId, useMemo, useState, type FormEvent, type ReactNode } from 'react';
-import { Link, useLocation } from 'wouter';
+import { Link, useLocation, useSearch } from 'wouter';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { usd } from '../../lib/format';
@@ -28,6 +28,10 @@ interface Draft {
   region: string;
   deterministic: boolean;
   paymentToken: 'eth' | 'stable';
+  /** The output rule's size limit: the default, or a job's own when it is run again. */
+  outputMaxBytes: number;
+  /** Fields of a job run again that the form has no input for (inputs, CPU and RAM limits, more output rules…): sent as they were. */
+  carried: Record<string, unknown>;
 }
 
 const EMPTY: Draft = {
@@ -48,7 +52,47 @@ const EMPTY: Draft = {
   region: '',
   deterministic: false,
   paymentToken: 'eth',
+  outputMaxBytes: JOB_SPEC_DEFAULTS.outputRules[0].maxBytes,
+  carried: {},
 };
+
+/** The spec fields the form's inputs stand for; the rest of a spec run again is carried as it was. */
+const FORM_FIELDS = new Set(['title', 'image', 'command', 'gpu', 'maxPricePerGpuHour', 'maxPricePerGpuHourMicroUsd', 'maxRuntimeSeconds', 'env', 'networkPolicy', 'outputRules', 'regionPreference', 'deterministic', 'paymentToken']);
+
+/** The form filled in from an earlier job's spec ("Run again"). */
+export function draftOf(spec: JobCreateRequest): Draft {
+  const command = spec.command ?? [];
+  const script = command.length === 3 && command[0] === 'sh' && command[1] === '-c';
+  const carried: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(spec)) if (!FORM_FIELDS.has(key) && value !== undefined) carried[key] = value;
+  if (spec.gpu.minimumVramBytes !== undefined) carried.gpu = { minimumVramBytes: spec.gpu.minimumVramBytes };
+  const [firstRule, ...moreRules] = spec.outputRules ?? [];
+  if (moreRules.length > 0) carried.outputRules = moreRules;
+  const price = spec.maxPricePerGpuHourMicroUsd !== undefined ? formatMicroUsd(spec.maxPricePerGpuHourMicroUsd) : spec.maxPricePerGpuHour !== undefined ? String(spec.maxPricePerGpuHour) : '';
+  return {
+    title: spec.title ?? '',
+    image: spec.imageDigest && !spec.image.includes('@') ? `${spec.image}@${spec.imageDigest}` : spec.image,
+    commandMode: command.length === 0 ? 'image' : script ? 'script' : 'args',
+    args: script ? '' : command.join('\n'),
+    script: script ? command[2]! : '',
+    gpuCount: String(spec.gpu.count),
+    gpuClass: spec.gpu.modelAllowlist?.length === 1 ? spec.gpu.modelAllowlist[0]! : '',
+    minimumVramGb: spec.gpu.minimumVramGb !== undefined ? String(spec.gpu.minimumVramGb) : '',
+    maxPrice: price,
+    runtimeMinutes: String(Math.ceil((spec.maxRuntimeSeconds ?? JOB_SPEC_DEFAULTS.maxRuntimeSeconds) / 60)),
+    env: Object.entries(spec.env ?? {})
+      .map(([name, value]) => `${name}=${value}`)
+      .join('\n'),
+    network: spec.networkPolicy?.mode === 'allowlist' ? 'allowlist' : 'none',
+    allow: spec.networkPolicy?.mode === 'allowlist' ? spec.networkPolicy.allow.join('\n') : '',
+    outputPath: firstRule?.path ?? JOB_SPEC_DEFAULTS.outputRules[0].path,
+    region: spec.regionPreference ?? '',
+    deterministic: spec.deterministic ?? false,
+    paymentToken: spec.paymentToken ?? 'eth',
+    outputMaxBytes: firstRule?.maxBytes ?? JOB_SPEC_DEFAULTS.outputRules[0].maxBytes,
+    carried,
+  };
+}
 
 /** The form's inputs; an error's `field` (the API's path) is shown at the input it belongs to. */
 type InputName = 'title' | 'image' | 'command' | 'gpuCount' | 'gpuClass' | 'minimumVramGb' | 'maxPrice' | 'runtime' | 'env' | 'network' | 'outputPath' | 'region' | 'paymentToken';
@@ -92,13 +136,14 @@ export function specOf(draft: Draft): { spec: JobSpec; errors: ErrorDetail[] } {
     return Number(text.trim());
   };
   const count = whole(draft.gpuCount, 'gpu.count', 'GPUs');
-  const gpu: JobSpec['gpu'] = { count: count ?? 1 };
+  const gpu: JobSpec['gpu'] = { ...(draft.carried.gpu as object | undefined), count: count ?? 1 };
   if (draft.minimumVramGb.trim()) {
     const vram = whole(draft.minimumVramGb, 'gpu.minimumVramGb', 'GB');
     if (vram !== undefined) gpu.minimumVramGb = vram;
   }
   if (draft.gpuClass) gpu.modelAllowlist = [draft.gpuClass];
-  const spec: JobSpec = { image: draft.image.trim(), gpu };
+  const { gpu: _carriedGpu, outputRules: moreRules, ...carried } = draft.carried;
+  const spec: JobSpec = { ...(carried as Partial<JobSpec>), image: draft.image.trim(), gpu };
   if (draft.title.trim()) spec.title = draft.title.trim();
   if (draft.commandMode === 'args') spec.command = lines(draft.args);
   if (draft.commandMode === 'script') {
@@ -116,7 +161,10 @@ export function specOf(draft: Draft): { spec: JobSpec; errors: ErrorDetail[] } {
   }
   if (Object.keys(env).length > 0) spec.env = env;
   if (draft.network === 'allowlist') spec.networkPolicy = { mode: 'allowlist', allow: lines(draft.allow) };
-  if (draft.outputPath.trim() !== JOB_SPEC_DEFAULTS.outputRules[0].path) spec.outputRules = [{ path: draft.outputPath.trim(), maxBytes: JOB_SPEC_DEFAULTS.outputRules[0].maxBytes }];
+  const extraRules = Array.isArray(moreRules) ? (moreRules as NonNullable<JobSpec['outputRules']>) : [];
+  if (draft.outputPath.trim() !== JOB_SPEC_DEFAULTS.outputRules[0].path || draft.outputMaxBytes !== JOB_SPEC_DEFAULTS.outputRules[0].maxBytes || extraRules.length > 0) {
+    spec.outputRules = [{ path: draft.outputPath.trim(), maxBytes: draft.outputMaxBytes }, ...extraRules];
+  }
   if (draft.region) spec.regionPreference = draft.region;
   if (draft.deterministic) spec.deterministic = true;
   spec.paymentToken = draft.paymentToken;
@@ -161,10 +209,20 @@ const shellQuote = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`;
  * the wallet funds it.
  */
 export default function NewJobPage() {
-  const { gf } = useApi();
+  const api = useApi();
+  const { gf } = api;
   const [, navigate] = useLocation();
   const [draft, setDraft] = useState<Draft>(EMPTY);
   const [tried, setTried] = useState(false);
+  // "Run again" opens this page with ?from=<job id>: that job's accepted spec fills the form once.
+  const from = new URLSearchParams(useSearch()).get('from');
+  const source = useQuery({ queryKey: ['job-timeline', from], queryFn: () => api.jobs.timeline(from!), enabled: from !== null, staleTime: Infinity });
+  const [filledFrom, setFilledFrom] = useState<{ id: string; readable: boolean } | null>(null);
+  if (from && source.data && filledFrom?.id !== from) {
+    const parsed = jobCreateRequestSchema.safeParse(source.data.spec);
+    setFilledFrom({ id: from, readable: parsed.success });
+    if (parsed.success) setDraft(draftOf(parsed.data));
+  }
   const offers = useQuery({ queryKey: ['capacity', 'new-job'], queryFn: () => gf.capacity.list({ limit: 100 }), refetchInterval: 30_000 });
   const pricing = useQuery({ queryKey: ['pricing'], queryFn: () => gf.pricing(), staleTime: 300_000 });
   const { spec, errors } = useMemo(() => specOf(draft), [draft]);
@@ -193,6 +251,17 @@ export default function NewJobPage() {
 
   return (
     <Page title="New job" heading="New job" actions={<Link href="/jobs">Back to jobs</Link>}>
+      {from ? (
+        <p className="notice" role="status">
+          {source.isPending
+            ? `Loading the spec of job ${from}…`
+            : source.isError
+              ? `The spec of job ${from} could not be loaded (${reasonOf(source.error)}): fill in the form, or go back to the job.`
+              : filledFrom?.readable === false
+                ? `The spec of job ${from} does not fit this form: fill it in, or use its JSON from the job page with gf run -f.`
+                : `Run again: the form holds job ${from}'s spec. Change what you need; fields the form has no input for (inputs, CPU and RAM limits, more output rules) are sent as they were.`}
+        </p>
+      ) : null}
       <form className="new-job" onSubmit={submit} noValidate aria-label="New job">
         {tried && shown.length > 0 ? (
           <div className="error-state" role="alert">
@@ -252,6 +321,11 @@ export default function NewJobPage() {
               No machine offers {count(draft.gpuCount)} {chosen.label} GPUs free at once now (at most {chosen.maxPerMachine}): the job waits until one does.
             </p>
           ) : null}
+          <SelectField label="Network" value={draft.network} onChange={(v) => set('network')(v as Draft['network'])} errors={errorAt('network')} hint="No network at all by default; an allowlist lets the job reach those public DNS names only.">
+            <option value="none">None (no outbound network)</option>
+            <option value="allowlist">Only these public DNS names</option>
+          </SelectField>
+          {draft.network === 'allowlist' ? <TextArea label="Allowed names" hint="One public DNS name per line, e.g. huggingface.co." value={draft.allow} onChange={set('allow')} errors={[]} rows={3} /> : null}
           <TextField label="Minimum VRAM per GPU (GB)" hint="Optional." value={draft.minimumVramGb} onChange={set('minimumVramGb')} errors={errorAt('minimumVramGb')} inputMode="numeric" />
           <SelectField label="Region preference" value={draft.region} onChange={set('region')} errors={errorAt('region')} hint="A preference, not a guarantee.">
             <option value="">Anywhere</option>
