@@ -312,6 +312,8 @@ t.test('behavior: an operator makes an enrollment token with its gf-agent enroll
   const jobs = page.getByRole('table', { name: 'Earnings per job' });
   await jobs.waitFor();
   t.ok((await jobs.getByRole('row').count()) > 1, 'the farm’s jobs are in the ledger');
+  t.ok(await jobs.evaluate((table) => table.parentElement!.scrollWidth <= table.parentElement!.clientWidth), `at ${page.viewportSize()?.width} px every column of the ledger shows, the release column not cut off`);
+  t.match(await jobs.getByRole('link').first().getAttribute('href'), /^\/operator\/machines\/mach_/, 'each row links its machine’s page');
   const csv = await page.getByRole('link', { name: 'Download CSV' }).getAttribute('href');
   const res = await fetch(`${market.url}${csv}`, { headers: { cookie: (await page.context().cookies(market.url)).map((c) => `${c.name}=${c.value}`).join('; ') } });
   t.equal(res.status, 200, 'the CSV link answers with the session');

@@ -32,6 +32,15 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(at.getTime()) ? iso : dateTime.format(at);
 }
 
+const shortDateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'short', timeStyle: 'short' });
+
+/** An ISO time as the reader's local date and time to the minute, for narrow table columns; a dash for null. */
+export function whenShort(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const at = new Date(iso);
+  return Number.isNaN(at.getTime()) ? iso : shortDateTime.format(at);
+}
+
 /** `0x1234…abcd`: enough of a hash or address to recognise it. */
 export function shortHex(hex: string): string {
   return hex.length <= 14 ? hex : `${hex.slice(0, 6)}…${hex.slice(-4)}`;

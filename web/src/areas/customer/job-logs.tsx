@@ -158,7 +158,8 @@ export function JobLogs({ job }: { job: Job }) {
       {total === 0 ? (
         <p className="empty">{follow.state === 'ended' ? 'This job wrote no log lines.' : 'No lines yet: they appear here as the job writes them.'}</p>
       ) : (
-        <pre className="log" tabIndex={0} aria-label="Log lines">
+        // role="log": a screen reader hears new lines as they arrive, politely.
+        <pre className="log" role="log" tabIndex={0} aria-label="Log lines">
           {chunks.map((lines, i) => (
             <LogChunk key={i} lines={lines} streams={streams} search={deferredSearch} />
           ))}

@@ -14,7 +14,7 @@ import { CancelJob, EscrowButton, FundJob } from './job-actions';
 import { JobArtifacts } from './job-artifacts';
 import { JobLogs } from './job-logs';
 import { Timeline, useJobTimeline } from './job-timeline';
-import { StatusBadge } from './status-badge';
+import { jobBadge, StatusBadge } from './status-badge';
 
 /** A level in the words of docs/verification.md (`VERIFICATION_LEVEL_TEXT`): what it shows, then what it does not. */
 function VerificationWords({ level }: { level: VerificationLevel }) {
@@ -95,6 +95,10 @@ export default function JobPage({ id }: { id: string }) {
           <time dateTime={timeline.data.createdAt}>{when(timeline.data.createdAt)}</time>
         </p>
       ) : null}
+      {/* The badge's changes, heard by screen readers as they happen (the page polls the job). */}
+      <p className="visually-hidden" role="status">
+        Job status: {jobBadge(j).label}
+      </p>
       {awaiting ? (
         <p className="muted" role="status">
           Waiting for gpufarm to see the transaction…

@@ -2,7 +2,8 @@ import { type EARNING_STATES, type Earnings, earningsSchema, OPERATOR_API } from
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useApi } from '../../lib/api';
-import { tokenAmount, when } from '../../lib/format';
+import { Link } from 'wouter';
+import { tokenAmount, when, whenShort } from '../../lib/format';
 import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
@@ -118,17 +119,22 @@ function EarningsList({ query }: { query: { farm: string; groupBy: GroupBy; from
 
 const rowKey = (groupBy: GroupBy) => (row: Row) => `${row[groupBy === 'job' ? 'jobId' : groupBy === 'machine' ? 'machineId' : 'day'] ?? ''}/${row.token}/${row.state ?? ''}`;
 
+/** The machine's page, where its recent jobs are listed. */
+const machineCell = (r: Row) => (r.machineId ? <Link href={`/machines/${encodeURIComponent(r.machineId)}`}>{shortId(r.machineId)}</Link> : '—');
+const shortId = (id: string) => (id.length <= 16 ? id : `${id.slice(0, 9)}…${id.slice(-4)}`);
+
 function columnsFor(groupBy: GroupBy) {
   const amount = { header: 'Amount', cell: (r: Row) => tokenAmount(r.amount, r.decimals, r.symbol), className: 'num' };
   if (groupBy === 'day') return [{ header: 'Day', cell: (r: Row) => r.day ?? '—' }, amount, { header: 'State', cell: stateOf }];
-  if (groupBy === 'machine') return [{ header: 'Machine', cell: (r: Row) => r.machineId ?? '—' }, amount, { header: 'State', cell: stateOf }];
+  if (groupBy === 'machine') return [{ header: 'Machine', cell: machineCell }, amount, { header: 'State', cell: stateOf }];
+  // Ids shortened with their copy button and dates to the minute: at 1280 px every column shows.
   return [
-    { header: 'Job', cell: (r: Row) => <code>{r.jobId ?? '—'}</code> },
-    { header: 'Machine', cell: (r: Row) => r.machineId ?? '—' },
+    { header: 'Job', cell: (r: Row) => (r.jobId ? <Hash value={r.jobId} label="job id" /> : '—') },
+    { header: 'Machine', cell: machineCell },
     amount,
     { header: 'State', cell: stateOf },
-    { header: 'Completed', cell: (r: Row) => when(r.completedAt) },
-    { header: 'Challenge ends', cell: (r: Row) => when(r.challengeEndsAt) },
+    { header: 'Completed', cell: (r: Row) => <time dateTime={r.completedAt ?? undefined} title={when(r.completedAt)}>{whenShort(r.completedAt)}</time> },
+    { header: 'Challenge ends', cell: (r: Row) => <time dateTime={r.challengeEndsAt ?? undefined} title={when(r.challengeEndsAt)}>{whenShort(r.challengeEndsAt)}</time> },
     { header: 'Released', cell: (r: Row) => (r.releaseTxHash ? <Hash value={r.releaseTxHash} label="release transaction" /> : when(r.releasedAt)) },
   ];
 }
