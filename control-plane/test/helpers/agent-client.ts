@@ -375,7 +375,14 @@ export async function agentWithRunningJob(t: TestContext, s: Pick<GatewayTestApp
  * takes minutes on the CPU (`runChallenge` plays it), this one a fraction of a second, in a
  * window an honest CPU on a loaded machine meets.
  */
-export const TEST_CHALLENGE_PLAN: ChallengePlan = { m: 256, n: 256, k: 256, rounds: 3, checks: 16, expectedSeconds: 4, deadlineSeconds: 7 };
+/**
+ * A challenge a test plays on the CPU in about a second. Its window is wide (60 s): the test
+ * process computes it under whatever load the machine has, and an honest play that missed a 7 s
+ * window failed machine-verification under a busy CI run. Lateness is tested with `TIGHT_CHALLENGE_PLAN`.
+ */
+export const TEST_CHALLENGE_PLAN: ChallengePlan = { m: 256, n: 256, k: 256, rounds: 3, checks: 16, expectedSeconds: 30, deadlineSeconds: 60 };
+/** A challenge with a 1 s window, for a machine that commits late on purpose. */
+export const TIGHT_CHALLENGE_PLAN: ChallengePlan = { m: 256, n: 256, k: 256, rounds: 1, checks: 16, expectedSeconds: 0.5, deadlineSeconds: 1 };
 
 /** The canary image reference of apps that recompute customers' canary jobs (`GF_CANARY_IMAGE`); nothing pulls it here. */
 export const TEST_CANARY_IMAGE = `registry.local/gpufarm/canary@sha256:${'c'.repeat(64)}`;
@@ -440,7 +447,9 @@ export async function runChallenge(agent: AgentSocket, play: ChallengePlay = {})
   const { challengeId, m, n, k, rounds } = prepare;
   agent.send({ type: 'challenge.ready', challengeId });
   const go = await agent.next('challenge.go', (g) => g.challengeId === challengeId);
-  const started = Date.now();
+  // performance.now(), not Date.now(): whole milliseconds could make the time reported exceed
+  // the server's own measure of the same interval (it starts before and ends after ours).
+  const started = performance.now();
   const preSeed = Buffer.from(prepare.preSeed, 'hex');
   const goSeed = Buffer.from(go.seed, 'hex');
   const levels = new Map<string, Buffer[][][]>();
@@ -464,7 +473,7 @@ export async function runChallenge(agent: AgentSocket, play: ChallengePlay = {})
     roots[uuid] = play.roots ? play.roots(uuid, computed) : computed;
   }
   if (play.delayMs) await new Promise((resolve) => setTimeout(resolve, play.delayMs));
-  const gpuSeconds = play.gpuSeconds ?? (Date.now() - started) / 1000;
+  const gpuSeconds = play.gpuSeconds ?? (performance.now() - started) / 1000;
   agent.send({ type: 'challenge.commit', challengeId, gpus: prepare.gpus.map((g) => ({ uuid: g.uuid, roots: roots[g.uuid]!, gpuSeconds })) });
   const open = await agent.nextOf(['challenge.open', 'challenge.cancel'], (o) => o.challengeId === challengeId);
   if (open.type === 'challenge.open') {
