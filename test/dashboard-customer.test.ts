@@ -306,6 +306,14 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   await form.getByLabel('GPU class', { exact: true }).selectOption('rtx-4090-24gb');
   await form.getByLabel('Price cap (USD per GPU-hour)', { exact: true }).fill('0.50');
   await form.getByLabel('Runtime limit (minutes)', { exact: true }).fill('60');
+  // Will it match: more memory than any offered GPU has is warned about before creating.
+  await form.getByLabel('Minimum VRAM per GPU (GB)', { exact: true }).fill('100');
+  const noFit = form.getByRole('region', { name: 'No machine on the market fits this job now' });
+  await noFit.waitFor();
+  t.match((await noFit.textContent()) ?? '', /the most memory per GPU offered of rtx-4090-24gb is 24 GB; the job asks at least 100 GB/, 'the form warns before creating, and says why');
+  await lookAt(t, session, 'new job: no machine fits');
+  await form.getByLabel('Minimum VRAM per GPU (GB)', { exact: true }).fill('');
+  await noFit.waitFor({ state: 'hidden' });
   t.match((await form.getByText(/^At most \$/).textContent()) ?? '', /^At most \$0\.5\d \(compute \$0\.50 \+ fee \$0\.0\d\)/, 'the most it can cost: 0.50 × 1 GPU × 60 minutes, plus the fee');
   const json = JSON.parse((await form.getByLabel('Job spec as JSON', { exact: true }).textContent()) ?? '') as Record<string, unknown>;
   t.same(json.command, ['sh', '-c', 'echo "$GREETING from the form"; echo made > /output/result.txt'], 'the spec runs the script with sh -c');

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { API_KEY_SCOPES, ApiError } from '@gpufarm/shared';
+import { API_KEY_SCOPES, ApiError, parseJobCreateRequest } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { z } from 'zod';
@@ -17,7 +17,7 @@ import type { RateLimitStore } from '../http/rate-limit-store.js';
 import { requireAccountJob } from '../jobs/account-job.js';
 import { withdrawalsOf } from '../jobs/deferred-payments.js';
 import { disputeReasonBodySchema, recordDisputeReason } from '../jobs/dispute-reason.js';
-import { jobFitNow } from '../jobs/fit-now.js';
+import { jobFitNow, specFitNow } from '../jobs/fit-now.js';
 import type { OfferIndex } from '../capacity/offer-index.js';
 import { waitingForCustomer } from '../jobs/deferred-payments-store.js';
 import { jobTimeline } from '../jobs/timeline.js';
@@ -199,6 +199,13 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
 
   // Dashboard only: whether a machine on the market fits the job now, and why not (the job page).
   app.get(`${base}/jobs/:id/fit`, { config: { auth: 'session' } }, async (request) => jobFitNow(offerIndex, await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params)));
+
+  // Dashboard only: the same for the New job form's spec before it is created (checked as POST /v1/jobs checks it).
+  app.post(`${base}/fit`, { config: { auth: 'session' } }, async (request) => {
+    const parsed = parseJobCreateRequest(request.body);
+    if (!parsed.ok) throw new ApiError('invalid_request', 'The job spec is not valid; see error.details.', { details: parsed.details });
+    return specFitNow(offerIndex, parsed.value);
+  });
 
   // Dashboard only: why the customer disputes the job, sent before the wallet's `dispute` call.
   app.post(`${base}/jobs/:id/dispute-reason`, { config: { auth: 'session' } }, async (request) => {

@@ -30,6 +30,8 @@ export interface DashboardApi {
     timeline: (id: string) => Promise<JobTimeline>;
     /** `GET /dashboard/api/jobs/:id/fit`: whether a machine offered now fits the job, and why not. */
     fit: (id: string) => Promise<JobFit>;
+    /** `POST /dashboard/api/fit`: the same for a spec not created yet. */
+    specFit: (spec: unknown) => Promise<JobFit>;
   };
   /**
    * A session call to any of the app's areas (`/dashboard/api/…`, `/operator/api/…`,
@@ -74,6 +76,7 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
     jobs: {
       timeline: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/timeline`, 200, jobTimelineSchema),
       fit: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/fit`, 200, jobFitSchema),
+      specFit: (spec) => call('POST', '/fit', 200, jobFitSchema, spec),
     },
     request: async <T,>(call: AreaCall<T>): Promise<T> =>
       (

@@ -57,7 +57,7 @@ const EMPTY: Draft = {
 };
 
 /** The spec fields the form's inputs stand for; the rest of a spec run again is carried as it was. */
-const FORM_FIELDS = new Set(['title', 'image', 'command', 'gpu', 'maxPricePerGpuHour', 'maxPricePerGpuHourMicroUsd', 'maxRuntimeSeconds', 'env', 'networkPolicy', 'outputRules', 'regionPreference', 'deterministic', 'paymentToken']);
+const FORM_FIELDS = new Set(['title', 'image', 'imageDigest', 'command', 'gpu', 'maxPricePerGpuHour', 'maxPricePerGpuHourMicroUsd', 'maxRuntimeSeconds', 'env', 'networkPolicy', 'outputRules', 'regionPreference', 'deterministic', 'paymentToken']);
 
 /** The form filled in from an earlier job's spec ("Run again"). */
 export function draftOf(spec: JobCreateRequest): Draft {
@@ -239,6 +239,9 @@ export default function NewJobPage() {
     setDraft((d) => ({ ...d, [key]: value }));
     if (create.isError) create.reset();
   };
+  // Will it match: asked again when what decides it changes (GPUs, class, memory, cap, workload), once the spec is valid.
+  const fitKey = { gpu: spec.gpu, maxPricePerGpuHour: spec.maxPricePerGpuHour, workloadType: spec.workloadType };
+  const fit = useQuery({ queryKey: ['spec-fit', fitKey], queryFn: () => api.jobs.specFit(spec), enabled: errors.length === 0, staleTime: 10_000 });
   const choices = classChoices(offers.data?.data ?? []);
   const chosen = choices.find((c) => c.classId === draft.gpuClass);
   const json = JSON.stringify(spec, null, 2);
@@ -326,6 +329,13 @@ export default function NewJobPage() {
             <option value="allowlist">Only these public DNS names</option>
           </SelectField>
           {draft.network === 'allowlist' ? <TextArea label="Allowed names" hint="One public DNS name per line, e.g. huggingface.co." value={draft.allow} onChange={set('allow')} errors={[]} rows={3} /> : null}
+          {errors.length === 0 && fit.data && fit.data.matched === 0 ? (
+            <section className="notice" aria-labelledby="no-fit-heading">
+              <h3 id="no-fit-heading">No machine on the market fits this job now</h3>
+              <p>{fit.data.reasons.length > 0 ? `${fit.data.reasons.join('; ')}.` : 'No offer matches its requirements and price cap.'}</p>
+              <p>{spec.maxPricePerGpuHour === undefined ? 'Give a price cap to create it anyway: it then waits until a machine fits.' : 'You can still create it: it waits, funded, until a machine fits, and you can cancel it for the deposit back.'}</p>
+            </section>
+          ) : null}
           <TextField label="Minimum VRAM per GPU (GB)" hint="Optional." value={draft.minimumVramGb} onChange={set('minimumVramGb')} errors={errorAt('minimumVramGb')} inputMode="numeric" />
           <SelectField label="Region preference" value={draft.region} onChange={set('region')} errors={errorAt('region')} hint="A preference, not a guarantee.">
             <option value="">Anywhere</option>
