@@ -310,7 +310,7 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   await form.getByLabel('Minimum VRAM per GPU (GB)', { exact: true }).fill('100');
   const noFit = form.getByRole('region', { name: 'No machine on the market fits this job now' });
   await noFit.waitFor();
-  t.match((await noFit.textContent()) ?? '', /the most memory per GPU offered of rtx-4090-24gb is 24 GB; the job asks at least 100 GB/, 'the form warns before creating, and says why');
+  t.match((await noFit.textContent()) ?? '', /The most memory per GPU offered of rtx-4090-24gb is 24 GB; the job asks at least 100 GB/, 'the form warns before creating, and says why');
   await lookAt(t, session, 'new job: no machine fits');
   await form.getByLabel('Minimum VRAM per GPU (GB)', { exact: true }).fill('');
   await noFit.waitFor({ state: 'hidden' });

@@ -12,20 +12,18 @@ import { setDisputeReason } from './store.js';
 export const DISPUTE_REASON_MAX_CHARS = 500;
 export const DISPUTE_EVIDENCE_MAX_CHARS = 4000;
 
-const clean = (s: string) => isCleanText(s);
-
 export const disputeReasonBodySchema = z.strictObject({
   reason: z
     .string()
     .trim()
     .min(1, 'must say why the result is disputed')
     .max(DISPUTE_REASON_MAX_CHARS, `must be at most ${DISPUTE_REASON_MAX_CHARS} characters`)
-    .refine(clean, 'must not contain NUL or unpaired surrogate characters'),
+    .refine(isCleanText, 'must not contain NUL or unpaired surrogate characters'),
   evidence: z
     .string()
     .trim()
     .max(DISPUTE_EVIDENCE_MAX_CHARS, `must be at most ${DISPUTE_EVIDENCE_MAX_CHARS} characters`)
-    .refine(clean, 'must not contain NUL or unpaired surrogate characters')
+    .refine(isCleanText, 'must not contain NUL or unpaired surrogate characters')
     .optional(),
 });
 export type DisputeReasonBody = z.infer<typeof disputeReasonBodySchema>;

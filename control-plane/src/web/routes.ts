@@ -87,7 +87,8 @@ export interface WebRoutesOptions {
 
 /**
  * The dashboard's own API under `/dashboard/api`: Sign-In with Ethereum sessions (nonce,
- * sign-in, session, sign-out), the account's API keys, a job's timeline and the payouts waiting for withdrawal. The `/v1` routes it also serves
+ * sign-in, session, sign-out), the account's API keys, a job's timeline, whether a job (or a spec
+ * not created yet) fits a machine offered now, a dispute's reason, and the payouts waiting for withdrawal. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
 export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits, offerIndex }) => {

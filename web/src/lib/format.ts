@@ -41,6 +41,11 @@ export function whenShort(iso: string | null | undefined): string {
   return Number.isNaN(at.getTime()) ? iso : shortDateTime.format(at);
 }
 
+/** `text` as a sentence: its first letter upper case, a full stop at the end. */
+export function sentence(text: string): string {
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}${text.endsWith('.') ? '' : '.'}`;
+}
+
 /** `0x1234…abcd`: enough of a hash or address to recognise it. */
 export function shortHex(hex: string): string {
   return hex.length <= 14 ? hex : `${hex.slice(0, 6)}…${hex.slice(-4)}`;

@@ -3,7 +3,7 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState, type ReactNode } from 'react';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
-import { tokenAmount, usd, when } from '../../lib/format';
+import { sentence, tokenAmount, usd, when } from '../../lib/format';
 import { useSession } from '../../lib/session';
 import { Countdown } from '../../ui/countdown';
 import { EscrowCallButton } from '../../ui/escrow-call';
@@ -232,8 +232,6 @@ function Escrow({ job, onMined }: { job: Job; onMined: () => void }) {
     </section>
   );
 }
-
-const sentence = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
 
 const WAITING: ReadonlySet<Job['status']> = new Set(['CREATED', 'FUNDED', 'QUEUED', 'MATCHING']);
 

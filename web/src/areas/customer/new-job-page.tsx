@@ -5,7 +5,7 @@ import { useId, useMemo, useState, type FormEvent, type ReactNode } from 'react'
 import { Link, useLocation, useSearch } from 'wouter';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
-import { usd } from '../../lib/format';
+import { sentence, usd } from '../../lib/format';
 import { CopyButton } from '../../ui/copy-button';
 import { Page } from '../../ui/page';
 
@@ -332,7 +332,7 @@ export default function NewJobPage() {
           {errors.length === 0 && fit.data && fit.data.matched === 0 ? (
             <section className="notice" aria-labelledby="no-fit-heading">
               <h3 id="no-fit-heading">No machine on the market fits this job now</h3>
-              <p>{fit.data.reasons.length > 0 ? `${fit.data.reasons.join('; ')}.` : 'No offer matches its requirements and price cap.'}</p>
+              <p>{fit.data.reasons.length > 0 ? sentence(fit.data.reasons.join('; ')) : 'No offer matches its requirements and price cap.'}</p>
               <p>{spec.maxPricePerGpuHour === undefined ? 'Give a price cap to create it anyway: it then waits until a machine fits.' : 'You can still create it: it waits, funded, until a machine fits, and you can cancel it for the deposit back.'}</p>
             </section>
           ) : null}
