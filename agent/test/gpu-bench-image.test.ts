@@ -44,8 +44,11 @@ function testRepository(t: Test): string {
 async function runImage(image: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const container = await docker.createContainer({ Image: image, Cmd: args, HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } });
   try {
-    const waited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
     await container.start();
+    // Asked after the start: 'not-running' answers at once, with the exit code, for a container that
+    // already exited. A 'next-exit' wait sent beside the start could reach dockerd after a fast exit
+    // (no driver: exit 3 at once) and wait for a next exit that never comes.
+    const waited = container.wait({ condition: 'not-running' }) as Promise<{ StatusCode: number }>;
     const { StatusCode } = await waited;
     return { code: StatusCode, ...demuxDockerOutput(await container.logs({ stdout: true, stderr: true })) };
   } finally {

@@ -104,8 +104,11 @@ export function dockerGpuBenchmark(docker: Docker, options: { image: string; pro
         HostConfig: { NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], DeviceRequests: gpuBenchDeviceRequests(gpus.map((g) => g.uuid)) },
       });
       try {
-        const waited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
         await container.start();
+        // Asked after the start: 'not-running' answers at once, with the exit code, for a container that
+        // already exited. A 'next-exit' wait sent beside the start could reach dockerd after a fast exit
+        // (no driver: exit 3 at once) and wait for a next exit that never comes.
+        const waited = container.wait({ condition: 'not-running' }) as Promise<{ StatusCode: number }>;
         let timer: NodeJS.Timeout | undefined;
         const outcome = await Promise.race([waited, new Promise<'timeout'>((r) => { timer = setTimeout(() => r('timeout'), timeoutMs); })]);
         clearTimeout(timer);

@@ -64,8 +64,11 @@ export function dockerGpuProbe(docker: Docker, options: DockerGpuProbeOptions): 
             DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: uuids, Capabilities: [['gpu', 'utility']] }],
           },
         });
-        const waited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
         await container.start();
+        // Asked after the start: 'not-running' answers at once, with the exit code, for a container that
+        // already exited. A 'next-exit' wait sent beside the start could reach dockerd after a fast exit
+        // (no driver: exit 3 at once) and wait for a next exit that never comes.
+        const waited = container.wait({ condition: 'not-running' }) as Promise<{ StatusCode: number }>;
         let timer: NodeJS.Timeout | undefined;
         const timedOut = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), timeoutMs); });
         const outcome = await Promise.race([waited, timedOut]);
