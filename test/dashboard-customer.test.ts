@@ -7,7 +7,7 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { createClient, type JobSpec } from '@gpufarm/client';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { createFsBlobStore } from '@gpufarm/control-plane/artifacts/fs-blob-store.js';
-import { tokenUnitsToDecimalString, VERIFICATION_LEVEL_TEXT, type Job } from '@gpufarm/shared';
+import { formatUsdCents, tokenUnitsToDecimalString, VERIFICATION_LEVEL_TEXT, type Job } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard, type DashboardSession } from './helpers/dashboard.js';
@@ -143,6 +143,15 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await timeline.getByText(released.receipt!.transactions.fund!).first().waitFor();
   await timeline.getByText(released.receipt!.transactions.release!).first().waitFor({ timeout: 30_000 });
   t.pass('the timeline shows the funding and release transactions');
+  // The deposit, the charge and the unspent part that went back, as the billing entries say.
+  const money = page.getByRole('region', { name: 'Money' });
+  const dollars = (micro: number) => `$${formatUsdCents(micro)}`;
+  const charged = released.cost!.totalMicroUsd;
+  await money.filter({ hasText: `Returned to your wallet${dollars(released.pricing.maxCostMicroUsd - charged)}` }).waitFor({ timeout: 30_000 });
+  const moneyText = (await money.textContent()) ?? '';
+  t.match(moneyText, `Deposit${dollars(released.pricing.maxCostMicroUsd)}`, 'the deposit');
+  t.match(moneyText, `Charged${dollars(charged)} ${dollars(released.cost!.computeMicroUsd)} compute + ${dollars(released.cost!.feeMicroUsd)} fee`, 'the charge, compute + fee');
+  t.notMatch(moneyText, 'Still in escrow', 'nothing left in escrow after the release');
   await lookAt(t, session, 'job: released by early approval');
 
   await page.getByRole('link', { name: 'Jobs', exact: true }).click();
@@ -151,6 +160,9 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await lookAt(t, session, 'jobs list');
   await page.getByRole('link', { name: 'Billing' }).click();
   await page.getByRole('table', { name: 'Totals per month' }).waitFor();
+  const returnedRow = page.getByRole('table', { name: 'Billing entries' }).getByRole('row').filter({ hasText: created.job.id }).filter({ hasText: 'Returned to wallet' });
+  t.match((await returnedRow.textContent()) ?? '', dollars(released.pricing.maxCostMicroUsd - charged), 'the release entry says what went back to the wallet, not $0.00');
+  t.match((await page.getByRole('table', { name: 'Totals per month' }).textContent()) ?? '', /FundedChargedReturned/, 'the month says where each deposit went');
   await lookAt(t, session, 'billing');
   await page.getByRole('link', { name: 'Capacity' }).click();
   await page.getByRole('table', { name: 'Capacity offers' }).getByText(/RTX 4090/i).first().waitFor();

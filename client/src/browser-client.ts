@@ -79,6 +79,11 @@ export interface PageQuery {
   cursor?: string;
 }
 
+export interface BillingQuery extends PageQuery {
+  /** One job's entries only. */
+  jobId?: string;
+}
+
 /** Where a `GET /v1/artifacts/:id` redirect points, with the integrity headers it carried. */
 export interface ArtifactLocation {
   url: string;
@@ -186,8 +191,8 @@ export function createBrowserClient(options: ClientOptions) {
   };
 
   const billing = {
-    list: (query: PageQuery = {}): Promise<BillingList> => get('/v1/billing', billingListSchema, { ...query }),
-    listAll: (query: Omit<PageQuery, 'cursor'> = {}): AsyncGenerator<BillingEntry> => walk((cursor) => billing.list({ ...query, cursor })),
+    list: (query: BillingQuery = {}): Promise<BillingList> => get('/v1/billing', billingListSchema, { ...query }),
+    listAll: (query: Omit<BillingQuery, 'cursor'> = {}): AsyncGenerator<BillingEntry> => walk((cursor) => billing.list({ ...query, cursor })),
   };
 
   const client = {

@@ -1,7 +1,7 @@
 import { type BrowserClient, createBrowserClient, type ClientOptions } from './browser-client.js';
 import { downloadArtifact, type DownloadOptions, type DownloadResult } from './download.js';
 
-export type { ArtifactLocation, CapacityQuery, ClientOptions, JobListQuery, JobSpec, LogQuery, PageQuery } from './browser-client.js';
+export type { ArtifactLocation, BillingQuery, CapacityQuery, ClientOptions, JobListQuery, JobSpec, LogQuery, PageQuery } from './browser-client.js';
 
 /**
  * The gpufarm API for a program: one typed method per `/v1` endpoint, each answer checked

@@ -3,11 +3,14 @@ import type { Queryable } from '../db/database.js';
 import { z } from 'zod';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseQuery } from '../http/parse.js';
+import { jobIdSchema } from '../jobs/account-job.js';
 import { listBillingEntries, type BillingEntryRow } from './store.js';
 
 export const querySchema = z.strictObject({
   limit: intParam(1, 200, 50),
   cursor: z.string().min(1).optional(),
+  /** One job's entries only (its job page's money card); a job of another account has none. */
+  jobId: jobIdSchema.optional(),
 });
 
 const cursorSchema = z.strictObject({ seq: z.int().positive() });
@@ -34,7 +37,7 @@ export const billingRoutes: FastifyPluginAsync<{ db: Queryable }> = async (app, 
     const principal = request.principal;
     if (!principal) throw new Error('billing route reached without a principal');
     // One row more than asked tells whether another page exists.
-    const rows = await listBillingEntries(db, { accountId: principal.accountId, limit: query.limit + 1, beforeSeq });
+    const rows = await listBillingEntries(db, { accountId: principal.accountId, limit: query.limit + 1, beforeSeq, jobId: query.jobId ?? null });
     const page = rows.slice(0, query.limit);
     const last = page.at(-1);
     return {

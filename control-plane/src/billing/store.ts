@@ -13,23 +13,24 @@ export interface BillingEntryRow {
   created_at: Date;
 }
 
-/** One page of an account's billing entries, newest first, below insertion position `beforeSeq`. */
+/** One page of an account's billing entries (of one job when `jobId` is given), newest first, below insertion position `beforeSeq`. */
 export async function listBillingEntries(
   db: Queryable,
-  params: { accountId: string; limit: number; beforeSeq: number | null },
+  params: { accountId: string; limit: number; beforeSeq: number | null; jobId?: string | null },
 ): Promise<BillingEntryRow[]> {
   return db.query<BillingEntryRow>(
     `SELECT id, seq, type, job_id, amount_micro_usd, token, amount::text AS amount, tx_hash, created_at
        FROM billing_entries
       WHERE account_id = $1
         AND ($2::bigint IS NULL OR seq < $2::bigint)
+        AND ($4::text IS NULL OR job_id = $4::text)
       ORDER BY seq DESC
       LIMIT $3`,
-    [params.accountId, params.beforeSeq, params.limit],
+    [params.accountId, params.beforeSeq, params.limit, params.jobId ?? null],
   );
 }
 
-/** Records a billing entry (funding, charge, refund, release); the escrow issue writes these. */
+/** Records a billing entry (funded, charge, credit, release, refund): the escrow's effects and its event scan write these. */
 export async function insertBillingEntry(
   db: Queryable,
   entry: { accountId: string; type: string; jobId?: string | null; amountMicroUsd: number; token?: string | null; amount?: string | null; txHash?: string | null },

@@ -6,7 +6,10 @@ import { findJob, type JobRow } from './store.js';
 
 const JOB_ID = /^job_[0-9a-z]{26}$/;
 
-export const jobParams = z.object({ id: z.string().regex(JOB_ID, 'is not a job id (job_…)') });
+/** A job id as the API writes it, with the message a malformed one gets. */
+export const jobIdSchema = z.string().regex(JOB_ID, 'is not a job id (job_…)');
+
+export const jobParams = z.object({ id: jobIdSchema });
 
 /**
  * The caller's job named by a route's `:id` (`/v1/jobs/:id…` and the dashboard's own job routes).

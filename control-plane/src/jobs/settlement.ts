@@ -172,10 +172,47 @@ export async function recordPayout(
   });
 }
 
-/** Records a release (ours or seen on chain) once, with its billing entry. */
+/**
+ * Records a release (ours or seen on chain) once, with its billing entries: a `credit` when the
+ * final payout (a dispute's outcome) is below the one charged at completion, and the `release`
+ * with what went back to the customer's wallet, the deposit less the final payout.
+ */
 export async function recordRelease(db: Queryable, job: JobRow, txHash: Hex | null): Promise<JobRow> {
   const row = await updateEscrowRecord(db, job.id, { settlement_status: 'released', ...(txHash ? { release_tx_hash: txHash } : {}) }, { settlementStatus: job.settlement_status === 'disputed' ? 'disputed' : 'completed' });
   if (!row) return job;
-  if (txHash) await insertBillingEntry(db, { accountId: job.account_id, type: 'release', jobId: job.id, amountMicroUsd: 0, token: job.payment_token, amount: job.settlement_amount, txHash });
+  if (!txHash) return row;
+  const [charge] = await db.query<{ amount_micro_usd: number; amount: string | null }>(
+    `SELECT amount_micro_usd, amount::text AS amount FROM billing_entries WHERE job_id = $1 AND type = 'charge' ORDER BY seq LIMIT 1`,
+    [job.id],
+  );
+  const money = releaseMoney(row, charge ? { microUsd: Number(charge.amount_micro_usd), units: BigInt(charge.amount ?? row.settlement_amount ?? '0') } : null);
+  const entry = { accountId: job.account_id, jobId: job.id, token: job.payment_token, txHash };
+  if (money.credit.microUsd > 0 || money.credit.units > 0n) {
+    await insertBillingEntry(db, { ...entry, type: 'credit', amountMicroUsd: money.credit.microUsd, amount: money.credit.units.toString() });
+  }
+  await insertBillingEntry(db, { ...entry, type: 'release', amountMicroUsd: money.returned.microUsd, amount: money.returned.units.toString() });
   return row;
+}
+
+interface Money {
+  microUsd: number;
+  units: bigint;
+}
+
+/**
+ * What a release moves for the customer, from the deposit, the charge recorded at completion and
+ * the final payout: `credit`, the part of the charge the payout no longer covers (micro-USD in
+ * proportion, rounded down), and `returned`, the deposit less the final payout. Exact in token
+ * units (the chain's transfers); micro-USD at the job's terms.
+ */
+export function releaseMoney(job: Pick<JobRow, 'max_cost_micro_usd' | 'max_payment' | 'settlement_amount'>, charged: Money | null): { credit: Money; returned: Money } {
+  const payout = BigInt(job.settlement_amount ?? '0');
+  const charge = charged ?? { microUsd: 0, units: payout };
+  const finalMicroUsd =
+    payout >= charge.units ? charge.microUsd : charge.units === 0n ? 0 : Number((BigInt(charge.microUsd) * payout) / charge.units);
+  const returnedUnits = BigInt(job.max_payment) - payout;
+  return {
+    credit: { microUsd: charge.microUsd - finalMicroUsd, units: charge.units > payout ? charge.units - payout : 0n },
+    returned: { microUsd: Math.max(Number(job.max_cost_micro_usd) - finalMicroUsd, 0), units: returnedUnits > 0n ? returnedUnits : 0n },
+  };
 }

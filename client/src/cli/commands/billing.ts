@@ -1,4 +1,4 @@
-import type { BillingEntry } from '@gpufarm/shared';
+import { billingSums, type BillingEntry } from '@gpufarm/shared';
 import { z } from 'zod';
 import { openContext, parseInput } from '../context.js';
 import { EXIT } from '../exit.js';
@@ -12,10 +12,10 @@ const optionsSchema = z.object({
   all: z.boolean().optional(),
 });
 
-/** Money in minus money out of the entries shown, as a line: what was funded, charged and refunded. */
+/** The entries shown, summed as the dashboard sums them: what was funded, charged and returned to the wallet. */
 function summary(entries: readonly BillingEntry[]): string {
-  const total = (type: BillingEntry['type']) => entries.filter((e) => e.type === type).reduce((n, e) => n + BigInt(e.amountMicroUsd), 0n);
-  return `${entries.length} entries · funded ${usd(total('funded'))} · charged ${usd(total('charge'))} · refunded ${usd(total('refund'))} · released ${usd(total('release'))}`;
+  const sums = billingSums(entries);
+  return `${entries.length} entries · funded ${usd(sums.funded)} · charged ${usd(sums.charged)} · returned ${usd(sums.returned)}`;
 }
 
 /** `gf billing`: the account's billing entries, newest first. */

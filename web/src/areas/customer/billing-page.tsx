@@ -1,4 +1,4 @@
-import type { BillingEntry, BillingEntryType } from '@gpufarm/shared';
+import { billingSums, type BillingEntry, type BillingEntryType, type BillingSums } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
@@ -16,20 +16,27 @@ const TOTALS_MAX_ENTRIES = 5_000;
 
 interface MonthTotals {
   month: string;
-  totals: Record<BillingEntryType, bigint>;
+  sums: BillingSums;
 }
 
-/** Sums per calendar month (UTC) and entry type, in micro-USD as bigint: never a float. */
+/** Sums per calendar month (UTC) of the entries made in it, in micro-USD as bigint: never a float. */
 export function monthlyTotals(entries: readonly BillingEntry[]): MonthTotals[] {
-  const months = new Map<string, Record<BillingEntryType, bigint>>();
+  const months = new Map<string, BillingEntry[]>();
   for (const entry of entries) {
     const month = entry.createdAt.slice(0, 7);
-    const totals = months.get(month) ?? { funded: 0n, charge: 0n, refund: 0n, release: 0n };
-    totals[entry.type] += BigInt(entry.amountMicroUsd);
-    months.set(month, totals);
+    months.set(month, [...(months.get(month) ?? []), entry]);
   }
-  return [...months].sort(([a], [b]) => b.localeCompare(a)).map(([month, totals]) => ({ month, totals }));
+  return [...months].sort(([a], [b]) => b.localeCompare(a)).map(([month, inMonth]) => ({ month, sums: billingSums(inMonth) }));
 }
+
+/** What each entry type means to the customer, as the entries table says it. */
+export const ENTRY_WORDS: Record<BillingEntryType, string> = {
+  funded: 'Deposit into escrow',
+  charge: 'Charge (compute + fee)',
+  credit: 'Credit (dispute outcome)',
+  release: 'Returned to wallet',
+  refund: 'Refund of the deposit',
+};
 
 /** Billing: totals per month and the entries, newest first. */
 export function BillingPage() {
@@ -43,9 +50,9 @@ export function BillingPage() {
       const entries: BillingEntry[] = [];
       for await (const entry of gf.billing.listAll({ limit: 100 })) {
         entries.push(entry);
-        if (entries.length >= TOTALS_MAX_ENTRIES) return { months: monthlyTotals(entries), capped: true };
+        if (entries.length >= TOTALS_MAX_ENTRIES) return { months: monthlyTotals(entries), held: null, capped: true };
       }
-      return { months: monthlyTotals(entries), capped: false };
+      return { months: monthlyTotals(entries), held: billingSums(entries).held, capped: false };
     },
   });
   return (
@@ -64,7 +71,7 @@ export function BillingPage() {
           loading="Adding up your entries…"
           errorTitle="Could not add up your billing"
           isEmpty={(t) => t.months.length === 0}
-          empty={{ title: 'Nothing billed yet', body: <p>Entries appear when a job is funded, charged, released or refunded.</p> }}
+          empty={{ title: 'Nothing billed yet', body: <p>Entries appear when a job is funded, charged, paid out or refunded.</p> }}
         >
           {(t) => (
             <>
@@ -74,12 +81,15 @@ export function BillingPage() {
                 rowKey={(m) => m.month}
                 columns={[
                   { header: 'Month', cell: (m) => m.month },
-                  { header: 'Funded', cell: (m) => usd(m.totals.funded), className: 'num' },
-                  { header: 'Charged', cell: (m) => usd(m.totals.charge), className: 'num' },
-                  { header: 'Refunded', cell: (m) => usd(m.totals.refund), className: 'num' },
-                  { header: 'Released', cell: (m) => usd(m.totals.release), className: 'num' },
+                  { header: 'Funded', cell: (m) => usd(m.sums.funded), className: 'num' },
+                  { header: 'Charged', cell: (m) => usd(m.sums.charged), className: 'num' },
+                  { header: 'Returned', cell: (m) => usd(m.sums.returned), className: 'num' },
                 ]}
               />
+              <p className="muted">
+                Each deposit is either charged or returned to your wallet: the unspent part when the job is paid out, the whole of it when the job is refunded or a dispute goes your way.
+                {t.held !== null ? (t.held > 0n ? ` ${usd(t.held)} is still in escrow: jobs not paid out yet and refunds not claimed yet.` : ' Nothing is held in escrow now.') : null}
+              </p>
               {t.capped ? <p className="muted">Totals cover your newest {TOTALS_MAX_ENTRIES} entries.</p> : null}
             </>
           )}
@@ -96,7 +106,7 @@ export function BillingPage() {
                 rowKey={(e) => e.id}
                 columns={[
                   { header: 'Date', cell: (e) => when(e.createdAt) },
-                  { header: 'Type', cell: (e) => e.type },
+                  { header: 'Type', cell: (e) => ENTRY_WORDS[e.type] },
                   { header: 'Job', cell: (e) => (e.jobId ? <Link href={`/jobs/${encodeURIComponent(e.jobId)}`}>{e.jobId}</Link> : '—') },
                   { header: 'Amount', cell: (e) => usd(e.amountMicroUsd), className: 'num' },
                   { header: 'Transaction', cell: (e) => (e.txHash ? <Hash value={e.txHash} label="transaction hash" /> : '—') },

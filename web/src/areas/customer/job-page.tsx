@@ -13,6 +13,7 @@ import { ErrorState, Loading } from '../../ui/states';
 import { CancelJob, EscrowButton, FundJob } from './job-actions';
 import { JobArtifacts } from './job-artifacts';
 import { JobLogs } from './job-logs';
+import { JobMoney } from './job-money';
 import { Timeline, useJobTimeline } from './job-timeline';
 import { jobBadge, StatusBadge } from './status-badge';
 
@@ -116,6 +117,7 @@ export default function JobPage({ id }: { id: string }) {
       ) : null}
       <Timeline job={j} timeline={timeline} />
       <Escrow job={j} onMined={watchForChange} />
+      <JobMoney job={j} />
       <Details job={j} />
       {timeline.data ? <JobSpec jobId={j.id} spec={timeline.data.spec} /> : null}
       <JobLogs job={j} />
