@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -134,7 +135,7 @@ t.test('behavior: an admin drains a machine from its page (the agent is told), s
 
 t.test('behavior: an admin resolves a dispute from the page: the transaction is shown, the escrow released the job and paid each party', async (t) => {
   const customer = await Customer.create(market, 1);
-  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo to dispute'));
+  const { created } = await customer.createFundedJob(busyboxSpec(market.images, 'echo to dispute; echo disputed > /output/result.txt'));
   const done = await customer.waitForStatus(created.job.id, ['COMPLETED'], 180_000);
   const jobKey = done.receipt!.jobKey as Hex;
   const disputeTx = await customer.wallet.writeContract({ address: market.deployment.escrow, abi: gpuFarmEscrowAbi, functionName: 'dispute', args: [jobKey] });
@@ -150,7 +151,21 @@ t.test('behavior: an admin resolves a dispute from the page: the transaction is 
   await row.waitFor();
   t.match((await row.textContent()) ?? '', /none given \(disputed outside the dashboard\)/, 'a dispute sent from the wallet alone says it has no reason');
   await lookAt(t, admin, 'admin: disputes');
-  await row.getByRole('button', { name: 'Release' }).click();
+  // The job beside the decision: the words, the result's hashes, the outputs, the timeline, the log.
+  await row.getByRole('link', { name: created.job.id }).click();
+  await page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} DISPUTED`) }).waitFor();
+  t.match((await page.getByRole('region', { name: 'Dispute' }).textContent()) ?? '', /none given/, 'the dispute card says the customer gave no reason');
+  const result = page.getByRole('region', { name: 'Result' });
+  t.match((await result.textContent()) ?? '', new RegExp(`${done.result!.serverHash!.slice(0, 6)}.*the hashes match`), 'the server hash, and that it matches the host');
+  await page.getByRole('log', { name: 'Log lines' }).getByText('to dispute').waitFor();
+  t.pass('the log shows what the job wrote');
+  await page.getByRole('region', { name: 'Timeline' }).getByText('Disputed', { exact: true }).waitFor();
+  const output = done.artifacts.find((a) => a.kind === 'output')!;
+  const [download] = await Promise.all([page.waitForEvent('download'), result.getByRole('link', { name: new RegExp(`Download ${output.filename}`) }).click()]);
+  const saved = await download.path();
+  t.equal(createHash('sha256').update(readFileSync(saved)).digest('hex'), output.sha256, 'the output the admin downloads is the recorded one');
+  await lookAt(t, admin, 'admin: disputed job');
+  await page.getByRole('region', { name: 'Dispute' }).getByRole('button', { name: 'Release' }).click();
   await page.getByRole('dialog', { name: `Release job ${created.job.id} to the farm?` }).getByRole('button', { name: 'Release' }).click();
   const mined = page.getByRole('status').filter({ hasText: `Mined: Release job ${created.job.id}` });
   await mined.waitFor({ timeout: 60_000 });
@@ -166,6 +181,7 @@ t.test('behavior: an admin resolves a dispute from the page: the transaction is 
   const delta = async (who: Address) => (await balanceAt(market, token, who, receipt.blockNumber)) - (await balanceAt(market, token, who, receipt.blockNumber - 1n));
   t.equal(await delta(OPERATOR.address as Address), before.payout - before.fee, 'the farm is paid the recorded payout less the fee');
   t.equal(await delta(before.customer), before.amount - before.payout, 'the customer gets back what the payout leaves');
+  await page.goto(`${market.url}/admin/disputes`);
   await page.getByText('No open dispute').waitFor();
 });
 

@@ -149,7 +149,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     signInLimits: { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt },
     offerIndex: deps.offerIndex,
   });
-  await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null });
+  await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null, publicUrl: config.publicUrl, chainId: config.chainId, artifacts: deps.artifacts });
   await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });
   await app.register(agentMachineRoutes, { db: deps.db, offerIndex: deps.offerIndex });
   await app.register(webStatic, { dir: config.web.dir, connectOrigins: config.execution.s3 ? [s3PublicOrigin(config.execution.s3)] : [] });

@@ -1,7 +1,10 @@
-import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { ADMIN_JOB_LOG_LINES, gpuFarmEscrowAbi } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { erc20Abi, type Address, type Hex } from 'viem';
+import { newArtifactId } from '../src/artifacts/metadata.js';
+import { insertArtifact } from '../src/artifacts/store.js';
 import { readEscrowJob } from '../src/chain/escrow.js';
+import { appendServiceLine } from '../src/logs/store.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { newId } from '../src/ids.js';
 import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
@@ -92,6 +95,28 @@ t.test('behavior: release pays the recorded payout and fee; the escrow and the j
   t.equal(before.status, 'disputed');
   const [provider0, treasury0, customer0] = await Promise.all([balance(PROVIDER), balance(TREASURY), balance(devWallet(3).address)]);
 
+  // What the admin reads before deciding: the job, its timeline, the words, the machine, the log, the outputs.
+  const accountId = (await db.query<{ account_id: string }>('SELECT account_id FROM jobs WHERE id = $1', [jobId]))[0]!.account_id;
+  for (let i = 1; i <= ADMIN_JOB_LOG_LINES + 5; i++) await appendServiceLine(db, jobId, `line ${i}`, { force: true });
+  const output = await insertArtifact(db, { id: newArtifactId(), accountId, jobId, assignmentId: null, kind: 'output', name: null, filename: 'output.tar', sizeBytes: 10, sha256: 'ab'.repeat(32), declaredSha256: null, ttlDays: 7 });
+  const view = await app.inject({ url: `/admin/api/jobs/${jobId}`, headers: session(asAdmin) });
+  t.equal(view.statusCode, 200, view.body);
+  const v = view.json();
+  t.match(v, { job: { id: jobId, status: 'COMPLETED', receipt: { status: 'disputed' } }, customer: { accountId, wallet: devWallet(3).address.toLowerCase() }, machineId: /^mach_/, dispute: { reason: 'the output is empty', evidence: 'result.txt is 0 bytes; expected 4 KiB', disputedAt: String, disputeEndsAt: String } });
+  t.ok(v.timeline.events.some((e: { state: string }) => e.state === 'disputed'), 'the timeline shows the dispute');
+  t.equal(v.log.lines.length, ADMIN_JOB_LOG_LINES, 'the last lines');
+  t.ok(v.log.total >= ADMIN_JOB_LOG_LINES + 5, 'and how many there are');
+  t.equal(v.log.lines.at(-1).line, `line ${ADMIN_JOB_LOG_LINES + 5}`, 'the newest last');
+  t.match(v.job.artifacts, [{ id: output.id, kind: 'output' }]);
+  const download = await app.inject({ url: `/admin/api/artifacts/${output.id}`, headers: session(asAdmin) });
+  t.equal(download.statusCode, 302, download.body);
+  t.match(download.headers.location, /\/files\//, 'a signed URL of the bytes');
+  t.match((await app.inject({ url: '/admin/api/audit?limit=1', headers: session(asAdmin) })).json().data[0], { action: 'job.read_artifact', targetId: jobId, details: { artifactId: output.id } }, 'the read is audited');
+  assertError(t, await app.inject({ url: `/admin/api/jobs/${jobId}`, headers: session(await signIn(app, devWallet(3))) }), 'forbidden', 403);
+  assertError(t, await app.inject({ url: '/admin/api/jobs/nope', headers: session(asAdmin) }), 'invalid_request', 400);
+  assertError(t, await app.inject({ url: `/admin/api/jobs/job_${'0'.repeat(26)}`, headers: session(asAdmin) }), 'not_found', 404);
+  assertError(t, await app.inject({ url: `/admin/api/artifacts/art_${'0'.repeat(26)}`, headers: session(asAdmin) }), 'not_found', 404);
+
   const res = await resolve(asAdmin, jobId, 'release');
   t.equal(res.statusCode, 200, res.body);
   t.match(res.json(), { jobId, outcome: 'release', txHash: /^0x[0-9a-f]{64}$/ });
@@ -108,7 +133,7 @@ t.test('behavior: release pays the recorded payout and fee; the escrow and the j
   t.match(audit.data[0], { actor: { kind: 'admin_wallet', id: admin.address.toLowerCase() }, action: 'job.resolve_dispute', targetId: jobId, details: { outcome: 'release' } });
   t.same((await app.inject({ url: '/admin/api/disputes', headers: session(asAdmin) })).json().data, [], 'no longer listed');
   assertError(t, await resolve(asAdmin, jobId, 'refund'), 'conflict', 409);
-  t.equal(checkedAnswers(), 4, 'the disputes lists, the resolution and the audit page keep the fleet contract (shared/src/fleet/api.ts)');
+  t.equal(checkedAnswers(), 6, 'the disputes lists, the job view, the resolution and the audit pages keep the fleet contract (shared/src/fleet/api.ts)');
 });
 
 t.test('behavior: refund pays nothing out; the whole deposit goes back to the customer', async (t) => {

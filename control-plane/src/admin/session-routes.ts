@@ -4,6 +4,11 @@ import type { Hex } from 'viem';
 import { z } from 'zod';
 import { readEscrowJob } from '../chain/escrow.js';
 import { apiKeyParams } from '../auth/api-keys.js';
+import type { BlobStore } from '../artifacts/blob-store.js';
+import { artifactLink, goneError, isExpired, SIGNED_URL_TTL_SECONDS } from '../artifacts/metadata.js';
+import { artifactParams } from '../artifacts/routes.js';
+import type { UrlSigner } from '../artifacts/signing.js';
+import { findArtifactById } from '../artifacts/store.js';
 import { ADMIN_API_PREFIX } from '../auth/plugin.js';
 import { deleteAccountWebSessions } from '../auth/session-store.js';
 import { revokeApiKey, setAccountStatus } from '../auth/store.js';
@@ -15,6 +20,7 @@ import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { parseBody, parseParams, parseQuery } from '../http/parse.js';
 import type { EscrowDeps } from '../jobs/funding.js';
 import { resolveJobDispute } from './disputes.js';
+import { adminJobView } from './job-view.js';
 import { adminMachineDetail, adminMachinesPage, machineHistory, fleetOverview, HISTORY_RANGES, MACHINE_SORTS, MACHINE_STATES } from './fleet-views.js';
 import { listAdminAccounts, listAdminFarms, listDisputes } from './store.js';
 
@@ -80,7 +86,17 @@ function eventTypes(raw: string | undefined): FleetEventType[] | undefined {
   return types as FleetEventType[];
 }
 
-export const adminSessionRoutes: FastifyPluginAsync<{ db: Database; escrow: EscrowDeps | null }> = async (app, { db, escrow }) => {
+export interface AdminSessionRoutesOptions {
+  db: Database;
+  escrow: EscrowDeps | null;
+  /** For the job view's links and timeline. */
+  publicUrl: string;
+  chainId: number;
+  /** For an artifact's signed URL (the admin's download of a job's output or log). */
+  artifacts: { blobs: BlobStore; signer: UrlSigner };
+}
+
+export const adminSessionRoutes: FastifyPluginAsync<AdminSessionRoutesOptions> = async (app, { db, escrow, publicUrl, chainId, artifacts }) => {
   const read = { config: { auth: 'admin_session' as const } };
   const write = read;
   const base = ADMIN_API_PREFIX;
@@ -202,6 +218,27 @@ export const adminSessionRoutes: FastifyPluginAsync<{ db: Database; escrow: Escr
       });
     }
   }
+
+  // Any account's job, for the admin deciding its dispute: the job, its timeline, log and outputs.
+  app.get(`${base}/jobs/:id`, read, async (request, reply) => {
+    const { id } = parseParams(jobParams, request.params);
+    reply.header('Cache-Control', 'no-store');
+    return adminJobView(db, { jobId: id, publicUrl, chainId });
+  });
+
+  // One of a job's artifacts (its output or log): a 302 to a signed URL, as for its customer;
+  // reading a customer's files is recorded in the audit log.
+  app.get(`${base}/artifacts/:id`, read, async (request, reply) => {
+    const { id } = parseParams(artifactParams, request.params);
+    const row = await findArtifactById(db, id);
+    if (!row || row.job_id === null) throw new ApiError('not_found', `No job artifact ${id}.`);
+    if (isExpired(row)) throw goneError(row);
+    await recordAudit(db, { actor: actorOf(request), action: 'job.read_artifact', targetType: 'job', targetId: row.job_id, details: { artifactId: row.id, kind: row.kind } });
+    const link = await artifactLink(row, artifacts, SIGNED_URL_TTL_SECONDS);
+    reply.header('Cache-Control', 'no-store');
+    reply.header('X-Artifact-Sha256', row.sha256);
+    return reply.redirect(link.url, 302);
+  });
 
   app.post(`${base}/jobs/:id/resolve-dispute`, write, async (request) => {
     const { id } = parseParams(jobParams, request.params);

@@ -1,4 +1,4 @@
-import type { ArtifactMetadata } from '@gpufarm/shared';
+import { ApiError, type ArtifactMetadata } from '@gpufarm/shared';
 import { randomId } from '../ids.js';
 import type { BlobStore } from './blob-store.js';
 import type { UrlSigner } from './signing.js';
@@ -49,4 +49,9 @@ export function toArtifactMetadata(row: ArtifactRow, signed: ArtifactLink): Arti
 /** Whether an artifact row has expired at `now` (epoch ms). */
 export function isExpired(row: Pick<ArtifactRow, 'expires_at'>, now = Date.now()): boolean {
   return row.expires_at.getTime() <= now;
+}
+
+/** The spec's `gone` for an expired artifact row. */
+export function goneError(row: Pick<ArtifactRow, 'id' | 'expires_at'>): ApiError {
+  return new ApiError('gone', `The artifact ${row.id} expired at ${row.expires_at.toISOString()}; its bytes are no longer kept.`);
 }

@@ -111,3 +111,13 @@ export async function listLogLines(db: Queryable, params: { jobId: string; after
     [params.jobId, params.afterId, params.stream, params.limit],
   );
 }
+
+/** A job's last `limit` lines in id order, and how many it has in all (the admin's job page). */
+export async function listLastLogLines(db: Queryable, params: { jobId: string; limit: number }): Promise<{ lines: LogLineRow[]; total: number }> {
+  const where = `WHERE job_id = $1 AND job_created_at = (SELECT created_at FROM jobs WHERE id = $1)`;
+  const [lines, [count]] = await Promise.all([
+    db.query<LogLineRow>(`SELECT id, assignment_id, seq, stream, line, at FROM log_lines ${where} ORDER BY id DESC LIMIT $2`, [params.jobId, params.limit]),
+    db.query<{ total: number }>(`SELECT count(*)::int AS total FROM log_lines ${where}`, [params.jobId]),
+  ]);
+  return { lines: lines.reverse(), total: count?.total ?? 0 };
+}

@@ -1,5 +1,6 @@
 import {
   accountListSchema,
+  adminJobSchema,
   adminFarmListSchema,
   adminMachineDetailSchema,
   adminMachineListSchema,
@@ -37,6 +38,7 @@ const ANSWERS: ReadonlyArray<{ method: string; path: RegExp; schema: z.ZodType }
   { method: 'GET', path: /^\/admin\/api\/audit$/, schema: auditListSchema },
   { method: 'GET', path: /^\/admin\/api\/farms$/, schema: adminFarmListSchema },
   { method: 'GET', path: /^\/admin\/api\/disputes$/, schema: disputeListSchema },
+  { method: 'GET', path: /^\/admin\/api\/jobs\/[^/]+$/, schema: adminJobSchema },
   { method: 'POST', path: /^\/admin\/api\/jobs\/[^/]+\/resolve-dispute$/, schema: resolvedDisputeSchema },
   { method: 'GET', path: /^\/admin\/api\/accounts$/, schema: accountListSchema },
   { method: 'GET', path: /^\/operator\/api\/machines$/, schema: operatorMachineListSchema },

@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { jobTimelineSchema } from '../dashboard/job-timeline.js';
+import { jobSchema } from '../schemas/job.js';
+import { logLineSchema } from '../schemas/logs.js';
 import { earningVerdictSchema } from './earning.js';
 import { GPU_PROBE_STATES } from '../protocol/agent-messages.js';
 import { GPU_HEALTH_VERDICTS } from './gpu-health.js';
@@ -217,6 +220,25 @@ export const disputeListSchema = z.object({
 });
 export type Dispute = z.infer<typeof disputeListSchema>['data'][number];
 export const resolvedDisputeSchema = z.object({ jobId: z.string(), outcome: z.enum(['release', 'refund']), txHash: z.string() });
+
+/** How many of a job's last log lines the admin's job page shows (the whole log is its log artifact). */
+export const ADMIN_JOB_LOG_LINES = 200;
+
+/**
+ * `GET /admin/api/jobs/:id`: what an admin reads before deciding a dispute. The job as its
+ * customer sees it (status, result hashes, verification level, cost, receipt, artifacts), its
+ * timeline, the customer's words, where it ran, and the last lines of its log.
+ */
+export const adminJobSchema = z.object({
+  job: jobSchema,
+  timeline: jobTimelineSchema,
+  customer: z.object({ accountId: z.string(), wallet: z.string() }),
+  /** The machine of the job's assignment (the admin machine page), null before one. */
+  machineId: z.string().nullable(),
+  dispute: z.object({ reason: z.string().nullable(), evidence: z.string().nullable(), disputedAt: iso.nullable(), disputeEndsAt: iso.nullable() }).nullable(),
+  log: z.object({ lines: z.array(logLineSchema), total: z.int().nonnegative() }),
+});
+export type AdminJob = z.infer<typeof adminJobSchema>;
 
 export const accountListSchema = z.object({
   data: z.array(

@@ -1,6 +1,7 @@
 import { ADMIN_API, type Dispute, disputeListSchema, resolvedDisputeSchema } from '@gpufarm/shared';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState } from 'react';
+import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { tokenAmount, when } from '../../lib/format';
@@ -52,7 +53,7 @@ export function DisputesPage() {
             rows={d.data}
             rowKey={(row) => row.jobId}
             columns={[
-              { header: 'Job', cell: (row) => <code>{row.jobId}</code> },
+              { header: 'Job', cell: (row) => <Link href={`/jobs/${encodeURIComponent(row.jobId)}`}><code>{row.jobId}</code></Link> },
               { header: "Customer's reason", cell: (row) => <DisputeReason dispute={row} /> },
               { header: 'Disputed', cell: (row) => when(row.disputedAt) },
               { header: 'Deadline', cell: (row) => (row.disputeEndsAt ? <Deadline at={row.disputeEndsAt} /> : '—') },
@@ -70,7 +71,7 @@ export function DisputesPage() {
 }
 
 /** The customer's words, the evidence behind a disclosure; a dispute sent without the dashboard has none. */
-function DisputeReason({ dispute }: { dispute: Dispute }) {
+export function DisputeReason({ dispute }: { dispute: Pick<Dispute, 'reason' | 'evidence'> }) {
   if (!dispute.reason) return <span className="muted">none given (disputed outside the dashboard)</span>;
   return (
     <div className="dispute-reason">
@@ -85,7 +86,7 @@ function DisputeReason({ dispute }: { dispute: Dispute }) {
   );
 }
 
-function ResolveActions({ dispute, onState }: { dispute: Dispute; onState: (state: TxState) => void }) {
+export function ResolveActions({ dispute, onState }: { dispute: Dispute; onState: (state: TxState) => void }) {
   const api = useApi();
   const queryClient = useQueryClient();
   const resolve = useMutation({
@@ -119,7 +120,7 @@ function ResolveActions({ dispute, onState }: { dispute: Dispute; onState: (stat
 }
 
 /** The dispute's deadline and the time left; once past, that the deposit goes back to the customer. */
-function Deadline({ at }: { at: string }) {
+export function Deadline({ at }: { at: string }) {
   const [past, setPast] = useState(() => Date.parse(at) <= Date.now());
   const end = useCallback(() => setPast(true), []);
   return past ? (

@@ -8,6 +8,7 @@ import { AuditPage } from './audit-page';
 import { DisputesPage } from './disputes-page';
 import { EventsPage } from './events-page';
 import { FarmsPage } from './farms-page';
+import { AdminJobPage } from './job-page';
 import { MachinePage } from './machine-page';
 import { MachinesPage } from './machines-page';
 import { OverviewPage } from './overview-page';
@@ -62,6 +63,13 @@ export default function AdminArea() {
           {(params) => (
             <Admin>
               <MachinePage id={params.id} />
+            </Admin>
+          )}
+        </Route>
+        <Route path="/jobs/:id">
+          {(params) => (
+            <Admin>
+              <AdminJobPage id={params.id} />
             </Admin>
           )}
         </Route>

@@ -80,7 +80,8 @@ export function Timeline({ job, timeline }: { job: Job; timeline: ReturnType<typ
   );
 }
 
-function TimelineList({ job, timeline, now }: { job: Job; timeline: JobTimeline; now: number }) {
+/** The timeline's steps as a list, for a page that loaded the timeline itself (the admin's job page). */
+export function TimelineList({ job, timeline, now }: { job: Job; timeline: JobTimeline; now: number }) {
   const reached = new Set(timeline.events.map((e) => e.state));
   const ahead = isTerminalStatus(job.status) ? [] : JOB_PATH.filter((state) => !reached.has(state));
   return (
