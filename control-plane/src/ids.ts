@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ulid } from 'ulid';
+import { z } from 'zod';
 
 /** Time-ordered, prefixed ids (`acct_01j…`): sortable, so keyset cursors can use them. */
 export function newId(prefix: string): string {
@@ -15,3 +16,6 @@ export function randomId(prefix: string): string {
   for (const byte of bytes) id += BASE32[byte & 31];
   return id;
 }
+
+/** A job id as the API writes it (`randomId('job')`), with the message a malformed one gets. */
+export const jobIdSchema = z.string().regex(/^job_[0-9a-z]{26}$/, 'is not a job id (job_…)');

@@ -5,13 +5,7 @@ import { findJobById } from '../jobs/store.js';
 import { jobTimeline } from '../jobs/timeline.js';
 import { toLogLine } from '../logs/stream.js';
 import { listLastLogLines } from '../logs/store.js';
-
-interface JobPeople {
-  wallet_address: string;
-  machine_id: string | null;
-  dispute_reason: string | null;
-  dispute_evidence: string | null;
-}
+import { findAdminJobPeople } from './store.js';
 
 /**
  * `GET /admin/api/jobs/:id`: any account's job as an admin reads it before deciding a dispute:
@@ -21,16 +15,11 @@ interface JobPeople {
 export async function adminJobView(db: Queryable, params: { jobId: string; publicUrl: string; chainId: number }): Promise<AdminJob> {
   const row = await findJobById(db, params.jobId);
   if (!row) throw new ApiError('not_found', `No job ${params.jobId}.`);
-  const [extras, timeline, log, [people]] = await Promise.all([
+  const [extras, timeline, log, people] = await Promise.all([
     loadJobExtras(db, [row]),
     jobTimeline(db, { job: row, chainId: params.chainId }),
     listLastLogLines(db, { jobId: row.id, limit: ADMIN_JOB_LOG_LINES }),
-    db.query<JobPeople>(
-      `SELECT a.wallet_address, asg.machine_id, j.dispute_reason, j.dispute_evidence
-         FROM jobs j JOIN accounts a ON a.id = j.account_id LEFT JOIN assignments asg ON asg.id = j.assignment_id
-        WHERE j.id = $1`,
-      [row.id],
-    ),
+    findAdminJobPeople(db, row.id),
   ]);
   const disputed = row.disputed_at !== null || row.settlement_status === 'disputed' || row.dispute_outcome !== null;
   return {

@@ -286,3 +286,14 @@ export function outcomesByFarm(db: Queryable, since: Date): Promise<Array<{ farm
     [since],
   );
 }
+
+/** Who a job is about, for the admin's job page: the customer's wallet, the machine of its assignment, the dispute's words. */
+export async function findAdminJobPeople(db: Queryable, jobId: string): Promise<{ wallet_address: string; machine_id: string | null; dispute_reason: string | null; dispute_evidence: string | null } | null> {
+  const [row] = await db.query<{ wallet_address: string; machine_id: string | null; dispute_reason: string | null; dispute_evidence: string | null }>(
+    `SELECT a.wallet_address, asg.machine_id, j.dispute_reason, j.dispute_evidence
+       FROM jobs j JOIN accounts a ON a.id = j.account_id LEFT JOIN assignments asg ON asg.id = j.assignment_id
+      WHERE j.id = $1`,
+    [jobId],
+  );
+  return row ?? null;
+}

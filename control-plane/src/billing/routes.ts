@@ -3,7 +3,7 @@ import type { Queryable } from '../db/database.js';
 import { z } from 'zod';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseQuery } from '../http/parse.js';
-import { jobIdSchema } from '../jobs/account-job.js';
+import { jobIdSchema } from '../ids.js';
 import { listBillingEntries, type BillingEntryRow } from './store.js';
 
 export const querySchema = z.strictObject({

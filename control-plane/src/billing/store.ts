@@ -42,3 +42,12 @@ export async function insertBillingEntry(
   );
   return id;
 }
+
+/** The `charge` entry of a job (its first: a job is charged once), amounts as recorded; null before completion. */
+export async function findJobCharge(db: Queryable, jobId: string): Promise<{ microUsd: number; units: string | null } | null> {
+  const [row] = await db.query<{ amount_micro_usd: number; amount: string | null }>(
+    `SELECT amount_micro_usd, amount::text AS amount FROM billing_entries WHERE job_id = $1 AND type = 'charge' ORDER BY seq LIMIT 1`,
+    [jobId],
+  );
+  return row ? { microUsd: Number(row.amount_micro_usd), units: row.amount } : null;
+}

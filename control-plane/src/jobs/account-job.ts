@@ -1,13 +1,9 @@
 import { z } from 'zod';
 import type { Queryable } from '../db/database.js';
 import { parseParams } from '../http/parse.js';
+import { jobIdSchema } from '../ids.js';
 import { JobNotFoundError } from './job-errors.js';
 import { findJob, type JobRow } from './store.js';
-
-const JOB_ID = /^job_[0-9a-z]{26}$/;
-
-/** A job id as the API writes it, with the message a malformed one gets. */
-export const jobIdSchema = z.string().regex(JOB_ID, 'is not a job id (job_…)');
 
 export const jobParams = z.object({ id: jobIdSchema });
 

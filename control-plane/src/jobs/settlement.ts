@@ -1,6 +1,6 @@
 import { finalCost, type FinalCost } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
-import { insertBillingEntry } from '../billing/store.js';
+import { findJobCharge, insertBillingEntry } from '../billing/store.js';
 import { authorizeRefund, ChainError, claimDisputeTimeout, completeJob, readEscrowJob, releaseJob, type Payout } from '../chain/escrow.js';
 import type { Database, Queryable } from '../db/database.js';
 import { withParties } from './deferred-payments.js';
@@ -181,11 +181,8 @@ export async function recordRelease(db: Queryable, job: JobRow, txHash: Hex | nu
   const row = await updateEscrowRecord(db, job.id, { settlement_status: 'released', ...(txHash ? { release_tx_hash: txHash } : {}) }, { settlementStatus: job.settlement_status === 'disputed' ? 'disputed' : 'completed' });
   if (!row) return job;
   if (!txHash) return row;
-  const [charge] = await db.query<{ amount_micro_usd: number; amount: string | null }>(
-    `SELECT amount_micro_usd, amount::text AS amount FROM billing_entries WHERE job_id = $1 AND type = 'charge' ORDER BY seq LIMIT 1`,
-    [job.id],
-  );
-  const money = releaseMoney(row, charge ? { microUsd: Number(charge.amount_micro_usd), units: BigInt(charge.amount ?? row.settlement_amount ?? '0') } : null);
+  const charge = await findJobCharge(db, job.id);
+  const money = releaseMoney(row, charge ? { microUsd: charge.microUsd, units: BigInt(charge.units ?? row.settlement_amount ?? '0') } : null);
   const entry = { accountId: job.account_id, jobId: job.id, token: job.payment_token, txHash };
   if (money.credit.microUsd > 0 || money.credit.units > 0n) {
     await insertBillingEntry(db, { ...entry, type: 'credit', amountMicroUsd: money.credit.microUsd, amount: money.credit.units.toString() });

@@ -39,6 +39,8 @@ export interface BenchMarketplace {
   agent: LocalAgent;
   images: LocalImages;
   databaseName: string;
+  /** The database's URL, for a bench that seeds it further (more machines on the market). */
+  databaseUrl: string;
   /** An API key of the customer (LOCAL_CUSTOMER's wallet) with jobs:create, jobs:read, artifacts:read. */
   apiKey: string;
   /** Calls answered 429 so far (each was retried after Retry-After). */
@@ -142,6 +144,7 @@ export async function startBenchMarketplace(log: (line: string) => void, name: s
       agent,
       images,
       databaseName: database.name,
+      databaseUrl: database.url,
       apiKey,
       rateLimited: () => rateLimited,
       agentOutput: () => agentLines,
