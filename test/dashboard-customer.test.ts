@@ -32,9 +32,15 @@ agent.start();
 await market.waitForCapacity(FARM, 1);
 const CUSTOMER = ANVIL_ACCOUNTS[1];
 
-/** A job printing `live-1` … `live-<count>` a second apart, then writing its output. */
+/**
+ * A job printing 200 lines at once (more than the log box shows), then `live-1` … `live-<count>`
+ * a second apart, then writing its output: two files.
+ */
 const liveJob = (count: number) =>
-  busyboxSpec(market.images, `i=1; while [ $i -le ${count} ]; do echo live-$i; i=$((i+1)); sleep 1; done; echo result > /output/result.txt`);
+  busyboxSpec(
+    market.images,
+    `seq 1 200; i=1; while [ $i -le ${count} ]; do echo live-$i; i=$((i+1)); sleep 1; done; echo result > /output/result.txt; mkdir /output/data; seq 1 1000 > /output/data/seq.txt`,
+  );
 
 const logText = (session: DashboardSession) => session.page.getByLabel('Log lines').textContent();
 
@@ -78,9 +84,24 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   const whileRunning = await jobOf(apiKey, created.job.id);
   t.equal(whileRunning.status, 'RUNNING', 'live-3 was shown while the job was running');
   t.notMatch((await logText(session)) ?? '', /live-15/, 'before the last line was written');
+  const soFar = (await page.locator('.running-cost').textContent()) ?? '';
+  t.match(soFar, /^\$\d+\.\d{2,} so far \(estimate\): .* on 1 GPU at \$0\.50 per GPU-hour/, `the cost so far while it runs, labeled an estimate: ${soFar}`);
   await lookAt(t, session, 'job: running with live logs');
+  // A reader scrolled into the log keeps their place as lines arrive and when the job ends.
+  const logBox = page.getByLabel('Log lines');
+  const place = await logBox.evaluate((el) => {
+    el.scrollTop = 300;
+    return el.scrollTop;
+  });
+  t.ok(place > 0, 'the log scrolls in its box');
+  await logBox.scrollIntoViewIfNeeded();
+  const onScreen = (await logBox.boundingBox())!.y;
   await page.getByLabel('Log lines').getByText('live-15').waitFor({ timeout: 120_000 });
   t.same(navigations, [], 'the lines arrived without a reload');
+  await page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} COMPLETED`) }).waitFor({ timeout: 120_000 });
+  await page.getByText(/; the job ended \(COMPLETED\)/).waitFor();
+  t.equal(await logBox.evaluate((el) => el.scrollTop), place, 'the log is where the reader left it after the job ended');
+  t.ok(Math.abs((await logBox.boundingBox())!.y - onScreen) < 2, 'and so is the page: the cards above it grew without moving it');
 
   await page.getByRole('checkbox', { name: 'stdout' }).uncheck();
   t.notMatch((await logText(session)) ?? '', /live-1/, 'stdout lines hidden when unchecked');
@@ -105,6 +126,23 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   const file = await (await saved).path();
   t.equal(createHash('sha256').update(readFileSync(file)).digest('hex'), job.result!.serverHash, 'the saved file has the recorded bytes');
   await lookAt(t, session, 'job: completed, output verified');
+
+  // The output's files as the server listed them from the tar, one downloaded alone and verified.
+  const files = page.getByRole('table', { name: 'Files in the output' });
+  await files.waitFor();
+  t.same((await files.getByRole('rowheader').allTextContents()).sort(), ['data/seq.txt', 'result.txt'], 'the files of the output tar');
+  const listed = (await session.api('GET', `/jobs/${created.job.id}/output/files`)).body as { tarSha256: string; files: { path: string; sha256: string }[] };
+  t.equal(listed.tarSha256, job.result!.serverHash, 'listed from the tar the result names');
+  const seq = listed.files.find((f) => f.path === 'data/seq.txt')!;
+  const seqRow = files.getByRole('row').filter({ hasText: 'data/seq.txt' });
+  const savedOne = page.waitForEvent('download');
+  await seqRow.getByRole('button', { name: 'Download and verify data/seq.txt' }).click();
+  await seqRow.getByRole('status', { name: 'Verified' }).waitFor();
+  t.match((await seqRow.getByRole('status', { name: 'Verified' }).textContent()) ?? '', seq.sha256, 'the page shows the listed hash, verified');
+  const one = readFileSync(await (await savedOne).path());
+  t.equal(createHash('sha256').update(one).digest('hex'), seq.sha256, 'the saved file has the listed bytes');
+  t.equal(one.toString(), `${Array.from({ length: 1000 }, (_, i) => i + 1).join('\n')}\n`, 'and they are the file the job wrote');
+  await lookAt(t, session, 'job: output files, one verified');
 
   t.equal((await escrowJob(market, job.receipt!.jobKey as Hex)).statusName, 'Completed', 'the challenge window is open');
   // Approving asks first, with what moves: the payment out, the rest of the deposit back.
@@ -363,4 +401,63 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   const second = page.getByRole('heading', { name: /^Job job_\w+ CREATED/ });
   await second.waitFor();
   t.not(/Job (job_\w+)/.exec((await second.textContent()) ?? '')![1], jobId, 'a new job');
+});
+
+t.test('behavior: a customer starts the canary from a built-in template, saves a past job as a template of their own from the form, and starts from it again', async (t) => {
+  const session = await signInToDashboard(t, market, ANVIL_ACCOUNTS[2].privateKey);
+  const { page } = session;
+  const openNewJob = async () => {
+    await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+    await page.getByRole('link', { name: 'New job' }).first().click();
+    await page.getByRole('heading', { name: 'New job' }).waitFor();
+  };
+  const createdId = async () => {
+    const heading = page.getByRole('heading', { name: /^Job job_\w+ CREATED/ });
+    await heading.waitFor();
+    return /Job (job_\w+)/.exec((await heading.textContent()) ?? '')![1]!;
+  };
+  await openNewJob();
+  const picker = page.getByRole('region', { name: 'Start from a template' });
+  await picker.getByLabel('Template', { exact: true }).selectOption('canary');
+  t.match((await picker.textContent()) ?? '', /The service’s canary/, 'the template says what it runs');
+  t.match((await picker.textContent()) ?? '', /You have no templates of your own yet/, 'and that the account has none of its own');
+  await lookAt(t, session, 'new job: template picker');
+  await picker.getByRole('button', { name: 'Use template' }).click();
+  await page.getByText('Template canary: the form holds its spec.', { exact: false }).waitFor();
+  const form = page.getByRole('form', { name: 'New job' });
+  t.equal(await form.getByLabel('Image', { exact: true }).inputValue(), market.images.canary.reference, 'the canary image, pinned by digest');
+  t.equal(await form.getByLabel('Arguments', { exact: true }).inputValue(), 'sha256-chain\n100000', 'its command as arguments');
+  t.match(JSON.parse((await form.getByLabel('Job spec as JSON', { exact: true }).textContent()) ?? ''), { deterministic: true, workloadType: 'batch' });
+  await form.getByRole('button', { name: 'Create job' }).click();
+  const canaryId = await createdId();
+  t.match(((await session.api('GET', `/jobs/${canaryId}/timeline`)).body as { spec: unknown }).spec, { image: market.images.canary.reference, command: ['sha256-chain', '100000'] }, 'the job runs the canary');
+
+  // Any past job can become a template: Run again fills the form, Save as template keeps it.
+  await page.getByRole('region', { name: 'What it runs' }).getByRole('link', { name: 'Run again' }).click();
+  await page.getByText(`Run again: the form holds job ${canaryId}'s spec.`, { exact: false }).waitFor();
+  const save = page.getByRole('form', { name: 'Save as template' });
+  const name = save.getByLabel('Template name', { exact: true });
+  await name.fill('My Canary');
+  await save.getByRole('button', { name: 'Save as template' }).click();
+  t.equal(await name.getAttribute('aria-invalid'), 'true', 'a name of the wrong form is refused at the field');
+  await name.fill('my-canary');
+  await save.getByLabel('Template description', { exact: true }).fill('the canary, from a past job');
+  await save.getByRole('button', { name: 'Save as template' }).click();
+  await save.getByRole('status').filter({ hasText: 'Saved as template my-canary' }).waitFor();
+  await save.getByRole('button', { name: 'Save as template' }).click();
+  const taken = save.getByRole('alert').filter({ hasText: 'You already have a template named my-canary' });
+  await taken.waitFor();
+  await lookAt(t, session, 'new job: template name taken');
+  await taken.getByRole('button', { name: 'Replace my-canary' }).click();
+  await save.getByRole('status').filter({ hasText: 'Saved as template my-canary (replaced)' }).waitFor();
+  t.pass('a taken name is replaced only when asked');
+
+  await openNewJob();
+  await picker.getByLabel('Template', { exact: true }).selectOption('my-canary');
+  t.match((await picker.textContent()) ?? '', /the canary, from a past job/, 'its own template, with its description');
+  await picker.getByRole('button', { name: 'Use template' }).click();
+  t.equal(await form.getByLabel('Image', { exact: true }).inputValue(), market.images.canary.reference, 'the saved spec fills the form');
+  await form.getByRole('button', { name: 'Create job' }).click();
+  t.not(await createdId(), canaryId, 'a new job from the saved template');
+  t.same(session.cspViolations, [], 'no Content-Security-Policy violation');
 });

@@ -9,6 +9,8 @@ import {
   type jobCreateRequestSchema,
   jobListSchema,
   jobSchema,
+  jobTemplateListSchema,
+  jobTemplateSchema,
   logListSchema,
   pricingSchema,
   serviceIndexSchema,
@@ -24,6 +26,8 @@ import {
   type JobCreated,
   type JobList,
   type JobStatus,
+  type JobTemplate,
+  type JobTemplateList,
   type LogLine,
   type LogList,
   type LogStream,
@@ -195,6 +199,32 @@ export function createBrowserClient(options: ClientOptions) {
     listAll: (query: Omit<BillingQuery, 'cursor'> = {}): AsyncGenerator<BillingEntry> => walk((cursor) => billing.list({ ...query, cursor })),
   };
 
+  const templates = {
+    /** `GET /v1/templates`: the built-in templates this deployment can run, then the account's own by name. */
+    list: (): Promise<JobTemplateList> => get('/v1/templates', jobTemplateListSchema),
+    /** `GET /v1/templates/:name`: one template, built-in or the account's own. */
+    get: (name: string): Promise<JobTemplate> => get(`/v1/templates/${id(name)}`, jobTemplateSchema),
+    /**
+     * `PUT /v1/templates/:name`: saves `spec` as the account's template `name`, replacing one of
+     * that name; with `createOnly` a taken name is a 409 `conflict` instead (and the call is not retried).
+     */
+    save: async (name: string, body: { spec: JobSpec; description?: string | null }, opts: { createOnly?: boolean } = {}): Promise<JobTemplate> =>
+      (
+        await request({
+          method: 'PUT',
+          path: `/v1/templates/${id(name)}`,
+          body,
+          headers: opts.createOnly ? { 'if-none-match': '*' } : {},
+          expect: { 200: jobTemplateSchema, 201: jobTemplateSchema },
+          retry: !opts.createOnly,
+        })
+      ).body,
+    /** `DELETE /v1/templates/:name`: deletes one of the account's templates. Not retried. */
+    delete: async (name: string): Promise<void> => {
+      await request({ method: 'DELETE', path: `/v1/templates/${id(name)}`, expect: { 204: null }, retry: false });
+    },
+  };
+
   const client = {
     /** `GET /v1`: the deployment, its chain and where each resource lives. */
     index: (): Promise<ServiceIndex> => get('/v1', serviceIndexSchema),
@@ -203,6 +233,7 @@ export function createBrowserClient(options: ClientOptions) {
     jobs,
     artifacts,
     billing,
+    templates,
     /** Polls a job until it reaches a final status; see `WaitOptions`. */
     waitForJob: (jobId: string, opts: WaitOptions = {}): Promise<Job> => waitForJob((signal) => jobs.get(jobId, { signal }), jobId, opts),
     /**

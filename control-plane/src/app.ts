@@ -44,6 +44,7 @@ import { offlineChainClient } from './chain/client.js';
 import { healthRoutes } from './health/routes.js';
 import { httpMetrics, metricsRoute } from './metrics/http.js';
 import type { ControlPlaneMetrics } from './metrics/registry.js';
+import { templateRoutes } from './templates/routes.js';
 import { webRoutes } from './web/routes.js';
 import { webStatic } from './web/static.js';
 
@@ -136,6 +137,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await scope.register(logRoutes, { db: deps.db, stream: logStream, slots: logStreamSlots });
     await scope.register(artifactRoutes, { ...artifactOptions, signedFiles });
     await scope.register(billingRoutes, { db: deps.db });
+    await scope.register(templateRoutes, { db: deps.db, config });
   };
   await app.register(customerRoutes, { signedFiles: true });
   await app.register(customerRoutes, { signedFiles: false, prefix: DASHBOARD_API_PREFIX });
@@ -148,6 +150,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     chainClient: deps.chainClient ?? deps.escrow?.chain.publicClient ?? offlineChainClient(config.chainId),
     signInLimits: { store: deps.rateLimitStore, clientHashSalt: deps.clientHashSalt },
     offerIndex: deps.offerIndex,
+    blobs: deps.artifacts.blobs,
   });
   await app.register(adminSessionRoutes, { db: deps.db, escrow: deps.escrow ?? null, publicUrl: config.publicUrl, chainId: config.chainId, artifacts: deps.artifacts });
   await app.register(operatorRoutes, { db: deps.db, offerIndex: deps.offerIndex, config });

@@ -85,6 +85,11 @@ const envSchema = z.object({
     .string()
     .regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, 'must be the canary image pinned by digest: <repository>@sha256:<64 hex>')
     .optional(),
+  // The built-in shell templates' image (npm start: the local busybox image); unset, they are not offered.
+  GF_SHELL_IMAGE: z
+    .string()
+    .regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, 'must be an image pinned by digest: <repository>@sha256:<64 hex>')
+    .optional(),
   // A working day: the dashboard asks for a new signature after it.
   GF_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(30 * 86_400).default(28_800),
   GF_WEB_DIR: z.string().min(1).optional(),
@@ -253,6 +258,8 @@ export interface ExecutionConfig {
   inputQuotaBytes: number;
   /** The service's canary image pinned by digest; null: no job reaches RESULT_VERIFIED. */
   canaryImage: { repository: string; digest: string } | null;
+  /** The image the built-in shell templates run, `repo@sha256:…` (a POSIX shell and the usual tools); null: those templates are not offered. */
+  shellImage: string | null;
   /**
    * Whether machines whose agent runs in simulated mode (no GPU proven) are enrolled, verified,
    * listed and matched (`GF_ALLOW_SIMULATED_MACHINES`; default true on `local` only, never on mainnet).
@@ -394,6 +401,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       canaryImage: e.GF_CANARY_IMAGE
         ? { repository: e.GF_CANARY_IMAGE.slice(0, e.GF_CANARY_IMAGE.indexOf('@')), digest: e.GF_CANARY_IMAGE.slice(e.GF_CANARY_IMAGE.indexOf('@') + 1) }
         : null,
+      shellImage: e.GF_SHELL_IMAGE ?? null,
       allowSimulatedMachines: e.GF_ALLOW_SIMULATED_MACHINES ?? e.GF_ENVIRONMENT === 'local',
       maxPendingUpgrades: e.GF_MAX_PENDING_UPGRADES,
       agentHandshakeMs: e.GF_AGENT_HANDSHAKE_MS,

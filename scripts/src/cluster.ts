@@ -116,6 +116,7 @@ async function main(): Promise<number> {
         GF_CHAIN_HEALTH_MS: '2000',
         GF_ESCROW_SWEEP_MS: '2000',
         ...(docker.images && !process.env.GF_CANARY_IMAGE ? { GF_CANARY_IMAGE: docker.images.images.canary.reference } : {}),
+        ...(docker.images && !process.env.GF_SHELL_IMAGE ? { GF_SHELL_IMAGE: docker.images.images.busybox.reference } : {}),
         ...localChainEnv(chain),
         ...s3.env,
         GF_REDIS_URL: redis.url,

@@ -92,6 +92,8 @@ async function main(): Promise<number> {
     const docker = await prepareAgentImages(say);
     agentProblem = docker.problem;
     if (docker.images && !process.env.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
+    // The built-in shell templates run the local busybox image.
+    if (docker.images && !process.env.GF_SHELL_IMAGE) process.env.GF_SHELL_IMAGE = docker.images.images.busybox.reference;
 
     if (!process.env.GF_RPC_URL) {
       local = await startLocalChain({ dataDir: preliminary.dataDir, chainId: preliminary.chainId, challengeWindowSeconds: LOCAL_CHALLENGE_WINDOW_SECONDS });

@@ -10,6 +10,7 @@ export * from './schemas/index.js';
 export * from './dashboard/job-timeline.js';
 export * from './dashboard/withdrawals.js';
 export * from './dashboard/job-fit.js';
+export * from './templates/job-templates.js';
 export * from './fleet/earning.js';
 export * from './protocol/index.js';
 export * from './contracts/escrow.generated.js';

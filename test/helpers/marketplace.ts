@@ -211,6 +211,7 @@ export class Marketplace {
       GF_EXECUTION_SWEEP_MS: '500',
       GF_ASSIGN_TIMEOUT_SECONDS: '20',
       GF_CANARY_IMAGE: images.canary.reference,
+      GF_SHELL_IMAGE: images.busybox.reference,
       GF_LOG_LEVEL: 'warn',
       GF_CHAIN_FILE: '',
       ...options.env,

@@ -93,8 +93,9 @@ export function buildProgram(onExit: (code: number) => void): Command {
 
   program
     .command('run')
-    .description('create a job from a file; with --fund, fund it, wait for it and exit with its outcome')
-    .requiredOption('-f, --file <path>', 'the job spec, YAML (.yaml/.yml) or JSON')
+    .description('create a job from a file or a template; with --fund, fund it, wait for it and exit with its outcome')
+    .option('-f, --file <path>', 'the job spec, YAML (.yaml/.yml) or JSON')
+    .option('--template <name>', 'a built-in template or one of yours (gf templates lists them) instead of a file')
     .option('--fund', 'fund the job from the wallet (GF_WALLET_KEY or --wallet-key-file), then wait for it')
     .option('--follow', 'print the logs while the job runs')
     .option('--download <dir>', 'download and verify the output artifacts into this directory')
@@ -103,6 +104,11 @@ export function buildProgram(onExit: (code: number) => void): Command {
     .option('--idempotency-key <key>', 'the Idempotency-Key of the creation (default: a new one)')
     .option('--detach', 'do not wait for the job after funding it')
     .action(lazy(() => import('./commands/run.js')));
+
+  program
+    .command('templates')
+    .description('list the job templates: built-in ones and yours (run one with gf run --template NAME)')
+    .action(lazy(() => import('./commands/templates.js')));
 
   const jobs = program.command('jobs').description('list, inspect, fund, wait for and cancel jobs');
   jobs

@@ -5,12 +5,13 @@ import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import { parseParams, parseQuery } from '../http/parse.js';
 import { BlobTooLargeError, type BlobStore } from './blob-store.js';
-import { ARTIFACT_ID, artifactLink, isExpired, newArtifactId, SIGNED_URL_TTL_SECONDS, toArtifactMetadata } from './metadata.js';
+import { ARTIFACT_ID, artifactLink, goneError, isExpired, newArtifactId, SIGNED_URL_TTL_SECONDS, toArtifactMetadata } from './metadata.js';
 import { parseRange } from './range.js';
 import { deleteIfUnreferenced } from './expiry.js';
 import { bodyStream, checkDeclaredLength, takeRawBodies, tooLarge } from './raw-body.js';
 import type { UrlSigner } from './signing.js';
-import { findArtifact, findArtifactById, insertInputWithinQuota, storedInputBytes, type ArtifactRow } from './store.js';
+import { requireLiveArtifact, requireOutputFileList, sendOutputFile } from './output-files-routes.js';
+import { findArtifactById, insertInputWithinQuota, storedInputBytes, type ArtifactRow } from './store.js';
 
 export interface ArtifactRoutesOptions {
   db: Database;
@@ -50,13 +51,10 @@ function integrityHeaders(reply: FastifyReply, row: ArtifactRow): void {
   reply.header('X-Artifact-Size', String(row.size_bytes));
 }
 
-function gone(row: ArtifactRow): ApiError {
-  return new ApiError('gone', `The artifact ${row.id} expired at ${row.expires_at.toISOString()}; its bytes are no longer kept.`);
-}
-
 /**
  * Artifacts for customers: `GET /v1/artifacts/:id` (302 to a signed URL, the store's presigned
  * one when it has them, or metadata as JSON),
+ * `GET /v1/artifacts/:id/files[/:index]` (an output tar's file list, and one file of it),
  * `POST /v1/artifacts` (a job input, streamed), and the signed URL itself, `GET|HEAD /files/:id`,
  * which needs no API key: the signature is the credential, for 120 seconds.
  */
@@ -66,14 +64,24 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
   app.get('/v1/artifacts/:id', { config: { auth: 'artifacts:read', rateBucket: 'artifact_download' } }, async (request, reply) => {
     const { id } = parseParams(artifactParams, request.params);
     const query = parseQuery(artifactQuery, request.query, 'GET /v1/artifacts/:id');
-    const row = await findArtifact(db, request.principal!.accountId, id);
-    if (!row) throw new ApiError('not_found', `No artifact ${id} on this account.`);
-    if (isExpired(row)) throw gone(row);
+    const row = await requireLiveArtifact(db, request.principal!.accountId, id);
     const metadata = toArtifactMetadata(row, await artifactLink(row, { blobs, signer }, SIGNED_URL_TTL_SECONDS));
     integrityHeaders(reply, row);
     reply.header('Cache-Control', 'no-store');
     if (query.format === 'json' || acceptsJson(request.headers.accept)) return metadata;
     return reply.redirect(metadata.url, 302);
+  });
+
+  // An output tar's files as the server indexed them at settlement, and one file out of it (artifacts/output-index.ts).
+  app.get('/v1/artifacts/:id/files', { config: { auth: 'artifacts:read' } }, async (request, reply) => {
+    const { id } = parseParams(artifactParams, request.params);
+    reply.header('Cache-Control', 'no-store');
+    return requireOutputFileList(db, await requireLiveArtifact(db, request.principal!.accountId, id));
+  });
+
+  app.get('/v1/artifacts/:id/files/:index', { config: { auth: 'artifacts:read', rateBucket: 'artifact_download' } }, async (request, reply) => {
+    const { id } = parseParams(artifactParams, request.params);
+    return sendOutputFile(reply, { db, blobs }, await requireLiveArtifact(db, request.principal!.accountId, id), request.params);
   });
 
   app.post('/v1/artifacts', { config: { auth: 'jobs:create', rateBucket: 'input_upload' } }, async (request, reply) => {
@@ -129,7 +137,7 @@ export const artifactRoutes: FastifyPluginAsync<ArtifactRoutesOptions> = async (
     if (verdict === 'expired') throw new ApiError('forbidden', 'This artifact URL expired (they are valid for 120 seconds). Ask GET /v1/artifacts/:id for a new one.');
     const row = await findArtifactById(db, id);
     if (!row) throw new ApiError('not_found', `No artifact ${id}.`);
-    if (isExpired(row)) throw gone(row);
+    if (isExpired(row)) throw goneError(row);
     const size = Number(row.size_bytes);
     if (!(await blobs.stat(row.sha256))) throw new ApiError('unavailable', 'The artifact storage does not have these bytes right now. Retry later.');
     const etag = `"${row.sha256}"`;

@@ -1,5 +1,6 @@
 import { finalCost, formatUsdCents } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
+import { indexOutputArtifact } from '../artifacts/output-index.js';
 import { listAssignmentArtifacts } from '../artifacts/store.js';
 import { recordHashMismatch } from '../agent-gateway/machine-store.js';
 import { recordCompletion } from '../jobs/settlement.js';
@@ -88,6 +89,13 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
   const runtimeSeconds = runtime.billed;
   const price = Number(asg.price_per_gpu_hour_micro_usd);
   const cost = finalCost({ runtimeSeconds, minBillingSeconds: job.min_billing_seconds, gpuCount: job.gpu_count, pricePerGpuHourMicroUsd: price, platformFeeBps: job.platform_fee_bps });
+
+  // Each stored output tar's file list, read now from the bytes just verified (it is what the job
+  // page lists and serves files from). A store failure leaves it unlisted and never holds the settlement up.
+  for (const artifact of stored.values()) {
+    if (artifact.kind !== 'output') continue;
+    await indexOutputArtifact(deps, artifact).catch((err: unknown) => deps.log?.(`indexing the output ${artifact.id} of assignment ${asg.id} failed; it is not listed`, err));
+  }
 
   // The completion goes on chain first: the job turns COMPLETED with its receipt, never before it.
   if (deps.escrow && job.fund_tx_hash && job.settlement_status === null) {

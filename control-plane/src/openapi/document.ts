@@ -12,23 +12,29 @@ import {
   jobCreateRequestSchema,
   jobListSchema,
   jobSchema,
+  jobTemplateListSchema,
+  jobTemplateSchema,
   logListSchema,
+  outputFileListSchema,
   pricingSchema,
   serviceIndexSchema,
   SERVICE_VERSION,
+  templateSaveRequestSchema,
   type ApiKeyScope,
   type ErrorCode,
 } from '@gpufarm/shared';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { fileIndexParams } from '../artifacts/output-files-routes.js';
 import { artifactParams, artifactQuery, uploadQuery } from '../artifacts/routes.js';
 import { querySchema as billingQuerySchema } from '../billing/routes.js';
 import { querySchema as capacityQuerySchema } from '../capacity/query.js';
 import { jobParams } from '../jobs/account-job.js';
 import { cancelBody, IDEMPOTENCY_KEY, listQuery as jobListQuery } from '../jobs/routes.js';
 import { logsQuery, logStreamQuery } from '../logs/routes.js';
+import { templateParams } from '../templates/routes.js';
 
-type Method = 'get' | 'head' | 'post';
+type Method = 'get' | 'head' | 'post' | 'put' | 'delete';
 
 /** A success answer: its status, what it means, and its body (a zod schema, raw bytes, or Server-Sent Events). */
 interface Success {
@@ -98,7 +104,25 @@ export const DOCUMENTED_ROUTES: readonly DocumentedRoute[] = [
     ],
     errors: ['invalid_request', 'not_found', 'gone'],
   },
+  {
+    method: 'get', path: '/v1/artifacts/:id/files', operationId: 'listArtifactFiles', summary: "An output tar's files (path, size, SHA-256), as the server indexed them when it settled the run; beyond the spec", auth: 'artifacts:read', params: artifactParams,
+    successes: [{ status: 200, description: 'The file list', body: outputFileListSchema }],
+    errors: ['invalid_request', 'not_found', 'gone'],
+  },
+  {
+    method: 'get', path: '/v1/artifacts/:id/files/:index', operationId: 'downloadArtifactFile', summary: "One file of an output tar, read from the stored tar and checked against its listed SHA-256 (a mismatch cuts the response short); beyond the spec", auth: 'artifacts:read', params: artifactParams.extend(fileIndexParams.shape),
+    successes: [{ status: 200, description: "The file's bytes", body: 'bytes', headers: { 'X-Artifact-Sha256': "SHA-256 of the file's bytes (hex), as listed", 'X-Artifact-Size': "Size of the file in bytes" } }],
+    errors: ['invalid_request', 'not_found', 'gone', 'unavailable'],
+  },
   { method: 'post', path: '/v1/artifacts', operationId: 'uploadArtifact', summary: 'Upload a job input (raw bytes); name it in a job\'s inputs', auth: 'jobs:create', query: uploadQuery, body: 'bytes', successes: [{ status: 201, description: 'The stored input', body: artifactMetadataSchema }], errors: ['invalid_request', 'payload_too_large', 'request_timeout'] },
+  { method: 'get', path: '/v1/templates', operationId: 'listTemplates', summary: 'Job templates: the built-in ones this deployment can run, then the account\'s own by name (one page)', auth: 'jobs:read', successes: [{ status: 200, description: 'The templates', body: jobTemplateListSchema }], errors: [] },
+  { method: 'get', path: '/v1/templates/:name', operationId: 'getTemplate', summary: 'One template, built-in or the account\'s own', auth: 'jobs:read', params: templateParams, successes: [{ status: 200, description: 'The template', body: jobTemplateSchema }], errors: ['invalid_request', 'not_found'] },
+  {
+    method: 'put', path: '/v1/templates/:name', operationId: 'saveTemplate', summary: 'Save a job spec as a template of the account (replaces one of that name; If-None-Match: * only creates); beyond the spec', auth: 'jobs:create', params: templateParams, body: templateSaveRequestSchema,
+    successes: [{ status: 201, description: 'Saved as a new template', body: jobTemplateSchema }, { status: 200, description: 'Replaced the template of that name', body: jobTemplateSchema }],
+    errors: ['invalid_request', 'validation_error', 'conflict', ...WRITE_ERRORS],
+  },
+  { method: 'delete', path: '/v1/templates/:name', operationId: 'deleteTemplate', summary: 'Delete one of the account\'s templates (built-in ones cannot be)', auth: 'jobs:create', params: templateParams, successes: [{ status: 204, description: 'Deleted' }], errors: ['invalid_request', 'not_found', 'conflict'] },
   { method: 'get', path: '/v1/billing', operationId: 'listBilling', summary: "The account's billing entries, newest first", auth: 'billing:read', query: billingQuerySchema, successes: [{ status: 200, description: 'A page of billing entries', body: billingListSchema }], errors: ['invalid_request'] },
   {
     method: 'get', path: '/files/:id', operationId: 'downloadFile', summary: 'The bytes behind a signed URL (Range gives 206)', auth: 'signed_url', params: fileParams, query: fileQuery,
@@ -149,6 +173,7 @@ function operationOf(route: DocumentedRoute): ZodOpenApiOperationObject {
   const requestParams = {
     ...(route.params ? { path: route.params } : {}),
     ...(route.query ? { query: route.query } : {}),
+    ...(route.path === '/v1/templates/:name' && route.method === 'put' ? { header: z.object({ 'If-None-Match': z.literal('*').optional().describe('Save only when the account has no template of this name (409 conflict otherwise)') }) } : {}),
     ...(route.path === '/v1/jobs' && route.method === 'post' ? { header: z.object({ 'Idempotency-Key': z.string().regex(IDEMPOTENCY_KEY).optional().describe('1-255 visible ASCII characters; a retry with the same key and body returns the original job') }) } : {}),
   };
   const requestBody = route.body === undefined ? undefined
@@ -184,7 +209,11 @@ export const COMPONENT_SCHEMAS = {
   FundConfirmPending: fundConfirmPendingSchema,
   LogList: logListSchema,
   ArtifactMetadata: artifactMetadataSchema,
+  OutputFileList: outputFileListSchema,
   BillingList: billingListSchema,
+  JobTemplate: jobTemplateSchema,
+  JobTemplateList: jobTemplateListSchema,
+  TemplateSaveRequest: templateSaveRequestSchema,
 } as const;
 
 export type OpenApiDocument = ReturnType<typeof createDocument>;

@@ -3,6 +3,8 @@ import { API_KEY_SCOPES, ApiError, parseJobCreateRequest } from '@gpufarm/shared
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { z } from 'zod';
+import { requireJobOutput, requireOutputFileList, sendOutputFile } from '../artifacts/output-files-routes.js';
+import type { BlobStore } from '../artifacts/blob-store.js';
 import { apiKeyParams, keyEnvironmentFor } from '../auth/api-keys.js';
 import { ADMIN_API_PREFIX, DASHBOARD_API_PREFIX, OPERATOR_API_PREFIX } from '../auth/plugin.js';
 import { webRolesOf, type OperatorFarm, type WebRoles } from '../auth/roles.js';
@@ -83,15 +85,17 @@ export interface WebRoutesOptions {
   signInLimits: { store: RateLimitStore; clientHashSalt: string };
   /** The offers, for whether a waiting job fits any of them now. */
   offerIndex: Pick<OfferIndex, 'summarizeFit'>;
+  /** The artifact bytes, for one file out of a job's output tar. */
+  blobs: BlobStore;
 }
 
 /**
  * The dashboard's own API under `/dashboard/api`: Sign-In with Ethereum sessions (nonce,
  * sign-in, session, sign-out), the account's API keys, a job's timeline, whether a job (or a spec
- * not created yet) fits a machine offered now, a dispute's reason, and the payouts waiting for withdrawal. The `/v1` routes it also serves
+ * not created yet) fits a machine offered now, its output's file list and one file of it, a dispute's reason, and the payouts waiting for withdrawal. The `/v1` routes it also serves
  * there are the same plugins registered a second time (see `app.ts`).
  */
-export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits, offerIndex }) => {
+export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db, config, chainClient, signInLimits, offerIndex, blobs }) => {
   const base = DASHBOARD_API_PREFIX;
   // The scheme of the public URL never changes after start (only a PORT=0 port is filled in).
   const cookies = webCookies(config.publicUrl);
@@ -200,6 +204,18 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
 
   // Dashboard only: whether a machine on the market fits the job now, and why not (the job page).
   app.get(`${base}/jobs/:id/fit`, { config: { auth: 'session' } }, async (request) => jobFitNow(offerIndex, await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params)));
+
+  // Dashboard only: the files of the output the job's result names, and one of them (the same
+  // as GET /v1/artifacts/:id/files[/:index] on that artifact).
+  app.get(`${base}/jobs/:id/output/files`, { config: { auth: 'session' } }, async (request, reply) => {
+    const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
+    reply.header('Cache-Control', 'no-store');
+    return requireOutputFileList(db, await requireJobOutput(db, job));
+  });
+  app.get(`${base}/jobs/:id/output/files/:index`, { config: { auth: 'session', rateBucket: 'artifact_download' } }, async (request, reply) => {
+    const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
+    return sendOutputFile(reply, { db, blobs }, await requireJobOutput(db, job), request.params);
+  });
 
   // Dashboard only: the same for the New job form's spec before it is created (checked as POST /v1/jobs checks it).
   app.post(`${base}/fit`, { config: { auth: 'session' } }, async (request) => {

@@ -38,3 +38,42 @@ export const artifactMetadataSchema = z.strictObject({
   urlExpiresAt: isoTimeSchema,
 });
 export type ArtifactMetadata = z.infer<typeof artifactMetadataSchema>;
+
+/**
+ * How much of an output tar the server lists: its first OUTPUT_FILES_MAX regular files, in tar
+ * order. A tar holding more says so (`fileCount` above `files.length`); the whole tar is still
+ * downloaded as one artifact.
+ */
+export const OUTPUT_FILES_MAX = 1000;
+
+/** One regular file of an output tar: `index` names it in the download route; `sha256` is the server's hash of its bytes. */
+export const outputFileSchema = z.strictObject({
+  index: nonNegativeIntSchema,
+  path: z.string().min(1),
+  sizeBytes: nonNegativeIntSchema,
+  sha256: sha256HexSchema,
+});
+export type OutputFile = z.infer<typeof outputFileSchema>;
+
+/**
+ * `GET /v1/artifacts/:id/files` (and the dashboard's `GET /dashboard/api/jobs/:id/output/files`):
+ * the members of an output tar as the server read them when it settled the run, from the bytes
+ * hashing to `tarSha256`. `state` is `unreadable` (with `reason`, no files) when those bytes are
+ * not a tar the server could read. Only regular files are listed, with safe relative paths:
+ * `skipped` counts the links (never followed or served), other special entries, and members
+ * whose names are absolute, climb out with `..`, or hold control characters.
+ */
+export const outputFileListSchema = z.strictObject({
+  object: z.literal('output_files'),
+  artifactId: z.string().min(1),
+  jobId: z.string().min(1).nullable(),
+  tarSha256: sha256HexSchema,
+  state: z.enum(['indexed', 'unreadable']),
+  reason: z.string().nullable(),
+  files: z.array(outputFileSchema),
+  /** Regular files with safe names in the tar, listed or not (more than `files.length` past OUTPUT_FILES_MAX). */
+  fileCount: nonNegativeIntSchema,
+  skipped: z.strictObject({ links: nonNegativeIntSchema, other: nonNegativeIntSchema, unsafeNames: nonNegativeIntSchema }),
+  indexedAt: isoTimeSchema,
+});
+export type OutputFileList = z.infer<typeof outputFileListSchema>;

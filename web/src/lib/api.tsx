@@ -1,5 +1,5 @@
 import { createBrowserClient, type BrowserClient } from '@gpufarm/client/browser';
-import { jobFitSchema, jobTimelineSchema, type JobFit, type JobTimeline } from '@gpufarm/shared';
+import { jobFitSchema, jobTimelineSchema, outputFileListSchema, type JobFit, type JobTimeline, type OutputFileList } from '@gpufarm/shared';
 import { createContext, useContext, useMemo, useRef, type ReactNode } from 'react';
 import { z } from 'zod';
 import { apiKeyCreatedSchema, apiKeyListSchema, apiKeyViewSchema, csrfFetch, DASHBOARD_API, nonceSchema, sessionViewSchema, type ApiKeyScope, type SessionView } from './session-api';
@@ -32,6 +32,8 @@ export interface DashboardApi {
     fit: (id: string) => Promise<JobFit>;
     /** `POST /dashboard/api/fit`: the same for a spec not created yet. */
     specFit: (spec: unknown) => Promise<JobFit>;
+    /** `GET /dashboard/api/jobs/:id/output/files`: the files of the output the job's result names. */
+    outputFiles: (id: string) => Promise<OutputFileList>;
   };
   /**
    * A session call to any of the app's areas (`/dashboard/api/…`, `/operator/api/…`,
@@ -77,6 +79,7 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
       timeline: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/timeline`, 200, jobTimelineSchema),
       fit: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/fit`, 200, jobFitSchema),
       specFit: (spec) => call('POST', '/fit', 200, jobFitSchema, spec),
+      outputFiles: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/output/files`, 200, outputFileListSchema),
     },
     request: async <T,>(call: AreaCall<T>): Promise<T> =>
       (

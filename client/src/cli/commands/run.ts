@@ -1,11 +1,12 @@
 import { mkdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
-import type { FundConfirmResponse, Job, JobCreated } from '@gpufarm/shared';
+import { templateNameSchema, type FundConfirmResponse, type Job, type JobCreated } from '@gpufarm/shared';
 import { z } from 'zod';
 import type { DownloadResult } from '../../download.js';
 import { GfError } from '../../errors.js';
 import { openContext, parseInput, printJson, type Context } from '../context.js';
 import { EXIT, UsageError } from '../exit.js';
+import type { JobSpec } from '../../client.js';
 import { usd } from '../format.js';
 import { readJobFile } from '../jobfile.js';
 import { describeJob, outcomeExitCode } from '../jobview.js';
@@ -15,7 +16,8 @@ import { createProgressBar } from '../progress.js';
 import { createStatusLine } from '../spinner.js';
 
 const optionsSchema = z.object({
-  file: z.string().min(1),
+  file: z.string().min(1).optional(),
+  template: templateNameSchema.optional(),
   fund: z.boolean().optional(),
   follow: z.boolean().optional(),
   download: z.string().min(1).optional(),
@@ -62,7 +64,17 @@ async function downloadAll(ctx: Context, job: Job, dir: string): Promise<Downloa
 }
 
 /**
- * `gf run -f FILE`: creates the job (with an Idempotency-Key, so a retry makes no second job).
+ * The spec of `--template NAME`: a built-in template or the account's own, as `GET /v1/templates/:name`
+ * answers it (the server checks it again at creation, as it checks a file).
+ */
+async function templateSpec(ctx: Context, name: string): Promise<JobSpec> {
+  const template = await ctx.client.templates.get(name);
+  if (!ctx.json) process.stderr.write(`using ${template.source === 'built_in' ? 'the built-in' : 'your'} template ${template.name}: ${template.spec.image as string}\n`);
+  return template.spec as JobSpec;
+}
+
+/**
+ * `gf run -f FILE` or `gf run --template NAME`: creates the job (with an Idempotency-Key, so a retry makes no second job).
  * With --fund it funds the job from the wallet, follows its logs (--follow) or waits for it,
  * downloads and verifies its artifacts (--download DIR) and exits with its outcome (see
  * `outcomeExitCode`). Without --fund it prints the job and how to fund it.
@@ -71,8 +83,12 @@ export async function run({ opts, global }: CommandInput): Promise<number> {
   const o = parseInput(optionsSchema, opts, 'option');
   const needFund = (['follow', 'download', 'detach'] as const).filter((name) => o[name] !== undefined && !o.fund);
   if (needFund.length > 0) throw new UsageError(`--${needFund[0]} needs --fund: an unfunded job does not run.`, 'Add --fund, or fund it later with gf jobs fund JOB and use gf logs -f / gf jobs wait.');
-  const spec = await readJobFile(o.file);
+  if ((o.file === undefined) === (o.template === undefined)) {
+    throw new UsageError(o.file === undefined ? 'Say what to run: -f FILE or --template NAME.' : '-f and --template cannot be combined: give one of them.', 'gf templates lists the templates; -f reads a job spec in YAML or JSON.');
+  }
+  const fromFile = o.file === undefined ? null : await readJobFile(o.file);
   const ctx = await openContext(global);
+  const spec = fromFile ?? (await templateSpec(ctx, o.template!));
   const fund = o.fund ? await (await import('../funding.js')).prepareFunding(ctx, { keyFile: o.walletKeyFile, rpcUrl: o.rpcUrl }) : null;
   const status = createStatusLine(ctx.interactive);
   try {

@@ -13,6 +13,7 @@ import { ErrorState, Loading } from '../../ui/states';
 import { CancelJob, EscrowButton, FundJob } from './job-actions';
 import { JobArtifacts } from './job-artifacts';
 import { JobLogs } from './job-logs';
+import { RunningCost } from './running-cost';
 import { JobMoney } from './job-money';
 import { Timeline, useJobTimeline } from './job-timeline';
 import { jobBadge, StatusBadge } from './status-badge';
@@ -317,9 +318,13 @@ function Details({ job }: { job: Job }) {
         <dd>{a ? `${usd(a.pricePerGpuHourMicroUsd)} per GPU-hour` : `at most ${usd(job.pricing.maxPricePerGpuHourMicroUsd)} per GPU-hour`}</dd>
         <dt>Cost</dt>
         <dd>
-          {job.cost
-            ? `${usd(job.cost.totalMicroUsd)} (${usd(job.cost.computeMicroUsd)} compute for ${job.cost.billableGpuSeconds} GPU-seconds + ${usd(job.cost.feeMicroUsd)} fee)`
-            : `estimated ${usd(job.pricing.estimateLowMicroUsd)}–${usd(job.pricing.estimateHighMicroUsd)}, at most ${usd(job.pricing.maxCostMicroUsd)}`}
+          {job.cost ? (
+            `${usd(job.cost.totalMicroUsd)} (${usd(job.cost.computeMicroUsd)} compute for ${job.cost.billableGpuSeconds} GPU-seconds + ${usd(job.cost.feeMicroUsd)} fee)`
+          ) : job.status === 'RUNNING' && a?.startedAt ? (
+            <RunningCost job={job} />
+          ) : (
+            `estimated ${usd(job.pricing.estimateLowMicroUsd)}–${usd(job.pricing.estimateHighMicroUsd)}, at most ${usd(job.pricing.maxCostMicroUsd)}`
+          )}
         </dd>
         <dt>Exit code</dt>
         <dd>{a?.exitCode ?? '—'}</dd>

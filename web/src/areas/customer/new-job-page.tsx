@@ -1,13 +1,15 @@
 import { GfError, type JobSpec } from '@gpufarm/client/browser';
-import { formatMicroUsd, JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, jobCreateRequestSchema, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail, type JobCreateRequest } from '@gpufarm/shared';
+import { formatMicroUsd, JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, jobCreateRequestSchema, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail, type JobCreateRequest, type JobTemplate } from '@gpufarm/shared';
 import { useMutation, useQuery } from '@tanstack/react-query';
-import { useId, useMemo, useState, type FormEvent, type ReactNode } from 'react';
+import { useMemo, useState, type FormEvent } from 'react';
 import { Link, useLocation, useSearch } from 'wouter';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { sentence, usd } from '../../lib/format';
 import { CopyButton } from '../../ui/copy-button';
+import { FieldErrors, SelectField, TextArea, TextField } from '../../ui/fields';
 import { Page } from '../../ui/page';
+import { SaveTemplate, TemplatePicker } from './job-templates';
 
 /** What the form holds: text as typed, turned into a job spec by `specOf`. */
 interface Draft {
@@ -223,6 +225,16 @@ export default function NewJobPage() {
     setFilledFrom({ id: from, readable: parsed.success });
     if (parsed.success) setDraft(draftOf(parsed.data));
   }
+  // A template picked on this page fills the form as "Run again" does; its notice replaces that one.
+  const [fromTemplate, setFromTemplate] = useState<{ name: string; readable: boolean } | null>(null);
+  const applyTemplate = (template: JobTemplate) => {
+    const parsed = jobCreateRequestSchema.safeParse(template.spec);
+    setFromTemplate({ name: template.name, readable: parsed.success });
+    if (!parsed.success) return;
+    setDraft(draftOf(parsed.data));
+    setTried(false);
+    create.reset();
+  };
   const offers = useQuery({ queryKey: ['capacity', 'new-job'], queryFn: () => gf.capacity.list({ limit: 100 }), refetchInterval: 30_000 });
   const pricing = useQuery({ queryKey: ['pricing'], queryFn: () => gf.pricing(), staleTime: 300_000 });
   const { spec, errors } = useMemo(() => specOf(draft), [draft]);
@@ -254,7 +266,14 @@ export default function NewJobPage() {
 
   return (
     <Page title="New job" heading="New job" actions={<Link href="/jobs">Back to jobs</Link>}>
-      {from ? (
+      <TemplatePicker onUse={applyTemplate} />
+      {fromTemplate ? (
+        <p className="notice" role="status">
+          {fromTemplate.readable
+            ? `Template ${fromTemplate.name}: the form holds its spec. Change what you need, then create the job.`
+            : `The template ${fromTemplate.name} does not fit this form (its spec no longer passes the API's checks): fill in the form, or save a new template.`}
+        </p>
+      ) : from ? (
         <p className="notice" role="status">
           {source.isPending
             ? `Loading the spec of job ${from}…`
@@ -378,6 +397,7 @@ export default function NewJobPage() {
           </p>
         ) : null}
       </form>
+      <SaveTemplate spec={spec} specErrors={errors.length} onInvalid={() => setTried(true)} />
     </Page>
   );
 }
@@ -398,67 +418,4 @@ function maxCostLine(draft: Draft, feeBps: number | undefined): string {
   } catch {
     return 'The price cap, GPUs and runtime limit give a maximum cost beyond what the escrow holds: lower one of them.';
   }
-}
-
-interface FieldProps<T> {
-  label: string;
-  value: T;
-  onChange: (value: T) => void;
-  errors: string[];
-  hint?: string;
-}
-
-function FieldErrors({ id, errors }: { id: string; errors: string[] }) {
-  if (errors.length === 0) return null;
-  return (
-    <span id={id} className="field-error">
-      {errors.join('; ')}
-    </span>
-  );
-}
-
-/** A labelled control with its hint and errors, tied to it by `aria-describedby`. */
-function Field({ label, hint, errors, children }: { label: string; hint?: string; errors: string[]; children: (ids: { id: string; describedBy: string | undefined; invalid: boolean }) => ReactNode }) {
-  const id = useId();
-  const described = [hint ? `${id}-hint` : null, errors.length > 0 ? `${id}-errors` : null].filter(Boolean).join(' ');
-  return (
-    <div className="field">
-      <label htmlFor={id}>{label}</label>
-      {children({ id, describedBy: described || undefined, invalid: errors.length > 0 })}
-      {hint ? (
-        <span id={`${id}-hint`} className="muted">
-          {hint}
-        </span>
-      ) : null}
-      <FieldErrors id={`${id}-errors`} errors={errors} />
-    </div>
-  );
-}
-
-function TextField({ label, value, onChange, errors, hint, required, inputMode, placeholder }: FieldProps<string> & { required?: boolean; inputMode?: 'numeric' | 'decimal'; placeholder?: string }) {
-  return (
-    <Field label={label} hint={hint} errors={errors}>
-      {({ id, describedBy, invalid }) => <input id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-describedby={describedBy} aria-invalid={invalid} required={required} inputMode={inputMode} placeholder={placeholder} />}
-    </Field>
-  );
-}
-
-function TextArea({ label, value, onChange, errors, hint, rows }: FieldProps<string> & { rows: number }) {
-  return (
-    <Field label={label} hint={hint} errors={errors}>
-      {({ id, describedBy, invalid }) => <textarea id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-describedby={describedBy} aria-invalid={invalid} rows={rows} spellCheck={false} />}
-    </Field>
-  );
-}
-
-function SelectField({ label, value, onChange, errors, hint, children }: FieldProps<string> & { children: ReactNode }) {
-  return (
-    <Field label={label} hint={hint} errors={errors}>
-      {({ id, describedBy, invalid }) => (
-        <select id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-describedby={describedBy} aria-invalid={invalid}>
-          {children}
-        </select>
-      )}
-    </Field>
-  );
 }
