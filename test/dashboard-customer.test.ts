@@ -194,7 +194,15 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
 
   await page.getByRole('link', { name: 'Jobs', exact: true }).click();
   await page.getByRole('table', { name: 'Jobs' }).getByRole('link', { name: new RegExp(created.job.id) }).waitFor();
-  t.match((await page.getByRole('row').filter({ hasText: created.job.id }).textContent()) ?? '', /RELEASED/, 'the list shows the same badge');
+  const listRow = page.getByRole('row').filter({ hasText: created.job.id });
+  t.match((await listRow.textContent()) ?? '', /RELEASED/, 'the list shows the same badge');
+  await listRow.getByText(/^busybox@[0-9a-f]{8}…$/).waitFor();
+  const cells = await listRow.getByRole('cell').allTextContents();
+  t.match(cells[0], /busybox$/, 'the title under the id');
+  t.match(cells[2], /\d{1,2}:\d{2}/, 'when it was created, to the minute');
+  t.match(cells[5], /^\d+(\.\d)? (s|min)$/, 'how long it ran');
+  const jobsTable = page.getByRole('table', { name: 'Jobs' });
+  t.ok(await jobsTable.evaluate((table) => table.parentElement!.scrollWidth <= table.parentElement!.clientWidth), 'at 1280 px every column of the list shows');
   await lookAt(t, session, 'jobs list');
   await page.getByRole('link', { name: 'Billing' }).click();
   await page.getByRole('table', { name: 'Totals per month' }).waitFor();
@@ -331,7 +339,9 @@ t.test('behavior: cancel a funded job that no machine fits from its page, after 
   await lookAt(t, session, 'job: canceled and refunded');
 });
 
-t.test('behavior: a new customer launches a shell job from the New job form: errors shown at the fields, the spec as JSON, then funded from its page and run to the end', async (t) => {
+t.test('behavior: a new customer launches a shell job from the New job form with an input uploaded from the browser: errors shown at the fields, the spec as JSON, then funded from its page and run to the end', async (t) => {
+  const INPUT_TEXT = 'input bytes from the browser\n';
+  const SCRIPT = 'echo "$GREETING from the form"; cat /input/greeting_data.txt; echo made > /output/result.txt';
   const session = await signInToDashboard(t, market, CUSTOMER.privateKey);
   const { page } = session;
   await page.getByRole('link', { name: 'Jobs', exact: true }).click();
@@ -351,8 +361,12 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
 
   await form.getByLabel('Title', { exact: true }).fill('from the form');
   await form.getByLabel('Image', { exact: true }).fill(market.images.busybox.reference);
-  await form.getByLabel('Script', { exact: true }).fill('echo "$GREETING from the form"; echo made > /output/result.txt');
+  await form.getByLabel('Script', { exact: true }).fill(SCRIPT);
   await form.getByLabel('Environment', { exact: true }).fill('GREETING=hello');
+  // An input uploaded from the browser (POST /v1/artifacts), mounted at /input/<mount name>.
+  await form.getByLabel('Add input files').setInputFiles({ name: 'greeting data.txt', mimeType: 'text/plain', buffer: Buffer.from(INPUT_TEXT) });
+  await form.getByText(new RegExp(`^uploaded, ${INPUT_TEXT.length} B, SHA-256 ${createHash('sha256').update(INPUT_TEXT).digest('hex').slice(0, 6)}…`)).waitFor();
+  t.equal(await form.getByLabel(/^Mount name for/).inputValue(), 'greeting_data.txt', 'a mount name the server takes, made from the file name');
   await form.getByLabel('GPU class', { exact: true }).selectOption('rtx-4090-24gb');
   await form.getByLabel('Price cap (USD per GPU-hour)', { exact: true }).fill('0.50');
   await form.getByLabel('Runtime limit (minutes)', { exact: true }).fill('60');
@@ -366,7 +380,8 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   await noFit.waitFor({ state: 'hidden' });
   t.match((await form.getByText(/^At most \$/).textContent()) ?? '', /^At most \$0\.5\d \(compute \$0\.50 \+ fee \$0\.0\d\)/, 'the most it can cost: 0.50 × 1 GPU × 60 minutes, plus the fee');
   const json = JSON.parse((await form.getByLabel('Job spec as JSON', { exact: true }).textContent()) ?? '') as Record<string, unknown>;
-  t.same(json.command, ['sh', '-c', 'echo "$GREETING from the form"; echo made > /output/result.txt'], 'the spec runs the script with sh -c');
+  t.same(json.command, ['sh', '-c', SCRIPT], 'the spec runs the script with sh -c');
+  t.match(json.inputs, [{ artifactId: /^art_/, mountName: 'greeting_data.txt' }], 'with the uploaded input');
   t.same(json.gpu, { count: 1, modelAllowlist: ['rtx-4090-24gb'] }, 'on the class picked from the offers');
   t.same([json.maxPricePerGpuHour, json.maxRuntimeSeconds, json.env], ['0.50', 3600, { GREETING: 'hello' }]);
   t.equal(await form.getByRole('alert').count(), 0, 'no error left once the fields are right');
@@ -381,6 +396,8 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
   await page.getByRole('heading', { name: new RegExp(`Job ${jobId} COMPLETED`) }).waitFor({ timeout: 180_000 });
   t.match((await page.getByRole('region', { name: 'Funding' }).textContent()) ?? '', /^Funding\s*Funded: the escrow holds at most/, 'the funding card no longer says the job waits for its escrow');
   await page.getByLabel('Log lines').getByText('hello from the form').waitFor();
+  await page.getByLabel('Log lines').getByText(INPUT_TEXT.trim()).waitFor();
+  t.pass('the job read the input uploaded from the browser');
   await page.getByText('from the form', { exact: true }).waitFor();
   t.equal(((await session.api('GET', `/jobs/${jobId}/timeline`)).body as { title: string | null }).title, 'from the form', 'the job has the title typed');
   t.equal(((await session.api('GET', `/v1/jobs/${jobId}`)).body as Job).status, 'COMPLETED', 'and ran to its end, funded from its page');
@@ -388,12 +405,13 @@ t.test('behavior: a new customer launches a shell job from the New job form: err
 
   // Run again: the form opens with this job's spec; creating it makes a new job.
   const runs = page.getByRole('region', { name: 'What it runs' });
-  t.match((await runs.textContent()) ?? '', /echo "\$GREETING from the form"/, 'the job page shows the script it ran');
+  t.match((await runs.textContent()) ?? '', /echo "\$GREETING from the form"; cat \/input\/greeting_data.txt/, 'the job page shows the script it ran');
   await runs.getByRole('link', { name: 'Run again' }).click();
   await page.getByText(`Run again: the form holds job ${jobId}'s spec.`, { exact: false }).waitFor();
   const again = page.getByRole('form', { name: 'New job' });
   t.equal(await again.getByLabel('Image', { exact: true }).inputValue(), market.images.busybox.reference, 'the image is filled in');
-  t.equal(await again.getByLabel('Script', { exact: true }).inputValue(), 'echo "$GREETING from the form"; echo made > /output/result.txt', 'and the script');
+  t.equal(await again.getByLabel('Script', { exact: true }).inputValue(), SCRIPT, 'and the script');
+  t.equal(await again.getByLabel(/^Mount name for art_/).inputValue(), 'greeting_data.txt', 'and the input, already stored');
   t.equal(await again.getByLabel('Environment', { exact: true }).inputValue(), 'GREETING=hello', 'and the environment');
   t.equal(await again.getByLabel('GPU class', { exact: true }).inputValue(), 'rtx-4090-24gb', 'and the class');
   await lookAt(t, session, 'new job: run again');

@@ -96,9 +96,16 @@ t.test('behavior: an admin and an operator see the links to their areas; the ope
 t.test('behavior: an admin drains a machine from its page (the agent is told), sees it in the audit log, and undrains it', async (t) => {
   const admin = await signInToDashboard(t, market, ADMIN.privateKey);
   const { page } = admin;
+  // A minute of its heartbeats as the history keeps them: a simulated GPU reports no figures.
+  await market.query(
+    `INSERT INTO gpu_samples_minute (machine_id, gpu_index, bucket, samples) VALUES ($1, 0, date_trunc('minute', now()) - interval '5 minutes', 4) ON CONFLICT DO NOTHING`,
+    [agent.machineId],
+  );
   await page.goto(`${market.url}/admin/machines?farm=${FARM}`);
   await page.getByRole('link', { name: agent.machineId }).click();
   await page.getByRole('heading', { name: `Machine ${agent.machineId}` }).waitFor();
+  await page.getByText(/^This machine's GPUs are simulated: its \d+ samples in this range carry no utilization, temperature, memory used, power \(a simulated GPU reports no figures\)\.$/).waitFor();
+  t.equal(await page.getByText(/per GPU \(one point per/).count(), 0, 'no chart of gaps: the history says why it has no figures');
   // Its agent proved it at enrollment with the simulated plan: passed, never proven (no real GPU).
   const proof = page.getByRole('region', { name: 'GPU proof', exact: true });
   t.match(await proof.locator('dl').textContent(), /^ProofSimulated GPUs: nothing to prove, offered as simulatedVerified since.+Next idle re-check.+$/, 'the proof, when verified, the next re-check');
@@ -183,6 +190,11 @@ t.test('behavior: an admin resolves a dispute from the page: the transaction is 
   t.equal(await delta(before.customer), before.amount - before.payout, 'the customer gets back what the payout leaves');
   await page.goto(`${market.url}/admin/disputes`);
   await page.getByText('No open dispute').waitFor();
+  // The customer's own page of the job says how it ended: resolved, not only completed.
+  const owner = await signInToDashboard(t, market, ANVIL_ACCOUNTS[1].privateKey);
+  await owner.page.goto(created.job.links.dashboard);
+  await owner.page.getByRole('heading', { name: new RegExp(`Job ${created.job.id} RESOLVED`) }).waitFor({ timeout: 60_000 });
+  t.pass('the customer sees the job RESOLVED');
 });
 
 t.test('behavior: an operator sees a machine "not earning: GPU probe failed" with the probe output and the fix, then earning once fixed', async (t) => {
@@ -329,7 +341,9 @@ t.test('behavior: an operator makes an enrollment token with its gf-agent enroll
   await jobs.waitFor();
   t.ok((await jobs.getByRole('row').count()) > 1, 'the farm’s jobs are in the ledger');
   t.ok(await jobs.evaluate((table) => table.parentElement!.scrollWidth <= table.parentElement!.clientWidth), `at ${page.viewportSize()?.width} px every column of the ledger shows, the release column not cut off`);
-  t.match(await jobs.getByRole('link').first().getAttribute('href'), /^\/operator\/machines\/mach_/, 'each row links its machine’s page');
+  const firstRow = jobs.getByRole('row').nth(1);
+  t.match(await firstRow.getByRole('link').nth(0).getAttribute('href'), /^\/operator\/jobs\/job_/, 'each row links its job’s page');
+  t.match(await firstRow.getByRole('link').nth(1).getAttribute('href'), /^\/operator\/machines\/mach_/, 'and its machine’s page');
   const csv = await page.getByRole('link', { name: 'Download CSV' }).getAttribute('href');
   const res = await fetch(`${market.url}${csv}`, { headers: { cookie: (await page.context().cookies(market.url)).map((c) => `${c.name}=${c.value}`).join('; ') } });
   t.equal(res.status, 200, 'the CSV link answers with the session');
@@ -406,6 +420,14 @@ t.test('behavior: an operator withdraws from the earnings page a payout the escr
   await lookAt(t, operator, 'operator: a payout waiting for withdrawal');
   await withdrawOnPage(t, market, page, row, OPERATOR.address);
   await page.reload();
-  await page.getByRole('table', { name: 'Earnings per job' }).getByRole('row').filter({ hasText: created.job.id }).getByText('released', { exact: true }).waitFor();
+  const paid = page.getByRole('table', { name: 'Earnings per job' }).getByRole('row').filter({ hasText: created.job.id });
+  await paid.getByText('released', { exact: true }).waitFor();
   await lookAt(t, operator, 'operator: the payout withdrawn');
+  // The job's page for its farm: what it earned, the escrow's transactions, its run on the machine.
+  await paid.getByRole('link', { name: created.job.id }).click();
+  await page.getByRole('heading', { name: `Job ${created.job.id}` }).waitFor();
+  t.match((await page.getByRole('region', { name: 'Earning' }).textContent()) ?? '', /Earned\s*[\d.]+ ETH \(released\), after gpufarm's fee of [\d.]+ ETH/, 'what the farm earned, released');
+  const run = await page.getByRole('table', { name: 'Runs on your machines' }).getByRole('row').nth(1).getByRole('cell').allTextContents();
+  t.match(run, ['1 (the result)', /^mach_/, /^1 × /, /\/GPU-hour$/, /\d/, /\d/, 'exit code 0'], 'its run on the farm’s machine, the one that made the result');
+  await lookAt(t, operator, 'operator: a job of the farm');
 });

@@ -93,8 +93,7 @@ t.test('behavior: stdout and stderr lines arrive in order with their streams', a
   const runtime = testRuntime(t);
   const { lines, sink, of } = collectLines();
   // Back to back, then 100 ms apart: within a stream order always holds; across the two pipes
-  // Docker orders lines as it reads them, which matches the writes when they are further apart
-  // than the daemon's read delay (10 ms was not, with four test files running on two cores).
+  // Docker orders lines as it reads them (checked below).
   const APART = 10;
   const script = 'i=0; while [ $i -lt 50 ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); done; ' +
     `i=0; while [ $i -lt ${APART} ]; do echo apart-out-$i; usleep 100000; echo apart-err-$i >&2; usleep 100000; i=$((i+1)); done; printf "no-newline"`;
@@ -104,8 +103,14 @@ t.test('behavior: stdout and stderr lines arrive in order with their streams', a
   const range = (n: number, f: (i: number) => string) => Array.from({ length: n }, (_, i) => f(i));
   t.same(of('stdout'), [...range(50, (i) => `out-${i}`), ...range(APART, (i) => `apart-out-${i}`), 'no-newline'], 'stdout complete and in order, the last line without its newline');
   t.same(of('stderr'), [...range(50, (i) => `err-${i}`), ...range(APART, (i) => `apart-err-${i}`)], 'stderr complete and in order');
-  const apart = lines.filter((l) => l.line.startsWith('apart-')).map((l) => l.line);
-  t.same(apart, Array.from({ length: APART }, (_, i) => [`apart-out-${i}`, `apart-err-${i}`]).flat(), 'the two streams interleave in the order they were written');
+  // Across the two pipes the order is dockerd's: it reads each in its own goroutine, so on a
+  // loaded machine a read can lag a write 100 ms later on the other pipe (seen in a CI run: one
+  // pair swapped). What the agent must keep is that interleaving, not group lines by stream:
+  // written alternately, they switch stream at almost every line (19 switches for 10 pairs; a
+  // lagging read costs at most two).
+  const apart = lines.filter((l) => l.line.startsWith('apart-'));
+  const switches = apart.filter((l, i) => i > 0 && l.stream !== apart[i - 1]!.stream).length;
+  t.ok(switches >= APART, `the two streams interleave as written, not grouped by stream (${switches} switches of stream among ${apart.length} lines: ${apart.map((l) => l.line).join(' ')})`);
   t.ok(lines.every((l) => Number.isInteger(l.ts) && l.ts > 0));
   t.ok(lines.filter((l) => l.stream !== 'system').every((l) => l.cursor !== null));
   t.match(of('system').at(-1), /^exited with code 0/);

@@ -117,5 +117,21 @@ t.test('behavior: released earnings equal the escrow\'s transfers to the payout 
   t.equal(lines[0], 'jobId,machineId,day,token,symbol,decimals,amount,fee,state,completedAt,challengeEndsAt,releasedAt,releaseTxHash');
   t.equal(lines.length, 6, 'header, four rows, the final line end');
   t.match(lines[4], new RegExp(`^${released.id},${machine.id},\\d{4}-\\d{2}-\\d{2},${token.toLowerCase()},tUSDC,6,${onChain},${released.fee},released,`));
-  t.ok(checked() >= 4, `${checked()} earnings answers parsed by the fleet contract (shared/src/fleet/api.ts)`);
+
+  // The job's own page: its run on the machine, the result, and the same row of the ledger.
+  const view = await app.inject({ url: `/operator/api/jobs/${released.id}`, headers: session(me) });
+  t.equal(view.statusCode, 200, view.body);
+  t.match(view.json(), {
+    jobId: released.id,
+    resultHash: RESULT,
+    completionTxHash: /^0x[0-9a-f]{64}$/,
+    runs: [{ attempt: 1, machineId: machine.id, result: true }],
+    earning: { jobId: released.id, state: 'released', amount: onChain.toString(), releaseTxHash: releaseTx },
+  });
+  t.equal(view.json().runs.length, 1);
+  const rivalJob = (await db.query<{ job_id: string }>('SELECT a.job_id FROM assignments a WHERE a.machine_id = $1', [rivalMachine.id]))[0]!.job_id;
+  const notOurs = await app.inject({ url: `/operator/api/jobs/${rivalJob}`, headers: session(me) });
+  t.equal(notOurs.statusCode, 404, "another farm's job is not told");
+  t.equal((await app.inject({ url: '/operator/api/jobs/nope', headers: session(me) })).statusCode, 400, 'a malformed id is refused');
+  t.ok(checked() >= 5, `${checked()} earnings and job answers parsed by the fleet contract (shared/src/fleet/api.ts)`);
 });

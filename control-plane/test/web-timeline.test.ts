@@ -1,4 +1,4 @@
-import { gpuFarmEscrowAbi, jobTimelineSchema, serviceIndexSchema, type JobTimeline } from '@gpufarm/shared';
+import { gpuFarmEscrowAbi, JOB_SUMMARIES_MAX, jobSummaryListSchema, jobTimelineSchema, serviceIndexSchema, type JobTimeline } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { getAddress, type Hex } from 'viem';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
@@ -128,6 +128,26 @@ t.test('error: another account’s job is not_found, a malformed id invalid_requ
   assertError(t, await app.inject({ url: '/dashboard/api/jobs/nope/timeline', headers: session(other) }), 'invalid_request', 400);
   assertError(t, await app.inject({ url: `/dashboard/api/jobs/${jobId}/timeline` }), 'missing_api_key', 401);
   t.equal((await timeline(jobId)).jobId, jobId, 'the owner still sees it');
+});
+
+t.test('default: the Jobs list’s summaries: title, image and creation time of the account’s jobs named, another account’s left out; a bad list is refused naming ids', async (t) => {
+  const { app, customer, fundedJob } = await setup(t);
+  const { jobId: first } = await fundedJob('first');
+  const { jobId: second } = await fundedJob('second');
+  const other = await signIn(app, devWallet(2));
+  const summaries = async (ids: string, as: SignedIn = customer) => app.inject({ url: `/dashboard/api/jobs/summaries?ids=${ids}`, headers: session(as) });
+  const answer = jobSummaryListSchema.parse((await summaries(`${first},${second}`)).json());
+  t.same(
+    answer.data.map((s) => [s.jobId, s.title, s.image]).sort(),
+    [[first, 'first', 'ghcr.io/acme/x:1'], [second, 'second', 'ghcr.io/acme/x:1']].sort(),
+  );
+  t.ok(answer.data.every((s) => Date.parse(s.createdAt) <= Date.now()), 'with their creation times');
+  t.same(jobSummaryListSchema.parse((await summaries(first, other)).json()).data, [], "another account's job is not told");
+  const bad = await summaries(`${first},nope`);
+  assertError(t, bad, 'invalid_request', 400);
+  t.match(bad.json().error.details, [{ field: /^ids/ }]);
+  assertError(t, await summaries(Array.from({ length: JOB_SUMMARIES_MAX + 1 }, () => first).join(',')), 'invalid_request', 400);
+  assertError(t, await app.inject({ url: `/dashboard/api/jobs/summaries?ids=${first}` }), 'missing_api_key', 401);
 });
 
 t.test('default: the service index names the escrow the dashboard sends approve, dispute and claimRefund to', async (t) => {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { parseJobCreateRequest } from '../src/schemas/job-create.js';
-import { BUILT_IN_TEMPLATE_NAMES, builtInTemplates, jobTemplateSchema, parseTemplateSave, templateNameSchema } from '../src/templates/job-templates.js';
+import { BUILT_IN_TEMPLATE_NAMES, builtInTemplates, jobTemplateSchema, templateNameSchema } from '../src/templates/job-templates.js';
+import { parseTemplateSave } from '../src/templates/template-save.js';
 
 const CANARY = `127.0.0.1:5000/gpufarm/canary@sha256:${'c'.repeat(64)}`;
 const SHELL = `127.0.0.1:5000/gpufarm/busybox@sha256:${'b'.repeat(64)}`;

@@ -522,3 +522,8 @@ export async function setDisputeReason(db: Queryable, params: { accountId: strin
   );
   return row ? new Date(row.dispute_reason_at) : null;
 }
+
+/** Title, image and creation time of the account's jobs among `ids` (the dashboard's Jobs list). */
+export async function listJobSummaries(db: Queryable, accountId: string, ids: readonly string[]): Promise<Array<{ id: string; title: string | null; image: string | null; created_at: Date }>> {
+  return db.query(`SELECT id, title, spec->>'image' AS image, created_at FROM jobs WHERE account_id = $1 AND id = ANY($2::text[])`, [accountId, ids]);
+}

@@ -2,7 +2,7 @@ import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import type { Queryable } from '../db/database.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
-import { ledgerGroups, ledgerJobs, type LedgerScope, type LedgerState } from './store.js';
+import { ledgerGroups, ledgerJobs, type LedgerJobRow, type LedgerScope, type LedgerState } from './store.js';
 
 /**
  * A farm's earnings ledger, from what the control plane recorded of the escrow: each completed
@@ -53,6 +53,25 @@ function dayOf(at: Date): string {
   return at.toISOString().slice(0, 10);
 }
 
+/** A job's row of the ledger as the earnings page and the operator's job page show it. */
+export function earningOfJob(e: LedgerJobRow) {
+  return {
+    jobId: e.jobId,
+    machineId: e.machineId,
+    day: dayOf(e.completedAt),
+    token: e.token,
+    symbol: e.symbol,
+    decimals: e.decimals,
+    amount: e.amount,
+    fee: e.fee,
+    state: e.state,
+    completedAt: e.completedAt.toISOString(),
+    challengeEndsAt: e.challengeEndsAt?.toISOString() ?? null,
+    releasedAt: e.releasedAt?.toISOString() ?? null,
+    releaseTxHash: e.releaseTxHash,
+  };
+}
+
 /**
  * One page of the ledger: one row per job (newest first), or summed per (machine | UTC day of
  * completion, token, state), each sum with the latest completion and release of its jobs.
@@ -66,21 +85,7 @@ export async function earningsPage(db: Queryable, scope: LedgerScope, params: { 
     const rows = await ledgerJobs(db, scope, { after, limit: limit + 1 });
     const page = rows.slice(0, limit);
     return {
-      data: page.map((e) => ({
-        jobId: e.jobId,
-        machineId: e.machineId,
-        day: dayOf(e.completedAt),
-        token: e.token,
-        symbol: e.symbol,
-        decimals: e.decimals,
-        amount: e.amount,
-        fee: e.fee,
-        state: e.state,
-        completedAt: e.completedAt.toISOString(),
-        challengeEndsAt: e.challengeEndsAt?.toISOString() ?? null,
-        releasedAt: e.releasedAt?.toISOString() ?? null,
-        releaseTxHash: e.releaseTxHash,
-      })),
+      data: page.map(earningOfJob),
       nextCursor: rows.length > limit ? encodeCursor(page.at(-1)!.cursor) : null,
     };
   }

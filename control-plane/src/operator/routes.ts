@@ -14,19 +14,22 @@ import { recordAudit, type AuditTargetType } from '../fleet/audit.js';
 import { setMachineDrain } from '../fleet/drain.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
+import { jobIdSchema } from '../ids.js';
 import { withdrawalsOf } from '../jobs/deferred-payments.js';
 import { waitingForFarms } from '../jobs/deferred-payments-store.js';
-import { earningsCsv, earningsPage, type LedgerScope } from './earnings.js';
+import { earningOfJob, earningsCsv, earningsPage, type LedgerScope } from './earnings.js';
 import { goingPrices } from './market.js';
 import {
   addFarmOperator,
   farmPricesByClass,
   findEnrollmentToken,
   findMachineFacts,
+  ledgerJob,
   ledgerTotals,
   listEnrollmentTokens,
   listFarmOperators,
   listMachineFacts,
+  operatorJobRuns,
   queuedJobsByClass,
   recentMachineJobs,
   removeFarmOperator,
@@ -43,6 +46,7 @@ export interface OperatorRoutesOptions {
 
 const MACHINE_ID = z.string().regex(/^mach_[0-9a-z]{26}$/, 'is not a machine id');
 const machineParams = z.object({ id: MACHINE_ID });
+const jobParams = z.object({ id: jobIdSchema });
 const tokenParams = z.object({ id: z.string().regex(/^enrt_[0-9a-z]{26}$/, 'is not an enrollment token id') });
 const farmParams = z.object({ id: z.string().regex(/^farm_[0-9a-z]{26}$/, 'is not a farm id') });
 const operatorParams = farmParams.extend({ wallet: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address') });
@@ -237,6 +241,37 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
       probe: { state: machine.probeState, output: machine.probeOutput },
       recentJobs: recentJobs.map((j) => ({ jobId: j.jobId, status: j.status, startedAt: iso(j.startedAt), finishedAt: iso(j.finishedAt), failureCode: j.failureCode })),
       history,
+    };
+  });
+
+  // A customer job that ran on the farms' machines: its runs there, result and earning.
+  app.get(`${base}/jobs/:id`, session, async (request) => {
+    const { id } = parseParams(jobParams, request.params);
+    const farmIds = ids(farmsOf(request));
+    const [runs, ledger] = await Promise.all([operatorJobRuns(db, farmIds, id), ledgerJob(db, farmIds, id)]);
+    const job = runs[0];
+    if (!job) throw new ApiError('not_found', `No job ${id} ran on your farms' machines.`);
+    return {
+      jobId: id,
+      status: job.status,
+      verificationLevel: job.verificationLevel,
+      resultHash: job.resultHash,
+      completionTxHash: job.completionTxHash,
+      billableGpuSeconds: job.billableGpuSeconds,
+      runs: runs.map((r) => ({
+        attempt: r.attempt,
+        machineId: r.machineId,
+        gpuModel: r.gpuModel,
+        gpuCount: r.gpuCount,
+        pricePerGpuHourMicroUsd: Number(r.price),
+        startedAt: iso(r.startedAt),
+        finishedAt: iso(r.finishedAt),
+        exitCode: r.exitCode,
+        failureCode: r.failureCode,
+        failureMessage: r.failureMessage,
+        result: r.assignmentId === r.resultAssignmentId,
+      })),
+      earning: ledger ? earningOfJob(ledger) : null,
     };
   });
 

@@ -219,17 +219,60 @@ export interface LedgerJobRow {
 }
 
 /** A page of the ledger's jobs, newest first by (completion, job id): `limit` after `after` when given. */
+const LEDGER_JOB_COLUMNS = `l.job_id AS "jobId", l.machine_id AS "machineId", l.token, l.symbol, l.decimals, l.amount::text AS amount, l.fee::text AS fee, l.state,
+            l.completed_at AS "completedAt", l.challenge_ends_at AS "challengeEndsAt", l.released_at AS "releasedAt", l.release_tx_hash AS "releaseTxHash",
+            extract(epoch FROM l.completed_at)::text AS at`;
+
 export async function ledgerJobs(db: Queryable, scope: LedgerScope, page: { after: { at: string; id: string } | null; limit: number }): Promise<LedgerJobRow[]> {
   const rows = await db.query<Omit<LedgerJobRow, 'cursor'> & { at: string }>(
-    `SELECT l.job_id AS "jobId", l.machine_id AS "machineId", l.token, l.symbol, l.decimals, l.amount::text AS amount, l.fee::text AS fee, l.state,
-            l.completed_at AS "completedAt", l.challenge_ends_at AS "challengeEndsAt", l.released_at AS "releasedAt", l.release_tx_hash AS "releaseTxHash",
-            extract(epoch FROM l.completed_at)::text AS at
+    `SELECT ${LEDGER_JOB_COLUMNS}
        FROM (${LEDGER}) l
       WHERE $4::numeric IS NULL OR (extract(epoch FROM l.completed_at), l.job_id) < ($4::numeric, $5::text)
       ORDER BY l.completed_at DESC, l.job_id DESC LIMIT $6`,
     [scope.farmIds, scope.from, scope.to, page.after?.at ?? null, page.after?.id ?? null, page.limit],
   );
   return rows.map(({ at, ...row }) => ({ ...row, cursor: { at, id: row.jobId } }));
+}
+
+/** One job's row of the farms' ledger; null when the job was not settled on one of them. */
+export async function ledgerJob(db: Queryable, farmIds: readonly string[], jobId: string): Promise<LedgerJobRow | null> {
+  const [row] = await db.query<Omit<LedgerJobRow, 'cursor'> & { at: string }>(`SELECT ${LEDGER_JOB_COLUMNS} FROM (${LEDGER}) l WHERE l.job_id = $4`, [farmIds, null, null, jobId]);
+  if (!row) return null;
+  const { at, ...rest } = row;
+  return { ...rest, cursor: { at, id: rest.jobId } };
+}
+
+/** A customer job's runs on the farms' machines (every attempt there), oldest first, with the job's own record. */
+export async function operatorJobRuns(db: Queryable, farmIds: readonly string[], jobId: string) {
+  return db.query<{
+    status: string;
+    verificationLevel: string | null;
+    resultHash: string | null;
+    completionTxHash: string | null;
+    billableGpuSeconds: number | null;
+    resultAssignmentId: string | null;
+    assignmentId: string;
+    attempt: number;
+    machineId: string;
+    gpuModel: string;
+    gpuCount: number;
+    price: number;
+    startedAt: Date | null;
+    finishedAt: Date | null;
+    exitCode: number | null;
+    failureCode: string | null;
+    failureMessage: string | null;
+  }>(
+    `SELECT j.status, j.verification_level AS "verificationLevel", j.result_hash AS "resultHash", j.completion_tx_hash AS "completionTxHash",
+            j.billable_gpu_seconds AS "billableGpuSeconds", j.assignment_id AS "resultAssignmentId",
+            a.id AS "assignmentId", a.attempt, a.machine_id AS "machineId", a.gpu_model AS "gpuModel", cardinality(a.gpu_indices) AS "gpuCount",
+            a.price_per_gpu_hour_micro_usd AS price, a.started_at AS "startedAt", a.finished_at AS "finishedAt", a.exit_code AS "exitCode",
+            a.failure_code AS "failureCode", a.failure_message AS "failureMessage"
+       FROM jobs j JOIN assignments a ON a.job_id = j.id JOIN machines m ON m.id = a.machine_id
+      WHERE j.id = $2 AND j.kind = 'customer' AND m.farm_id = ANY($1::text[])
+      ORDER BY a.attempt`,
+    [farmIds, jobId],
+  );
 }
 
 /** The ledger summed per (machine | UTC day of completion, token, state); `key` is the machine id or the day. */

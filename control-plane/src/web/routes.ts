@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { API_KEY_SCOPES, ApiError, parseJobCreateRequest } from '@gpufarm/shared';
+import { API_KEY_SCOPES, ApiError, JOB_SUMMARIES_MAX, parseJobCreateRequest } from '@gpufarm/shared';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { Chain, Client, Transport } from 'viem';
 import { z } from 'zod';
@@ -22,7 +22,9 @@ import { disputeReasonBodySchema, recordDisputeReason } from '../jobs/dispute-re
 import { jobFitNow, specFitNow } from '../jobs/fit-now.js';
 import type { OfferIndex } from '../capacity/offer-index.js';
 import { waitingForCustomer } from '../jobs/deferred-payments-store.js';
+import { listJobSummaries } from '../jobs/store.js';
 import { jobTimeline } from '../jobs/timeline.js';
+import { jobIdSchema } from '../ids.js';
 import { checkSignIn, newSiweNonce, NONCE_TTL_SECONDS } from './siwe.js';
 import { insertSiweNonce } from './store.js';
 import { MAX_SIGNATURE_BYTES } from './wallet-signature.js';
@@ -37,6 +39,13 @@ const signInBodySchema = z.strictObject({
 
 /** `GET /dashboard/api/keys`: a page of the account's keys, newest first (the /v1 list envelope). */
 const keysQuerySchema = z.strictObject({ limit: intParam(1, 100, 20), cursor: z.string().max(200).optional() });
+/** `ids`: the job ids of one page of the Jobs list, comma-separated. */
+const summariesQuery = z.strictObject({
+  ids: z
+    .string()
+    .transform((text) => text.split(','))
+    .pipe(z.array(jobIdSchema).min(1).max(JOB_SUMMARIES_MAX, `must name at most ${JOB_SUMMARIES_MAX} jobs`)),
+});
 const keyCursorSchema = z.strictObject({ at: z.string().regex(/^\d{1,12}(\.\d{1,6})?$/), id: z.string().regex(/^key_[0-9a-z]{26}$/) });
 
 /** A browser cookie as the nonce route makes it: 32 random bytes, base64url. */
@@ -200,6 +209,13 @@ export const webRoutes: FastifyPluginAsync<WebRoutesOptions> = async (app, { db,
   app.get(`${base}/jobs/:id/timeline`, { config: { auth: 'session' } }, async (request) => {
     const job = await requireAccountJob(db, sessionOf(request.webSession).accountId, request.params);
     return jobTimeline(db, { job, chainId: config.chainId });
+  });
+
+  // Dashboard only: title, image and creation time of a page of the Jobs list (the public Job has none of them).
+  app.get(`${base}/jobs/summaries`, { config: { auth: 'session' } }, async (request) => {
+    const { ids } = parseQuery(summariesQuery, request.query, `GET ${base}/jobs/summaries`);
+    const rows = await listJobSummaries(db, sessionOf(request.webSession).accountId, ids);
+    return { object: 'list', data: rows.map((r) => ({ jobId: r.id, title: r.title, image: r.image, createdAt: r.created_at.toISOString() })) };
   });
 
   // Dashboard only: whether a machine on the market fits the job now, and why not (the job page).

@@ -17,6 +17,7 @@ import {
   marketSchema,
   operatorMachineDetailSchema,
   operatorMachineListSchema,
+  operatorJobSchema,
   priceSetSchema,
   resolvedDisputeSchema,
   withdrawalListSchema,
@@ -48,6 +49,7 @@ const ANSWERS: ReadonlyArray<{ method: string; path: RegExp; schema: z.ZodType }
   { method: 'POST', path: /^\/operator\/api\/enrollment-tokens$/, schema: enrollmentTokenCreatedSchema },
   { method: 'PUT', path: /^\/operator\/api\/prices$/, schema: priceSetSchema },
   { method: 'GET', path: /^\/operator\/api\/earnings$/, schema: earningsSchema },
+  { method: 'GET', path: /^\/operator\/api\/jobs\/[^/]+$/, schema: operatorJobSchema },
   { method: 'GET', path: /^\/operator\/api\/withdrawals$/, schema: withdrawalListSchema },
   { method: 'GET', path: /^\/operator\/api\/farms\/[^/]+\/operators$/, schema: farmOperatorListSchema },
 ];

@@ -351,3 +351,37 @@ export const earningsSchema = z.object({
   totals: z.array(z.object({ token: z.string(), symbol: z.string(), decimals: z.int().nonnegative(), pending: tokenAmount, released: tokenAmount, waitingWithdrawal: tokenAmount })),
 });
 export type Earnings = z.infer<typeof earningsSchema>;
+export type EarningRow = Earnings['data'][number];
+
+/**
+ * `GET /operator/api/jobs/:id`: a customer job as its farm sees it: each run of it on the farm's
+ * machines (attempts), the job's result and its completion on the escrow, and what the farm
+ * earned from it (its row of the ledger; null until the result's run, on this farm, is settled).
+ * Not the customer's log or output: those are the customer's.
+ */
+export const operatorJobSchema = z.object({
+  jobId: z.string(),
+  status: z.string(),
+  verificationLevel: z.string().nullable(),
+  resultHash: z.string().nullable(),
+  completionTxHash: z.string().nullable(),
+  billableGpuSeconds: z.int().nonnegative().nullable(),
+  runs: z.array(
+    z.object({
+      attempt: z.int().positive(),
+      machineId: z.string(),
+      gpuModel: z.string(),
+      gpuCount: z.int().nonnegative(),
+      pricePerGpuHourMicroUsd: micro,
+      startedAt: iso.nullable(),
+      finishedAt: iso.nullable(),
+      exitCode: z.int().nullable(),
+      failureCode: z.string().nullable(),
+      failureMessage: z.string().nullable(),
+      /** Whether this run made the job's result (the one the escrow pays). */
+      result: z.boolean(),
+    }),
+  ),
+  earning: earningsSchema.shape.data.element.nullable(),
+});
+export type OperatorJob = z.infer<typeof operatorJobSchema>;

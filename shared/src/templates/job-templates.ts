@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { fieldError, isCleanText, isoTimeSchema, issuesToDetails, listEnvelopeSchema } from '../schemas/common.js';
-import { jobCreateRequestSchema, type JobCreateRequest } from '../schemas/job-create.js';
-import type { ErrorDetail } from '../errors.js';
+import { fieldError, isoTimeSchema, listEnvelopeSchema } from '../schemas/common.js';
+import type { JobCreateRequest } from '../schemas/job-create.js';
 
 /**
  * Job templates: a named job spec to start from (the New job form, `gf run --template NAME`).
@@ -21,22 +20,6 @@ const TEMPLATE_NAME = new RegExp(`^[a-z0-9][a-z0-9._-]{0,${TEMPLATE_LIMITS.nameM
 export const TEMPLATE_NAME_MESSAGE = `must be 1 to ${TEMPLATE_LIMITS.nameMaxChars} lower-case letters, digits, ".", "_" or "-", starting with a letter or digit`;
 
 export const templateNameSchema = z.string(fieldError(TEMPLATE_NAME_MESSAGE)).regex(TEMPLATE_NAME, fieldError(TEMPLATE_NAME_MESSAGE));
-
-const DESCRIPTION_MESSAGE = `must be a string of at most ${TEMPLATE_LIMITS.descriptionMaxChars} characters without NUL characters`;
-
-/** The body of `PUT /v1/templates/:name`: the spec (the body `POST /v1/jobs` takes) and an optional description. */
-export const templateSaveRequestSchema = z.strictObject(
-  {
-    description: z
-      .string(fieldError(DESCRIPTION_MESSAGE))
-      .refine((s) => [...s].length <= TEMPLATE_LIMITS.descriptionMaxChars && isCleanText(s), fieldError(DESCRIPTION_MESSAGE))
-      .nullable()
-      .optional(),
-    spec: jobCreateRequestSchema,
-  },
-  { error: 'must be a JSON object {"spec": {…}, "description": "…"}' },
-);
-export type TemplateSaveRequest = z.infer<typeof templateSaveRequestSchema>;
 
 export const TEMPLATE_SOURCES = ['built_in', 'account'] as const;
 
@@ -59,27 +42,6 @@ export type JobTemplate = z.infer<typeof jobTemplateSchema>;
 /** `GET /v1/templates`: the built-in templates this deployment can run, then the account's own by name; one page. */
 export const jobTemplateListSchema = listEnvelopeSchema(jobTemplateSchema);
 export type JobTemplateList = z.infer<typeof jobTemplateListSchema>;
-
-export type TemplateSaveParseResult =
-  | { ok: true; value: { name: string; description: string | null; spec: JobCreateRequest } }
-  | { ok: false; code: 'invalid_request' | 'validation_error'; details: ErrorDetail[] };
-
-const isSpecField = (field: string) => field.startsWith('spec.') || field.startsWith('spec[');
-
-/**
- * Checks a template save: its name (from the path) and body. A wrong name, description or body
- * shape is `invalid_request`; when only the spec's own fields are wrong it is `validation_error`,
- * as `POST /v1/jobs` answers the same spec, each field named under `spec.` (`spec.gpu.count`).
- */
-export function parseTemplateSave(name: unknown, body: unknown): TemplateSaveParseResult {
-  const details: ErrorDetail[] = [];
-  const checkedName = templateNameSchema.safeParse(name);
-  if (!checkedName.success) details.push(...issuesToDetails(checkedName.error.issues.map((issue) => ({ ...issue, path: ['name'] }))));
-  const checked = templateSaveRequestSchema.safeParse(body);
-  if (!checked.success) details.push(...issuesToDetails(checked.error.issues));
-  if (!checkedName.success || !checked.success) return { ok: false, code: details.every((d) => isSpecField(d.field)) ? 'validation_error' : 'invalid_request', details };
-  return { ok: true, value: { name: checkedName.data, description: checked.data.description?.trim() || null, spec: checked.data.spec } };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Built-in templates

@@ -1,5 +1,5 @@
 import { createBrowserClient, type BrowserClient } from '@gpufarm/client/browser';
-import { jobFitSchema, jobTimelineSchema, outputFileListSchema, type JobFit, type JobTimeline, type OutputFileList } from '@gpufarm/shared';
+import { artifactMetadataSchema, errorEnvelopeSchema, jobFitSchema, jobSummaryListSchema, jobTimelineSchema, outputFileListSchema, type ArtifactMetadata, type JobFit, type JobSummaryList, type JobTimeline, type OutputFileList } from '@gpufarm/shared';
 import { createContext, useContext, useMemo, useRef, type ReactNode } from 'react';
 import { z } from 'zod';
 import { apiKeyCreatedSchema, apiKeyListSchema, apiKeyViewSchema, csrfFetch, DASHBOARD_API, nonceSchema, sessionViewSchema, type ApiKeyScope, type SessionView } from './session-api';
@@ -34,12 +34,19 @@ export interface DashboardApi {
     specFit: (spec: unknown) => Promise<JobFit>;
     /** `GET /dashboard/api/jobs/:id/output/files`: the files of the output the job's result names. */
     outputFiles: (id: string) => Promise<OutputFileList>;
+    /** `GET /dashboard/api/jobs/summaries`: title, image and creation time of up to 100 of the account's jobs. */
+    summaries: (ids: readonly string[]) => Promise<JobSummaryList>;
   };
   /**
    * A session call to any of the app's areas (`/dashboard/api/…`, `/operator/api/…`,
    * `/admin/api/…`: `path` is from the origin), its answer checked against `schema`.
    */
   request: <T>(call: AreaCall<T>) => Promise<T>;
+  /**
+   * `POST /dashboard/api/v1/artifacts`: one file stored as a job input, streamed, its progress
+   * reported as it is sent (XMLHttpRequest: fetch reports no upload progress).
+   */
+  uploadInput: (file: Blob, opts: { filename: string; onProgress: (sent: number, total: number) => void; signal?: AbortSignal }) => Promise<ArtifactMetadata>;
   /** Remembers the CSRF token of the current session (null after sign-out). */
   setCsrfToken: (token: string | null) => void;
 }
@@ -80,7 +87,36 @@ function createDashboardApi(origin: string, csrf: { current: string | null }): D
       fit: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/fit`, 200, jobFitSchema),
       specFit: (spec) => call('POST', '/fit', 200, jobFitSchema, spec),
       outputFiles: (id) => call('GET', `/jobs/${encodeURIComponent(id)}/output/files`, 200, outputFileListSchema),
+      summaries: (ids) => call('GET', '/jobs/summaries', 200, jobSummaryListSchema, undefined, { ids: ids.join(',') }),
     },
+    uploadInput: (file, { filename, onProgress, signal }) =>
+      new Promise<ArtifactMetadata>((resolve, reject) => {
+        const xhr = new XMLHttpRequest();
+        xhr.open('POST', `${origin}${DASHBOARD_API}/v1/artifacts?filename=${encodeURIComponent(filename)}`);
+        xhr.setRequestHeader('content-type', 'application/octet-stream');
+        if (csrf.current) xhr.setRequestHeader('x-csrf-token', csrf.current);
+        xhr.upload.onprogress = (event) => onProgress(event.loaded, event.lengthComputable ? event.total : file.size);
+        xhr.onload = () => {
+          let body: unknown = null;
+          try {
+            body = JSON.parse(xhr.responseText);
+          } catch {
+            // Not JSON: said below with the status.
+          }
+          if (xhr.status === 201) {
+            const stored = artifactMetadataSchema.safeParse(body);
+            if (stored.success) resolve(stored.data);
+            else reject(new Error('gpufarm stored the file but answered in a shape this page does not know: reload the page.'));
+            return;
+          }
+          const failure = errorEnvelopeSchema.safeParse(body);
+          reject(new Error(failure.success ? failure.data.error.message : `The upload was answered with HTTP ${xhr.status}.`));
+        };
+        xhr.onerror = () => reject(new Error('The upload did not reach gpufarm (a network error): check the connection and add the file again.'));
+        xhr.onabort = () => reject(new DOMException('The upload was stopped.', 'AbortError'));
+        signal?.addEventListener('abort', () => xhr.abort(), { once: true });
+        xhr.send(file);
+      }),
     request: async <T,>(call: AreaCall<T>): Promise<T> =>
       (
         await areas.request<T>({

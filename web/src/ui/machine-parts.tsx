@@ -1,5 +1,6 @@
 import type { FleetEvent, GpuHealthView, GpuProof, MachineHistory, RecentJob } from '@gpufarm/shared';
 import { useMemo } from 'react';
+import { Link } from 'wouter';
 import { bytes, duration, when } from '../lib/format';
 import { VerdictBadge } from './badges';
 import { TimeChart, type ChartSeries } from './chart';
@@ -31,8 +32,12 @@ const METRICS = [
   { key: 'powerWatts', title: 'Power', format: (v: number) => `${Math.round(v)} W` },
 ] as const;
 
-/** One chart per metric with a line per GPU; the GPUs share the first GPU's times (the server aligns them). */
-export function MachineHistoryCharts({ history, rangeSeconds }: { history: MachineHistory; rangeSeconds?: number }) {
+/**
+ * One chart per metric with a line per GPU; the GPUs share the first GPU's times (the server
+ * aligns them). A metric no GPU reported in the range is said in words, not drawn as a chart of
+ * gaps: a simulated GPU reports no figures at all, a real one's driver may leave one out.
+ */
+export function MachineHistoryCharts({ history, rangeSeconds, simulated = false }: { history: MachineHistory; rangeSeconds?: number; simulated?: boolean }) {
   const t = history.gpus[0]?.t ?? [];
   const to = t.at(-1) ?? Math.floor(Date.now() / 1000);
   const span = rangeSeconds ? { from: to - rangeSeconds, to } : undefined;
@@ -41,15 +46,26 @@ export function MachineHistoryCharts({ history, rangeSeconds }: { history: Machi
       METRICS.map((m) => ({
         ...m,
         series: history.gpus.map((g): ChartSeries => ({ label: `GPU ${g.index}`, values: g[m.key] })),
+        reported: history.gpus.some((g) => g[m.key].some((v) => v !== null)),
       })),
     [history],
   );
   if (history.gpus.length === 0) return <p className="muted">No samples recorded for this machine in this range.</p>;
+  const unreported = charts.filter((c) => !c.reported).map((c) => c.title.toLowerCase());
   return (
     <div className="charts">
-      {charts.map((c) => (
-        <TimeChart key={c.key} title={`${c.title} per GPU (one point per ${duration(history.resolutionSeconds)})`} t={t} series={c.series} format={c.format} span={span} />
-      ))}
+      {unreported.length > 0 ? (
+        <p className="muted">
+          {simulated
+            ? `This machine's GPUs are simulated: its ${history.gpus[0]!.t.length} samples in this range carry no ${unreported.join(', ')} (a simulated GPU reports no figures).`
+            : `No ${unreported.join(', ')} reported by this machine's GPUs in this range: their driver gave no reading.`}
+        </p>
+      ) : null}
+      {charts
+        .filter((c) => c.reported)
+        .map((c) => (
+          <TimeChart key={c.key} title={`${c.title} per GPU (one point per ${duration(history.resolutionSeconds)})`} t={t} series={c.series} format={c.format} span={span} />
+        ))}
     </div>
   );
 }
@@ -77,7 +93,8 @@ export function RecentJobsTable({ jobs }: { jobs: RecentJob[] }) {
       rows={jobs}
       rowKey={(j) => j.jobId}
       columns={[
-        { header: 'Job', cell: (j) => <code>{j.jobId}</code> },
+        // Each area has its job page at /jobs/:id (the admin's, the operator's).
+        { header: 'Job', cell: (j) => <Link href={`/jobs/${encodeURIComponent(j.jobId)}`}>{j.jobId}</Link> },
         { header: 'Status', cell: (j) => j.status },
         { header: 'Started', cell: (j) => when(j.startedAt) },
         { header: 'Finished', cell: (j) => when(j.finishedAt) },

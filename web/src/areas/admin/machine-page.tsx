@@ -35,7 +35,7 @@ export function MachinePage({ id }: { id: string }) {
               <GpuTable gpus={detail.gpus} />
             </section>
             <GpuProofSection detail={detail} />
-            <History id={id} />
+            <History id={id} simulated={detail.gpuProof?.simulated ?? false} />
             <section aria-labelledby="jobs-heading">
               <h2 id="jobs-heading">Recent jobs</h2>
               <RecentJobsTable jobs={detail.recentJobs} />
@@ -203,7 +203,7 @@ function MachineActions({ detail: { machine: m } }: { detail: AdminMachineDetail
   );
 }
 
-function History({ id }: { id: string }) {
+function History({ id, simulated }: { id: string; simulated: boolean }) {
   const api = useApi();
   const [range, setRange] = useState<(typeof RANGES)[number]>('24h');
   const history = useQuery({
@@ -230,7 +230,7 @@ function History({ id }: { id: string }) {
       <QueryState query={history} loading="Loading the history…" errorTitle="Could not load the machine’s history">
         {(h) => (
           <>
-            <MachineHistoryCharts history={h} rangeSeconds={RANGE_SECONDS[range]} />
+            <MachineHistoryCharts history={h} rangeSeconds={RANGE_SECONDS[range]} simulated={simulated} />
             <h3>Health events</h3>
             {h.healthEvents.length === 0 ? <p className="muted">No health event in this range.</p> : <EventsTable events={h.healthEvents} caption="Health events" />}
           </>

@@ -1,9 +1,9 @@
-import { JOB_STATUSES, type Job, type JobStatus } from '@gpufarm/shared';
+import { isTerminalStatus, JOB_STATUSES, type Job, type JobStatus, type JobSummary } from '@gpufarm/shared';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link } from 'wouter';
 import { useApi } from '../../lib/api';
-import { usd } from '../../lib/format';
+import { duration, usd, whenShort } from '../../lib/format';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Pager, Table, useCursorPages } from '../../ui/table';
@@ -17,9 +17,26 @@ function costOf(job: Job): string {
   return `up to ${usd(job.pricing.maxCostMicroUsd)}`;
 }
 
+/** How long the job ran: from its start to its end, or until now while it runs; a dash before it starts. */
+function ranFor(job: Job, now: number): string {
+  const started = job.assignment?.startedAt;
+  if (!started) return '—';
+  const ended = job.assignment?.finishedAt ?? (isTerminalStatus(job.status) ? null : new Date(now).toISOString());
+  if (!ended) return '—';
+  return duration(Math.max(0, (Date.parse(ended) - Date.parse(started)) / 1000));
+}
+
+/** An image reference as a person scans it: the repository's last part and tag, the digest shortened. */
+function shortImage(image: string): string {
+  const [name = image, digest] = image.split('@');
+  const last = name.split('/').at(-1) ?? name;
+  return digest ? `${last}@${digest.replace(/^sha256:/, '').slice(0, 8)}…` : last;
+}
+
 /** The account's jobs, newest first, filtered by status and paged by cursor. */
 export function JobsPage() {
-  const { gf } = useApi();
+  const api = useApi();
+  const { gf } = api;
   const [status, setStatus] = useState<JobStatus | ''>('');
   const pages = useCursorPages();
   const { cursor } = pages;
@@ -29,6 +46,11 @@ export function JobsPage() {
     placeholderData: keepPreviousData,
     refetchInterval: 10_000,
   });
+  const ids = jobs.data?.data.map((job) => job.id) ?? [];
+  // The list's title, image and creation time: dashboard only, one call per page.
+  const summaries = useQuery({ queryKey: ['job-summaries', ids], queryFn: () => api.jobs.summaries(ids), enabled: ids.length > 0, staleTime: Infinity, placeholderData: keepPreviousData });
+  const summaryOf = (job: Job): JobSummary | undefined => summaries.data?.data.find((s) => s.jobId === job.id);
+  const now = Date.now();
   return (
     <Page
       title="Jobs"
@@ -78,9 +100,20 @@ export function JobsPage() {
               rows={page.data}
               rowKey={(job) => job.id}
               columns={[
-                { header: 'Job', cell: (job) => <Link href={`/jobs/${encodeURIComponent(job.id)}`}>{job.id}</Link> },
+                {
+                  header: 'Job',
+                  cell: (job) => (
+                    <>
+                      <Link href={`/jobs/${encodeURIComponent(job.id)}`}>{job.id}</Link>
+                      {summaryOf(job)?.title ? <span className="cell-note">{summaryOf(job)!.title}</span> : null}
+                    </>
+                  ),
+                },
                 { header: 'Status', cell: (job) => <StatusBadge job={job} /> },
+                { header: 'Created', cell: (job) => whenShort(summaryOf(job)?.createdAt) },
+                { header: 'Image', cell: (job) => (summaryOf(job)?.image ? <code title={summaryOf(job)!.image!}>{shortImage(summaryOf(job)!.image!)}</code> : '—') },
                 { header: 'GPU', cell: (job) => (job.assignment ? `${job.assignment.gpu.count} × ${job.assignment.gpu.model}` : <span className="muted">not assigned</span>) },
+                { header: 'Ran for', cell: (job) => ranFor(job, now), className: 'num' },
                 { header: 'Cost', cell: costOf, className: 'num' },
               ]}
             />

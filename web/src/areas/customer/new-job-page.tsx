@@ -9,6 +9,7 @@ import { sentence, usd } from '../../lib/format';
 import { CopyButton } from '../../ui/copy-button';
 import { FieldErrors, SelectField, TextArea, TextField } from '../../ui/fields';
 import { Page } from '../../ui/page';
+import { InputUploads, inputRowsOf, type InputRow } from './input-uploads';
 import { SaveTemplate, TemplatePicker } from './job-templates';
 
 /** What the form holds: text as typed, turned into a job spec by `specOf`. */
@@ -32,7 +33,9 @@ interface Draft {
   paymentToken: 'eth' | 'stable';
   /** The output rule's size limit: the default, or a job's own when it is run again. */
   outputMaxBytes: number;
-  /** Fields of a job run again that the form has no input for (inputs, CPU and RAM limits, more output rules…): sent as they were. */
+  /** Files uploaded as the job's inputs, or carried from a job run again. */
+  inputs: InputRow[];
+  /** Fields of a job run again that the form has no input for (CPU and RAM limits, more output rules…): sent as they were. */
   carried: Record<string, unknown>;
 }
 
@@ -55,11 +58,12 @@ const EMPTY: Draft = {
   deterministic: false,
   paymentToken: 'eth',
   outputMaxBytes: JOB_SPEC_DEFAULTS.outputRules[0].maxBytes,
+  inputs: [],
   carried: {},
 };
 
 /** The spec fields the form's inputs stand for; the rest of a spec run again is carried as it was. */
-const FORM_FIELDS = new Set(['title', 'image', 'imageDigest', 'command', 'gpu', 'maxPricePerGpuHour', 'maxPricePerGpuHourMicroUsd', 'maxRuntimeSeconds', 'env', 'networkPolicy', 'outputRules', 'regionPreference', 'deterministic', 'paymentToken']);
+const FORM_FIELDS = new Set(['title', 'image', 'imageDigest', 'command', 'gpu', 'maxPricePerGpuHour', 'maxPricePerGpuHourMicroUsd', 'maxRuntimeSeconds', 'env', 'networkPolicy', 'outputRules', 'regionPreference', 'deterministic', 'paymentToken', 'inputs']);
 
 /** The form filled in from an earlier job's spec ("Run again"). */
 export function draftOf(spec: JobCreateRequest): Draft {
@@ -92,17 +96,19 @@ export function draftOf(spec: JobCreateRequest): Draft {
     deterministic: spec.deterministic ?? false,
     paymentToken: spec.paymentToken ?? 'eth',
     outputMaxBytes: firstRule?.maxBytes ?? JOB_SPEC_DEFAULTS.outputRules[0].maxBytes,
+    inputs: inputRowsOf(spec.inputs),
     carried,
   };
 }
 
 /** The form's inputs; an error's `field` (the API's path) is shown at the input it belongs to. */
-type InputName = 'title' | 'image' | 'command' | 'gpuCount' | 'gpuClass' | 'minimumVramGb' | 'maxPrice' | 'runtime' | 'env' | 'network' | 'outputPath' | 'region' | 'paymentToken';
+type InputName = 'title' | 'image' | 'inputs' | 'command' | 'gpuCount' | 'gpuClass' | 'minimumVramGb' | 'maxPrice' | 'runtime' | 'env' | 'network' | 'outputPath' | 'region' | 'paymentToken';
 
 const FIELD_INPUTS: Array<[prefix: string, input: InputName]> = [
   ['title', 'title'],
   ['image', 'image'],
   ['command', 'command'],
+  ['inputs', 'inputs'],
   ['gpu.count', 'gpuCount'],
   ['gpu.modelAllowlist', 'gpuClass'],
   ['gpu.minimumVram', 'minimumVramGb'],
@@ -166,6 +172,11 @@ export function specOf(draft: Draft): { spec: JobSpec; errors: ErrorDetail[] } {
   const extraRules = Array.isArray(moreRules) ? (moreRules as NonNullable<JobSpec['outputRules']>) : [];
   if (draft.outputPath.trim() !== JOB_SPEC_DEFAULTS.outputRules[0].path || draft.outputMaxBytes !== JOB_SPEC_DEFAULTS.outputRules[0].maxBytes || extraRules.length > 0) {
     spec.outputRules = [{ path: draft.outputPath.trim(), maxBytes: draft.outputMaxBytes }, ...extraRules];
+  }
+  if (draft.inputs.length > 0) {
+    if (draft.inputs.some((row) => row.error !== null)) errors.push({ field: 'inputs', message: 'an input was not uploaded: remove it, or add the file again' });
+    else if (draft.inputs.some((row) => row.artifactId === null)) errors.push({ field: 'inputs', message: 'wait until every input is uploaded' });
+    spec.inputs = draft.inputs.flatMap((row) => (row.artifactId ? [{ artifactId: row.artifactId, mountName: row.mountName.trim() }] : []));
   }
   if (draft.region) spec.regionPreference = draft.region;
   if (draft.deterministic) spec.deterministic = true;
@@ -281,7 +292,7 @@ export default function NewJobPage() {
               ? `The spec of job ${from} could not be loaded (${reasonOf(source.error)}): fill in the form, or go back to the job.`
               : filledFrom?.readable === false
                 ? `The spec of job ${from} does not fit this form: fill it in, or use its JSON from the job page with gf run -f.`
-                : `Run again: the form holds job ${from}'s spec. Change what you need; fields the form has no input for (inputs, CPU and RAM limits, more output rules) are sent as they were.`}
+                : `Run again: the form holds job ${from}'s spec. Change what you need; fields the form has no input for (CPU and RAM limits, more output rules) are sent as they were.`}
         </p>
       ) : null}
       <form className="new-job" onSubmit={submit} noValidate aria-label="New job">
@@ -320,6 +331,7 @@ export default function NewJobPage() {
           {draft.commandMode === 'args' ? <TextArea label="Arguments" hint="The first line is the program; each further line one argument, passed as is." value={draft.args} onChange={set('args')} errors={errorAt('command')} rows={4} /> : null}
           {draft.commandMode === 'image' ? <FieldErrors id="command-errors" errors={errorAt('command')} /> : null}
           <TextArea label="Environment" hint="NAME=value, one per line; at most 32. Hosts can read these: names that look like secrets are refused." value={draft.env} onChange={set('env')} errors={errorAt('env')} rows={3} />
+          <InputUploads rows={draft.inputs} onRows={(update) => setDraft((d) => ({ ...d, inputs: update(d.inputs) }))} errors={errorAt('inputs')} />
           <TextField label="Output path" hint="Files written under this folder are the job’s output, hashed and kept for download (1 GiB at most)." value={draft.outputPath} onChange={set('outputPath')} errors={errorAt('outputPath')} />
           <label className="check">
             <input type="checkbox" checked={draft.deterministic} onChange={(e) => set('deterministic')(e.target.checked)} />

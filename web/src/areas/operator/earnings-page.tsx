@@ -21,7 +21,7 @@ const STATE_LABEL: Record<(typeof EARNING_STATES)[number], string> = {
   refunded: 'refunded',
   waiting_withdrawal: 'waiting for withdrawal',
 };
-const stateOf = (r: Row) => (r.state ? STATE_LABEL[r.state] : '—');
+export const stateOf = (r: Pick<Row, 'state'>) => (r.state ? STATE_LABEL[r.state] : '—');
 
 /** `from`/`to` as the server wants them: ISO times of the reader's local day bounds; empty means open. */
 function dayBound(date: string, end: boolean): string | undefined {
@@ -129,7 +129,18 @@ function columnsFor(groupBy: GroupBy) {
   if (groupBy === 'machine') return [{ header: 'Machine', cell: machineCell }, amount, { header: 'State', cell: stateOf }];
   // Ids shortened with their copy button and dates to the minute: at 1280 px every column shows.
   return [
-    { header: 'Job', cell: (r: Row) => (r.jobId ? <Hash value={r.jobId} label="job id" /> : '—') },
+    {
+      header: 'Job',
+      cell: (r: Row) =>
+        r.jobId ? (
+          <Link href={`/jobs/${encodeURIComponent(r.jobId)}`} title={r.jobId}>
+            <span aria-hidden="true">{shortId(r.jobId)}</span>
+            <span className="visually-hidden">{r.jobId}</span>
+          </Link>
+        ) : (
+          '—'
+        ),
+    },
     { header: 'Machine', cell: machineCell },
     amount,
     { header: 'State', cell: stateOf },

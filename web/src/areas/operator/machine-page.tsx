@@ -84,7 +84,7 @@ function Machine({ detail }: { detail: OperatorMachineDetail }) {
         <section aria-labelledby="history-heading">
           <h2 id="history-heading">History</h2>
           <p className="muted">The last 24 hours.</p>
-          <MachineHistoryCharts history={detail.history} rangeSeconds={86_400} />
+          <MachineHistoryCharts history={detail.history} rangeSeconds={86_400} simulated={detail.machine.gpuProof.simulated} />
         </section>
       ) : null}
       <section aria-labelledby="jobs-heading">

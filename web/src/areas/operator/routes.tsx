@@ -5,6 +5,7 @@ import { AppShell, RequireRole, type NavItem } from '../../ui/app-shell';
 import { EmptyState, Loading } from '../../ui/states';
 import { EarningsPage } from './earnings-page';
 import { MachinePage } from './machine-page';
+import { OperatorJobPage } from './job-page';
 import { MachinesPage } from './machines-page';
 import { MarketPage } from './market-page';
 import { OperatorsPage } from './operators-page';
@@ -55,6 +56,13 @@ export default function OperatorArea() {
           {(params) => (
             <Operator>
               <MachinePage id={params.id} />
+            </Operator>
+          )}
+        </Route>
+        <Route path="/jobs/:id">
+          {(params) => (
+            <Operator>
+              <OperatorJobPage id={params.id} />
             </Operator>
           )}
         </Route>
