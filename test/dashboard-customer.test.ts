@@ -328,7 +328,12 @@ t.test('behavior: cancel a funded job that no machine fits from its page, after 
   await page.getByRole('button', { name: 'Claim refund' }).waitFor({ timeout: 60_000 });
   const canceled = await customer.getJob(id);
   t.equal(canceled.status, 'CANCELED', 'the job is canceled');
+  await page.getByRole('heading', { name: new RegExp(`Job ${id} CANCELED`) }).waitFor();
   t.equal(await page.getByRole('button', { name: 'Cancel job' }).count(), 0, 'and its page offers no Cancel any more');
+  const money = page.getByRole('region', { name: 'Money' });
+  const deposit = `$${formatUsdCents(canceled.pricing.maxCostMicroUsd)}`;
+  await money.filter({ hasText: `Still in escrow${deposit} the refund waits for your claim` }).waitFor();
+  t.pass('the Money card says the deposit waits in the escrow for the claim');
   await lookAt(t, session, 'job: canceled, refund to claim');
   await page.getByRole('button', { name: 'Claim refund' }).click();
   await page.getByText(/Mined: Claim refund/).waitFor({ timeout: 60_000 });
@@ -336,6 +341,9 @@ t.test('behavior: cancel a funded job that no machine fits from its page, after 
   await page.getByRole('region', { name: 'Escrow' }).getByText('Refunded', { exact: true }).waitFor({ timeout: 60_000 });
   await page.getByRole('heading', { name: new RegExp(`Job ${id} REFUNDED`) }).waitFor();
   t.pass('the badge says the deposit went back');
+  await money.filter({ hasText: `Returned to your wallet${deposit}` }).waitFor({ timeout: 30_000 });
+  t.match((await money.textContent()) ?? '', /Charged\$0\.00 none: the job ended without a charge/, 'nothing charged');
+  t.notMatch((await money.textContent()) ?? '', 'Still in escrow', 'nothing held any more');
   await lookAt(t, session, 'job: canceled and refunded');
 });
 

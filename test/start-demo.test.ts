@@ -7,7 +7,7 @@ import { isAlive, spawnProcess } from './helpers/processes.js';
 import { npmStart } from './helpers/start.js';
 
 /**
- * The README's walk-through as a newcomer runs it: `npm start` (control plane, anvil, the
+ * The README's walk-through (docs/local-marketplace.md in full) as a newcomer runs it: `npm start` (control plane, anvil, the
  * registry and images, one local agent) and then `npm run demo` in another terminal.
  */
 

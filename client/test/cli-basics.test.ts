@@ -72,6 +72,10 @@ t.test('error: a wrong command line exits 2 and says why on stderr', async (t) =
   const broken = await gf(['run', '-f', join(dir, 'broken.json')], { env: home.env });
   t.equal(broken.code, 2);
   t.match(broken.stderr, /is not valid JSON/);
+  // The dashboard's "Copy as gf run" pipes the spec in: -f - reads it from standard input.
+  const piped = await gf(['run', '-f', '-'], { env: { ...home.env, GF_ENDPOINT: 'http://127.0.0.1:9' }, input: JSON.stringify({ image: 'ghcr.io/acme/job:1', gpu: { count: 99 } }) });
+  t.equal(piped.code, 2, 'a spec on standard input is read and checked before any call');
+  t.match(piped.stderr, /gpu\.count/);
 });
 
 t.test('behavior: login verifies the key, stores it 0600 in the XDG config with profiles; precedence flag > env > profile', async (t) => {

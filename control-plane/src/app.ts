@@ -120,7 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(enforceAuth, { adminWallets: config.adminWallets });
   installCors(app, routes);
 
-  await app.register(openApiRoutes);
+  await app.register(openApiRoutes, { config });
   await app.register(healthRoutes, { db: deps.db, offerIndex: deps.offerIndex, escrow: deps.escrow ?? null });
   if (deps.metrics && config.metrics.token) await app.register(metricsRoute, { registry: deps.metrics.registry, token: config.metrics.token.reveal() });
   const effects = { serviceLine: appendServiceLine, canceledWhileMatching: (jobId: string) => jobCanceled(deps.db, jobId) };

@@ -1,12 +1,16 @@
 import { z } from 'zod';
+import { deploymentEnv, readDeploymentFile } from './chain/deployment-file.js';
 import { WEB_DIST_DIR } from './package-files.js';
-import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, GpufarmError, LISTEN_SETTING_HINT, parseBannedImagePattern, parseListenSetting, type ListenSetting } from '@gpufarm/shared';
+import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, errorText, GpufarmError, LISTEN_SETTING_HINT, parseBannedImagePattern, parseListenSetting, type ListenSetting, type SettingDoc } from '@gpufarm/shared';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address');
 
-/** Every environment variable the control plane reads, with its default. README's table mirrors this. */
-const envSchema = z.object({
+/**
+ * Every environment variable the control plane reads, with its default. `ENV_DOCS` below says
+ * what each means; `npm run docs` writes both into docs/deploy/configuration.md.
+ */
+export const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
@@ -42,6 +46,8 @@ const envSchema = z.object({
       message: 'must be comma-separated image repositories such as acme/tool or acme/* (no tag, digest or bare *)',
     }),
   GF_RPC_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) JSON-RPC URL' }).optional(),
+  // Read first (see loadConfig): the file fills the chain variables that are not set.
+  GF_CHAIN_FILE: z.string().min(1).optional(),
   GF_ESCROW_ADDRESS: address.optional(),
   GF_OPERATOR_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be 0x followed by 64 hex digits').optional(),
   GF_CONFIRMATIONS: z.coerce.number().int().min(1).max(1000).default(1),
@@ -106,6 +112,84 @@ const envSchema = z.object({
     }),
   GF_METRICS_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
 });
+
+/** What each variable means, for docs/deploy/configuration.md (`npm run docs`). */
+export const ENV_DOCS: Record<keyof z.input<typeof envSchema>, SettingDoc> = {
+  PORT: { description: 'HTTP port (`0`: any free port)' },
+  HOST: { description: 'address to listen on' },
+  DATABASE_URL: { description: 'PostgreSQL URL; unset means the embedded PGlite in `$GF_DATA_DIR/db`' },
+  GF_DATA_DIR: { description: 'local state: embedded database, the running server\'s state file, the local chain (`anvil-state.json`, `chain.json`)' },
+  GF_MIGRATE_ON_START: { description: 'apply pending migrations at start; a deployment sets `false` and runs `migrate` once per release (a start with pending migrations then refuses to serve, saying to run it)' },
+  GF_ENVIRONMENT: { description: '`mainnet` (accepts `gf_live_` keys only), `testnet` or `local` (`gf_test_` keys only)' },
+  GF_ALLOW_SIMULATED_MACHINES: {
+    default: '`true` on `local`, else `false`',
+    description: 'list and match machines whose agent runs in simulated mode (no GPU proven; their offers say `simulated: true`, `GET /v1` says `simulatedMachines.allowed`); refused on `mainnet`; off, a simulated agent\'s enrollment is refused naming this variable',
+  },
+  GF_CHAIN_ID: { description: 'chain id reported by the API' },
+  GF_PUBLIC_URL: {
+    default: '`http://HOST:PORT`',
+    description: 'base of the links in responses (job links, `GET /v1` links, signed artifact URLs, the agents\' input routes); unset with `PORT=0`, the port the server bound. With `https:` the dashboard\'s cookies are `__Host-` cookies (Secure, Path=/, no Domain); on `mainnet` it must be `https:` unless it names a loopback address',
+  },
+  GF_PLATFORM_FEE_BPS: { description: 'platform fee in basis points' },
+  GF_RATE_LIMIT_STORE: {
+    default: '`redis` with `GF_REDIS_URL`, else `memory`',
+    description: '`memory` counts limits per process; `redis` shares them between replicas through `GF_REDIS_URL` (requests never write PostgreSQL; docs/decisions.md, "One customer cannot starve the service")',
+  },
+  GF_REDIS_URL: { description: '`redis://[user:password@]host:port[/db]` or `rediss://…`: the Redis server of shared rate limits; a start fails when it does not answer, and while it is away each replica counts in memory' },
+  GF_TRUST_PROXY: { description: 'take the client address from `X-Forwarded-For` (behind a load balancer)' },
+  GF_ADMIN_TOKEN: { default: 'unset (`npm start` makes one)', description: 'bearer token of the admin API `/admin/v1`; unset disables it' },
+  GF_ADMIN_WALLETS: { description: 'comma-separated wallet addresses that sign in to the admin area `/admin/`' },
+  GF_STABLE_TOKEN_ADDRESS: { default: 'unset (`npm start`: the test tUSDC)', description: 'the stablecoin\'s address, listed in `/v1/pricing` payment assets' },
+  GF_STABLE_TOKEN_SYMBOL: { description: 'the stablecoin\'s symbol' },
+  GF_STABLE_TOKEN_DECIMALS: { description: 'the stablecoin\'s decimals' },
+  GF_WEI_PER_USD: { description: 'the ETH price source: wei per USD, frozen into each ETH job at creation' },
+  GF_BANNED_IMAGES: { description: 'comma-separated image repositories refused besides the built-in miners and crackers (`acme/*` wildcard)' },
+  GF_RPC_URL: { default: 'unset (`npm start` runs anvil)', description: 'the chain\'s JSON-RPC URL; funding needs it and `GF_ESCROW_ADDRESS`' },
+  GF_CHAIN_FILE: { description: 'a deployment file (`npm run deploy -- --out FILE`, or `npm start`\'s `.gpufarm/chain.json`) that fills the chain variables not set otherwise (`GF_RPC_URL`, `GF_ESCROW_ADDRESS`, `GF_ESCROW_START_BLOCK`, `GF_CHAIN_ID`, `GF_STABLE_TOKEN_*`); a missing or malformed file stops the start naming it' },
+  GF_ESCROW_ADDRESS: { default: 'unset (`npm start` deploys one)', description: 'the escrow contract jobs are funded on' },
+  GF_OPERATOR_PRIVATE_KEY: { default: 'unset (`npm start`: anvil dev account 0)', description: 'the operator\'s key (authorize refunds, complete, release); never logged' },
+  GF_CONFIRMATIONS: { description: 'blocks a funding transaction needs before fund-confirm accepts it (1: mined)' },
+  GF_CHAIN_HEALTH_MS: { default: '`5000` (`npm start`: `2000`)', description: 'how often the chain and the escrow are probed in the background' },
+  GF_ESCROW_SWEEP_MS: { default: '`5000` (`npm start`: `2000`)', description: 'period of the escrow worker: refunds to authorize, escrow events, releases due, reorg checks' },
+  GF_ESCROW_START_BLOCK: { description: 'the first block the escrow event scan reads (the escrow\'s deployment block)' },
+  GF_OFFER_INDEX_REFRESH_MS: { description: 'full reload period of the in-process offer index (it also reloads on every fleet change)' },
+  GF_HEARTBEAT_SECONDS: { description: 'how often agents send heartbeats (told in `welcome`)' },
+  GF_MACHINE_OFFLINE_SECONDS: { description: 'a machine not heard from this long is offline and offers nothing' },
+  GF_MACHINE_LOST_GRACE_SECONDS: { description: 'an offline machine\'s running jobs are requeued after this, unless it comes back; agents are told the sum with `GF_MACHINE_OFFLINE_SECONDS` (`lostAfterSeconds` in `welcome`) and stop their jobs before it' },
+  GF_ASSIGN_TIMEOUT_SECONDS: { description: 'an assignment not accepted within this goes back to the queue; the machine is excluded for the job' },
+  GF_MATCH_INTERVAL_MS: { description: 'the matcher\'s tick (it also wakes on every queued job and fleet change)' },
+  GF_MATCHER: { description: 'whether this process runs the matcher; with replicas any number may (they claim rows), `false` leaves matching to the others' },
+  GF_EXECUTION_SWEEP_MS: { description: 'period of the liveness sweep, settlement retries, artifact expiry and unfunded job expiry' },
+  GF_LOG_CAP_BYTES: { description: 'bytes of log text stored per job; a system line says when it is reached' },
+  GF_ARTIFACT_STORE: { description: 'where artifact bytes live: `fs` (`GF_ARTIFACT_DIR`, embedded) or `s3` (an S3-compatible bucket; agents then upload straight to the bucket with presigned multipart URLs, the control plane reading each upload back to check its SHA-256, and downloads are presigned GETs of the bucket)' },
+  GF_ARTIFACT_DIR: { default: '`$GF_DATA_DIR/artifacts`', description: 'the filesystem artifact store (content-addressed)' },
+  GF_S3_ENDPOINT: { default: 'unset: AWS', description: 'the S3-compatible endpoint, e.g. `http://127.0.0.1:4568`' },
+  GF_S3_BUCKET: { default: 'unset (required with `s3`)', description: 'the bucket; objects are `blobs/<sha256>`, uploads in progress `tmp/<uuid>`' },
+  GF_S3_REGION: { description: 'the bucket\'s region (request signing)' },
+  GF_S3_ACCESS_KEY_ID: { default: 'unset: the AWS SDK\'s own credential chain', description: 'static credentials with `GF_S3_SECRET_ACCESS_KEY`, both or neither' },
+  GF_S3_SECRET_ACCESS_KEY: { default: 'unset: the AWS SDK\'s own credential chain', description: 'the secret of `GF_S3_ACCESS_KEY_ID`; never logged' },
+  GF_S3_FORCE_PATH_STYLE: { description: '`<endpoint>/<bucket>/<key>` URLs instead of `<bucket>.<endpoint>`; most self-hosted servers need `true`' },
+  GF_ARTIFACT_TTL_DAYS: { description: 'artifacts expire after this (downloads then answer 410 `gone`)' },
+  GF_LOG_RETENTION_DAYS: { description: 'a job\'s log lines (`GET /v1/jobs/:id/logs`) are dropped, a whole day\'s partition at once, this many days after the end of the UTC day the job was created; the job, its billing and escrow records and its log artifact stay' },
+  GF_MAX_INPUT_BYTES: { description: 'largest input upload (`POST /v1/artifacts`)' },
+  GF_INPUT_QUOTA_BYTES: { description: 'bytes of unexpired input uploads one account may keep; past it uploads are 413' },
+  GF_MAX_CONNECTIONS: { description: 'open connections at once (agent links included); more are closed at once' },
+  GF_AGENT_RESERVED_CONNECTIONS: { default: 'half of `GF_MAX_CONNECTIONS`', description: 'connections customers never hold (kept for agent links and machine-token calls); a customer call past `GF_MAX_CONNECTIONS` minus this is 503 `unavailable` with `Retry-After`' },
+  GF_MAX_PENDING_UPGRADES: { description: 'agent WebSocket upgrades whose machine token is being checked at once; more are answered 503 with `Retry-After`' },
+  GF_AGENT_HANDSHAKE_MS: { description: 'an agent upgrade must be authenticated, and its link send `hello`, within this (else 503, or close 4408)' },
+  GF_LOG_STREAMS_PER_ACCOUNT: { description: 'live log streams one account keeps open at once per process, over all its keys and sessions (besides 5 per key); more are 429' },
+  GF_API_KEYS_PER_ACCOUNT: { description: 'API keys (not revoked) one account may hold; creating one more is 409 `conflict`' },
+  GF_SESSIONS_PER_ACCOUNT: { description: 'dashboard sessions one account keeps; a sign-in past it signs the oldest browser out' },
+  GF_HEADERS_TIMEOUT_MS: { description: 'a request head must arrive within this (408 `request_timeout`)' },
+  GF_UNFUNDED_JOB_TTL_SECONDS: { description: 'a job still `CREATED` (not funded) this long after its creation becomes `EXPIRED`' },
+  GF_CANARY_IMAGE: { default: 'unset (`npm start`: the local canary)', description: 'the service\'s canary image, `repo@sha256:…`; a job running it with `[\'sha256-chain\', \'<n>\']` and `deterministic: true` is recomputed and can reach `RESULT_VERIFIED`; `GET /v1` shows it as `canary` (`image`, `repository`, `digest`, `command`). Unset, the control plane says at start that no job reaches `RESULT_VERIFIED` and `canary` is `null`; machines are verified by the GPU challenge either way' },
+  GF_SHELL_IMAGE: { default: 'unset (`npm start`: the local busybox image)', description: 'an image with a POSIX shell and the usual tools, `repo@sha256:…`, that the built-in shell templates (`shell-script`, `machine-report`, `progress-loop`) run; unset, `GET /v1/templates` offers the canary alone (when `GF_CANARY_IMAGE` is set)' },
+  GF_SESSION_TTL_SECONDS: { description: 'how long a dashboard sign-in lasts (the session cookie\'s `Max-Age`)' },
+  GF_WEB_DIR: { default: '`web/dist` beside `control-plane/` (`/app/web` in the image)', description: 'the built dashboard (`npm run build:web`, which `npm start`, `npm run cluster` and `npm test` run: it builds only when `web/dist` is missing or stale) served at `/dashboard/`; missing, `/dashboard/` answers 503 saying to build it' },
+  GF_LOG_LEVEL: { description: 'log level of the JSON request log (`npm start` prints only warnings and errors unless set)' },
+  GF_METRICS_LISTEN: { description: '`host:port` of a listener serving only Prometheus `/metrics`, without a credential (bind a private address), or `off`; see [Metrics and health](metrics.md)' },
+  GF_METRICS_TOKEN: { description: '`/metrics` is also served on the API port to `Authorization: Bearer <token>`; never logged' },
+};
 
 /** Variables whose values never appear in messages, even when malformed. */
 const SECRET_VARIABLES = new Set(['GF_OPERATOR_PRIVATE_KEY', 'GF_ADMIN_TOKEN', 'DATABASE_URL', 'GF_S3_SECRET_ACCESS_KEY', 'GF_METRICS_TOKEN', 'GF_REDIS_URL']);
@@ -301,10 +385,24 @@ function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(hostname) || hostname === '[::1]';
 }
 
+/**
+ * `GF_CHAIN_FILE`'s deployment fills the chain variables (`GF_RPC_URL`, `GF_ESCROW_ADDRESS`,
+ * `GF_ESCROW_START_BLOCK`, `GF_CHAIN_ID`, `GF_STABLE_TOKEN_*`) that are not set; a set one wins.
+ */
+function withChainFile(present: Record<string, string>): Record<string, string> {
+  const file = envSchema.shape.GF_CHAIN_FILE.parse(present.GF_CHAIN_FILE);
+  if (file === undefined) return present;
+  try {
+    return { ...deploymentEnv(readDeploymentFile(file)), ...present };
+  } catch (err) {
+    throw new ConfigError([`GF_CHAIN_FILE: ${errorText(err)}`]);
+  }
+}
+
 /** Reads and validates the configuration; a bad value throws a ConfigError naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   // An empty variable means unset, as in most shells' `VAR= cmd`.
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const present = withChainFile(Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '')));
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
     const shown = (name: string) => (SECRET_VARIABLES.has(name) ? '[redacted]' : JSON.stringify(present[name] ?? null));

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { withDeploymentFile } from './chain/deployment-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
@@ -26,7 +25,7 @@ async function runMigrate(config: Config): Promise<void> {
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadConfig(withDeploymentFile(process.env));
+    config = loadConfig(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`gpufarm control plane: ${err.message}`);

@@ -44,7 +44,6 @@ t.test('behavior: the operator key never prints', async (t) => {
 });
 
 t.test('args: GF_CHAIN_FILE fills the chain variables from a deployment file; set variables win', async (t) => {
-  const { withDeploymentFile } = await import('../src/chain/deployment-file.js');
   const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
   const { tmpdir } = await import('node:os');
@@ -52,11 +51,13 @@ t.test('args: GF_CHAIN_FILE fills the chain variables from a deployment file; se
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'chain.json');
   writeFileSync(file, JSON.stringify({ rpcUrl: 'http://127.0.0.1:8545', chainId: 4663, escrow, stablecoin: { address: token, symbol: 'tUSDC', decimals: 6 }, deployBlock: 3, operator: escrow }));
-  const config = loadConfig(withDeploymentFile({ GF_CHAIN_FILE: file, GF_STABLE_TOKEN_SYMBOL: 'USDC' }));
+  const config = loadConfig({ GF_CHAIN_FILE: file, GF_STABLE_TOKEN_SYMBOL: 'USDC' });
   t.equal(config.chain?.rpcUrl, 'http://127.0.0.1:8545');
   t.equal(config.chain?.escrowAddress, escrow);
   t.equal(config.chain?.startBlock, 3);
   t.same(config.stableToken, { address: token, symbol: 'USDC', decimals: 6 }, 'a set variable wins');
   writeFileSync(file, '{"rpcUrl": 1}');
-  t.throws(() => withDeploymentFile({ GF_CHAIN_FILE: file }), /GF_CHAIN_FILE/);
+  t.throws(() => loadConfig({ GF_CHAIN_FILE: file }), { name: 'ConfigError', message: /GF_CHAIN_FILE: .*chain\.json is not a deployment file/ }, 'a malformed file is a ConfigError naming the variable');
+  t.throws(() => loadConfig({ GF_CHAIN_FILE: join(dir, 'missing.json') }), { message: /GF_CHAIN_FILE: .*missing\.json is not a deployment file/ }, 'so is a missing one');
+  t.equal(loadConfig({ GF_CHAIN_FILE: '' }).chain, null, 'empty: unset');
 });

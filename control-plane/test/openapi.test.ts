@@ -1,11 +1,13 @@
-import { ERROR_CODES, errorCodes, errorEnvelopeSchema, type ErrorCode } from '@gpufarm/shared';
+import { API_KEY_SCOPES, ERROR_CODES, errorCodes, errorEnvelopeSchema, type ErrorCode } from '@gpufarm/shared';
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import type { z } from 'zod';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
-import { buildOpenApiDocument, COMPONENT_SCHEMAS, DOCUMENTED_ROUTES, openApiPath, type OpenApiDocument } from '../src/openapi/document.js';
+import { buildOpenApiDocument, COMPONENT_SCHEMAS, documentedOperations, DOCUMENTED_ROUTES, openApiPath, type DocumentedRoute, type OpenApiDocument } from '../src/openapi/document.js';
 import { DOCS_CONTENT_SECURITY_POLICY } from '../src/openapi/routes.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
+
+const PUBLIC_URL = 'https://api.gpufarm.example';
 
 /** The routes of the public API: everything under `/v1` and the signed download URLs. */
 const isPublicApi = (url: string) => url === '/v1' || url.startsWith('/v1/') || url.startsWith('/files/');
@@ -49,33 +51,85 @@ function problemsOf(document: OpenApiDocument, schema: JsonSchema, value: unknow
 
 /** The documented route a real response answers, found by method and registered path. */
 function documentedRoute(method: string, path: string) {
-  const route = DOCUMENTED_ROUTES.find((r) => r.method === method && r.path === path);
+  const route = documentedOperations().find((r) => r.method === method && r.path === path);
   if (!route) throw new Error(`${method} ${path} is not documented`);
   return route;
 }
 
-/**
- * Checks a real response against the document: the status is documented for the route, the
- * body validates against the document's schema for it and against the zod schema it came from.
- */
-function assertDocumented(t: Test, document: OpenApiDocument, method: 'get' | 'post', path: string, res: LightMyRequestResponse) {
-  const operation = document.paths![openApiPath(path)]![method]!;
-  const response = operation.responses![String(res.statusCode)] as { content?: Record<string, { schema: JsonSchema }>; 'x-error-codes'?: ErrorCode[] } | undefined;
-  t.ok(response, `${method.toUpperCase()} ${path} documents ${res.statusCode}`);
-  const schema = response!.content!['application/json']!.schema;
-  t.same(problemsOf(document, schema, res.json()), [], `the ${res.statusCode} body of ${method.toUpperCase()} ${path} validates against the document`);
-  const route = documentedRoute(method, path);
-  const success = route.successes.find((s) => s.status === res.statusCode);
-  const zodSchema = success ? (success.body as z.ZodType) : errorEnvelopeSchema;
-  t.ok(zodSchema.safeParse(res.json()).success, 'and against the zod schema the document came from');
-  if (!success) t.ok(response!['x-error-codes']!.includes(res.json().error.code), `the code ${res.json().error.code} is documented for ${res.statusCode}`);
+type DocumentedResponse = { content?: Record<string, { schema: JsonSchema }>; headers?: Record<string, JsonSchema>; 'x-error-codes'?: ErrorCode[] };
+
+/** Every header name the document gives any response: a response carrying one must document it. */
+function documentedHeaderNames(document: OpenApiDocument): Set<string> {
+  const names = new Set(Object.keys(document.components!.headers!).map((n) => n.toLowerCase()));
+  for (const item of Object.values(document.paths!)) {
+    for (const operation of Object.values(item as Record<string, { responses?: Record<string, DocumentedResponse> }>)) {
+      for (const response of Object.values(operation.responses ?? {})) for (const name of Object.keys(response.headers ?? {})) names.add(name.toLowerCase());
+    }
+  }
+  return names;
 }
 
-/** Served public routes missing from the document, and documented routes the server lacks (HEAD aside). */
+/**
+ * The problems of a real response's headers against its documented response: a required header
+ * missing, a value that does not fit its schema, or a header the document knows sent where this
+ * response does not list it.
+ */
+function headerProblems(document: OpenApiDocument, response: DocumentedResponse, res: LightMyRequestResponse): string[] {
+  const problems: string[] = [];
+  const documented = Object.entries(response.headers ?? {}).map(([name, header]) => {
+    const resolved = typeof header.$ref === 'string' ? (document.components!.headers![header.$ref.replace('#/components/headers/', '')] as JsonSchema) : header;
+    return { name: name.toLowerCase(), required: resolved.required === true, schema: resolved.schema as JsonSchema };
+  });
+  for (const { name, required, schema } of documented) {
+    const value = res.headers[name];
+    if (value === undefined) {
+      if (required) problems.push(`${name}: is missing`);
+      continue;
+    }
+    const text = String(value);
+    const parsed = schema.type === 'integer' ? (/^\d+$/.test(text) ? Number(text) : text) : text;
+    problems.push(...problemsOf(document, schema, parsed, name));
+    if (typeof parsed === 'number' && typeof schema.minimum === 'number' && parsed < schema.minimum) problems.push(`${name}: ${parsed} is below ${schema.minimum}`);
+  }
+  for (const name of documentedHeaderNames(document)) {
+    if (res.headers[name] !== undefined && !documented.some((d) => d.name === name)) problems.push(`${name}: is sent but not documented for ${res.statusCode}`);
+  }
+  return problems;
+}
+
+type DocumentedMethod = 'get' | 'head' | 'post' | 'put' | 'delete';
+
+/**
+ * Checks a real response against the document: the status is documented for the route, the
+ * headers fit (`headerProblems`), the body validates against the document's schema for it and
+ * against the zod schema it came from, and an error's code is listed under its status.
+ */
+function assertDocumented(t: Test, document: OpenApiDocument, method: DocumentedMethod, path: string, res: LightMyRequestResponse) {
+  const operation = document.paths![openApiPath(path)]![method]!;
+  const response = operation.responses![String(res.statusCode)] as DocumentedResponse | undefined;
+  const name = `${method.toUpperCase()} ${path}`;
+  if (!t.ok(response, `${name} documents ${res.statusCode}${res.statusCode >= 400 ? ` (${res.body.slice(0, 120)})` : ''}`)) return;
+  t.same(headerProblems(document, response!, res), [], `the ${res.statusCode} headers of ${name} fit the document`);
+  const route = documentedRoute(method, path);
+  const success = route.successes.find((s) => s.status === res.statusCode);
+  if (method === 'head') {
+    t.equal(res.body, '', `HEAD ${path} answers no body`);
+    if (!success) t.ok(response!['x-error-codes']!.length > 0, `${res.statusCode} lists its codes`);
+    return;
+  }
+  const json = response!.content?.['application/json'];
+  if (!json) return;
+  t.same(problemsOf(document, json.schema, res.json()), [], `the ${res.statusCode} body of ${name} validates against the document`);
+  const zodSchema = success ? success.body : errorEnvelopeSchema;
+  if (typeof zodSchema === 'object') t.ok(zodSchema.safeParse(res.json()).success, 'and against the zod schema the document came from');
+  if (!success) t.ok(response!['x-error-codes']!.includes(res.json().error.code), `the code ${res.json().error.code} is documented for ${res.statusCode} of ${name}`);
+}
+
+/** Served public routes missing from the document, and documented routes the server lacks (HEAD included). */
 function routeDrift(served: readonly { method: string; url: string }[], document: OpenApiDocument) {
   const key = (method: string, url: string) => `${method.toUpperCase()} ${openApiPath(url)}`;
-  const servedKeys = new Set(served.filter((r) => isPublicApi(r.url) && r.method !== 'HEAD').map((r) => key(r.method, r.url)));
-  const methods = ['get', 'post', 'put', 'patch', 'delete'] as const;
+  const servedKeys = new Set(served.filter((r) => isPublicApi(r.url)).map((r) => key(r.method, r.url)));
+  const methods = ['get', 'head', 'post', 'put', 'patch', 'delete'] as const;
   const documented = new Set(Object.entries(document.paths!).flatMap(([path, item]) => methods.filter((m) => item[m]).map((m) => key(m, path))));
   return { undocumented: [...servedKeys].filter((r) => !documented.has(r)), unserved: [...documented].filter((r) => !servedKeys.has(r)), compared: servedKeys.size };
 }
@@ -83,11 +137,11 @@ function routeDrift(served: readonly { method: string; url: string }[], document
 t.test('routes: the document has every public route of the server, and no other', async (t) => {
   const { app } = await buildTestApp(t);
   await app.ready();
-  const drift = routeDrift(app.routeTable.list(), buildOpenApiDocument());
-  t.same(drift.undocumented, [], 'every served route is documented');
+  const drift = routeDrift(app.routeTable.list(), buildOpenApiDocument(PUBLIC_URL));
+  t.same(drift.undocumented, [], 'every served route is documented, HEAD included');
   t.same(drift.unserved, [], 'every documented route is served');
-  t.ok(drift.compared >= 14, `${drift.compared} routes compared`);
-  for (const route of DOCUMENTED_ROUTES.filter((r) => r.method === 'head')) t.ok(app.routeTable.find('HEAD', route.path.replace(/:[A-Za-z]+/g, 'x')), `HEAD ${route.path} is served`);
+  t.ok(drift.compared >= 30, `${drift.compared} routes compared`);
+  t.notOk(app.routeTable.find('HEAD', '/v1/jobs/job_x/logs/stream'), 'the log stream answers no HEAD, and the document lists none');
   t.notOk(app.routeTable.list().some((r) => r.url.startsWith('/admin') && DOCUMENTED_ROUTES.some((d) => d.path === r.url)), 'admin routes stay out');
 });
 
@@ -95,18 +149,18 @@ t.test('routes: a route added or removed on one side is reported', async (t) => 
   const { app } = await buildTestApp(t);
   await app.ready();
   const served = app.routeTable.list().filter((r) => r.url !== '/v1/billing');
-  const drift = routeDrift([...served, { method: 'GET', url: '/v1/jobs/:id/metrics' }], buildOpenApiDocument());
+  const drift = routeDrift([...served, { method: 'GET', url: '/v1/jobs/:id/metrics' }], buildOpenApiDocument(PUBLIC_URL));
   t.same(drift.undocumented, ['GET /v1/jobs/{id}/metrics']);
-  t.same(drift.unserved, ['GET /v1/billing']);
+  t.same(drift.unserved, ['GET /v1/billing', 'HEAD /v1/billing']);
 });
 
 t.test('error codes: every code is in the envelope schema and in some response, each under its status', async (t) => {
-  const document = buildOpenApiDocument();
+  const document = buildOpenApiDocument(PUBLIC_URL);
   const envelope = document.components!.schemas!.Error as { properties: { error: { properties: { code: { enum: string[] } } } } };
   t.same([...envelope.properties.error.properties.code.enum].sort(), [...errorCodes].sort(), 'the envelope enumerates the codes');
   const seen = new Set<string>();
   for (const [path, item] of Object.entries(document.paths!)) {
-    for (const method of ['get', 'head', 'post'] as const) {
+    for (const method of ['get', 'head', 'post', 'put', 'delete'] as const) {
       for (const [status, response] of Object.entries(item[method]?.responses ?? {})) {
         const codes = (response as { 'x-error-codes'?: ErrorCode[] })['x-error-codes'] ?? [];
         for (const code of codes) {
@@ -121,7 +175,7 @@ t.test('error codes: every code is in the envelope schema and in some response, 
 });
 
 t.test('schemas: each documented body is a named component made from the zod schema the route uses', async (t) => {
-  const document = buildOpenApiDocument();
+  const document = buildOpenApiDocument(PUBLIC_URL);
   const names = new Map<z.ZodType, string>(Object.entries(COMPONENT_SCHEMAS).map(([name, schema]) => [schema as z.ZodType, name]));
   for (const route of DOCUMENTED_ROUTES) {
     const operation = document.paths![openApiPath(route.path)]![route.method]!;
@@ -135,6 +189,20 @@ t.test('schemas: each documented body is a named component made from the zod sch
   }
   const job = document.components!.schemas!.Job as { additionalProperties?: boolean };
   t.equal(job.additionalProperties, false, 'resources are closed: a field the server adds fails validation');
+});
+
+t.test('scopes: each keyed operation names its scope, and the scheme lists every scope', async (t) => {
+  const document = buildOpenApiDocument(PUBLIC_URL) as unknown as {
+    components: { securitySchemes: { apiKey: { 'x-scopes': Record<string, string> } } };
+    paths: Record<string, Record<string, { security: unknown[]; 'x-scopes'?: string[] }>>;
+  };
+  t.same(Object.keys(document.components.securitySchemes.apiKey['x-scopes']).sort(), [...API_KEY_SCOPES].sort());
+  for (const route of documentedOperations()) {
+    const operation = document.paths[openApiPath(route.path)]![route.method]!;
+    const keyed = route.auth !== 'public' && route.auth !== 'signed_url';
+    t.same(operation['x-scopes'], keyed ? [route.auth] : undefined, `${route.method.toUpperCase()} ${route.path}: x-scopes`);
+    t.same(operation.security, keyed ? [{ apiKey: [] }] : route.auth === 'public' ? [{}, { apiKey: [] }] : [], 'and its security');
+  }
 });
 
 t.test('behavior: real responses validate against the document', async (t) => {
@@ -159,6 +227,9 @@ t.test('behavior: real responses validate against the document', async (t) => {
   assertDocumented(t, document, 'get', '/v1/jobs/:id/logs', await app.inject({ url: `/v1/jobs/${id}/logs`, headers: bearer(key) }));
   assertDocumented(t, document, 'get', '/v1/billing', await app.inject({ url: '/v1/billing', headers: bearer(key) }));
   assertDocumented(t, document, 'post', '/v1/jobs/:id/cancel', await app.inject({ method: 'POST', url: `/v1/jobs/${id}/cancel`, headers: bearer(key), payload: {} }));
+  assertDocumented(t, document, 'head', '/v1/capacity', await app.inject({ method: 'HEAD', url: '/v1/capacity?limit=10&minVram=24' }));
+  assertDocumented(t, document, 'head', '/v1/jobs/:id', await app.inject({ method: 'HEAD', url: `/v1/jobs/${id}`, headers: bearer(key) }));
+  assertDocumented(t, document, 'get', '/v1/templates', await app.inject({ url: '/v1/templates', headers: bearer(key) }));
 
   t.test('error: the envelope of real errors', async (t) => {
     assertDocumented(t, document, 'get', '/v1/jobs/:id', await app.inject({ url: `/v1/jobs/${id}` }));
@@ -178,6 +249,42 @@ t.test('behavior: real responses validate against the document', async (t) => {
   });
 });
 
+/** A path of the route with each parameter filled in with a well-formed value that names nothing. */
+const PLACEHOLDERS: Record<string, string> = { id: 'job_0123456789abcdefghijklmnop', index: '0', name: 'no-such-template' };
+const concretePath = (route: DocumentedRoute, long = false) =>
+  route.path.replace(/:([A-Za-z]+)/g, (_m, name: string) => (long ? 'x'.repeat(129) : name === 'id' && route.path.includes('artifacts') || route.path.startsWith('/files') ? 'art_0123456789abcdefghijklmnop' : PLACEHOLDERS[name]!));
+
+t.test('error codes: what each route answers to bad requests is documented for it', async (t) => {
+  const { app, db } = await buildTestApp(t);
+  const { key } = await createTestKey(db);
+  const document = (await app.inject({ url: '/v1/openapi.json' })).json() as OpenApiDocument;
+  let address = 0;
+  for (const route of documentedOperations()) {
+    const method = route.method.toUpperCase() as 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
+    // Each route from its own address: the anonymous limit (60 a minute) is not what is probed here.
+    const remoteAddress = `10.1.${Math.floor(++address / 250)}.${address % 250}`;
+    const probe = async (options: { path?: string; headers?: Record<string, string>; payload?: string }) =>
+      assertDocumented(t, document, route.method, route.path, await app.inject({ method, url: options.path ?? concretePath(route), remoteAddress, headers: options.headers ?? {}, ...(options.payload === undefined ? {} : { payload: options.payload }) }));
+    await probe({});
+    await probe({ headers: bearer(key) });
+    await probe({ headers: { authorization: 'Bearer nope' } });
+    await probe({ headers: { authorization: `Bearer gf_live_${'a'.repeat(43)}` } });
+    await probe({ path: `${concretePath(route)}?nope=1`, headers: bearer(key) });
+    if (route.params) await probe({ path: concretePath(route, true), headers: bearer(key) });
+    if (method !== 'GET' && method !== 'HEAD') {
+      for (const [type, payload] of [['application/json', '{'], ['application/json', '{"__proto__": {"x": 1}}'], ['text/plain', 'x']] as const) {
+        await probe({ headers: { ...bearer(key), 'content-type': type }, payload });
+      }
+    }
+  }
+  // The anonymous limit answers 429 with Retry-After on a public route.
+  let last: LightMyRequestResponse | undefined;
+  for (let i = 0; i <= 60; i++) last = await app.inject({ url: '/v1/pricing', remoteAddress: '10.9.9.9' });
+  t.equal(last!.statusCode, 429);
+  assertDocumented(t, document, 'get', '/v1/pricing', last!);
+  t.ok(last!.headers['retry-after'], 'with Retry-After');
+});
+
 t.test('GET /v1/openapi.json: public, rate limited, the document', async (t) => {
   const { app } = await buildTestApp(t);
   const res = await app.inject({ url: '/v1/openapi.json' });
@@ -187,7 +294,8 @@ t.test('GET /v1/openapi.json: public, rate limited, the document', async (t) => 
   t.equal(res.headers['x-ratelimit-limit'], (await app.inject({ url: '/v1' })).headers['x-ratelimit-limit'], 'the same bucket as GET /v1');
   const document = res.json();
   t.equal(document.openapi, '3.1.0');
-  t.same(document, JSON.parse(JSON.stringify(buildOpenApiDocument())));
+  t.same(document, JSON.parse(JSON.stringify(buildOpenApiDocument((await app.inject({ url: '/v1' })).json().links.self.replace(/\/v1$/, '')))));
+  t.same(document.servers, [{ url: (await app.inject({ url: '/v1' })).json().links.self.replace(/\/v1$/, ''), description: 'This deployment' }], 'servers: the public URL');
   t.equal((await app.inject({ url: '/v1' })).json().links.openapi, `${(await app.inject({ url: '/v1' })).json().links.self}/openapi.json`, 'GET /v1 links it');
 });
 

@@ -297,7 +297,7 @@ t.test('docs: docs/verification.md, docs/API.md, the OpenAPI description and the
     t.ok(doc.includes(text.doesNotAttest), `docs/verification.md says what ${level} does not attest`);
   }
   t.match(readFileSync(new URL('../../docs/API.md', import.meta.url), 'utf8'), /docs\/verification\.md/, 'the API reference points there');
-  const document = buildOpenApiDocument() as { components: { schemas: Record<string, { properties?: Record<string, { description?: string }> }> } };
+  const document = buildOpenApiDocument('http://127.0.0.1:8080') as { components: { schemas: Record<string, { properties?: Record<string, { description?: string }> }> } };
   const described = Object.values(document.components.schemas).map((s) => s.properties?.verificationLevel?.description).find((d) => d !== undefined);
   t.equal(described, `Null before a result exists; never assumed.\n\n${verificationLevelDescription()}`, 'the OpenAPI document describes verificationLevel in the same words');
   t.match(readFileSync(new URL('../../web/src/areas/customer/job-page.tsx', import.meta.url), 'utf8'), /VERIFICATION_LEVEL_TEXT\[level\]/, 'the job page shows the same words (test/dashboard-customer.test.ts reads them on the page)');

@@ -152,7 +152,7 @@ t.test('behavior: CORS stays on /v1; the route table answers 405 and 404 under /
   assertError(t, unknown, 'not_found', 404);
   t.match(unknown.headers['content-type'], /application\/json/);
   assertError(t, await app.inject({ url: '/dashboard/api/files/art_x' }), 'not_found', 404);
-  t.same(Object.keys(buildOpenApiDocument().paths!).filter((path) => !path.startsWith('/v1')), ['/files/{id}'], 'the document describes /v1 (and the signed URL) only');
+  t.same(Object.keys(buildOpenApiDocument('http://127.0.0.1:8080').paths!).filter((path) => !path.startsWith('/v1')), ['/files/{id}'], 'the document describes /v1 (and the signed URL) only');
 });
 
 t.test('behavior: an artifact downloads from /dashboard/api through a same-origin signed URL', async (t) => {

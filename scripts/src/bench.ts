@@ -31,7 +31,7 @@ import { errorText } from '@gpufarm/shared';
  * `npm run bench`: seeds a fresh PostgreSQL database with a simulated fleet, starts the control
  * plane as a separate process on it, and measures endpoints with autocannon, rate limiting on.
  * Each section (`bench/*.ts`) returns table rows; later issues add sections. The endpoint table
- * is printed twice: aligned for reading, and as the README's markdown rows with the commit,
+ * is printed twice: aligned for reading, and as the markdown rows of docs/benchmarks.md with the commit,
  * date and load average of the run, to be pasted as they are.
  *
  * `npm run bench -- --only capacity` (words, comma-separated or repeated) measures the baseline
@@ -169,7 +169,7 @@ async function main(): Promise<number> {
   const loadAtEnd = loadavg()[0]!;
 
   log(`\n${formatTable(rows)}\n`);
-  log('README rows (markdown):');
+  log('docs/benchmarks.md rows (markdown):');
   log(markdownTable(rows).join('\n'));
   log(`run of ${commitDescription()} on ${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores, Node ${process.version}, load average ${loadAtStart.toFixed(2)} at the start, ${loadAtEnd.toFixed(2)} at the end of the table's measurements\n`);
   const baseline = rows.find((r) => r.baseline);

@@ -21,6 +21,7 @@ export * from './proof/gpu-challenge.js';
 export * from './proof/challenge-plan.js';
 export * from './process/line-tail.js';
 export * from './process/environment.js';
+export * from './setting-docs.js';
 export * from './process/owned-child.js';
 export * from './image-patterns.js';
 export * from './fleet/gpu-health.js';

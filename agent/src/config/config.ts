@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { GpufarmError, LISTEN_SETTING_HINT, LOG_ARTIFACT_MAX_BYTES, parseListenSetting } from '@gpufarm/shared';
+import { GpufarmError, LISTEN_SETTING_HINT, LOG_ARTIFACT_MAX_BYTES, parseListenSetting, type SettingDoc } from '@gpufarm/shared';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.js';
 
@@ -16,14 +16,11 @@ const int = (min: number, max: number) =>
   z.coerce.number({ error: 'must be a whole number' }).int({ error: 'must be a whole number' }).min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` });
 const seconds = int;
 
+/** Every setting with its default; `AGENT_SETTING_DOCS` says what each means (`npm run docs`). */
 export const agentConfigSchema = z.strictObject({
-  /** Control-plane base URL; `enroll --server` stores it in the state dir, so it is rarely set here. */
   server: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL such as https://farm.example.com' }).nullable().default(null),
-  /** Keys, machine token, log spill and status; mode 0700. */
   stateDir: z.string().min(1).default('/var/lib/gf-agent'),
-  /** Job inputs and outputs (the runtime's); the disk checks and inventory measure its file system. */
   workDir: z.string().min(1).nullable().default(null),
-  /** Simulated mode: `"2x h100-80gb-sxm"`. Empty or unset: real GPUs. */
   simulateGpus: z.string().nullable().default(null).refine((v) => {
     if (v === null || v.trim() === '') return true;
     try {
@@ -35,58 +32,48 @@ export const agentConfigSchema = z.strictObject({
     }
   }, { error: 'must be COUNTx CLASS, such as "2x h100-80gb-sxm", with a class of the catalog' }),
   nvidiaSmi: z.string().min(1).default('nvidia-smi'),
-  /**
-   * Where the host's `/proc`, `/run` and library folders are read for the pre-offer checks (the
-   * kernel module's version, the NVML libraries, NVSwitches, whether systemd runs): `/`, or the
-   * host's root mounted into the agent's container (`/host`).
-   */
   hostRoot: z.string().min(1).default('/'),
-  /**
-   * Where the kernel's `NVRM: Xid` lines are read from: `/dev/kmsg` (read from the start of the
-   * ring buffer, then as lines arrive) or a text file that grows, one line per message; unset
-   * (empty) to read none.
-   */
   kernelLog: z.string().nullable().default('/dev/kmsg').transform((v) => (v === '' ? null : v)),
-  /** Until the server's `welcome` says otherwise. */
   heartbeatIntervalSeconds: seconds(1, 300).default(10),
-  /** How often the GPUs are re-read (driver, count, model changes). */
   inventoryIntervalSeconds: seconds(1, 3600).default(10),
-  /** How often a passed GPU probe is repeated. */
   gpuProbeIntervalSeconds: seconds(10, 86_400).default(900),
   gpuProbeImage: z.string().min(1).default('nvidia/cuda:12.4.1-base-ubuntu22.04'),
-  /**
-   * A repository without a tag: the image the agent makes from the gpu-bench program in its own
-   * package, tagged with the program's digest, on first use. With a tag or digest: an image of
-   * the operator's, used as it is (never pulled).
-   */
   benchmarkImage: z.string().min(1).default('gpufarm/gpu-bench'),
-  /** Unacked log lines kept in memory per assignment before they spill to disk. */
   logMemoryBytes: int(64 * 1024, 1024 ** 3).default(8 * 1024 * 1024),
   reconnectInitialMs: int(10, 60_000).default(500),
   reconnectMaxMs: int(100, 600_000).default(30_000),
-  /**
-   * Bytes of a job's log kept at each end of its log artifact (the middle of a longer log is
-   * dropped, and a line says so); both ends together stay under the server's limit.
-   */
   jobLogKeepBytes: int(64 * 1024, Math.floor((LOG_ARTIFACT_MAX_BYTES - LOG_ARTIFACT_MARGIN_BYTES) / 2)).default(LOG_KEEP_BYTES),
-  /**
-   * At most this long without the control plane before running jobs stop (outputs kept).
-   * Unset: as long as the control plane's `welcome` allows (its requeue time less the stop and
-   * a margin; `link/contact-deadline.ts`), which a set value can only shorten.
-   */
   partitionGraceSeconds: seconds(0, 86_400).nullable().default(null),
-  /** Free bytes below which doctor warns and the agent refuses new work. */
   minFreeDiskBytes: int(0, Number.MAX_SAFE_INTEGER).default(20 * 1024 ** 3),
-  /** The egress proxy image, pinned (`repo@sha256:…`): allowlist jobs need it; unset, they are refused. */
-  /**
-   * Prometheus `/metrics` (per-GPU gauges, containers, uploads), `host:port` or `off`. Loopback
-   * by default: a node exporter's host scrapes it, nothing off the machine reaches it.
-   */
   metricsListen: z.string().default('127.0.0.1:9464').refine((v) => parseListenSetting(v) !== null, { error: LISTEN_SETTING_HINT }),
   egressProxyImage: z.string().regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, { error: 'must be a pinned image reference such as registry/gpufarm/egress-proxy@sha256:<64 hex>' }).nullable().default(null),
 });
 export type AgentConfig = z.infer<typeof agentConfigSchema>;
 export type AgentConfigKey = keyof AgentConfig;
+
+/** What each setting means, for docs/operators/configuration.md (`npm run docs`). */
+export const AGENT_SETTING_DOCS: Record<keyof AgentConfig, SettingDoc> = {
+  server: { default: 'from enrollment', description: 'control-plane base URL; `enroll --server` stores it in the state dir, so it is rarely set here' },
+  stateDir: { description: 'machine token, key, status and log spill; mode 0700 (the .deb\'s unit sets `GF_AGENT_STATE_DIR`, which overrides the file)' },
+  workDir: { default: '`<state_dir>/work`', description: 'job folders (inputs, the `/output` mount, the log artifact); the disk checks and the inventory measure its file system' },
+  simulateGpus: { description: 'simulated mode on a machine without GPUs, such as `2x h100-80gb-sxm` (a class of the catalog); empty or unset: real GPUs' },
+  nvidiaSmi: { description: 'the nvidia-smi executable' },
+  hostRoot: { description: 'where the host\'s `/proc`, `/run` and library folders are read for the pre-offer checks (the kernel module\'s version, the NVML libraries, NVSwitches, whether systemd runs): `/`, or `/host` when the agent runs in a container with the host\'s root mounted there' },
+  kernelLog: { description: 'where the kernel\'s `NVRM: Xid` lines are read from: `/dev/kmsg` (read from the start of the ring buffer, then as lines arrive) or a text file that grows, one line per message; empty to read none' },
+  heartbeatIntervalSeconds: { description: 'until the control plane\'s `welcome` says otherwise' },
+  inventoryIntervalSeconds: { description: 'how often the GPUs are re-read (driver, count, model changes)' },
+  gpuProbeIntervalSeconds: { description: 'how often a passed GPU probe is repeated' },
+  gpuProbeImage: { description: 'the image the GPU probe runs (never pulled by it)' },
+  benchmarkImage: { description: 'a repository without a tag: the image the agent makes from the gpu-bench program in its own package on first use (tagged with the program\'s digest; no registry needed); with a tag or digest: an image of the operator\'s, used as it is (never pulled)' },
+  logMemoryBytes: { description: 'unacked log lines kept in memory per assignment before they spill to disk' },
+  reconnectInitialMs: { description: 'first reconnect delay (exponential backoff, full jitter)' },
+  reconnectMaxMs: { description: 'longest reconnect delay; not below `reconnect_initial_ms`' },
+  jobLogKeepBytes: { description: 'bytes of a job\'s log kept at each end of its log artifact (the middle of a longer log is dropped, and a line says so); both ends together stay under the server\'s limit' },
+  partitionGraceSeconds: { description: 'at most this long without the control plane before running jobs stop (outputs kept); unset, as long as the control plane\'s `welcome` allows (its requeue time less the stop and a margin), which a set value can only shorten' },
+  minFreeDiskBytes: { description: 'free bytes in `work_dir` below which doctor warns and the agent takes no new assignment' },
+  metricsListen: { description: 'Prometheus `/metrics` of the agent (per-GPU gauges, containers, uploads), `host:port` or `off`; loopback by default: a node exporter\'s host scrapes it, nothing off the machine reaches it' },
+  egressProxyImage: { description: 'the egress proxy image, pinned (`…/gpufarm/egress-proxy@sha256:<64 hex>`, from `scripts/build-images.sh`); unset, jobs with an egress allowlist are refused' },
+};
 
 const KEYS = Object.keys(agentConfigSchema.shape) as AgentConfigKey[];
 const snake = (k: string) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);

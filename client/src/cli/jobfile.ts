@@ -5,15 +5,22 @@ import { parse as parseYaml } from 'yaml';
 import type { JobSpec } from '../client.js';
 import { UsageError } from './exit.js';
 
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /**
- * Reads a job spec: YAML for `.yaml`/`.yml`, else JSON. It is checked against the same schema
+ * Reads a job spec: YAML for `.yaml`/`.yml`, else JSON (standard input for `-`, as JSON). It is checked against the same schema
  * the server uses, so a wrong field fails here (exit 2, the field named) before any call; the
  * file's own values are sent, not the parsed ones, so the server applies (and reports) its defaults.
  */
 export async function readJobFile(path: string): Promise<JobSpec> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    // `-`: the spec on standard input (the dashboard's "Copy as gf run" pipes it in).
+    text = path === '-' ? await readStdin() : await readFile(path, 'utf8');
   } catch (err) {
     throw new UsageError(`Cannot read the job file ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, 'Check the path given to -f.');
   }

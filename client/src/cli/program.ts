@@ -94,7 +94,7 @@ export function buildProgram(onExit: (code: number) => void): Command {
   program
     .command('run')
     .description('create a job from a file or a template; with --fund, fund it, wait for it and exit with its outcome')
-    .option('-f, --file <path>', 'the job spec, YAML (.yaml/.yml) or JSON')
+    .option('-f, --file <path>', 'the job spec, YAML (.yaml/.yml) or JSON; - reads JSON from standard input')
     .option('--template <name>', 'a built-in template or one of yours (gf templates lists them) instead of a file')
     .option('--fund', 'fund the job from the wallet (GF_WALLET_KEY or --wallet-key-file), then wait for it')
     .option('--follow', 'print the logs while the job runs')

@@ -2,7 +2,7 @@ import { ApiError, fieldDetail, type OutputFileList } from '@gpufarm/shared';
 import type { FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/database.js';
-import { parseParams } from '../http/parse.js';
+import { numericParam, parseParams } from '../http/parse.js';
 import type { BlobStore } from './blob-store.js';
 import { goneError, isExpired } from './metadata.js';
 import { attachmentDisposition, openOutputFile } from './output-index.js';
@@ -15,7 +15,9 @@ import { findArtifact, type ArtifactRow } from './store.js';
  */
 
 /** A file's `index` in its list, as a path parameter (a number in decimal). */
-export const fileIndexParams = z.object({ index: z.string().regex(/^(0|[1-9]\d{0,8})$/, 'must be a file index from the list (0, 1, …)') });
+export const fileIndexParams = z.object({
+  index: numericParam(z.string().regex(/^(0|[1-9]\d{0,8})$/, 'must be a file index from the list (0, 1, …)'), { type: 'integer', minimum: 0, maximum: 999_999_999, description: 'The file\'s index in the list' }),
+});
 
 /** The account's unexpired artifact `id`, or the spec's `not_found` / `gone`. */
 export async function requireLiveArtifact(db: Queryable, accountId: string, id: string): Promise<ArtifactRow> {

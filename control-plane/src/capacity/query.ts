@@ -14,7 +14,7 @@ import {
 } from '@gpufarm/shared';
 import { z } from 'zod';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
-import { intParam, parseQuery } from '../http/parse.js';
+import { intParam, numericParam, parseQuery } from '../http/parse.js';
 import { VERSION_PARAMETER, versionRank } from './versions.js';
 
 /**
@@ -142,8 +142,8 @@ const regionChoices = [...REGIONS.map((r) => r.key), ...regionGroups];
 
 export const querySchema = z.strictObject({
   model: z.string().refine((id) => isGpuClassIdShape(id), MODEL_PARAMETER_MESSAGE).optional(),
-  minVram: minVramParam.optional(),
-  maxPrice: maxPriceParam.optional(),
+  minVram: numericParam(minVramParam, { type: 'number', minimum: 0, exclusiveMaximum: 1_000_000, description: 'Minimum VRAM per GPU in GB as the catalog counts them (GiB: 24 matches a 24 GB card); a plain decimal, at most 12 decimal places' }).optional(),
+  maxPrice: numericParam(maxPriceParam, { type: 'number', minimum: 0, maximum: Number.MAX_SAFE_INTEGER / 1_000_000, description: 'Highest USD per GPU-hour; a plain decimal, at most 6 decimal places' }).optional(),
   farm: z.string().max(63, 'must be a farm slug').optional(),
   region: z
     .string()
@@ -156,7 +156,7 @@ export const querySchema = z.strictObject({
       return keys;
     })
     .optional(),
-  minUptime: minUptimeParam.optional(),
+  minUptime: numericParam(minUptimeParam, { type: 'number', minimum: 0, maximum: 100, description: 'Minimum 30-day uptime percent' }).optional(),
   workload: z.enum(WORKLOAD_TYPES, `must be one of ${WORKLOAD_TYPES.join(', ')}`).optional(),
   cuda: z.string().regex(VERSION_PARAMETER, 'must be a CUDA version such as 12.4').transform((v) => versionRank(v)).optional(),
   availability: z.enum(['available', 'all'], 'must be available or all').default('all'),

@@ -31,21 +31,14 @@ export function deploymentEnv(d: ReachableDeployment): Record<string, string> {
 }
 
 /**
- * Fills the chain variables (`GF_RPC_URL`, `GF_ESCROW_ADDRESS`, `GF_ESCROW_START_BLOCK`,
- * `GF_CHAIN_ID`, `GF_STABLE_TOKEN_*`) from the deployment file named by `GF_CHAIN_FILE`; a
- * variable already set wins. Returns the environment to load the configuration from. Throws an
- * Error naming the file when it is missing or malformed.
+ * The deployment file at `file` (`GF_CHAIN_FILE`: what `npm run deploy -- --out FILE` and
+ * `npm start` write). Throws an Error saying what is wrong when it is missing or malformed;
+ * `loadConfig` names the variable.
  */
-export function withDeploymentFile(env: Record<string, string | undefined>): Record<string, string | undefined> {
-  const file = env.GF_CHAIN_FILE;
-  if (!file) return env;
-  let parsed;
+export function readDeploymentFile(file: string): ReachableDeployment {
   try {
-    parsed = deploymentFileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+    return deploymentFileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
   } catch (err) {
-    throw new Error(`GF_CHAIN_FILE ${file} is not a deployment file (npm run deploy -- --out FILE writes one): ${errorText(err)}`, { cause: err });
+    throw new Error(`${file} is not a deployment file (npm run deploy -- --out FILE writes one): ${errorText(err)}`, { cause: err });
   }
-  const out = { ...env };
-  for (const [name, value] of Object.entries(deploymentEnv(parsed))) if (!out[name]) out[name] = value;
-  return out;
 }

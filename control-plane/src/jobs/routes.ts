@@ -41,6 +41,7 @@ export const listQuery = z.strictObject({
       }
       return statuses as JobStatus[];
     })
+    .meta({ pattern: `^\\s*(?:${jobStatusSchema.options.join('|')})\\s*(?:,\\s*(?:${jobStatusSchema.options.join('|')})\\s*)*$`, description: 'Job statuses, comma-separated' })
     .optional(),
   limit: intParam(1, 100, 20),
   cursor: z.string().optional(),

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { ApiError } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
+import type { Config } from '../config.js';
 import { ASSETS_DIR } from '../package-files.js';
 import { buildOpenApiDocument, DOCUMENTED_ROUTES, openApiPath } from './document.js';
 
@@ -66,18 +67,23 @@ ${rows}
 }
 
 /**
- * `GET /v1/openapi.json` (public): the OpenAPI 3.1 document, built once at registration from
- * the routes' zod schemas. `GET /docs`: the reference page rendering it, with its assets under
+ * `GET /v1/openapi.json` (public): the OpenAPI 3.1 document, built from the routes' zod schemas
+ * once per public URL (its `servers`). `GET /docs`: the reference page rendering it, with its assets under
  * `/docs/assets/`.
  */
-export const openApiRoutes: FastifyPluginAsync = async (app) => {
-  const document = JSON.stringify(buildOpenApiDocument());
+export const openApiRoutes: FastifyPluginAsync<{ config: Pick<Config, 'publicUrl'> }> = async (app, { config }) => {
+  // Serialized once per public URL, which with PORT=0 is known only once the server listens.
+  let built = { publicUrl: '', body: '' };
+  const documentOf = (publicUrl: string) => {
+    if (built.publicUrl !== publicUrl) built = { publicUrl, body: JSON.stringify(buildOpenApiDocument(publicUrl)) };
+    return built.body;
+  };
   const page = docsPage();
   const assets = new Map<string, { type: string; bytes: Buffer | string }>([['init.js', { type: 'text/javascript; charset=utf-8', bytes: INIT_SCRIPT }]]);
   for (const [name, type] of Object.entries(ASSETS)) assets.set(name, { type, bytes: await readFile(join(SWAGGER_UI_DIR, name)) });
   assets.set('docs-page.css', { type: 'text/css; charset=utf-8', bytes: await readFile(join(ASSETS_DIR, 'docs-page.css')) });
 
-  app.get('/v1/openapi.json', { config: { auth: 'public' } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(document));
+  app.get('/v1/openapi.json', { config: { auth: 'public' } }, async (_request, reply) => reply.type('application/json; charset=utf-8').send(documentOf(config.publicUrl)));
 
   app.get('/docs', { config: { auth: 'public' } }, async (_request, reply) =>
     reply.type('text/html; charset=utf-8').header('Content-Security-Policy', DOCS_CONTENT_SECURITY_POLICY).header('X-Content-Type-Options', 'nosniff').send(page));

@@ -33,10 +33,10 @@ export interface ArtifactSetup extends TestApp {
  * The real app on a fresh database and a temp artifact folder (or the S3 store `env` names),
  * with the artifact routes registered as `server.ts` wires them (unless the app already has them).
  */
-export async function artifactSetup(t: TestContext, env: Record<string, string> = {}): Promise<ArtifactSetup> {
+export async function artifactSetup(t: TestContext, env: Record<string, string> = {}, app: { now?: () => number } = {}): Promise<ArtifactSetup> {
   const dir = mkdtempSync(join(tmpdir(), 'gf-artifacts-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const test = await buildTestApp(t, { env: { GF_ARTIFACT_DIR: dir, GF_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES), ...env } });
+  const test = await buildTestApp(t, { env: { GF_ARTIFACT_DIR: dir, GF_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES), ...env }, ...app });
   const blobs = test.config.execution.s3 ? test.blobs : createFsBlobStore(test.config.execution.artifactDir);
   const signer = createUrlSigner(await deploymentSecret(test.db, 'artifact_url_key'), test.config.publicUrl);
   const options: ArtifactRoutesOptions = { db: test.db, blobs, signer, config: test.config.execution };

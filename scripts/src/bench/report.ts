@@ -12,13 +12,13 @@ export interface Target {
 export interface BenchRow {
   /** The request measured, e.g. `GET /v1/capacity`. */
   label: string;
-  /** What the request does or carries, shown after the label in the README's table. */
+  /** What the request does or carries, shown after the label in docs/benchmarks.md's table. */
   note?: string;
   result: LoadResult;
   /** The row the ratios are computed against (the cheapest endpoint). */
   baseline?: boolean;
   target?: Target;
-  /** The target as the README states it, when it is not a ratio of the baseline (`≥ 1,000/s, p99 < 100 ms`). */
+  /** The target as docs/benchmarks.md states it, when it is not a ratio of the baseline (`≥ 1,000/s, p99 < 100 ms`). */
   targetText?: string;
   /**
    * What the ratio is taken against when not the baseline row: the same endpoint measured again
@@ -71,7 +71,7 @@ export function formatTable(rows: readonly BenchRow[]): string {
 const thousands = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
 /**
- * The rows as the README's benchmark table writes them (markdown, header first), so a run's
+ * The rows as docs/benchmarks.md's tables write them (markdown, header first), so a run's
  * figures can be pasted as they are.
  */
 export function markdownTable(rows: readonly BenchRow[]): string[] {

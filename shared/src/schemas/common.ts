@@ -21,7 +21,8 @@ export const bytes32Schema = z.string().regex(/^0x[0-9a-fA-F]{64}$/, { error: 'm
 export type Bytes32 = z.infer<typeof bytes32Schema>;
 
 /** A transaction hash: 32 bytes, `0x` + 64 hex digits. */
-export const txHashSchema = z.string().regex(/^0x[0-9a-fA-F]{64}$/, { error: 'must be a transaction hash: 0x followed by 64 hex digits' });
+export const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+export const txHashSchema = z.string().regex(TX_HASH, { error: 'must be a transaction hash: 0x followed by 64 hex digits' });
 export type TxHash = z.infer<typeof txHashSchema>;
 
 /** Arbitrary bytes such as calldata: `0x` + an even number of hex digits (`0x` alone is empty). */

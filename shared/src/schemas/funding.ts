@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { tokenAmountSchema } from '../money.js';
-import { addressSchema, hexDataSchema, txHashSchema } from './common.js';
+import { addressSchema, hexDataSchema, TX_HASH, txHashSchema } from './common.js';
 import { jobSchema } from './job.js';
 
 /** One transaction the customer's wallet sends: `value` is wei (a decimal string), `data` the calldata. */
@@ -27,7 +27,11 @@ export type Funding = z.infer<typeof fundingSchema>;
 /** Body of `POST /v1/jobs/:id/fund-confirm`: the hash of the mined createJob transaction. */
 export const fundConfirmRequestSchema = z.strictObject(
   {
-    txHash: z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a transaction hash: 0x followed by 64 hex digits') }).pipe(txHashSchema),
+    // The pipe renders its input side in the OpenAPI document: the meta names the hash's pattern there.
+    txHash: z
+      .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a transaction hash: 0x followed by 64 hex digits') })
+      .pipe(txHashSchema)
+      .meta({ pattern: TX_HASH.source }),
   },
   { error: 'must be a JSON object' },
 );

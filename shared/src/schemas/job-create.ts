@@ -176,6 +176,8 @@ export function isReservedEnvName(name: string): boolean {
 export { isDnsName };
 
 const OUTPUT_SEGMENT = /^[A-Za-z0-9._-]+$/;
+/** `isOutputPath` as a JSON Schema pattern, for the OpenAPI document (the 255-byte cap is its maxLength). */
+const OUTPUT_PATH_PATTERN = '^/output(?:/(?!\\.\\.?(?:/|$))[A-Za-z0-9._-]+)*$';
 
 /**
  * `/output` or a normalized absolute path below it: segments of letters, digits, `.`, `_`
@@ -203,7 +205,11 @@ function intRange(min: number, max: number, what = 'an integer') {
 
 const IMAGE_MESSAGE =
   'must be a container image reference such as "busybox", "ghcr.io/org/app:1.2" or "registry:5000/app@sha256:<64 hex>" (lower-case repository path, at most 512 characters)';
-const imageSchema = z.string(fieldError(IMAGE_MESSAGE)).refine((s) => parseImageReference(s) !== null, fieldError(IMAGE_MESSAGE));
+// `.meta` carries the rules a refinement checks into the OpenAPI document (JSON Schema keywords); parsing is unchanged.
+const imageSchema = z
+  .string(fieldError(IMAGE_MESSAGE))
+  .refine((s) => parseImageReference(s) !== null, fieldError(IMAGE_MESSAGE))
+  .meta({ maxLength: L.imageMaxLength, pattern: IMAGE_REFERENCE.source, description: `A container image reference; its repository name at most ${L.imageNameMaxLength} characters.` });
 
 const DIGEST_MESSAGE = 'must be "sha256:" followed by 64 lower-case hex digits';
 const imageDigestSchema = z.string(fieldError(DIGEST_MESSAGE)).regex(DIGEST_ONLY, fieldError(DIGEST_MESSAGE));
@@ -218,7 +224,8 @@ const commandSchema = z
       ctx.addIssue({ code: 'custom', message: `must be at most ${L.commandMaxBytes} bytes in total (UTF-8), got ${total}` });
     }
     if (argv[0] === '') ctx.addIssue({ code: 'custom', path: [0], message: 'must name the executable (not empty)' });
-  }, { when: (payload) => Array.isArray(payload.value) });
+  }, { when: (payload) => Array.isArray(payload.value) })
+  .meta({ description: `The full argv, at most ${L.commandMaxArgs} arguments and ${L.commandMaxBytes} bytes (UTF-8) in total; no argument holds a NUL character.` });
 
 // Derived classes (`derived-…`) exist once a farm brings such a GPU: the control plane checks those ids against its classes.
 const ALLOWLIST_MESSAGE = `must be a known GPU class id (one of: ${gpuClassIds.join(', ')}; or a derived class id that GET /v1/pricing lists)`;
@@ -232,7 +239,8 @@ const modelAllowlistSchema = z
       if (j === undefined) first.set(id, i);
       else ctx.addIssue({ code: 'custom', path: [i], message: `repeats gpu.modelAllowlist[${j}]; list each class once` });
     });
-  }, { when: (payload) => Array.isArray(payload.value) });
+  }, { when: (payload) => Array.isArray(payload.value) })
+  .meta({ uniqueItems: true, description: 'GPU class ids (GET /v1/pricing lists them), each once.' });
 
 const gpuSchema = z
   .strictObject(
@@ -266,6 +274,14 @@ const maxPriceSchema = z
     const parsed = parseUsdToMicroUsd(value);
     if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.message });
     else if (parsed.microUsd <= 0 || parsed.microUsd > L.maxPricePerGpuHourMicroUsdMax) ctx.addIssue({ code: 'custom', message: PRICE_RANGE_MESSAGE });
+  })
+  // Numeric keywords bind the number form, pattern the string form.
+  .meta({
+    exclusiveMinimum: 0,
+    maximum: L.maxPricePerGpuHourMicroUsdMax / 1_000_000,
+    pattern: '^\\d+(?:\\.\\d+)?$',
+    maxLength: 64,
+    description: 'USD per GPU-hour, as a number or a decimal string such as "2.5"; at most 6 decimal places (1 micro-USD).',
   });
 
 const maxPriceMicroUsdSchema = z
@@ -304,7 +320,12 @@ const envSchema = z
       else if (typeof value === 'string' && (utf8ByteLength(value) > L.envValueMaxBytes || !isCleanText(value))) message = ENV_VALUE_MESSAGE;
       if (message) ctx.addIssue({ code: 'custom', path: [name], message });
     }
-  }, { when: (payload) => isPlainObject(payload.value) });
+  }, { when: (payload) => isPlainObject(payload.value) })
+  .meta({
+    maxProperties: L.envMaxEntries,
+    propertyNames: { type: 'string', pattern: POSIX_ENV_NAME.source },
+    description: `At most ${L.envMaxEntries} non-secret variables, each value at most ${L.envValueMaxBytes} bytes (UTF-8). Names that look like secrets, GF_* and the proxy variables are refused: the host can read a job's environment.`,
+  });
 
 const DNS_MESSAGE = 'must be a DNS host name such as "huggingface.co" (no scheme, port, path, wildcard, trailing dot or IP address)';
 const networkPolicySchema = z.discriminatedUnion(
@@ -359,7 +380,7 @@ const outputRulesSchema = z
   .array(
     z.strictObject(
       {
-        path: z.string(fieldError(OUTPUT_PATH_MESSAGE)).refine(isOutputPath, fieldError(OUTPUT_PATH_MESSAGE)),
+        path: z.string(fieldError(OUTPUT_PATH_MESSAGE)).refine(isOutputPath, fieldError(OUTPUT_PATH_MESSAGE)).meta({ maxLength: 255, pattern: OUTPUT_PATH_PATTERN }),
         maxBytes: intRange(1, L.outputRuleMaxBytes, 'an integer number of bytes'),
       },
       fieldError('must be an object {"path": "/output", "maxBytes": <int>}'),
@@ -400,13 +421,14 @@ export const jobCreateRequestSchema = z
       networkPolicy: networkPolicySchema.optional(),
       inputs: inputsSchema.optional(),
       outputRules: outputRulesSchema.optional(),
-      regionPreference: z.string(fieldError(REGION_MESSAGE)).refine((key) => findRegion(key) !== undefined, fieldError(REGION_MESSAGE)).optional(),
+      regionPreference: z.string(fieldError(REGION_MESSAGE)).refine((key) => findRegion(key) !== undefined, fieldError(REGION_MESSAGE)).meta({ enum: [...regionKeys] }).optional(),
       deterministic: z.boolean(fieldError('must be true or false')).optional(),
       cpuCores: intRange(L.cpuCoresMin, L.cpuCoresMax).optional(),
       ramBytes: intRange(L.ramBytesMin, L.ramBytesMax, 'an integer number of bytes').optional(),
       title: z
         .string(fieldError(TITLE_MESSAGE))
         .refine((s) => [...s].length <= L.titleMaxChars && isCleanText(s), fieldError(TITLE_MESSAGE))
+        .meta({ maxLength: L.titleMaxChars })
         .optional(),
     },
     { error: 'must be a JSON object' },

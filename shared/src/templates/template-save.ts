@@ -18,6 +18,7 @@ export const templateSaveRequestSchema = z.strictObject(
     description: z
       .string(fieldError(DESCRIPTION_MESSAGE))
       .refine((s) => [...s].length <= TEMPLATE_LIMITS.descriptionMaxChars && isCleanText(s), fieldError(DESCRIPTION_MESSAGE))
+      .meta({ maxLength: TEMPLATE_LIMITS.descriptionMaxChars })
       .nullable()
       .optional(),
     spec: jobCreateRequestSchema,

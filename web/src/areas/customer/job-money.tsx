@@ -1,4 +1,4 @@
-import { billingSums, type BillingEntry, type Job } from '@gpufarm/shared';
+import { billingSums, isTerminalStatus, type BillingEntry, type Job } from '@gpufarm/shared';
 import { useQuery } from '@tanstack/react-query';
 import type { ReactNode } from 'react';
 import { useApi } from '../../lib/api';
@@ -62,7 +62,7 @@ export function JobMoney({ job }: { job: Job }) {
                     {usd(job.cost.computeMicroUsd)} compute + {usd(job.cost.feeMicroUsd)} fee
                   </span>
                 ) : of('charge').length === 0 ? (
-                  <span className="muted">nothing yet: the charge is recorded when the job completes</span>
+                  <span className="muted">{isTerminalStatus(job.status) ? 'none: the job ended without a charge' : 'nothing yet: the charge is recorded when the job completes'}</span>
                 ) : null}
               </MoneyRow>
               <MoneyRow label="Returned to your wallet" amount={sums.returned} entries={of('release', 'refund')} />

@@ -391,9 +391,10 @@ export default function NewJobPage() {
 
         <section className="card" aria-labelledby="spec-heading">
           <h2 id="spec-heading">The spec</h2>
-          <p className="muted">What the form sends to POST /v1/jobs: save it as a file for gf run -f, or send it with curl and an API key.</p>
+          <p className="muted">What the form sends to POST /v1/jobs: run it with gf (it reads the spec from its standard input), save it as a file for gf run -f, or send it with curl and an API key.</p>
           <pre className="spec" aria-label="Job spec as JSON" tabIndex={0}>{json}</pre>
           <CopyButton text={json} label="Copy JSON" />
+          <CopyButton text={`gf run -f - <<'SPEC'\n${json}\nSPEC`} label="Copy as gf run" />
           <CopyButton text={`curl -X POST "$GF_ENDPOINT/v1/jobs" -H "Authorization: Bearer $GF_API_KEY" -H 'content-type: application/json' -d ${shellQuote(JSON.stringify(spec))}`} label="Copy as curl" />
         </section>
 

@@ -1,0 +1,11 @@
+/**
+ * What the configuration page says about one setting beside what its zod schema says (type,
+ * range, default): `npm run docs` renders the schema and these together, so a setting without
+ * its entry does not type-check.
+ */
+export interface SettingDoc {
+  /** What it does, in markdown (one table cell). */
+  description: string;
+  /** Shown instead of the schema's default where that is not the whole story (`unset (npm start: …)`). */
+  default?: string;
+}
