@@ -376,6 +376,11 @@ t.test('behavior: a new customer launches a shell job from the New job form with
   await form.getByText(new RegExp(`^uploaded, ${INPUT_TEXT.length} B, SHA-256 ${createHash('sha256').update(INPUT_TEXT).digest('hex').slice(0, 6)}…`)).waitFor();
   t.equal(await form.getByLabel(/^Mount name for/).inputValue(), 'greeting_data.txt', 'a mount name the server takes, made from the file name');
   await form.getByLabel('GPU class', { exact: true }).selectOption('rtx-4090-24gb');
+  t.match(
+    (await form.getByLabel('GPU class', { exact: true }).locator('option[value="rtx-4090-24gb"]').textContent()) ?? '',
+    /^[^:]*RTX 4090[^:]*: from \$0\.50\/GPU-hour, \d+ available \(0 proven\), tier [SABC] at best, \S/,
+    'each class says its price, what is free (none of it proven: the agent simulates its GPU), its best tier and where',
+  );
   await form.getByLabel('Price cap (USD per GPU-hour)', { exact: true }).fill('0.50');
   await form.getByLabel('Runtime limit (minutes)', { exact: true }).fill('60');
   // Will it match: more memory than any offered GPU has is warned about before creating.

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
@@ -45,13 +46,35 @@ t.test('behavior: pull by digest from the registry when no local image carries t
   t.equal(resolved.reference, pinned);
   t.equal(resolved.pulled, true);
   t.ok(progress.some((l) => l.startsWith(`pulling ${pinned}`)), 'progress names the pull');
-  t.ok(progress.some((l) => l.startsWith(`pulled ${pinned}`)), 'progress reports the end');
+  t.match(progress.at(-1), new RegExp(`^pulled ${pinned.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} in \\d+ ms: no layer to fetch: the machine holds every one$`), 'the last line sums the pull: the busybox layer was on the machine (the image under its own name)');
   const info = await docker.getImage(pinned).inspect();
   t.ok(info.RepoDigests.includes(pinned));
 
   // Second time: the local image carries the digest, no pull.
   const again = await ensureImage(docker, `${images.registry}/${repo}:t`, digest, () => undefined);
   t.equal(again.pulled, false);
+});
+
+t.test('behavior: a pull that fetches a layer reports layers done, bytes of the known total and the rate', async (t) => {
+  // An image of our own: busybox (held) and a 3 MB layer of random bytes only the registry has.
+  const repo = `gpufarm/pulltest-${uniqueName('p')}`;
+  const tagged = `${images.registry}/${repo}:t`;
+  const dir = await mkdtemp(join(tmpdir(), 'gf-pull-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'Dockerfile'), `FROM ${images.busybox.reference}\nRUN head -c 3000000 /dev/urandom > /blob\n`);
+  await run('docker', ['build', '-q', '-t', tagged, dir]);
+  await run('docker', ['push', tagged]);
+  const digest = (await run('docker', ['inspect', '--format', '{{index .RepoDigests 0}}', tagged])).stdout.trim().split('@')[1]!;
+  const pinned = `${images.registry}/${repo}@${digest}`;
+  t.teardown(async () => {
+    await run('docker', ['rmi', '-f', tagged, pinned]).catch(() => undefined);
+    await fetch(`http://${images.registry}/v2/${repo}/manifests/${digest}`, { method: 'DELETE' }).catch(() => undefined);
+  });
+  await run('docker', ['rmi', tagged]);
+  const progress: string[] = [];
+  const resolved = await ensureImage(docker, `${images.registry}/${repo}`, digest, (l) => progress.push(l));
+  t.equal(resolved.pulled, true);
+  t.match(progress.at(-1), /^pulled \S+ in \d+ ms: 2 of 2 layers done, (2\.[89]|3\.0) MiB of (2\.[89]|3\.0) MiB \(100 %\) fetched, [\d.]+ (B|KiB|MiB|GiB)\/s$/, `the last line sums the pull: ${progress.join(' | ')}`);
 });
 
 t.test('error: digest_mismatch when the reference names another digest than the pin', async (t) => {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deploymentEnv, readDeploymentFile } from './chain/deployment-file.js';
+import { deploymentEnv, readDeploymentFile } from './deployment-file.js';
 import { WEB_DIST_DIR } from './package-files.js';
 import { DEFAULT_CHAIN_ID, DEFAULT_MACHINE_LOST_GRACE_SECONDS, DEFAULT_MACHINE_OFFLINE_SECONDS, ENVIRONMENTS, errorText, GpufarmError, LISTEN_SETTING_HINT, parseBannedImagePattern, parseListenSetting, type ListenSetting, type SettingDoc } from '@gpufarm/shared';
 

@@ -10,13 +10,14 @@ import ts from 'typescript';
  *   `server.ts`, is a node of its own), and none between two files;
  * - SQL only in store files (`store.ts`, `*-store.ts`), the database infrastructure (`db/`), and
  *   the test and demo data writers (`factories.ts`, `fleet/seed.ts`);
- * - infrastructure (`db/`, `http/`, `background/`, `config.ts`, `ids.ts`, `local-state.ts`,
+ * - infrastructure (`db/`, `http/`, `background/`, `config.ts`, `deployment-file.ts` (the chain
+ *   deployment `GF_CHAIN_FILE` names, read by the configuration), `ids.ts`, `local-state.ts`,
  *   `package-files.ts`) imports no slice;
  * - a table is written by its owner's store only (others call that store).
  */
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
-const INFRASTRUCTURE = new Set(['db', 'http', 'background', 'config.ts', 'ids.ts', 'local-state.ts', 'package-files.ts']);
+const INFRASTRUCTURE = new Set(['db', 'http', 'background', 'config.ts', 'deployment-file.ts', 'ids.ts', 'local-state.ts', 'package-files.ts']);
 /** Statement shapes, upper case as the code writes SQL (prose never does). */
 const SQL_TEXT = /\bSELECT\b[\s\S]*\bFROM\b|\bINSERT\s+INTO\b|\bUPDATE\s+\w+(\s+\w+)?\s+SET\b|\bDELETE\s+FROM\b|\bpg_notify\b|\bFOR\s+UPDATE\b/;
 

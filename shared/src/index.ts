@@ -4,6 +4,7 @@ export * from './catalog/gpu-classify.js';
 export * from './catalog/regions.js';
 export * from './constants.js';
 export * from './money.js';
+export * from './format/bytes.js';
 export * from './net/public-name.js';
 export * from './net/listen-address.js';
 export * from './schemas/index.js';

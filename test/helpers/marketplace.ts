@@ -8,7 +8,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/chain/anvil.js';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
-import { deploymentEnv } from '@gpufarm/control-plane/chain/deployment-file.js';
+import { deploymentEnv } from '@gpufarm/control-plane/deployment-file.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { startS3rver, type S3rverProcess } from '@gpufarm/control-plane/artifacts/s3rver.js';
 import { createMigratedDatabase, TEST_DATABASE_URL } from '../../control-plane/test/helpers/database.js';

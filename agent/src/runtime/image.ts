@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import { RuntimeError } from './errors.js';
+import { PullProgress, type PullEvent } from './pull-progress.js';
 
 /** An image reference split into its repository, tag and digest (`host:port/a/b:tag@sha256:…`). */
 export interface ImageReference {
@@ -47,8 +48,9 @@ export interface ResolvedImage {
  * - a digest in the reference that differs from `pinnedDigest` is refused (`digest_mismatch`);
  * - a local image is used only when its RepoDigests hold `repo@digest` (a local tag of the same
  *   name pointing elsewhere is ignored, never run);
- * - otherwise `repo@digest` is pulled, progress reported through `progress` (status changes of
- *   each layer, not every byte), and its RepoDigests checked again after the pull;
+ * - otherwise `repo@digest` is pulled, progress reported through `progress` (layers done, bytes
+ *   fetched and the rate, at most once a second: `PullProgress`), and its RepoDigests checked
+ *   again after the pull;
  * - without a pin, the tag is pulled and its digest read from RepoDigests.
  *
  * @throws RuntimeError `digest_mismatch` or `pull_failed` (the registry's message kept as cause).
@@ -91,23 +93,15 @@ async function localImage(docker: Docker, ref: string): Promise<Docker.ImageInsp
   }
 }
 
-interface PullEvent {
-  status?: string;
-  id?: string;
-  error?: string;
-  errorDetail?: { message?: string };
-}
-
 async function pull(docker: Docker, ref: string, progress: (line: string) => void): Promise<void> {
   progress(`pulling ${ref}`);
-  const started = Date.now();
+  const figures = new PullProgress(ref, Date.now());
   let stream: NodeJS.ReadableStream;
   try {
     stream = (await docker.pull(ref)) as NodeJS.ReadableStream;
   } catch (err) {
     throw new RuntimeError('pull_failed', `pull of ${ref} failed: ${(err as Error).message}`, { cause: err });
   }
-  const lastStatus = new Map<string, string>();
   let streamError: string | null = null;
   await new Promise<void>((resolve, reject) => {
     docker.modem.followProgress(
@@ -123,14 +117,10 @@ async function pull(docker: Docker, ref: string, progress: (line: string) => voi
           streamError = event.errorDetail?.message ?? event.error;
           return;
         }
-        if (!event.status) return;
-        const key = event.id ?? '';
-        // Downloading/Extracting repeat with byte counts: report each layer's change of status only.
-        if (lastStatus.get(key) === event.status) return;
-        lastStatus.set(key, event.status);
-        progress(event.id ? `${event.id}: ${event.status}` : event.status);
+        const line = figures.event(event, Date.now());
+        if (line) progress(line);
       },
     );
   });
-  progress(`pulled ${ref} in ${Date.now() - started} ms`);
+  progress(figures.summary(Date.now()));
 }

@@ -1,4 +1,4 @@
-import { formatUsdCents, tokenUnitsToDecimalString } from '@gpufarm/shared';
+import { formatBytes, formatUsdCents, tokenUnitsToDecimalString } from '@gpufarm/shared';
 
 /** Micro-USD (an integer) as dollars for reading: `2500000` is `$2.50`. Exact: no float on the way. */
 export function usd(micro: number | bigint): string {
@@ -11,17 +11,7 @@ export function tokenAmount(units: string | bigint, decimals: number, symbol: st
 }
 
 /** Bytes in the largest unit that keeps a number ≥ 1, one decimal (`1.5 MiB`), exact bytes below 1 KiB. */
-export function bytes(count: number): string {
-  if (count < 1024) return `${count} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let value = count / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
-}
+export const bytes = formatBytes;
 
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 

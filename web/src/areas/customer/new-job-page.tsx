@@ -1,5 +1,5 @@
 import { GfError, type JobSpec } from '@gpufarm/client/browser';
-import { formatMicroUsd, JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, jobCreateRequestSchema, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail, type JobCreateRequest, type JobTemplate } from '@gpufarm/shared';
+import { BENCHMARK_TIERS, formatMicroUsd, JOB_SPEC_DEFAULTS, JOB_SPEC_LIMITS, jobCreateRequestSchema, maxCostMicroUsd, parseJobCreateRequest, parseUsdToMicroUsd, REGIONS, type CapacityOffer, type ErrorDetail, type JobCreateRequest, type JobTemplate } from '@gpufarm/shared';
 import { useMutation, useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type FormEvent } from 'react';
 import { Link, useLocation, useSearch } from 'wouter';
@@ -193,23 +193,44 @@ interface ClassChoice {
   label: string;
   vramBytes: number;
   available: number;
+  /** Of `available`, those on machines that proved their GPUs. */
+  provenAvailable: number;
   maxPerMachine: number;
   lowestPrice: number;
+  /** The best benchmark tier offered (S best). */
+  bestTier: (typeof BENCHMARK_TIERS)[number];
+  regions: Set<string>;
 }
 
 function classChoices(offers: CapacityOffer[]): ClassChoice[] {
   const byClass = new Map<string, ClassChoice>();
   for (const offer of offers) {
-    const seen = byClass.get(offer.gpu.classId);
-    if (!seen) {
-      byClass.set(offer.gpu.classId, { classId: offer.gpu.classId, label: offer.gpu.label, vramBytes: offer.gpu.vramBytes, available: offer.available, maxPerMachine: offer.maxAvailablePerMachine, lowestPrice: offer.price.perGpuHourMicroUsd });
-    } else {
-      seen.available += offer.available;
-      seen.maxPerMachine = Math.max(seen.maxPerMachine, offer.maxAvailablePerMachine);
-      seen.lowestPrice = Math.min(seen.lowestPrice, offer.price.perGpuHourMicroUsd);
-    }
+    const seen = byClass.get(offer.gpu.classId) ?? {
+      classId: offer.gpu.classId,
+      label: offer.gpu.label,
+      vramBytes: offer.gpu.vramBytes,
+      available: 0,
+      provenAvailable: 0,
+      maxPerMachine: 0,
+      lowestPrice: offer.price.perGpuHourMicroUsd,
+      bestTier: offer.benchmarkTier,
+      regions: new Set<string>(),
+    };
+    seen.available += offer.available;
+    if (offer.proof.proven) seen.provenAvailable += offer.available;
+    seen.maxPerMachine = Math.max(seen.maxPerMachine, offer.maxAvailablePerMachine);
+    seen.lowestPrice = Math.min(seen.lowestPrice, offer.price.perGpuHourMicroUsd);
+    if (BENCHMARK_TIERS.indexOf(offer.benchmarkTier) < BENCHMARK_TIERS.indexOf(seen.bestTier)) seen.bestTier = offer.benchmarkTier;
+    seen.regions.add(offer.region.label);
+    byClass.set(offer.gpu.classId, seen);
   }
   return [...byClass.values()].sort((a, b) => a.lowestPrice - b.lowestPrice);
+}
+
+/** A class as its option reads: price, availability (proven GPUs among them), best tier, where. */
+function choiceText(c: ClassChoice): string {
+  const where = c.regions.size === 1 ? [...c.regions][0]! : `${c.regions.size} regions`;
+  return `${c.label}: from ${usd(c.lowestPrice)}/GPU-hour, ${c.available} available (${c.provenAvailable} proven), tier ${c.bestTier} at best, ${where}`;
 }
 
 /** A shell-quoted word for the copied curl line. */
@@ -346,7 +367,7 @@ export default function NewJobPage() {
             <option value="">Any class that fits</option>
             {choices.map((c) => (
               <option key={c.classId} value={c.classId}>
-                {c.label}: from {usd(c.lowestPrice)}/GPU-hour, {c.available} available
+                {choiceText(c)}
               </option>
             ))}
           </SelectField>
