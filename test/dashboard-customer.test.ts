@@ -7,6 +7,9 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { createClient, type JobSpec } from '@gpufarm/client';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { createFsBlobStore } from '@gpufarm/control-plane/artifacts/fs-blob-store.js';
+import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { expireUnfunded } from '@gpufarm/control-plane/jobs/expiry.js';
+import { appendServiceLine } from '@gpufarm/control-plane/logs/store.js';
 import { formatUsdCents, tokenUnitsToDecimalString, VERIFICATION_LEVEL_TEXT, type Job } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
@@ -489,6 +492,22 @@ t.test('behavior: a customer starts the canary from a built-in template, saves a
   await picker.getByRole('button', { name: 'Use template' }).click();
   t.equal(await form.getByLabel('Image', { exact: true }).inputValue(), market.images.canary.reference, 'the saved spec fills the form');
   await form.getByRole('button', { name: 'Create job' }).click();
-  t.not(await createdId(), canaryId, 'a new job from the saved template');
+  const fromSaved = await createdId();
+  t.not(fromSaved, canaryId, 'a new job from the saved template');
+
+  // Never funded, it expires: the expiry transition run now on this market's database (the
+  // server runs it on its timer, a day after creation), for the jobs of this file left unfunded.
+  const db = openPostgres(market.databaseUrl, { max: 1 });
+  try {
+    t.ok((await expireUnfunded({ db, effects: { serviceLine: (tx, jobId, line) => appendServiceLine(tx, jobId, line) } }, { ttlSeconds: 1 })) >= 1, 'the unfunded jobs expire');
+  } finally {
+    await db.close();
+  }
+  // The canary job of this test was created seconds ago: older than the second asked.
+  await page.goto(`${market.url}/dashboard/jobs/${canaryId}`);
+  await page.getByRole('heading', { name: new RegExp(`Job ${canaryId} EXPIRED`) }).waitFor({ timeout: 30_000 });
+  t.equal(await page.getByRole('button', { name: 'Fund job' }).count(), 0, 'an expired job offers no funding');
+  await page.getByLabel('Log lines').getByText(/^expired: not funded within 1 second of its creation/).waitFor();
+  await lookAt(t, session, 'job: expired unfunded');
   t.same(session.cspViolations, [], 'no Content-Security-Policy violation');
 });
