@@ -24,7 +24,9 @@ export function monthlyTotals(entries: readonly BillingEntry[]): MonthTotals[] {
   const months = new Map<string, BillingEntry[]>();
   for (const entry of entries) {
     const month = entry.createdAt.slice(0, 7);
-    months.set(month, [...(months.get(month) ?? []), entry]);
+    const inMonth = months.get(month);
+    if (inMonth) inMonth.push(entry);
+    else months.set(month, [entry]);
   }
   return [...months].sort(([a], [b]) => b.localeCompare(a)).map(([month, inMonth]) => ({ month, sums: billingSums(inMonth) }));
 }

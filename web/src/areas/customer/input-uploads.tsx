@@ -1,5 +1,5 @@
 import type { JobCreateRequest } from '@gpufarm/shared';
-import { useRef, type ChangeEvent } from 'react';
+import { useEffect, useRef, type ChangeEvent } from 'react';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { bytes, shortHex } from '../../lib/format';
@@ -49,6 +49,13 @@ function freeMountName(fileName: string, rows: readonly InputRow[]): string {
 export function InputUploads({ rows, onRows, errors }: { rows: readonly InputRow[]; onRows: (update: (rows: InputRow[]) => InputRow[]) => void; errors: string[] }) {
   const api = useApi();
   const uploads = useRef(new Map<string, AbortController>());
+  // Leaving the form stops the uploads still running: their files would be stored for no job.
+  useEffect(() => {
+    const running = uploads.current;
+    return () => {
+      for (const controller of running.values()) controller.abort();
+    };
+  }, []);
   const patch = (key: string, change: Partial<InputRow>) => onRows((all) => all.map((r) => (r.key === key ? { ...r, ...change } : r)));
 
   const add = (event: ChangeEvent<HTMLInputElement>) => {
