@@ -5,6 +5,7 @@ import { isoTimeSchema, nonNegativeIntSchema, sha256HexSchema } from '../schemas
 import { logStreamSchema } from '../schemas/logs.js';
 import { gpuHealthReportSchema } from '../fleet/gpu-health.js';
 import { assignmentSpecSchema } from './assignment.js';
+import { imageCacheReportSchema } from './image-cache.js';
 
 /**
  * The agent protocol: how a farm machine enrolls over HTTP and then
@@ -60,14 +61,18 @@ import { assignmentSpecSchema } from './assignment.js';
  * `heartbeat.gpuHealth[].persistenceMode` and `.fabric` and the failure code `gpu_lost`, which
  * the agent sends only once `welcome` chose 6 or later (`lost` before); 7 adds the GPU challenge
  * (`challenge.*`), which the server sends only to an agent on 7 or later (a machine whose agent
- * is older cannot prove its GPUs and is not offered);
+ * is older cannot prove its GPUs and is not offered); 8 adds `heartbeat.images` (the image
+ * cache, `image-cache.ts`) and the reject reason `image_cache_full`, which the agent sends only
+ * once `welcome` chose 8 or later;
  * everything else is as in 1.
  */
-export const AGENT_PROTOCOL_VERSION = 7;
+export const AGENT_PROTOCOL_VERSION = 8;
 /** Every version this build can speak (a server may support several while agents upgrade). */
-export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5, 6, 7] as const;
+export const AGENT_PROTOCOL_VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8] as const;
 /** The first protocol version with the GPU challenge. */
 export const CHALLENGE_PROTOCOL_VERSION = 7;
+/** The first protocol version with the image cache report and `image_cache_full`. */
+export const IMAGE_CACHE_PROTOCOL_VERSION = 8;
 
 /**
  * The control plane's defaults for a silent machine: offline after this long without a
@@ -328,6 +333,12 @@ export const heartbeatMessageSchema = z.strictObject({
    * temperature and utilization of `gpus`.
    */
   gpuHealth: z.array(gpuHealthReportSchema).max(64).optional(),
+  /**
+   * Protocol 8 (absent before): the images the machine holds. Sent in the first heartbeat
+   * after `welcome` and whenever the cache changed; absent, it is as last sent on this
+   * connection.
+   */
+  images: imageCacheReportSchema.optional(),
 });
 
 export const assignmentAcceptedMessageSchema = z.strictObject({
@@ -335,8 +346,12 @@ export const assignmentAcceptedMessageSchema = z.strictObject({
   assignmentId: assignmentIdSchema,
 });
 
-/** Why an agent refuses an assignment; the control plane requeues the job and excludes the machine for it. */
-export const ASSIGNMENT_REJECT_REASONS = ['not_ready', 'draining', 'unhealthy', 'gpus_unavailable', 'duplicate', 'unsupported', 'invalid'] as const;
+/**
+ * Why an agent refuses an assignment; the control plane requeues the job and excludes the
+ * machine for it. `image_cache_full` (protocol 8): the job's image does not fit the machine's
+ * image cache budget beside the images its running and assigned jobs need.
+ */
+export const ASSIGNMENT_REJECT_REASONS = ['not_ready', 'draining', 'unhealthy', 'gpus_unavailable', 'duplicate', 'unsupported', 'invalid', 'image_cache_full'] as const;
 
 export const assignmentRejectedMessageSchema = z.strictObject({
   type: z.literal('assignment.rejected'),
