@@ -24,6 +24,7 @@ import { dashboardSection } from './bench/dashboard.js';
 import { BENCH_METRICS_TOKEN, metricsSection } from './bench/metrics.js';
 import { fleetSection } from './bench/fleet.js';
 import { gpuChallengeSection } from './bench/gpu-challenge.js';
+import { startupPullSection } from './bench/startup-pull.js';
 import { rateLimitStoreSection, type RateLimitStoreSectionContext } from './bench/rate-limit-store.js';
 import { errorText } from '@gpufarm/shared';
 
@@ -67,6 +68,8 @@ STANDALONE_SECTIONS.push(dashboardSection);
 STANDALONE_SECTIONS.push(fleetSection);
 // The server's CPU per GPU challenge check, and a simulated GPU's challenge (BENCH_SECTIONS=challenge).
 STANDALONE_SECTIONS.push(gpuChallengeSection);
+// A ~1 GiB image's job from funding to its first line, cold against warm, beside docker pull + run (BENCH_SECTIONS=startup).
+STANDALONE_SECTIONS.push(startupPullSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -73,7 +73,7 @@ export function figureCells(f: Figures, count: number): string[] {
  * Follows a job's log as Server-Sent Events (`GET …/logs/stream`), stamping each line as its
  * event arrives; returns at the stream's `end` event.
  */
-export async function followStream(url: string, apiKey: string, reader: Reader): Promise<void> {
+export async function followStream(url: string, apiKey: string, reader: Pick<Reader, 'take'>): Promise<void> {
   const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' } });
   if (res.status !== 200 || !res.body) throw new Error(`GET logs/stream answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
   const decoder = new TextDecoder();

@@ -49,8 +49,8 @@ export interface BenchMarketplace {
   agentOutput(): string[];
   /** A customer call with the API key; a 429 is waited out and retried. */
   api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
-  /** Creates a busybox job running `sh -c script` on one GPU; answers its id (not funded yet). */
-  createJob(title: string, script: string): Promise<string>;
+  /** Creates a job running `sh -c script` on one GPU, of busybox unless `image` names another; answers its id (not funded yet). */
+  createJob(title: string, script: string, image?: string): Promise<string>;
   /** Funds the job from the customer's wallet (viem) and fund-confirms it. */
   fund(jobId: string): Promise<void>;
   /** Stops the agent, the control plane and anvil, drops the database, removes the agent's containers and mounts. */
@@ -149,10 +149,10 @@ export async function startBenchMarketplace(log: (line: string) => void, name: s
       rateLimited: () => rateLimited,
       agentOutput: () => agentLines,
       api,
-      async createJob(title, script) {
+      async createJob(title, script, image = images.images.busybox.reference) {
         const created = await api<{ job: { id: string }; funding: { calls: FundingCall[] } | null }>('POST', '/v1/jobs', {
           title,
-          image: images.images.busybox.reference,
+          image,
           command: ['sh', '-c', script],
           workloadType: 'batch',
           gpu: { count: 1 },
