@@ -8,7 +8,8 @@ import t from 'tap';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { agentLinksByServer } from '../scripts/src/cluster/haproxy.js';
 import { releaseMounts } from './helpers/agent.js';
-import { freePort, freePortBlock, ROOT, TEST_DATABASE_URL } from './helpers/marketplace.js';
+import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePortBlock, ROOT, TEST_DATABASE_URL } from './helpers/marketplace.js';
 import { isAlive, spawnProcess } from './helpers/processes.js';
 import { until } from './helpers/wait.js';
 

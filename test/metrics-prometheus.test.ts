@@ -5,7 +5,8 @@ import t from 'tap';
 import { privateKeyToAddress, generatePrivateKey } from 'viem/accounts';
 import { fakeNvidiaSmi } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { enrollAgent } from './helpers/agent.js';
-import { freePort, Marketplace, ROOT } from './helpers/marketplace.js';
+import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { Marketplace, ROOT } from './helpers/marketplace.js';
 import { startPrometheus, type TestPrometheus } from './helpers/prometheus.js';
 import { until } from './helpers/wait.js';
 

@@ -2,7 +2,8 @@ import { createServer } from 'node:http';
 import t from 'tap';
 import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
 import { backoffMs, createClient, retryAfterMs, type RequestEvent } from '../src/index.js';
-import { failure, freePort, listening } from './helpers/control-plane.js';
+import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { failure, listening } from './helpers/control-plane.js';
 import { frontOf } from './helpers/front.js';
 
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2' };

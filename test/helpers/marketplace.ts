@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { freePort } from '@gpufarm/shared/net/free-port.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, createWalletClient, http, type Account, type Address, type Chain, type PublicClient, type Transport, type WalletClient } from 'viem';
@@ -70,16 +71,6 @@ export async function freePortBlock(count: number): Promise<number> {
     }
   }
   throw new Error(`no block of ${count} free ports below 32000`);
-}
-
-/** A free TCP port on 127.0.0.1 (released before the control plane binds it). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (typeof address !== 'object' || !address) throw new Error('no port');
-  return address.port;
 }
 
 export interface MarketplaceOptions {

@@ -1,18 +1,6 @@
-import { createServer } from 'node:net';
+import { freePort } from '@gpufarm/shared/net/free-port.js';
 import type { FastifyInstance } from 'fastify';
 import { GfError } from '../../src/errors.js';
-
-/** A port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * Builds a control plane whose public URL is the port it then listens on (or `publicUrl`, a

@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
+import { freePort } from '@gpufarm/shared/net/free-port.js';
 import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared';
 
 /** The server binary of Debian's `redis-server` package. */
@@ -28,16 +28,6 @@ export interface RedisServerProcess {
   lastLines(): string[];
   /** SIGTERM to its pid (redis-server shuts down at once: it keeps nothing on disk); resolves once it exited. */
   stop(): Promise<void>;
-}
-
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (!address || typeof address === 'string') throw new Error('could not find a free port');
-  return address.port;
 }
 
 /**
