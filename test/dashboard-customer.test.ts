@@ -184,6 +184,16 @@ t.test('behavior: sign in, create a key and use it with the SDK, fund the job fr
   await timeline.getByText(released.receipt!.transactions.fund!).first().waitFor();
   await timeline.getByText(released.receipt!.transactions.release!).first().waitFor({ timeout: 30_000 });
   t.pass('the timeline shows the funding and release transactions');
+  // The start, phase by phase (issue 34, `job.startup`): each row says its phase's state as the API does.
+  const start = page.getByRole('region', { name: 'Start', exact: true });
+  await start.getByText(/^Running .* after it was queued/).waitFor();
+  const phases = released.startup!.phases;
+  t.equal(phases.run.status, 'done');
+  for (const [label, phase] of [['Queued', phases.queued], ['Image pull', phases.pull], ['Container made and started', phases.container], ['First log line', phases.firstLog], ['Run', phases.run]] as const) {
+    const row = start.getByRole('row').filter({ hasText: new RegExp(`^${label}`) });
+    const text = (await row.textContent()) ?? '';
+    t.match(text, phase.status === 'skipped' ? 'skippedthe machine already had the image' : 'done', `${label}: ${phase.status}`);
+  }
   // The deposit, the charge and the unspent part that went back, as the billing entries say.
   const money = page.getByRole('region', { name: 'Money' });
   const dollars = (micro: number) => `$${formatUsdCents(micro)}`;

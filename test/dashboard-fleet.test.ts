@@ -6,7 +6,7 @@ import type { Locator } from 'playwright-core';
 import t from 'tap';
 import type { Address, Hash, Hex } from 'viem';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
-import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { gpuFarmEscrowAbi, imageCacheKey } from '@gpufarm/shared';
 import { fakeHostRoot } from '../agent/test/helpers/fake-driver-host.js';
 import { fakeNvidiaSmi } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { enrollAgent, type TestAgent } from './helpers/agent.js';
@@ -334,6 +334,12 @@ t.test('behavior: an operator makes an enrollment token with its gf-agent enroll
   const market4090 = page.getByRole('row').filter({ hasText: 'RTX 4090 24GB' });
   await market4090.waitFor();
   t.match(await market4090.textContent(), /\$0\.60/, 'the market shows the new price as yours');
+  // The jobs earlier cases funded ran the local busybox image: it heads the images customers asked for.
+  const requested = page.getByRole('table', { name: 'Most requested images, last 7 days' });
+  await requested.waitFor();
+  const busybox = requested.getByRole('row').filter({ hasText: imageCacheKey(market.images.busybox.reference)! });
+  await busybox.waitFor();
+  t.match(await busybox.textContent(), /\d+/, 'the most requested images list the image the farm’s jobs ran, with its count');
   await lookAt(t, operator, 'operator: market');
 
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Earnings' }).click();

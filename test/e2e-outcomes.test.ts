@@ -59,6 +59,19 @@ t.test('behavior: a non-canary job pinned by digest whose hashes match and whose
   t.equal(download.sha256, download.sha256Header);
   t.equal(download.sha256, job.result!.serverHash);
   t.match(job.receipt?.status, /^(completed|released)$/, 'charged: the completion is on chain');
+
+  // Its start, phase by phase, on the control plane's clock as it received the real agent's reports (issue 34).
+  const startup = job.startup!;
+  t.same([startup.attempt, startup.assignmentId], [1, lines.find((l) => l.assignmentId !== created.job.id)?.assignmentId], 'the run that made the result');
+  const cached = machineNotesOf(lines).some((l) => / present locally$/.test(l));
+  t.equal(startup.phases.pull.status, cached ? 'skipped' : 'done', cached ? 'the machine had the image: no pull' : 'the image was pulled');
+  for (const phase of ['queued', 'dispatch', 'container', 'firstLog', 'run', 'upload'] as const) t.equal(startup.phases[phase].status, 'done', `${phase} done`);
+  const chain = (['queued', 'dispatch', 'pull', 'container', 'run', 'upload'] as const).map((p) => startup.phases[p]).filter((p) => p.status === 'done');
+  t.same(chain.slice(1).map((p) => p.startedAt), chain.slice(0, -1).map((p) => p.endedAt), 'in order: each phase begins where the one before ended');
+  const toRunning = (['queued', 'dispatch', 'pull', 'container'] as const).reduce((sum, p) => sum + (startup.phases[p].durationMs ?? 0), 0);
+  t.equal(Date.parse(startup.phases.queued.startedAt!) + toRunning, Date.parse(job.assignment!.startedAt!), 'queued through container add up to the job\'s start');
+  t.equal(startup.phases.firstLog.startedAt, job.assignment!.startedAt, 'the first line is timed from running');
+  t.ok(Date.parse(startup.phases.firstLog.endedAt!) <= Date.parse(startup.phases.run.endedAt!), 'and came before the end was reported');
 });
 
 t.test('behavior: an input is fetched when the agent needs it: the assignment names a route, the machine token gets a signed URL valid 120 s', async (t) => {
@@ -98,6 +111,9 @@ t.test('behavior: a job whose image is missing ends FAILED after its retries, wi
   t.ok(job.cost === null || job.cost.totalMicroUsd === 0, `no charge: ${JSON.stringify(job.cost)}`);
   t.equal(job.receipt?.status, 'refund_authorized', 'the refund is authorized');
   t.equal((await escrowJob(market, job.payment.escrowJobKey as `0x${string}`)).statusName, 'RefundAuthorized', 'on chain too');
+  // Its start phases describe the last run: the agent reported the pull it began, which never ended.
+  t.equal(job.startup?.attempt, 3);
+  t.match(job.startup?.phases, { dispatch: { status: 'done' }, pull: { status: 'not_reached', startedAt: /^\d{4}-/, durationMs: null }, container: { status: 'not_reached' }, run: { status: 'not_reached' } });
 });
 
 t.test('behavior: a job that writes far more log than is kept completes, billed: the log artifact keeps its first and last part with a system line at the cut, and the provider is paid on release', async (t) => {

@@ -4,9 +4,13 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import react from '@vitejs/plugin-react';
 import { defineConfig, type Plugin } from 'vite';
+import { z } from 'zod';
 
-/** Where `npm run dev -w web` sends API calls: a control plane started with `npm start`. */
-const apiUrl = process.env.GF_ENDPOINT ?? 'http://127.0.0.1:8080';
+/**
+ * Where `npm run dev -w web` sends API calls: `GF_ENDPOINT` as `gf` reads it (an empty one is
+ * unset), else a control plane started with `npm start`.
+ */
+const apiUrl = z.object({ GF_ENDPOINT: z.url().optional() }).parse({ GF_ENDPOINT: process.env.GF_ENDPOINT || undefined }).GF_ENDPOINT ?? 'http://127.0.0.1:8080';
 
 /** Stands in for the Node builtins `@gpufarm/shared`'s Node-only modules import (see the file). */
 const NODE_BUILTINS_STUB = fileURLToPath(new URL('./src/lib/node-builtins-stub.ts', import.meta.url));

@@ -25,7 +25,11 @@ t.test('behavior: a busybox job: every line once, in order with its stream; exit
   const final = await finished(agent, job.assignmentId);
 
   t.equal(final.state, 'finished', final.failure?.message ?? '');
-  t.same(peer.statuses(job.assignmentId).map((m) => m.state), ['pulling', 'running', 'exited', 'uploading', 'finished']);
+  // `pulling` is reported only when a pull begins (the image was not on the machine), `starting` once the image is there.
+  const states = peer.statuses(job.assignmentId).map((m) => m.state);
+  t.same(states.filter((s) => s !== 'pulling'), ['starting', 'running', 'exited', 'uploading', 'finished']);
+  const pulled = !(peer.lines.get(job.assignmentId) ?? []).some((l) => l.stream === 'system' && / present locally$/.test(l.line));
+  t.same(states.slice(0, pulled ? 2 : 1), pulled ? ['pulling', 'starting'] : ['starting'], pulled ? 'the image was pulled: pulling, then starting' : 'the image was on the machine: no pulling');
   // Each status comes after the lines written before it (the server's line for it follows them).
   let sentSeq = -1;
   const behind: string[] = [];

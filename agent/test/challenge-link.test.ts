@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { checkOpenings, pickOpenings, SIMULATED_CHALLENGE, type AgentMessage, type AssignmentSpec } from '@gpufarm/shared';
+import { AGENT_PROTOCOL_VERSION, checkOpenings, pickOpenings, SIMULATED_CHALLENGE, type AgentMessage, type AssignmentSpec } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import type { ChallengeStarter } from '../src/challenge/challenge.js';
 import { cpuChallenge } from '../src/challenge/cpu-challenge.js';
@@ -56,7 +56,7 @@ const challengeMessages = (peer: TestPeer) => peer.received.filter((m): m is Ext
 
 t.test('default: prepare, go and open on a simulated machine: its commitment and openings pass the server\'s check', async (t) => {
   const { peer, agent } = await started(t);
-  t.equal(peer.messages('hello')[0]!.protocolVersion, 7, 'the agent speaks protocol 7');
+  t.equal(peer.messages('hello')[0]!.protocolVersion, AGENT_PROTOCOL_VERSION, 'the agent speaks the latest protocol');
   const p = prepare('chl_honest');
   peer.send(p);
   await peer.waitFor(() => peer.messages('challenge.ready').length === 1, 'ready');

@@ -32,6 +32,7 @@ function jobWith(receipt: Partial<NonNullable<Job['receipt']>>): Job {
       ...receipt,
     },
     artifacts: [],
+    startup: null,
   };
 }
 
@@ -43,4 +44,17 @@ t.test('behavior: gf shows a share waiting in the escrow with the call that take
   t.match(describeJob(jobWith({ status: 'disputed', disputeEndsAt: '2026-11-15T00:00:00.000Z' })), 'dispute   unresolved by 2026-11-15T00:00:00.000Z, the whole deposit comes back');
   t.match(describeJob(jobWith({ disputeOutcome: 'timed_out' })), 'dispute   timed out: the whole deposit went back');
   t.notMatch(describeJob(jobWith({})), /dispute|withdraw /, 'a plain release says neither');
+});
+
+t.test('behavior: gf shows the start phases in one line, a skipped pull and a phase in progress as such', async (t) => {
+  const phase = (status: 'done' | 'skipped' | 'in_progress' | 'pending', durationMs: number | null = null) => ({ status, startedAt: null, endedAt: null, durationMs });
+  const text = describeJob({
+    ...jobWith({}),
+    startup: {
+      assignmentId: 'asg_1',
+      attempt: 1,
+      phases: { queued: phase('done', 24), dispatch: phase('done', 291), pull: phase('skipped'), container: phase('done', 1250), firstLog: phase('in_progress'), run: phase('in_progress'), upload: phase('pending') },
+    },
+  });
+  t.match(text, 'start     queued 24 ms · dispatch 291 ms · pull skipped · container 1.3 s · firstLog in progress · run in progress\n');
 });

@@ -154,7 +154,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
           'Set it to the canary image pinned by digest (repository@sha256:…, built by scripts/build-images.sh); GET /v1 shows canary: null until then.',
       );
     }
-    const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log };
+    const execution: ExecutionDeps = { db, escrow, config: config.execution, blobs, log, metrics };
     const gpuSamples = new GpuSampleAggregator();
     startStep = 'starting the agent gateway';
     const gateway = await createAgentGateway({

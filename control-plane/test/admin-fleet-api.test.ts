@@ -61,6 +61,7 @@ t.test('admin actions through HTTP', async (t) => {
       machine: { id: machineId, state: 'cordoned', cordoned: true, gpuCount: 2 },
       gpus: [{ index: 0, classId: 'rtx-4090-24gb' }],
       recentJobs: [],
+      startTimes: { sinceDays: 30, maxRuns: 100, toRunningMs: { runs: 0, p50: null, p95: null }, toFirstLogMs: { runs: 0, p50: null, p95: null } },
     });
     t.equal((await app.inject(post(asAdmin, `/admin/api/machines/${machineId}/uncordon`))).json().cordoned, false);
     const q = await app.inject(post(asAdmin, `/admin/api/farms/${farmId}/quarantine`, { reason: 'chargebacks' }));

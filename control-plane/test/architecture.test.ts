@@ -206,6 +206,8 @@ const TABLE_OWNERS: Readonly<Record<string, readonly string[]>> = {
   jobs: ['jobs/store.ts'],
   machines: ['agent-gateway/store.ts', 'agent-gateway/machine-store.ts', 'machine-verification/challenge-store.ts', 'fleet/drain-store.ts'],
   gpu_challenges: ['machine-verification/challenge-store.ts'],
+  machine_images: ['agent-gateway/image-store.ts'],
+  job_phases: ['phases/store.ts'],
 };
 
 /** Each write to an owned table from a file other than its owners (test and demo data aside), as `file:line: table`. */

@@ -288,6 +288,16 @@ t.test('a rejection or a lost machine: back to QUEUED, the machine excluded for 
   t.ok((await s.lines()).some((l) => l.includes('the machine stopped answering: no heartbeat for 5 minutes')));
 });
 
+t.test('behavior: a rejection for image_cache_full (protocol 8) requeues the job and excludes the machine', async (t) => {
+  const s = await setup(t);
+  const id = await s.offer();
+  await assignmentRejected(s.deps, s.machine.id, id, 'image_cache_full', 'the image r@sha256:… (9.1 GiB on disk) does not fit this machine\'s image cache budget (image_cache_bytes, 8.0 GiB) beside the 2.0 GiB that running and assigned jobs\' images take');
+  t.equal((await s.job()).status, 'QUEUED');
+  t.equal(await s.freeGpus(), 1);
+  t.same(await s.db.query('SELECT reason FROM job_exclusions WHERE job_id = $1 AND machine_id = $2', [s.jobId, s.machine.id]), [{ reason: 'image_cache_full' }]);
+  t.ok((await s.lines()).includes('not started: the machine declined (image_cache_full); queued again for another machine'), (await s.lines()).join('\n'));
+});
+
 t.test('behavior: two replicas\' liveness sweeps (two pools) acting on the same lost run and the same unanswered offer change each once', async (t) => {
   const { db, url } = await createPostgresTestDatabase(t);
   const s = await setup(t, { db });

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { imageHoldings } from '../src/matching/image-holdings.js';
 import { CandidatePool, compareUnits, regionTiers, type CandidateMachine, type CandidateUnit, type JobNeed } from '../src/matching/plan.js';
 
 const GiB = 1024 ** 3;
@@ -12,7 +13,7 @@ function unit(id: string, m: Partial<CandidateMachine> = {}, u: { classId?: stri
 }
 
 function need(n: Partial<JobNeed> = {}): JobNeed {
-  return { jobId: 'job', gpuCount: 1, minVramBytes: null, classIds: null, capMicroUsd: 10_000_000, workloadType: 'custom', regionPreference: null, excludedMachines: new Set(), provenOnly: false, ...n };
+  return { jobId: 'job', gpuCount: 1, minVramBytes: null, classIds: null, capMicroUsd: 10_000_000, workloadType: 'custom', regionPreference: null, excludedMachines: new Set(), provenOnly: false, imageKey: null, ...n };
 }
 
 t.test('regionTiers: the key, then its group, then the rest; no preference is one tier', async (t) => {
@@ -76,4 +77,71 @@ t.test('CandidatePool: gpu.proven takes only machines that proved their GPUs, ev
   t.equal(pool.take(need({ provenOnly: true }))!.unit.machine.id, 'proven');
   t.equal(pool.take(need({ provenOnly: true })), null, 'no proven GPU left');
   t.equal(pool.take(need())!.unit.machine.id, 'cheap', 'without it, any machine');
+});
+
+/** A pool that knows `holdings` of the image `img:1` (machine id → bytes held, exact when the whole image). */
+function poolHolding(units: CandidateUnit[], holdings: Record<string, { bytes: number; exact?: boolean }>): CandidatePool {
+  const pool = new CandidatePool(units);
+  const held = new Map(Object.entries(holdings).map(([id, h]) => [id, { bytes: h.bytes, exact: h.exact ?? false }]));
+  pool.addImageHoldings(['img:1', 'other:1'], new Map([['img:1', held]]));
+  return pool;
+}
+const withImage = (n: Partial<JobNeed> = {}) => need({ imageKey: 'img:1', ...n });
+
+t.test('image: among equal offers the machine holding the image wins, before tier and uptime', async (t) => {
+  // Taking GPUs changes the units: each pool gets its own.
+  const units = () => [unit('a', { tierRank: 4, uptimeCentiPct: 9_999 }), unit('b', { tierRank: 1, uptimeCentiPct: 8_000 }), unit('c')];
+  t.equal(poolHolding(units(), { b: { bytes: 10 * GiB, exact: true } }).take(withImage())!.unit.machine.id, 'b');
+  t.equal(poolHolding(units(), {}).take(withImage())!.unit.machine.id, 'a', 'nobody holds it: tier first as before');
+  t.equal(poolHolding(units(), { b: { bytes: 10 * GiB, exact: true } }).take(need({ imageKey: 'other:1' }))!.unit.machine.id, 'a', 'another image held by none');
+  t.equal(poolHolding(units(), { b: { bytes: 10 * GiB, exact: true } }).take(need())!.unit.machine.id, 'a', 'a job without an image key');
+});
+
+t.test('image: never a dearer machine, nor one above the cap, nor a farther region', async (t) => {
+  const cheap = unit('cheap', { priceMicroUsd: 1_000_000 });
+  const dear = unit('dear', { priceMicroUsd: 1_001_000 });
+  t.equal(poolHolding([cheap, dear], { dear: { bytes: 10 * GiB, exact: true } }).take(withImage())!.unit.machine.id, 'cheap', 'dearer than an equal machine');
+  const capped = poolHolding([unit('under', { priceMicroUsd: 900_000, tierRank: 1 }), unit('over', { priceMicroUsd: 1_100_000 })], { over: { bytes: 10 * GiB, exact: true } });
+  t.equal(capped.take(withImage({ capMicroUsd: 1_000_000 }))!.unit.machine.id, 'under', 'above the cap');
+  t.equal(capped.take(withImage({ capMicroUsd: 1_000_000 })), null, 'and not when the cheap one is gone');
+  const regions = poolHolding([unit('eu', { regionKey: 'europe-west' }), unit('us', { regionKey: 'us-east' })], { us: { bytes: 10 * GiB, exact: true } });
+  t.equal(regions.take(withImage({ regionPreference: 'europe-west' }))!.unit.machine.id, 'eu', 'region preference first');
+  t.equal(regions.take(withImage({ regionPreference: 'europe-west' }))!.unit.machine.id, 'us', 'then the next tier');
+});
+
+t.test('image: a partial overlap ranks between none and all; the holder must still fit', async (t) => {
+  const units = () => [unit('none', { tierRank: 4 }), unit('some', { tierRank: 3 }), unit('all', { tierRank: 2 })];
+  const holdings = { some: { bytes: 3 * GiB }, all: { bytes: 8 * GiB, exact: true } };
+  const pool = poolHolding(units(), holdings);
+  t.same([pool.take(withImage())!, pool.take(withImage())!, pool.take(withImage())!].map((m) => m.unit.machine.id), ['all', 'some', 'none']);
+  t.equal(poolHolding(units(), { some: { bytes: 3 * GiB } }).take(withImage())!.unit.machine.id, 'some', 'some bytes beat none');
+  t.equal(poolHolding(units(), { some: { bytes: 8 * GiB }, all: { bytes: 8 * GiB, exact: true } }).take(withImage())!.unit.machine.id, 'all', 'equal bytes: the exact image');
+  const busy = poolHolding([unit('free'), unit('held', {}, { free: [0] })], { held: { bytes: GiB, exact: true } });
+  t.equal(busy.take(withImage({ gpuCount: 2 })), null, 'neither has two GPUs');
+  t.equal(busy.take(withImage({ excludedMachines: new Set(['held']) }))!.unit.machine.id, 'free', 'an excluded holder is not taken');
+  t.equal(poolHolding([unit('free'), unit('held', { workloads: new Set(['inference']) })], { held: { bytes: GiB } }).take(withImage())!.unit.machine.id, 'free', 'nor one refusing the workload');
+  t.equal(poolHolding([unit('free'), unit('held', {}, { classId: 'l4-24gb' })], { held: { bytes: GiB } }).take(withImage({ classIds: ['a100-80gb'] }))!.unit.machine.id, 'free', 'nor a class the job does not allow');
+});
+
+t.test('image: the holders are found past a long run of equal offers, and by walking the run when they are many', async (t) => {
+  const many = Array.from({ length: 300 }, (_, i) => unit(`m${String(i).padStart(3, '0')}`));
+  t.equal(poolHolding(many, { m250: { bytes: GiB } }).take(withImage())!.unit.machine.id, 'm250', 'one holder among 300 equal machines');
+  const holders = Object.fromEntries(many.map((u, i) => [u.machine.id, { bytes: i === 123 ? 2 * GiB : GiB }]));
+  t.equal(poolHolding(many, holders).take(withImage())!.unit.machine.id, 'm123', 'every machine holds some: the most wins');
+});
+
+t.test('imageHoldings: layers learnt from the exact holder, counted on every machine, once each', async (t) => {
+  const d = (c: string) => `sha256:${c.repeat(64)}`;
+  const report = (images: Array<{ names: string[]; layers: number[]; at?: string }>, layers: Array<[string, number]>) => ({
+    images: images.map((i) => ({ id: d('f'), repoDigests: i.names.filter((n) => n.includes('@')), repoTags: i.names.filter((n) => !n.includes('@')), layers: i.layers, lastUsedAt: i.at ?? '2026-01-01T00:00:00.000Z' })),
+    layers: layers.map(([c, sizeBytes]) => ({ digest: d(c), sizeBytes })),
+  });
+  const held = imageHoldings(['app:1', 'missing:1'], [
+    { machineId: 'exact', report: report([{ names: ['docker.io/library/app:1'], layers: [0, 1, 2] }], [['a', 100], ['b', 20], ['c', 5]]) },
+    { machineId: 'base', report: report([{ names: ['base:1'], layers: [0, 1] }], [['a', 100], ['b', 20]]) },
+    { machineId: 'twice', report: report([{ names: ['x:1'], layers: [0] }, { names: ['y:1'], layers: [0, 1] }], [['b', 20], ['z', 7]]) },
+    { machineId: 'none', report: report([{ names: ['z:1'], layers: [0] }], [['z', 7]]) },
+  ]);
+  t.same([...held.keys()], ['app:1'], 'an image no machine holds by name is unknown');
+  t.same(Object.fromEntries(held.get('app:1')!), { exact: { bytes: 125, exact: true }, base: { bytes: 120, exact: false }, twice: { bytes: 20, exact: false } });
 });

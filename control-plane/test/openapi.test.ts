@@ -2,9 +2,12 @@ import { API_KEY_SCOPES, ERROR_CODES, errorCodes, errorEnvelopeSchema, type Erro
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import type { z } from 'zod';
+import { assignmentStatus } from '../src/execution/lifecycle.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { matchQueuedJobs } from '../src/matching/matcher.js';
 import { buildOpenApiDocument, COMPONENT_SCHEMAS, documentedOperations, DOCUMENTED_ROUTES, openApiPath, type DocumentedRoute, type OpenApiDocument } from '../src/openapi/document.js';
 import { DOCS_CONTENT_SECURITY_POLICY } from '../src/openapi/routes.js';
+import { statusMessage } from './helpers/agent-client.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
 
 const PUBLIC_URL = 'https://api.gpufarm.example';
@@ -247,6 +250,33 @@ t.test('behavior: real responses validate against the document', async (t) => {
     t.same(problemsOf(document, schema, withoutPricing), ['$.pricing: is missing']);
     t.same(problemsOf(document, schema, { ...job, status: 'SLEEPING' }), ['$.status: "SLEEPING" is not in the enum']);
   });
+});
+
+t.test("behavior: a job's start phases (beyond the spec) validate against the document, waiting and running", async (t) => {
+  const { app, db, offerIndex, config, blobs } = await buildTestApp(t);
+  const farm = await createFarm(db, { slug: 'phase-farm' });
+  const machine = await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'rtx-4090-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 400_000 });
+  // An enrolled agent, as the matcher requires: GPU UUIDs and a machine token.
+  await db.query(`UPDATE machine_gpus SET uuid = 'GPU-' || md5(machine_id || ':' || gpu_index) WHERE machine_id = $1`, [machine.id]);
+  await db.query(`UPDATE machines SET token_hash = md5(id) WHERE id = $1`, [machine.id]);
+  await offerIndex.refresh();
+  const { key } = await createTestKey(db);
+  const document = (await app.inject({ url: '/v1/openapi.json' })).json() as OpenApiDocument;
+  const created = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/trainer:1.2', gpu: { count: 1 } } });
+  const id = created.json().job.id as string;
+  await db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1`, [id]);
+  const queued = await app.inject({ url: `/v1/jobs/${id}`, headers: bearer(key) });
+  t.match(queued.json().startup, { assignmentId: null, phases: { queued: { status: 'in_progress', durationMs: null }, pull: { status: 'pending' } } });
+  assertDocumented(t, document, 'get', '/v1/jobs/:id', queued);
+
+  const [matched] = (await matchQueuedJobs({ db, log: () => undefined })).matched;
+  const deps = { db, escrow: null, config: config.execution, blobs };
+  for (const state of ['pulling', 'starting', 'running'] as const) await assignmentStatus(deps, machine.id, statusMessage(matched!.assignmentId, state));
+  const running = await app.inject({ url: `/v1/jobs/${id}`, headers: bearer(key) });
+  t.match(running.json().startup, { assignmentId: matched!.assignmentId, attempt: 1, phases: { pull: { status: 'done' }, container: { status: 'done' }, run: { status: 'in_progress', endedAt: null } } });
+  assertDocumented(t, document, 'get', '/v1/jobs/:id', running);
+  assertDocumented(t, document, 'get', '/v1/jobs', await app.inject({ url: '/v1/jobs', headers: bearer(key) }));
+  t.equal(document.components!.schemas!.JobStartup !== undefined, true, 'the phases are a named schema');
 });
 
 /** A path of the route with each parameter filled in with a well-formed value that names nothing. */

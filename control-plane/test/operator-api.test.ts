@@ -1,9 +1,14 @@
+import type { ImageCacheReport } from '@gpufarm/shared';
 import t from 'tap';
 import { privateKeyToAccount } from 'viem/accounts';
+import { writeImageReport } from '../src/agent-gateway/image-store.js';
 import { claimEnrollmentToken } from '../src/agent-gateway/store.js';
 import { hashAgentToken } from '../src/auth/machine-tokens.js';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import { createChallenge, createFarm, createMachine } from '../src/fleet/factories.js';
+import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
+import { recordPhases } from '../src/phases/record.js';
+import { recordOffers } from '../src/phases/store.js';
 import { insertAssignment, insertJob } from './helpers/agent-client.js';
 import { assertError } from './helpers/assert.js';
 import { contractChecked } from './helpers/fleet-contract.js';
@@ -96,11 +101,18 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   await db.query(`UPDATE jobs SET kind = 'verification' WHERE id = $1`, [canary]);
   await insertAssignment(db, { jobId: canary, machineId: unpriced.id, state: 'running' });
   const jobId = await insertJob(db, 'RUNNING');
-  await insertAssignment(db, { jobId, machineId: priced.id, state: 'running' });
+  const assignmentId = await insertAssignment(db, { jobId, machineId: priced.id, state: 'running' });
+  // Its start as the control plane timed it (phases/): running 1.5 s after the offer, the first line 1 s later.
+  await recordOffers(db, [assignmentId]);
+  const [{ offered_at: offeredAt }] = (await db.query<{ offered_at: Date }>('SELECT offered_at FROM assignments WHERE id = $1', [assignmentId])) as [{ offered_at: Date }];
+  await recordPhases({ db }, assignmentId, ['runningAt'], new Date(offeredAt.getTime() + 1500));
+  await recordPhases({ db }, assignmentId, ['firstLogAt'], new Date(offeredAt.getTime() + 2500));
   const busy = (await app.inject({ url: '/operator/api/machines', headers: session(me) })).json().data;
   t.match(busy.find((m: { id: string }) => m.id === priced.id), { state: 'busy', currentJobId: jobId, earning: { earning: true, code: 'rented', reason: `Rented: job ${jobId} is running.` } });
   t.match(busy.find((m: { id: string }) => m.id === unpriced.id), { state: 'online', currentJobId: null, earning: { code: 'no_price' } });
-  t.match((await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json().recentJobs, [{ jobId, status: 'RUNNING', finishedAt: null, failureCode: null }]);
+  const pricedDetail = (await app.inject({ url: `/operator/api/machines/${priced.id}`, headers: session(me) })).json();
+  t.match(pricedDetail.recentJobs, [{ jobId, status: 'RUNNING', finishedAt: null, failureCode: null }]);
+  t.same(pricedDetail.startTimes, { sinceDays: 30, maxRuns: 100, toRunningMs: { runs: 1, p50: 1500, p95: 1500 }, toFirstLogMs: { runs: 1, p50: 2500, p95: 2500 } }, 'how fast it starts jobs, from the offer');
   await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE job_id = $1`, [jobId]);
 
   const drained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/drain`, headers: session(me, { csrf: true }), payload: { reason: 'new fans' } });
@@ -240,4 +252,49 @@ t.test('behavior: a customer session gets 403; a listed operator does everything
   const removed = await app.inject({ method: 'DELETE', url: `/operator/api/farms/${north.id}/operators/${customer.address}`, ...ownerWrite });
   t.equal(removed.statusCode, 204, removed.body);
   assertError(t, await app.inject({ url: '/operator/api/machines', headers: session(someone) }), 'forbidden', 403);
+});
+
+t.test('behavior: the most requested images of the market, merged by name, with the machines that hold them', async (t) => {
+  const { app, db, priced, rivals, checkedAnswers } = await twoFarms(t);
+  const me = await signIn(app, payout);
+  const owner = await createJobOwner(db);
+  const pinned = `ghcr.io/acme/train@sha256:${'d'.repeat(64)}`;
+  const ids = await createQueuedJobs(db, owner, [
+    { spec: { image: 'ubuntu' } },
+    { spec: { image: 'docker.io/library/ubuntu:latest' } },
+    { spec: { image: 'ubuntu:latest' }, status: 'MATCHING' },
+    { spec: { image: pinned } },
+    { spec: { image: 'ghcr.io/acme/train', imageDigest: `sha256:${'d'.repeat(64)}` } },
+    { spec: { image: 'never-funded:1' }, status: 'CREATED' },
+    { spec: { image: 'long-ago:1' } },
+  ]);
+  await db.query(`UPDATE jobs SET created_at = now() - interval '10 days' WHERE id = $1`, [ids[6]!]);
+  const report = (names: string[]): ImageCacheReport => ({
+    budgetBytes: 1_000,
+    usedBytes: 10,
+    images: [{ id: `sha256:${'e'.repeat(64)}`, repoDigests: names.filter((n) => n.includes('@')), repoTags: names.filter((n) => !n.includes('@')), layers: [0], lastUsedAt: new Date().toISOString() }],
+    layers: [{ digest: `sha256:${'a'.repeat(64)}`, sizeBytes: 10 }],
+    omitted: 0,
+  });
+  await writeImageReport(db, priced.id, report(['ubuntu:latest']));
+  await writeImageReport(db, rivals.id, report(['ubuntu:latest', pinned]));
+
+  const res = await app.inject({ url: '/operator/api/requested-images', headers: session(me) });
+  t.equal(res.statusCode, 200, res.body);
+  t.same(res.json().days, 7);
+  t.same(
+    res.json().data.map((r: { image: string; jobs: number; machinesHolding: number; yourMachinesHolding: number }) => [r.image, r.jobs, r.machinesHolding, r.yourMachinesHolding]),
+    [
+      ['ubuntu:latest', 3, 2, 1],
+      [pinned, 2, 1, 0],
+    ],
+    'funded jobs of the last 7 days, by name; held on the market and on its farms',
+  );
+  t.match(res.json().data[0].lastRequestedAt, /^\d{4}-\d\d-\d\dT/);
+  const older = await app.inject({ url: '/operator/api/requested-images?days=30&limit=1', headers: session(me) });
+  t.same(older.json().data.map((r: { image: string }) => r.image), ['ubuntu:latest'], 'limit');
+  const month = await app.inject({ url: '/operator/api/requested-images?days=30', headers: session(me) });
+  t.ok(month.json().data.some((r: { image: string }) => r.image === 'long-ago:1'), 'a longer window reaches older jobs');
+  assertError(t, await app.inject({ url: '/operator/api/requested-images?days=31', headers: session(me) }), 'invalid_request', 400);
+  t.ok(checkedAnswers() >= 3, 'answers checked against the fleet contract');
 });

@@ -25,6 +25,7 @@ import { BENCH_METRICS_TOKEN, metricsSection } from './bench/metrics.js';
 import { fleetSection } from './bench/fleet.js';
 import { gpuChallengeSection } from './bench/gpu-challenge.js';
 import { startupPullSection } from './bench/startup-pull.js';
+import { startupMatchingSection } from './bench/startup-matching.js';
 import { rateLimitStoreSection, type RateLimitStoreSectionContext } from './bench/rate-limit-store.js';
 import { errorText } from '@gpufarm/shared';
 
@@ -70,6 +71,8 @@ STANDALONE_SECTIONS.push(fleetSection);
 STANDALONE_SECTIONS.push(gpuChallengeSection);
 // A ~1 GiB image's job from funding to its first line, cold against warm, beside docker pull + run (BENCH_SECTIONS=startup).
 STANDALONE_SECTIONS.push(startupPullSection);
+// Image-aware matching on a simulated market of 100 machines: warm starts with and without it, and the matcher's time per job (BENCH_SECTIONS=startup).
+STANDALONE_SECTIONS.push(startupMatchingSection);
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -13,15 +13,26 @@ import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalA
 import { Supervisor } from './supervisor.js';
 import { buildDashboardOrExplain } from './web-build.js';
 import { errorText } from '@gpufarm/shared';
+import { scriptsEnv } from './env.js';
+
+/** The environment's settings, checked before anything starts: a bad one is named and nothing runs. */
+const given = (() => {
+  try {
+    return scriptsEnv();
+  } catch (err) {
+    console.error(`npm run cluster: ${errorText(err)}`);
+    return process.exit(2);
+  }
+})();
 
 /** The PostgreSQL server `npm test` prepares (scripts/test-env.sh); the cluster gets a database of its own in it. */
-const POSTGRES_URL = process.env.GF_CLUSTER_POSTGRES_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
+const POSTGRES_URL = given.GF_CLUSTER_POSTGRES_URL;
 /** The cluster's database in that server (GF_CLUSTER_DATABASE: another name, such as a test's own). */
-const DATABASE = process.env.GF_CLUSTER_DATABASE || 'gpufarm_cluster';
+const DATABASE = given.GF_CLUSTER_DATABASE;
 const REPLICAS = 3;
 const AGENTS = 2;
 /** HAProxy's front; the replicas listen on the next ports, its stats page on front + 9 (GF_CLUSTER_PORT moves them all). */
-const FRONT_PORT = Number(process.env.GF_CLUSTER_PORT ?? 8800);
+const FRONT_PORT = given.GF_CLUSTER_PORT;
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
 const LOCAL_PAYOUT = ANVIL_ACCOUNTS[2];
 
@@ -29,7 +40,6 @@ const say = (line: string) => console.log(`[cluster] ${line}`);
 
 /** Creates the cluster's database when missing; throws with what to run when PostgreSQL does not answer. */
 async function ensureDatabase(): Promise<string> {
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(DATABASE)) throw new Error(`GF_CLUSTER_DATABASE must be a lower-case SQL name (letters, digits, _), got ${JSON.stringify(DATABASE)}`);
   const admin = openPostgres(POSTGRES_URL, { max: 1 });
   try {
     const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
@@ -101,7 +111,7 @@ async function main(): Promise<number> {
     // The replicas serve web/dist at /dashboard/.
     const dashboardProblem = await buildDashboardOrExplain(say);
 
-    const adminToken = process.env.GF_ADMIN_TOKEN || randomBytes(32).toString('base64url');
+    const adminToken = given.GF_ADMIN_TOKEN ?? randomBytes(32).toString('base64url');
     writeFileSync(join(dir, 'admin-token'), `${adminToken}\n`, { mode: 0o600 });
     say(`starting ${REPLICAS} control-plane replicas and HAProxy (logs in ${logDir})`);
     const set = await startReplicaSet({
@@ -111,12 +121,12 @@ async function main(): Promise<number> {
         ...process.env,
         DATABASE_URL: databaseUrl,
         GF_ADMIN_TOKEN: adminToken,
-        GF_LOG_LEVEL: process.env.GF_LOG_LEVEL ?? 'info',
+        GF_LOG_LEVEL: given.GF_LOG_LEVEL ?? 'info',
         GF_CHAIN_FILE: '',
         GF_CHAIN_HEALTH_MS: '2000',
         GF_ESCROW_SWEEP_MS: '2000',
-        ...(docker.images && !process.env.GF_CANARY_IMAGE ? { GF_CANARY_IMAGE: docker.images.images.canary.reference } : {}),
-        ...(docker.images && !process.env.GF_SHELL_IMAGE ? { GF_SHELL_IMAGE: docker.images.images.busybox.reference } : {}),
+        ...(docker.images && !given.GF_CANARY_IMAGE ? { GF_CANARY_IMAGE: docker.images.images.canary.reference } : {}),
+        ...(docker.images && !given.GF_SHELL_IMAGE ? { GF_SHELL_IMAGE: docker.images.images.busybox.reference } : {}),
         ...localChainEnv(chain),
         ...s3.env,
         GF_REDIS_URL: redis.url,

@@ -9,6 +9,7 @@ import { canaryResult, formatMicroUsd, GpufarmError, type JobStatus } from '@gpu
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
 import { chainFile, LOCAL_CUSTOMER } from './chain/local-chain.js';
+import { scriptsEnv, ScriptsEnvError, type ScriptsEnv } from './env.js';
 import { readLocalImages } from './local-agent.js';
 
 const USAGE = `usage: npm run demo [-- --token stable|eth] [--iterations N] [--wait-release]
@@ -80,20 +81,20 @@ async function attempt<T>(what: string, url: string, call: () => Promise<T>): Pr
 }
 
 /** The running local marketplace: its URL and admin token (state file) and the local chain (chain file). */
-function findMarketplace(dataDir: string): { url: string; adminToken: string | null; rpcUrl: string; chainId: number } {
+function findMarketplace(dataDir: string, given: ScriptsEnv): { url: string; adminToken: string | null; rpcUrl: string; chainId: number } {
   const state = readLiveLocalState(dataDir);
-  const url = process.env.GF_ENDPOINT || state?.url;
+  const url = given.GF_ENDPOINT ?? state?.url;
   if (!url) throw new DemoError(`no running marketplace found (${join(dataDir, 'control-plane.json')}): start it with \`npm start\` in another terminal and wait for "gpufarm is running", then run npm run demo again.`);
   const file = chainFile(dataDir);
-  if (!existsSync(file) && !process.env.GF_RPC_URL) throw new DemoError(`no local chain found (${file}): npm run demo needs the chain npm start runs (without GF_RPC_URL).`);
+  if (!existsSync(file) && !given.GF_RPC_URL) throw new DemoError(`no local chain found (${file}): npm run demo needs the chain npm start runs (without GF_RPC_URL).`);
   const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { rpcUrl: string; chainId: number }) : null;
-  return { url, adminToken: process.env.GF_ADMIN_TOKEN || state?.adminToken || null, rpcUrl: process.env.GF_RPC_URL || saved!.rpcUrl, chainId: Number(process.env.GF_CHAIN_ID || saved?.chainId || 4663) };
+  return { url, adminToken: given.GF_ADMIN_TOKEN ?? state?.adminToken ?? null, rpcUrl: given.GF_RPC_URL ?? saved!.rpcUrl, chainId: Number(given.GF_CHAIN_ID ?? saved?.chainId ?? 4663) };
 }
 
-async function apiKeyFor(url: string, adminToken: string | null): Promise<string> {
-  if (process.env.GF_API_KEY) {
+async function apiKeyFor(url: string, adminToken: string | null, apiKey: string | undefined): Promise<string> {
+  if (apiKey) {
     info('using GF_API_KEY');
-    return process.env.GF_API_KEY;
+    return apiKey;
   }
   if (!adminToken) throw new DemoError('the running control plane has no admin API token; restart it with npm start, or set GF_API_KEY to a key of the customer wallet.');
   const res = await fetch(`${url}/admin/v1/api-keys`, {
@@ -126,12 +127,13 @@ async function main(argv: string[]): Promise<void> {
   if (paymentToken !== 'stable' && paymentToken !== 'eth') throw new DemoError(`--token must be stable or eth, got ${paymentToken}`);
   const iterations = Number(values.iterations);
   if (!Number.isSafeInteger(iterations) || iterations < 1 || iterations > 100_000_000) throw new DemoError('--iterations must be a whole number from 1 to 100000000');
-  const dataDir = process.env.GF_DATA_DIR || '.gpufarm';
+  const given = scriptsEnv();
+  const dataDir = given.GF_DATA_DIR ?? '.gpufarm';
 
   step('Find the running marketplace');
-  const market = findMarketplace(dataDir);
+  const market = findMarketplace(dataDir, given);
   info(`control plane ${market.url}, chain ${market.chainId} at ${market.rpcUrl}`);
-  const canary = process.env.GF_CANARY_IMAGE || readLocalImages()?.images.canary.reference;
+  const canary = given.GF_CANARY_IMAGE ?? readLocalImages()?.images.canary.reference;
   if (!canary) throw new DemoError('no canary image: .gpufarm/images.json is missing. Restart npm start: it prepares Docker, the local registry and the images, or says what to install.');
   const capacity = await attempt('GET /v1/capacity', market.url, () => createClient({ baseUrl: market.url }).capacity.list({ farm: 'local' }));
   const offer = capacity.data[0];
@@ -139,7 +141,7 @@ async function main(argv: string[]): Promise<void> {
   else info('the local farm offers nothing yet (no local agent online?): the job will wait QUEUED until a machine fits');
 
   step('Create an API key for the customer wallet');
-  const gf = createClient({ baseUrl: market.url, apiKey: await apiKeyFor(market.url, market.adminToken) });
+  const gf = createClient({ baseUrl: market.url, apiKey: await apiKeyFor(market.url, market.adminToken, given.GF_API_KEY) });
 
   step(`Create the canary job (sha256-chain ${iterations}, paid in ${paymentToken === 'eth' ? 'ETH' : 'tUSDC'})`);
   const spec = { title: 'npm run demo: canary', image: canary, command: ['sha256-chain', String(iterations)], workloadType: 'batch', gpu: { count: 1 }, maxRuntimeSeconds: 600, maxPricePerGpuHour: '2.00', paymentToken, deterministic: true } satisfies JobSpec;
@@ -265,7 +267,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
-  if (err instanceof DemoError) console.error(`\nnpm run demo: ${err.message}`);
+  if (err instanceof DemoError || err instanceof ScriptsEnvError) console.error(`\nnpm run demo: ${err.message}`);
   else if (err instanceof GfError) console.error(`\nnpm run demo: ${err.code}: ${err.message}`);
   else if (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) console.error(`npm run demo: ${err.message}\n\n${USAGE}`);
   else console.error(`\nnpm run demo failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);

@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { addressOfKey, deployContracts } from '@gpufarm/control-plane/chain/deploy.js';
 import { errorText } from '@gpufarm/shared';
+import { scriptsEnv } from './env.js';
 
 const USAGE = `npm run deploy -- --rpc-url URL --chain-id ID [--treasury ADDRESS] [--operator ADDRESS] [--challenge-window SECONDS] [--stablecoin] [--out FILE]
 
@@ -23,7 +24,7 @@ async function main(): Promise<void> {
       help: { type: 'boolean', default: false },
     },
   });
-  const key = process.env.GF_DEPLOYER_PRIVATE_KEY;
+  const key = scriptsEnv().GF_DEPLOYER_PRIVATE_KEY;
   if (values.help || !values['rpc-url'] || !values['chain-id'] || !key) {
     console.error(USAGE);
     process.exit(values.help ? 0 : 2);

@@ -3,16 +3,21 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AGENT_SETTING_DOCS, agentConfigSchema, envName } from '@gpufarm/agent/config/config.js';
 import { ENV_DOCS, envSchema } from '@gpufarm/control-plane/config.js';
-import { ERROR_CODES, EXTENSION_CODES } from '@gpufarm/shared';
-import { headings } from './docs/markdown.js';
+import { buildOpenApiDocument } from '@gpufarm/control-plane/openapi/document.js';
+import { CLIENT_SETTING_DOCS, clientSettingsSchema, ERROR_CODES, EXTENSION_CODES } from '@gpufarm/shared';
+import { apiReference, type ApiDocument } from './docs/api-reference.js';
+import { decisionsIndex } from './docs/decisions.js';
 import { markdownTable, settingRows } from './docs/settings-table.js';
+import { SCRIPT_SETTING_DOCS, scriptSettingsSchema } from './env.js';
 
 /**
- * `npm run docs`: writes the docs' derived text from its sources: the control plane's and the
- * agent's configuration tables from their zod schemas and doc maps, and the index of
- * docs/decisions.md from its headings. Each goes between its markers in the page; the text around
- * them is the page's own. `--check` writes nothing and exits 1 naming each page that differs
- * (scripts/test/docs.test.ts does the same).
+ * `npm run docs`: writes the docs' derived text from its sources: the configuration tables of the
+ * control plane, the agent, `gf` and the scripts from their zod schemas and doc maps, the error
+ * codes from the table the server answers from, docs/API.md's operations and schemas from the
+ * OpenAPI document the server serves (`GET /v1/openapi.json`), and the index of docs/decisions.md
+ * from its headings and their statuses (it stops on an entry without one). Each goes between its
+ * markers in the page; the text around them is the page's own. `--check` writes nothing and exits
+ * 1 naming each page that differs (scripts/test/docs.test.ts does the same).
  */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -26,9 +31,9 @@ export interface GeneratedSection {
   text: string;
 }
 
-function controlPlaneTable(): string {
-  const rows = settingRows(envSchema, ENV_DOCS).map((r) => [`\`${r.key}\``, r.type, r.default, r.description]);
-  return markdownTable(['variable', 'type', 'default', 'meaning'], rows);
+/** The variables of the control plane, of `gf` or of the scripts: variable, type, default, meaning. */
+function envTable(schema: Parameters<typeof settingRows>[0], docs: Parameters<typeof settingRows>[1]): string {
+  return markdownTable(['variable', 'type', 'default', 'meaning'], settingRows(schema, docs).map((r) => [`\`${r.key}\``, r.type, r.default, r.description]));
 }
 
 function agentTable(): string {
@@ -51,14 +56,6 @@ function errorCodeTable(): string {
   return markdownTable(['code', 'status', 'retry', 'default message', 'from'], rows);
 }
 
-/** One line per entry heading (`##`, and `###` under it), linked. */
-function decisionsIndex(decisions: string): string {
-  return headings(decisions)
-    .filter((h) => h.level === 2 || h.level === 3)
-    .map((h) => `${h.level === 3 ? '  ' : ''}- [${h.text.replace(/([[\]])/g, '\\$1')}](#${h.slug})`)
-    .join('\n');
-}
-
 /** Replaces the text between `name`'s markers in `page`; throws when the page lacks them. */
 export function withSection(page: string, file: string, name: string, text: string): string {
   const start = page.indexOf(begin(name));
@@ -71,9 +68,13 @@ export function withSection(page: string, file: string, name: string, text: stri
 export function generatedPages(root = ROOT): Map<string, { current: string; generated: string }> {
   const read = (file: string) => readFileSync(join(root, file), 'utf8');
   const sections: GeneratedSection[] = [
-    { file: 'docs/deploy/configuration.md', name: 'control-plane settings', text: controlPlaneTable() },
+    { file: 'docs/deploy/configuration.md', name: 'control-plane settings', text: envTable(envSchema, ENV_DOCS) },
     { file: 'docs/operators/configuration.md', name: 'agent settings', text: agentTable() },
+    { file: 'docs/customers/gf.md', name: 'gf settings', text: envTable(clientSettingsSchema, CLIENT_SETTING_DOCS) },
+    { file: 'docs/local-marketplace.md', name: 'script settings', text: envTable(scriptSettingsSchema, SCRIPT_SETTING_DOCS) },
     { file: 'docs/customers/errors.md', name: 'error codes', text: errorCodeTable() },
+    // The document names its deployment in `servers`; the page is the same for every deployment.
+    { file: 'docs/API.md', name: 'operations and schemas', text: apiReference(buildOpenApiDocument('https://gpufarm.example') as unknown as ApiDocument) },
     { file: 'docs/decisions.md', name: 'index', text: decisionsIndex(read('docs/decisions.md')) },
   ];
   const pages = new Map<string, { current: string; generated: string }>();

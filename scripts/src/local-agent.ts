@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { scriptsEnv } from './env.js';
 import type { Supervised } from './supervisor.js';
 
 /** The repository's root and the `gf-agent` command inside it. */
@@ -37,7 +38,8 @@ export function readLocalImages(): LocalImages | null {
  */
 function runScript(name: string, log: (line: string) => void): Promise<{ code: number | null; last: string }> {
   return new Promise((resolve, reject) => {
-    const env = { ...systemEnvironment(), ...(process.env.GF_LOCAL_REGISTRY ? { GF_LOCAL_REGISTRY: process.env.GF_LOCAL_REGISTRY } : {}) };
+    const registry = scriptsEnv().GF_LOCAL_REGISTRY;
+    const env = { ...systemEnvironment(), ...(registry ? { GF_LOCAL_REGISTRY: registry } : {}) };
     const child = spawn('bash', [join(REPO_ROOT, 'scripts', name)], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const tail = new LineTail();
     const onData = (chunk: Buffer) => {
@@ -82,7 +84,7 @@ export async function ensureImages(log: (line: string) => void): Promise<LocalIm
  * the reason no agent can run (ending with "run `command` again").
  */
 export async function prepareAgentImages(say: (line: string) => void, command = 'npm start'): Promise<{ images: LocalImages | null; problem: string | null }> {
-  if (process.env.GF_LOCAL_AGENT === '0' || process.env.GF_LOCAL_AGENT === 'false') return { images: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
+  if (!scriptsEnv().GF_LOCAL_AGENT) return { images: null, problem: 'GF_LOCAL_AGENT=0: no local agent' };
   say('preparing Docker Engine and the local registry (scripts/prepare-docker.sh)');
   try {
     await prepareDocker((line) => say(line));
@@ -99,7 +101,7 @@ export async function prepareAgentImages(say: (line: string) => void, command = 
 
 /** Real GPUs when `nvidia-smi` answers, simulated ones otherwise; `GF_LOCAL_AGENT_GPUS` decides when set (`real`, or a spec such as `2x l4-24gb`). */
 export function localGpus(): string | null {
-  const set = process.env.GF_LOCAL_AGENT_GPUS;
+  const set = scriptsEnv().GF_LOCAL_AGENT_GPUS;
   if (set === 'real') return null;
   if (set) return set;
   return spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0 ? null : LOCAL_SIMULATED_GPUS;

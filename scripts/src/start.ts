@@ -12,6 +12,7 @@ import { startControlPlaneChild } from './control-plane-child.js';
 import { Supervisor } from './supervisor.js';
 import { buildDashboardOrExplain } from './web-build.js';
 import { errorText } from '@gpufarm/shared';
+import { scriptsEnv, ScriptsEnvError } from './env.js';
 
 /** The escrow's challenge window on the local chain: short, so a release is seen in minutes. */
 const LOCAL_CHALLENGE_WINDOW_SECONDS = 300;
@@ -48,9 +49,8 @@ function isQuietLogLine(line: string): boolean {
 }
 
 /** `GF_SEED_FLEET=<n>`: n simulated machines, seeded before the control plane starts, into an empty database only. */
-async function seedIfAsked(config: Config): Promise<void> {
-  const seed = Number(process.env.GF_SEED_FLEET ?? 0);
-  if (!(seed > 0)) return;
+async function seedIfAsked(config: Config, seed: number): Promise<void> {
+  if (seed === 0) return;
   const db = await openDatabase(config);
   try {
     await migrate(db);
@@ -75,7 +75,8 @@ async function seedIfAsked(config: Config): Promise<void> {
  */
 async function main(): Promise<number> {
   // The admin token lets `npm run admin` and the local agent's enrollment reach this server.
-  process.env.GF_ADMIN_TOKEN ||= randomBytes(32).toString('base64url');
+  const given = scriptsEnv();
+  process.env.GF_ADMIN_TOKEN = given.GF_ADMIN_TOKEN ?? randomBytes(32).toString('base64url');
   const preliminary = loadConfig();
   const supervisor = new Supervisor(say);
   // Every signal is handled, not only the first: a signal to the whole process group (timeout,
@@ -91,27 +92,27 @@ async function main(): Promise<number> {
   try {
     const docker = await prepareAgentImages(say);
     agentProblem = docker.problem;
-    if (docker.images && !process.env.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
+    if (docker.images && !given.GF_CANARY_IMAGE) process.env.GF_CANARY_IMAGE = docker.images.images.canary.reference;
     // The built-in shell templates run the local busybox image.
-    if (docker.images && !process.env.GF_SHELL_IMAGE) process.env.GF_SHELL_IMAGE = docker.images.images.busybox.reference;
+    if (docker.images && !given.GF_SHELL_IMAGE) process.env.GF_SHELL_IMAGE = docker.images.images.busybox.reference;
 
-    if (!process.env.GF_RPC_URL) {
+    if (!given.GF_RPC_URL) {
       local = await startLocalChain({ dataDir: preliminary.dataDir, chainId: preliminary.chainId, challengeWindowSeconds: LOCAL_CHALLENGE_WINDOW_SECONDS });
       supervisor.watch('the local chain (anvil)', local.anvil);
       Object.assign(process.env, localChainEnv(local));
-      process.env.GF_CHAIN_HEALTH_MS ||= '2000';
-      process.env.GF_ESCROW_SWEEP_MS ||= '2000';
-      process.env.GF_ADMIN_WALLETS ||= LOCAL_ADMIN.address;
+      process.env.GF_CHAIN_HEALTH_MS = given.GF_CHAIN_HEALTH_MS ?? '2000';
+      process.env.GF_ESCROW_SWEEP_MS = given.GF_ESCROW_SWEEP_MS ?? '2000';
+      process.env.GF_ADMIN_WALLETS = given.GF_ADMIN_WALLETS ?? LOCAL_ADMIN.address;
     }
     const config = loadConfig();
-    await seedIfAsked(config);
+    await seedIfAsked(config, given.GF_SEED_FLEET);
     // Before the control plane, which serves web/dist at /dashboard/.
     const dashboardProblem = await buildDashboardOrExplain(say);
 
     // The control plane logs every request, so its last lines say something when it dies; only
     // its warnings and errors are printed, unless GF_LOG_LEVEL asks for a level.
-    const printAll = process.env.GF_LOG_LEVEL !== undefined;
-    const controlPlaneEnv: NodeJS.ProcessEnv = { ...process.env, GF_LOG_LEVEL: process.env.GF_LOG_LEVEL ?? 'info' };
+    const printAll = given.GF_LOG_LEVEL !== undefined;
+    const controlPlaneEnv: NodeJS.ProcessEnv = { ...process.env, GF_LOG_LEVEL: given.GF_LOG_LEVEL ?? 'info' };
     const printed = (line: string) => printAll || !isQuietLogLine(line);
     const startCp = () => startControlPlaneChild({ env: controlPlaneEnv, log: (line) => printed(line) && console.log(`[control-plane] ${line}`) });
     const cp = await startCp();
@@ -162,7 +163,7 @@ Chain: ${config.chain?.rpcUrl ?? 'none'} (escrow ${config.chain?.escrowAddress ?
 Local agent: machine ${agent.machineId}${agent.enrolled ? ' (enrolled now)' : ''}, farm ${LOCAL_FARM.slug} (${LOCAL_FARM.region}, ${LOCAL_FARM.priceUsd} USD per GPU-hour), pid ${agent.pid}
   offers           ${offered ?? 'nothing yet (see the [agent] lines: an unhealthy machine offers no GPU, and a machine is offered once its GPU challenge passed)'}
   payout wallet    ${LOCAL_PAYOUT.address}  (anvil dev account 2)
-  canary image     ${process.env.GF_CANARY_IMAGE}
+  canary image     ${config.execution.canaryImage ? `${config.execution.canaryImage.repository}@${config.execution.canaryImage.digest}` : 'none'}
 `
       : `
 No local agent: ${agentProblem}
@@ -197,7 +198,7 @@ Stop with Ctrl-C.`);
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {
-    if (err instanceof ConfigError) console.error(`npm start: ${err.message}`);
+    if (err instanceof ConfigError || err instanceof ScriptsEnvError) console.error(`npm start: ${err.message}`);
     else console.error(`npm start failed: ${errorText(err)}`);
     process.exit(1);
   },

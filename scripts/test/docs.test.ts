@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { z } from 'zod';
 import { generatedPages, ROOT, withSection } from '../src/docs.js';
+import { typeText, type ApiDocument } from '../src/docs/api-reference.js';
+import { decisionHeadings, decisionsIndex } from '../src/docs/decisions.js';
 import { brokenLinks, githubSlug, headings, markdownFiles } from '../src/docs/markdown.js';
 import { settingRows } from '../src/docs/settings-table.js';
 
@@ -65,4 +67,40 @@ t.test('the README stays short', async (t) => {
   const { readFileSync } = await import('node:fs');
   const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').split('\n').length;
   t.ok(lines <= 200, `README.md has ${lines} lines (at most 200: the rest goes to docs/)`);
+});
+
+t.test('docs/API.md has every operation and schema of the OpenAPI document, their types as the document gives them', async (t) => {
+  const { readFileSync } = await import('node:fs');
+  const { buildOpenApiDocument } = await import('@gpufarm/control-plane/openapi/document.js');
+  const document = buildOpenApiDocument('https://gpufarm.example') as unknown as ApiDocument;
+  const page = readFileSync(join(ROOT, 'docs/API.md'), 'utf8');
+  const titles = new Set(headings(page).map((h) => h.text));
+  for (const [path, methods] of Object.entries(document.paths)) {
+    for (const method of Object.keys(methods).filter((m) => m !== 'head')) t.ok(titles.has(`\`${method.toUpperCase()} ${path}\``), `${method.toUpperCase()} ${path} has its section`);
+  }
+  for (const name of Object.keys(document.components.schemas).filter((n) => !n.startsWith('__'))) t.ok(titles.has(name), `schema ${name} has its section`);
+  t.equal(typeText({ type: 'integer', minimum: 1, maximum: 100, default: 20 }), 'integer 1–100');
+  t.equal(typeText({ type: 'number', exclusiveMinimum: 0, maximum: 1024 }), 'number > 0, ≤ 1024');
+  t.equal(typeText({ anyOf: [{ type: 'string', format: 'date-time', pattern: '^x$' }, { type: 'null' }] }), 'string date-time or null');
+  t.equal(typeText({ type: 'array', maxItems: 8, items: { $ref: '#/components/schemas/Job' } }), 'array ≤ 8 items of [Job](#job)');
+  t.equal(typeText({ type: 'string', maxLength: 120 }), 'string ≤ 120 chars');
+});
+
+t.test('every decision has a status, shown in the index; an entry without one stops npm run docs', async (t) => {
+  const page = [
+    '# Decisions', '', '## Group', '', '### Old way', '*Replaced by [New way](#new-way).* Its text: history.', '',
+    '### New way', '*In force since 2026-11-25.* We do it anew.', '', '## Alone', '', '*In force.*', '', '- a list', '',
+  ].join('\n');
+  t.same(decisionHeadings(page).map((h) => [h.text, h.status?.kind ?? null]), [['Group', null], ['Old way', 'replaced'], ['New way', 'in force'], ['Alone', 'in force']]);
+  t.equal(decisionsIndex(page), [
+    '- [Group](#group)',
+    '  - [Old way](#old-way): replaced by [New way](#new-way)',
+    '  - [New way](#new-way)',
+    '- [Alone](#alone)',
+  ].join('\n'));
+  t.throws(() => decisionHeadings('# D\n\n## A\nWe chose A.\n\n## B\n*In force.* B.\n'), /entry begins with its status.*"A" \(line 3\)/);
+  t.throws(() => decisionHeadings('# D\n\n## A\n*Replaced by [C](#c).* Gone.\n'), /"A" is replaced by #c, which no heading makes/);
+  const { readFileSync } = await import('node:fs');
+  const entries = decisionHeadings(readFileSync(join(ROOT, 'docs/decisions.md'), 'utf8')).filter((h) => h.status !== null);
+  t.ok(entries.length > 400, `docs/decisions.md: ${entries.length} entries, each with its status`);
 });

@@ -66,3 +66,22 @@ export function parseBannedImagePattern(entry: string): BannedImagePattern | nul
   if (repository.path === '' && !explicitHost) return null;
   return { registry: explicitHost ? repository.registry : undefined, path: repository.path, prefix, source: entry };
 }
+
+/**
+ * The name image-aware matching compares (an image a job asks for against the ones agents hold):
+ * the repository as `splitRegistry` reduces it (so `docker.io/library/ubuntu` and `ubuntu` are
+ * one), then `@sha256:…` when `digest` (or the reference) pins one, else `:tag` (`latest` when
+ * none). Null when `ref` is no image reference. Docker lists `repo@sha256:…` and `repo:tag`;
+ * both reduce the same way.
+ *
+ * @example imageCacheKey('docker.io/library/ubuntu') // 'ubuntu:latest'
+ * @example imageCacheKey('ghcr.io/acme/app:1', 'sha256:ab…') // 'ghcr.io/acme/app@sha256:ab…'
+ */
+export function imageCacheKey(ref: string, digest: string | null = null): string | null {
+  const parsed = parseImageReference(ref);
+  if (parsed === null) return null;
+  const { registry, path } = splitRegistry(parsed.name);
+  const repository = registry === null ? path : `${registry}/${path}`;
+  const pinned = digest ?? parsed.digest;
+  return pinned !== null ? `${repository}@${pinned}` : `${repository}:${parsed.tag ?? 'latest'}`;
+}

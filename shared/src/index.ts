@@ -23,6 +23,7 @@ export * from './proof/challenge-plan.js';
 export * from './process/line-tail.js';
 export * from './process/environment.js';
 export * from './setting-docs.js';
+export * from './client-settings.js';
 export * from './process/owned-child.js';
 export * from './image-patterns.js';
 export * from './fleet/gpu-health.js';

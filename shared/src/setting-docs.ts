@@ -9,3 +9,14 @@ export interface SettingDoc {
   /** Shown instead of the schema's default where that is not the whole story (`unset (npm start: …)`). */
   default?: string;
 }
+
+/**
+ * The variables among `names` that `env` sets, an empty one counting as unset (as in `VAR= cmd`):
+ * what a settings schema parses, so that nothing else of the environment reaches it.
+ */
+export function presentSettings(names: readonly string[], env: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  return Object.fromEntries(names.flatMap((name) => {
+    const value = env[name];
+    return value ? [[name, value]] : [];
+  }));
+}

@@ -52,6 +52,7 @@ const createdJob: Job = {
   result: null,
   receipt: null,
   artifacts: [],
+  startup: null,
 };
 
 const completedJob: Job = {
@@ -86,6 +87,19 @@ const completedJob: Job = {
     { id: 'art_out', kind: 'output', filename: 'output.tar', sizeBytes: 10_240, sha256: sha('c') },
     { id: 'art_log', kind: 'log', filename: 'logs.txt', sizeBytes: 512, sha256: sha('d') },
   ],
+  startup: {
+    assignmentId: 'asg_1',
+    attempt: 1,
+    phases: {
+      queued: { status: 'done', startedAt: '2026-10-01T11:59:58.000Z', endedAt: '2026-10-01T11:59:59.000Z', durationMs: 1000 },
+      dispatch: { status: 'done', startedAt: '2026-10-01T11:59:59.000Z', endedAt: '2026-10-01T11:59:59.500Z', durationMs: 500 },
+      pull: { status: 'skipped', startedAt: null, endedAt: null, durationMs: null },
+      container: { status: 'done', startedAt: '2026-10-01T11:59:59.500Z', endedAt: TIME, durationMs: 500 },
+      firstLog: { status: 'done', startedAt: TIME, endedAt: '2026-10-01T12:00:00.200Z', durationMs: 200 },
+      run: { status: 'done', startedAt: TIME, endedAt: '2026-10-01T12:10:00.000Z', durationMs: 600_000 },
+      upload: { status: 'done', startedAt: '2026-10-01T12:10:00.000Z', endedAt: '2026-10-01T12:10:01.000Z', durationMs: 1000 },
+    },
+  },
 };
 
 const funding = {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Command, Option } from 'commander';
-import { gpuVerdictLine, GPU_HEALTH_VERDICTS } from '@gpufarm/shared';
+import { formatBytes, gpuVerdictLine, GPU_HEALTH_VERDICTS } from '@gpufarm/shared';
 import { z } from 'zod';
 import { ConfigError, DEFAULT_CONFIG_PATH, workDirOf } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
@@ -23,6 +23,8 @@ import { runDaemon } from './run.js';
 
 /** The verdict part of status.json (an older daemon wrote none). */
 const verdictSchema = z.object({ verdict: z.enum(GPU_HEALTH_VERDICTS), reasons: z.array(z.string()) });
+/** The image cache's part of status.json (an older daemon wrote none). */
+const statusImageCacheSchema = z.object({ imageCache: z.object({ images: z.int().min(0), usedBytes: z.int().min(0), budgetBytes: z.int().min(0) }).nullable().default(null) });
 const statusVerdictsSchema = z.object({
   gpuHealth: z.array(verdictSchema.extend({ index: z.int().min(0), uuid: z.string().nullable() })).default([]),
   machineVerdict: verdictSchema.nullable().default(null),
@@ -139,6 +141,11 @@ export function buildProgram(): Command {
         if (verdicts.success && verdicts.data.kernelLogProblem) out(`kernel log: ${verdicts.data.kernelLogProblem}`);
         out(`last heartbeat: ${status.lastHeartbeatAt ?? 'none'}${status.lastDownReason ? `; last link problem: ${status.lastDownReason}` : ''}`);
         out(`assignments: ${status.running?.length ? status.running.join(', ') : 'none'}${status.draining ? ' (draining)' : ''}`);
+        const cache = statusImageCacheSchema.safeParse(status);
+        if (cache.success && cache.data.imageCache) {
+          const c = cache.data.imageCache;
+          out(`image cache: ${c.images} image${c.images === 1 ? '' : 's'}, ${formatBytes(c.usedBytes)} of ${formatBytes(c.budgetBytes)} (image_cache_bytes)`);
+        }
       }
     }));
 

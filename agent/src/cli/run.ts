@@ -6,6 +6,8 @@ import { workDirOf, type AgentConfig } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
 import { AgentDaemon } from '../daemon/daemon.js';
 import { dockerRunner } from '../daemon/runner-setup.js';
+import { openImageCache } from '../daemon/image-cache-setup.js';
+import type { DockerAssignmentRunner } from '../runtime/docker-runner.js';
 import { gpuAccessGuard, type GpuAccessGuard } from '../daemon/gpu-access-setup.js';
 import { STOP_GRACE_SECONDS } from '../runtime/docker-runtime.js';
 import { createAgentMetrics, type AgentMetrics } from '../metrics/metrics.js';
@@ -33,7 +35,18 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
   const files = stateFiles(config.stateDir);
   const server = config.server ?? machine.server;
   const inventory = inventoryMonitor(config, { probe: true });
-  const runner = dockerRunner({
+  // The cache never evicts what the runner's assignments need; the runner is made just below.
+  let runner: DockerAssignmentRunner | null = null;
+  const images = await openImageCache({
+    docker: dockerClient(),
+    stateDir: config.stateDir,
+    workDir: workDirOf(config),
+    budgetBytes: config.imageCacheBytes,
+    prepullImages: config.prepullImages,
+    inUse: () => runner?.heldImages() ?? [],
+    log,
+  });
+  runner = dockerRunner({
     docker: dockerClient(),
     server,
     machineId: machine.machineId,
@@ -48,6 +61,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
       const snap = inventory.latest;
       return snap?.health.status === 'healthy' ? snap.detected.map((g) => g.uuid) : [];
     },
+    images,
     log,
   });
   let metrics: AgentMetrics | null = null;
@@ -55,6 +69,7 @@ export async function runDaemon(config: AgentConfig, log: (line: string) => void
     {
       inventory,
       runner,
+      images,
       onReport: (status) => metrics?.report(status),
       benchmark: () => storedBenchmark(config.stateDir),
       // GPU challenges run gpu-bench in the benchmark's image on real GPUs, the CPU on simulated ones.

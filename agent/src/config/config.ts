@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { GpufarmError, LISTEN_SETTING_HINT, LOG_ARTIFACT_MAX_BYTES, parseListenSetting, type SettingDoc } from '@gpufarm/shared';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.js';
+import { parseImageReference } from '../runtime/image.js';
 
 /**
  * The agent's settings: a TOML (or `.json`) file, then `GF_AGENT_*` environment variables over
@@ -15,6 +16,24 @@ import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.j
 const int = (min: number, max: number) =>
   z.coerce.number({ error: 'must be a whole number' }).int({ error: 'must be a whole number' }).min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` });
 const seconds = int;
+
+/** A list of image references: an array in the file, comma- or space-separated in a variable. */
+const imageList = z.preprocess(
+  (v) => (v === null || v === undefined ? [] : typeof v === 'string' ? v.split(/[\s,]+/).filter((r) => r !== '') : v),
+  z.array(
+    z.string().min(1).max(512).refine((r) => {
+      try {
+        parseImageReference(r);
+        return true;
+      } catch {
+        return false;
+      }
+    }, { error: 'must be image references such as registry.example.com/team/image:tag or …@sha256:<64 hex>' }),
+  ).max(64, { error: 'must list at most 64 images' }),
+);
+
+/** The share of the disk holding Docker's images that the image cache takes when `image_cache_bytes` is unset. */
+export const DEFAULT_IMAGE_CACHE_SHARE = 0.5;
 
 /** Every setting with its default; `AGENT_SETTING_DOCS` says what each means (`npm run docs`). */
 export const agentConfigSchema = z.strictObject({
@@ -46,6 +65,8 @@ export const agentConfigSchema = z.strictObject({
   partitionGraceSeconds: seconds(0, 86_400).nullable().default(null),
   minFreeDiskBytes: int(0, Number.MAX_SAFE_INTEGER).default(20 * 1024 ** 3),
   metricsListen: z.string().default('127.0.0.1:9464').refine((v) => parseListenSetting(v) !== null, { error: LISTEN_SETTING_HINT }),
+  imageCacheBytes: int(0, Number.MAX_SAFE_INTEGER).nullable().default(null),
+  prepullImages: imageList.default([]),
   egressProxyImage: z.string().regex(/^[^@\s]+@sha256:[a-f0-9]{64}$/, { error: 'must be a pinned image reference such as registry/gpufarm/egress-proxy@sha256:<64 hex>' }).nullable().default(null),
 });
 export type AgentConfig = z.infer<typeof agentConfigSchema>;
@@ -72,6 +93,14 @@ export const AGENT_SETTING_DOCS: Record<keyof AgentConfig, SettingDoc> = {
   partitionGraceSeconds: { description: 'at most this long without the control plane before running jobs stop (outputs kept); unset, as long as the control plane\'s `welcome` allows (its requeue time less the stop and a margin), which a set value can only shorten' },
   minFreeDiskBytes: { description: 'free bytes in `work_dir` below which doctor warns and the agent takes no new assignment' },
   metricsListen: { description: 'Prometheus `/metrics` of the agent (per-GPU gauges, containers, uploads), `host:port` or `off`; loopback by default: a node exporter\'s host scrapes it, nothing off the machine reaches it' },
+  imageCacheBytes: {
+    default: 'half the size of the file system holding Docker\'s data root (`docker info`\'s `DockerRootDir`; the work dir\'s when that cannot be read)',
+    description: 'the disk budget of the images the agent pulls for jobs and from `prepull_images` (only those: the operator\'s own images are never counted or removed). Before a pull the agent reads the image\'s size from its registry; an image that does not fit beside the images of running and assigned jobs is refused (`image_cache_full`), otherwise the least recently used images no job needs are removed first',
+  },
+  prepullImages: {
+    default: 'empty',
+    description: 'images pulled at start and whenever the machine is idle, into the room the budget has free (they never evict; jobs may evict them), so jobs that use them start warm: an array in the file, comma-separated in the variable',
+  },
   egressProxyImage: { description: 'the egress proxy image, pinned (`…/gpufarm/egress-proxy@sha256:<64 hex>`, from `scripts/build-images.sh`); unset, jobs with an egress allowlist are refused' },
 };
 

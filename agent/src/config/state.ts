@@ -11,6 +11,7 @@ import { machineTokenSchema } from '@gpufarm/shared';
  *   machine-key.pem   0600  the ed25519 private key (PKCS#8 PEM); signs execution records
  *   status.json       0644  what the running daemon last saw (link state, health); read by `status`
  *   benchmark.json    0644  the last benchmark result
+ *   image-cache.json  0644  the images the agent pulled and manages (`image-cache/index-file.ts`)
  *   spool/            0700  log lines spilled to disk until the server acks them (<assignment>.jsonl)
  *
  * Files are written to a temporary name and renamed, so a crash never leaves half a file.

@@ -3,6 +3,7 @@ import {
   AGENT_PROTOCOL_VERSIONS,
   CHALLENGE_PROTOCOL_VERSION,
   errorText,
+  IMAGE_CACHE_PROTOCOL_VERSION,
   gpuHealthCountersKey,
   gpuHealthVerdict,
   machineHealthVerdict,
@@ -15,6 +16,7 @@ import {
   type ChallengePrepareMessage,
   type HeartbeatMessage,
   type HelloMessage,
+  type ImageCacheReport,
   type ServerMessage,
   type WelcomeMessage,
 } from '@gpufarm/shared';
@@ -44,6 +46,15 @@ export interface DaemonDeps {
    * on simulated ones (`cpuChallenge`). Default: simulated ones only (`simulatedChallenges`).
    */
   challenges?: ChallengeStarter;
+  /**
+   * The image cache: its report goes in `heartbeat.images` (protocol 8) whenever `version`
+   * changed; `prepull` pulls the pre-pull list at start and while no assignment is held.
+   */
+  images?: {
+    readonly version: number;
+    report(): ImageCacheReport;
+    prepull(busy: () => boolean): Promise<void>;
+  };
 }
 
 /**
@@ -82,7 +93,12 @@ export interface DaemonOptions {
   flushBytes?: number;
   /** Overrides `CHALLENGE_HOLD_LIMIT_SECONDS`. */
   challengeHoldSeconds?: number;
+  /** How often an idle machine goes over its pre-pull list (default `PREPULL_INTERVAL_SECONDS`). */
+  prepullIntervalSeconds?: number;
 }
+
+/** How often an idle machine pulls what of its pre-pull list is missing (an image a job's pull evicted comes back). */
+export const PREPULL_INTERVAL_SECONDS = 300;
 
 export interface DaemonStatus {
   pid: number;
@@ -104,6 +120,8 @@ export interface DaemonStatus {
   kernelLogProblem: string | null;
   running: string[];
   draining: boolean;
+  /** The image cache: images held (listed or not), bytes used and the budget; null without one. */
+  imageCache: { images: number; usedBytes: number; budgetBytes: number } | null;
   updatedAt: string;
 }
 
@@ -140,6 +158,10 @@ export class AgentDaemon {
   private statusValue: DaemonStatus;
   /** The GPU challenge running now: while it runs, assignments are refused. */
   private challenge: ActiveChallenge | null = null;
+  /** The image cache's `version` last sent on this connection (null: send it). */
+  private sentImagesVersion: number | null = null;
+  private prepullTimer: NodeJS.Timeout | null = null;
+  private prepulling = false;
 
   constructor(private readonly deps: DaemonDeps, private readonly options: DaemonOptions) {
     this.now = deps.now ?? (() => new Date());
@@ -173,7 +195,7 @@ export class AgentDaemon {
       { isReady: () => this.link.ready, send: (m) => void this.link.send(m), bufferedAmount: () => this.link.bufferedAmount },
       { spoolDir: options.spoolDir, memoryBytes: options.logMemoryBytes, flushIntervalMs: options.flushIntervalMs, flushBytes: options.flushBytes },
     );
-    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, gpuHealth: [], machineVerdict: null, kernelLogProblem: null, running: [], draining: false, updatedAt: this.now().toISOString() };
+    this.statusValue = { pid: process.pid, link: 'idle', machineId: null, connections: 0, lastWelcomeAt: null, lastHeartbeatAt: null, lastDownReason: null, health: null, gpus: 0, gpuHealth: [], machineVerdict: null, kernelLogProblem: null, running: [], draining: false, imageCache: null, updatedAt: this.now().toISOString() };
   }
 
   get status(): DaemonStatus {
@@ -195,12 +217,30 @@ export class AgentDaemon {
     this.link.start();
     this.inventoryTimer = setInterval(() => void this.refreshInventory(), this.options.inventoryIntervalSeconds * 1000);
     this.armHeartbeat();
+    if (this.deps.images) {
+      void this.prepull();
+      this.prepullTimer = setInterval(() => void this.prepull(), (this.options.prepullIntervalSeconds ?? PREPULL_INTERVAL_SECONDS) * 1000);
+    }
+  }
+
+  /** Pulls the pre-pull list while the machine is idle (no assignment, no challenge); never two at once. */
+  private async prepull(): Promise<void> {
+    if (this.prepulling || !this.deps.images || this.contexts.size > 0 || this.challenge) return;
+    this.prepulling = true;
+    try {
+      await this.deps.images.prepull(() => this.contexts.size > 0 || this.challenge !== null);
+    } catch (err) {
+      this.deps.log(`pre-pull failed: ${errorText(err)}`);
+    } finally {
+      this.prepulling = false;
+    }
   }
 
   async stop(): Promise<void> {
     this.deadline?.stop();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.inventoryTimer) clearInterval(this.inventoryTimer);
+    if (this.prepullTimer) clearInterval(this.prepullTimer);
     this.logs.flush();
     this.logs.stop();
     await this.endChallenge('stopped: the agent is stopping');
@@ -266,6 +306,7 @@ export class AgentDaemon {
   private onWelcome(welcome: WelcomeMessage): void {
     this.protocolVersion = welcome.protocolVersion;
     this.sentHealthKey = null;
+    this.sentImagesVersion = null;
     const lostAfter = welcome.lostAfterSeconds ?? DEFAULT_LOST_AFTER_SECONDS;
     const grace = this.graceFor(lostAfter, welcome.heartbeatIntervalSeconds);
     this.deps.log(
@@ -496,11 +537,15 @@ export class AgentDaemon {
   /**
    * Sends a message as the protocol `welcome` chose reads it (older servers' strict schemas
    * refuse what they do not know): `outputNotes` exist from 5, the failure code `gpu_lost` from
-   * 6 (`lost` before: also retried elsewhere, the machine excluded).
+   * 6 (`lost` before: also retried elsewhere, the machine excluded), the reject reason
+   * `image_cache_full` from 8 (`not_ready` before: the job goes elsewhere all the same).
    */
   private send(message: AgentMessage): boolean {
     if (message.type === 'assignment.status' && message.failure?.code === 'gpu_lost' && this.protocolVersion < 6) {
       return this.send({ ...message, failure: { ...message.failure, code: 'lost' } });
+    }
+    if (message.type === 'assignment.rejected' && message.reason === 'image_cache_full' && this.protocolVersion < IMAGE_CACHE_PROTOCOL_VERSION) {
+      return this.link.send({ ...message, reason: 'not_ready' });
     }
     if (message.type === 'assignment.status' && message.outputNotes && this.protocolVersion < 5) {
       const { outputNotes: _notes, ...older } = message;
@@ -519,6 +564,8 @@ export class AgentDaemon {
     // Only what changed besides the live figures, which `gpus` carries every time.
     const healthKey = this.protocolVersion >= 4 ? gpuHealthCountersKey(snap.gpuHealth) : null;
     const sendHealth = healthKey !== null && healthKey !== this.sentHealthKey;
+    const imagesVersion = this.deps.images && this.protocolVersion >= IMAGE_CACHE_PROTOCOL_VERSION ? this.deps.images.version : null;
+    const sendImages = imagesVersion !== null && imagesVersion !== this.sentImagesVersion;
     const message: HeartbeatMessage = {
       type: 'heartbeat',
       sentAt: this.now().toISOString(),
@@ -529,18 +576,22 @@ export class AgentDaemon {
       draining: this.draining,
       // A server on protocol 3 or older refuses the unknown field; one on 4 or 5 the fields of 6.
       ...(sendHealth ? { gpuHealth: this.protocolVersion >= 6 ? snap.gpuHealth : snap.gpuHealth.map(({ persistenceMode: _p, fabric: _f, ...older }) => older) } : {}),
+      ...(sendImages ? { images: this.deps.images!.report() } : {}),
     };
     if (this.link.send(message)) {
       // Its pong says the heartbeat arrived: the partition grace counts from it.
       this.link.ping();
       if (changed) this.sentInventoryKey = key;
       if (sendHealth) this.sentHealthKey = healthKey;
+      if (sendImages) this.sentImagesVersion = imagesVersion;
       this.setStatus({ lastHeartbeatAt: message.sentAt });
     }
   }
 
   private setStatus(patch: Partial<DaemonStatus>): void {
-    this.statusValue = { ...this.statusValue, ...patch, running: [...this.contexts.keys()], draining: this.draining, updatedAt: this.now().toISOString() };
+    const cache = this.deps.images?.report();
+    const imageCache = cache ? { images: cache.images.length + cache.omitted, usedBytes: cache.usedBytes, budgetBytes: cache.budgetBytes } : null;
+    this.statusValue = { ...this.statusValue, ...patch, running: [...this.contexts.keys()], draining: this.draining, imageCache, updatedAt: this.now().toISOString() };
     this.deps.onStatus?.(this.status);
   }
 }

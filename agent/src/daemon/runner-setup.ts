@@ -5,6 +5,7 @@ import type Docker from 'dockerode';
 import { OffThreadPacker } from '../artifacts/off-thread.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
 import { DockerAssignmentRunner } from '../runtime/docker-runner.js';
+import type { ImageCache } from '../image-cache/image-cache.js';
 import { admitAssignment } from './admission.js';
 
 /** The control plane's upload route of one artifact: outputs go over HTTP, streamed, not over the agent's socket. */
@@ -45,6 +46,8 @@ export interface DockerRunnerSetup {
   egressProxyImage?: string | null;
   /** UUIDs of the GPUs the machine offers now (none while unhealthy). */
   offeredGpus: () => readonly string[];
+  /** The image cache (`imageCache`): room for each job's image before it is accepted. */
+  images?: ImageCache;
   log: (line: string) => void;
 }
 
@@ -72,6 +75,7 @@ export function dockerRunner(setup: DockerRunnerSetup): DockerAssignmentRunner {
     ...(setup.jobLogKeepBytes ? { logKeepBytes: setup.jobLogKeepBytes } : {}),
     // The machine token goes to the control plane only, never to where an input redirects.
     inputHeaders: (url) => (new URL(url).origin === controlPlane ? machineHeaders() : {}),
+    ...(setup.images ? { images: setup.images } : {}),
   });
   return new DockerAssignmentRunner({
     runtime,
@@ -83,11 +87,13 @@ export function dockerRunner(setup: DockerRunnerSetup): DockerAssignmentRunner {
     // lives as long as the daemon.
     artifacts: new OffThreadPacker(),
     admission: (spec) => admitAssignment(spec, { gpuUuids: setup.offeredGpus(), diskFreeBytes: diskFree(setup.workDir), minFreeDiskBytes: setup.minFreeDiskBytes }),
+    ...(setup.images ? { images: setup.images } : {}),
     log: setup.log,
   });
 }
 
-function diskFree(dir: string): number | null {
+/** Free bytes of the file system holding `dir`, or null when it cannot be read. */
+export function diskFree(dir: string): number | null {
   try {
     const s = statfsSync(dir);
     return s.bavail * s.bsize;

@@ -44,7 +44,7 @@ export interface AssignmentRunner {
   close(): Promise<void>;
 }
 
-export type AcceptResult = { accepted: true } | { accepted: false; reason: 'not_ready' | 'draining' | 'unhealthy' | 'gpus_unavailable' | 'duplicate' | 'unsupported' | 'invalid'; message: string };
+export type AcceptResult = { accepted: true } | { accepted: false; reason: 'not_ready' | 'draining' | 'unhealthy' | 'gpus_unavailable' | 'duplicate' | 'unsupported' | 'invalid' | 'image_cache_full'; message: string };
 
 /** A state change as the runner reports it; the daemon adds `type`, `assignmentId` and `at`. */
 export type AssignmentReport = Omit<AssignmentStatusMessage, 'type' | 'assignmentId' | 'at'>;

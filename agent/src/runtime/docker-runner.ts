@@ -9,6 +9,7 @@ import { restoreJobs } from '../restore/restore.js';
 import { checkContainerConfig, ContainerConfigError } from './container-config.js';
 import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
 import { RuntimeError, type RuntimeFailureCode } from './errors.js';
+import { imageRunName } from './image.js';
 import type { GpuJob } from './gpu-access.js';
 import type { JobExit } from './job-state.js';
 import { replayFiles } from './log-file.js';
@@ -26,6 +27,14 @@ export interface DockerRunnerOptions {
   artifacts?: ArtifactSources;
   /** Refuses new work while draining or unhealthy; null accepts. */
   admission?: (spec: AssignmentSpec) => AcceptResult | null;
+  /**
+   * The image cache (`image-cache/`): makes room for the job's image before it is accepted, or
+   * says why it cannot (`image_cache_full`); the room is held until the start ends.
+   */
+  images?: {
+    admit(holder: string, reference: string): Promise<{ admitted: true } | { admitted: false; message: string }>;
+    release(holder: string): void;
+  };
   log?: (line: string) => void;
 }
 
@@ -97,22 +106,41 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     if (taken.length > 0) return { accepted: false, reason: 'gpus_unavailable', message: `GPUs ${taken.map((g) => g.index).join(', ')} run another assignment` };
 
     const held: Held = { spec, ctx, state: 'running', handle: null, stoppedForContact: false, canceled: false };
+    // Held before the image check, which waits on the registry: its GPUs are taken meanwhile.
     this.held.set(spec.assignmentId, held);
+    let room: Awaited<ReturnType<NonNullable<DockerRunnerOptions['images']>['admit']>> | undefined;
+    try {
+      room = await this.options.images?.admit(spec.assignmentId, imageRunName(spec.image, spec.imageDigest));
+    } catch (err) {
+      this.held.delete(spec.assignmentId);
+      return { accepted: false, reason: 'not_ready', message: `the image cache could not check the image: ${(err as Error).message}`.slice(0, 2000) };
+    }
+    if (room && !room.admitted) {
+      this.held.delete(spec.assignmentId);
+      return { accepted: false, reason: 'image_cache_full', message: room.message.slice(0, 2000) };
+    }
     void this.run(held);
     return { accepted: true };
   }
 
+  /** The images the held assignments run (the image cache never evicts them). */
+  heldImages(): string[] {
+    return [...this.held.values()].map((h) => imageRunName(h.spec.image, h.spec.imageDigest));
+  }
+
   private async run(held: Held): Promise<void> {
     const { spec, ctx } = held;
-    ctx.report({ ...NULL_REPORT, state: 'pulling' });
     try {
-      held.handle = await this.options.runtime.start(spec, sinkOf(ctx.logs));
+      // `pulling` only when a pull begins, then `starting` with the image there: the control plane times the start's phases by them.
+      held.handle = await this.options.runtime.start(spec, sinkOf(ctx.logs), { phase: (state) => ctx.report({ ...NULL_REPORT, state }) });
     } catch (err) {
       this.held.delete(spec.assignmentId);
+      this.options.images?.release(spec.assignmentId);
       const code = err instanceof RuntimeError ? err.code : 'internal';
       ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code, message: (err as Error).message.slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
       return;
     }
+    this.options.images?.release(spec.assignmentId);
     ctx.report({ ...NULL_REPORT, state: 'running', imageDigest: held.handle.imageDigest, startedAt: held.handle.startedAt });
     if (held.canceled) void held.handle.cancel();
     if (this.lost) this.stopForContact(held);

@@ -7,7 +7,7 @@ import { checkContainerConfig, ContainerConfigError, toContainerConfig, type Mac
 import { jobIdsIn } from './container-files.js';
 import { ContainerSupervisor, systemWriter, type ContainerSupervisorOptions, type JobHandle, type WaitResult } from './container-supervisor.js';
 import { RuntimeError } from './errors.js';
-import { ensureImage } from './image.js';
+import { ensureImage, imageRunName, type ResolvedImage } from './image.js';
 import { jobUser } from './job-user.js';
 import { downloadInputs } from './inputs.js';
 import { jobDir, readJson, writeJson, type JobExit, type JobState } from './job-state.js';
@@ -29,6 +29,15 @@ function settled<T extends readonly unknown[]>(results: { [K in keyof T]: Promis
 /** Seconds between SIGTERM and SIGKILL when a job is stopped (timeout, cancel). */
 export const STOP_GRACE_SECONDS = 10;
 
+/**
+ * Told of the images jobs use (the agent's image cache, `image-cache/`): `pulled` when a start
+ * pulled its image (before the container is created), `used` once a container started from it.
+ */
+export interface ImagePullObserver {
+  pulled(assignmentId: string, requested: string, image: ResolvedImage): Promise<void>;
+  used(imageId: string): Promise<void>;
+}
+
 /** What the runtime needs; wired once in the agent's main.ts. */
 export interface RuntimeDeps {
   docker: Docker;
@@ -45,6 +54,8 @@ export interface RuntimeDeps {
   logKeepBytes?: number;
   /** Headers of an input download from `url` (the machine token when it is the control plane's). */
   inputHeaders?: (url: string) => Record<string, string>;
+  /** The image cache, told of pulls and uses; none: images are pulled and never tracked. */
+  images?: ImagePullObserver;
   clock?: () => number;
 }
 
@@ -52,6 +63,12 @@ export interface RuntimeDeps {
 export interface SuperviseOptions {
   /** Lines up to this cursor's line in Docker's order (from the link's spool) are not sent to the sink again. */
   sinkAfter?: string | null;
+  /**
+   * `start` only: told when a pull begins (`pulling`, never for an image already on the
+   * machine) and when the image is ready and the container is being made (`starting`); the
+   * control plane times the start's phases by these reports.
+   */
+  phase?: (state: 'pulling' | 'starting') => void;
 }
 
 /**
@@ -102,7 +119,7 @@ export class DockerRuntime {
       outputReady = prepareOutputMount(dir, spec.outputRules, { allowLoop: this.deps.allowLoopMounts });
       outputReady.catch(() => undefined);
       const [image, inputs] = settled(
-        await Promise.allSettled([ensureImage(this.deps.docker, spec.image, spec.imageDigest, system), downloadInputs(spec.inputs, join(dir, 'inputs'), system, this.deps.inputHeaders)]),
+        await Promise.allSettled([this.pullImage(spec, system, opts.phase), downloadInputs(spec.inputs, join(dir, 'inputs'), system, this.deps.inputHeaders)]),
       );
       // An allowlist job runs on its own internal network, behind its proxy (egress/network.ts).
       const { egress } = this.deps.machine;
@@ -158,6 +175,7 @@ export class DockerRuntime {
       }
       started = true;
       system(`container ${container.id.slice(0, 12)} started from ${image.reference}`);
+      await this.deps.images?.used(image.imageId);
       return this.supervise({ state, container, log, fileAfter: null, sink, sinkAfter: opts.sinkAfter ?? null, exited });
     } finally {
       if (!started) {
@@ -170,6 +188,14 @@ export class DockerRuntime {
         await rm(dir, { recursive: true, force: true }).catch(() => undefined);
       }
     }
+  }
+
+  /** The job's image on the machine; a pull is recorded in the image cache before anything runs from it. */
+  private async pullImage(spec: AssignmentSpec, system: (line: string) => void, phase: SuperviseOptions['phase']): Promise<ResolvedImage> {
+    const image = await ensureImage(this.deps.docker, spec.image, spec.imageDigest, system, () => phase?.('pulling'));
+    if (image.pulled) await this.deps.images?.pulled(spec.assignmentId, imageRunName(spec.image, spec.imageDigest), image);
+    phase?.('starting');
+    return image;
   }
 
   /**

@@ -31,6 +31,18 @@ export function parseImageReference(ref: string): ImageReference {
   return { repository: rest, tag, digest };
 }
 
+/**
+ * The name a job's image is pulled and run by: `repo@digest` when pinned (by the assignment or
+ * in the reference), else `repo:tag` (`latest` when it names none).
+ *
+ * @example imageRunName('127.0.0.1:5000/a/b:1', 'sha256:…') // '127.0.0.1:5000/a/b@sha256:…'
+ */
+export function imageRunName(image: string, pinnedDigest: string | null = null): string {
+  const ref = parseImageReference(image);
+  const digest = pinnedDigest ?? ref.digest;
+  return digest ? `${ref.repository}@${digest}` : `${ref.repository}:${ref.tag ?? 'latest'}`;
+}
+
 /** What `ensureImage` settled on: the pinned reference the container is created from. */
 export interface ResolvedImage {
   /** `repo@sha256:…`: the manifest digest the image was pulled by and is run by. */
@@ -52,10 +64,11 @@ export interface ResolvedImage {
  *   fetched and the rate, at most once a second: `PullProgress`), and its RepoDigests checked
  *   again after the pull;
  * - without a pin, the tag is pulled and its digest read from RepoDigests.
+ * `onPull` is called just before a pull begins (never when the image was already there).
  *
  * @throws RuntimeError `digest_mismatch` or `pull_failed` (the registry's message kept as cause).
  */
-export async function ensureImage(docker: Docker, image: string, pinnedDigest: string | null, progress: (line: string) => void): Promise<ResolvedImage> {
+export async function ensureImage(docker: Docker, image: string, pinnedDigest: string | null, progress: (line: string) => void, onPull?: () => void): Promise<ResolvedImage> {
   const ref = parseImageReference(image);
   if (ref.digest && pinnedDigest && ref.digest !== pinnedDigest) {
     throw new RuntimeError('digest_mismatch', `image ${image} names digest ${ref.digest}, the assignment pins ${pinnedDigest}`);
@@ -68,6 +81,7 @@ export async function ensureImage(docker: Docker, image: string, pinnedDigest: s
       progress(`image ${pinned} present locally`);
       return { reference: pinned, digest, imageId: local.Id, user: local.Config?.User ?? '', pulled: false };
     }
+    onPull?.();
     await pull(docker, pinned, progress);
     const after = await localImage(docker, pinned);
     if (!after || !after.RepoDigests?.includes(pinned)) {
@@ -76,6 +90,7 @@ export async function ensureImage(docker: Docker, image: string, pinnedDigest: s
     return { reference: pinned, digest, imageId: after.Id, user: after.Config?.User ?? '', pulled: true };
   }
   const tagged = `${ref.repository}:${ref.tag ?? 'latest'}`;
+  onPull?.();
   await pull(docker, tagged, progress);
   const after = await localImage(docker, tagged);
   const repoDigest = after?.RepoDigests?.find((d) => d.startsWith(`${ref.repository}@`));

@@ -1,10 +1,12 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import type { Test } from 'tap';
 import tar from 'tar-stream';
@@ -137,6 +139,47 @@ export async function busyboxWithUser(t: Test, opts: { user: string; files?: Rec
   const digest = events.find((e) => e.aux?.Digest)?.aux?.Digest;
   if (!digest) throw new Error(`pushing ${repository}:${tag} reported no digest`);
   return { repository, tag, digest, reference: `${repository}@${digest}` };
+}
+
+/**
+ * Pushes busybox with one more layer of `bytes` random bytes to the local registry (a repository
+ * of its own), built offline with COPY (no container runs), and removes the local copy so that a
+ * job's start has to pull it. Teardown removes any local copy and the registry's manifest.
+ */
+export async function pushRandomImage(t: Test, bytes: number): Promise<LocalImage> {
+  const run = promisify(execFile);
+  const { registry, busybox } = localImages();
+  const repository = `${registry}/gpufarm/${uniqueName('cachetest')}`;
+  const tag = 't';
+  const dir = mkdtempSync(join(tmpdir(), 'gf-image-'));
+  try {
+    writeFileSync(join(dir, 'blob'), randomBytes(bytes));
+    writeFileSync(join(dir, 'Dockerfile'), `FROM ${busybox.reference}\nCOPY blob /blob\n`);
+    await run('docker', ['build', '-q', '-t', `${repository}:${tag}`, dir], { env: { ...process.env, DOCKER_BUILDKIT: '0' } });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  await run('docker', ['push', `${repository}:${tag}`]);
+  const digest = (await run('docker', ['inspect', '--format', '{{index .RepoDigests 0}}', `${repository}:${tag}`])).stdout.trim().split('@')[1]!;
+  const reference = `${repository}@${digest}`;
+  const removeLocal = async () => {
+    await run('docker', ['rmi', `${repository}:${tag}`]).catch(() => undefined);
+    await run('docker', ['rmi', reference]).catch(() => undefined);
+  };
+  await removeLocal();
+  t.teardown(async () => {
+    await removeLocal();
+    await fetch(`http://${registry}/v2/${repository.slice(registry.length + 1)}/manifests/${digest}`, { method: 'DELETE' }).catch(() => undefined);
+  });
+  return { repository, tag, digest, reference };
+}
+
+/** Whether an image of this name (`repo@digest` or `repo:tag`) is on the machine. */
+export async function imagePresent(name: string): Promise<boolean> {
+  return docker.getImage(name).inspect().then(() => true, (err: { statusCode?: number }) => {
+    if (err.statusCode === 404) return false;
+    throw err;
+  });
 }
 
 /** Resolves once `check` holds, asking every 100 ms; rejects after `ms`. */

@@ -287,6 +287,13 @@ export class TestPeer {
         ws.close(AGENT_CLOSE_CODES.invalidMessage, problem);
         return;
       }
+      // A server before protocol 8 knows neither `heartbeat.images` nor the reason image_cache_full.
+      if (chosen < 8 && ((msg.type === 'heartbeat' && msg.images !== undefined) || (msg.type === 'assignment.rejected' && msg.reason === 'image_cache_full'))) {
+        const problem = msg.type === 'heartbeat' ? 'heartbeat: images: unknown field' : 'assignment.rejected: reason: image_cache_full unknown';
+        this.invalid.push(`${problem} on protocol ${chosen}`);
+        ws.close(AGENT_CLOSE_CODES.invalidMessage, problem);
+        return;
+      }
       this.received.push(msg);
       if (msg.type === 'hello') {
         const versions: readonly number[] = this.options.versions ?? AGENT_PROTOCOL_VERSIONS;

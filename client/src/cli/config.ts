@@ -15,7 +15,7 @@ const configSchema = z.object({ profiles: z.record(z.string(), profileSchema).de
 export type Profile = z.infer<typeof profileSchema>;
 export type ConfigFile = z.infer<typeof configSchema>;
 
-export const profileNameSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a profile name is 1-64 letters, digits, "_" or "-"');
+export { profileNameSchema } from '@gpufarm/shared';
 
 /** `$XDG_CONFIG_HOME/gpufarm/config.toml`, or `~/.config/gpufarm/config.toml`. */
 export function configPath(env: NodeJS.ProcessEnv = process.env): string {

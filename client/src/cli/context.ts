@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { clientSettingsSchema, presentSettings } from '@gpufarm/shared';
 import { createClient, type GfClient } from '../client.js';
 import type { RequestEvent } from '../transport.js';
 import { configPath, DEFAULT_ENDPOINT, DEFAULT_PROFILE, profileNameSchema, readConfig } from './config.js';
@@ -12,12 +13,10 @@ const globalSchema = z.object({
   explain: z.boolean().optional(),
 });
 
-const envSchema = z.object({
-  GF_ENDPOINT: z.url().optional(),
-  GF_API_KEY: z.string().min(1).optional(),
-  GF_PROFILE: profileNameSchema.optional(),
-  GF_RPC_URL: z.url().optional(),
-});
+/** `gf`'s environment variables (`clientSettingsSchema`), an empty one unset; a bad one is a UsageError naming it. */
+export function clientEnv(env: NodeJS.ProcessEnv): z.output<typeof clientSettingsSchema> {
+  return parseInput(clientSettingsSchema, presentSettings(Object.keys(clientSettingsSchema.shape), env), 'environment variable');
+}
 
 /** Where the endpoint and the key came from, for `gf whoami`. */
 export type Source = 'flag' | 'env' | 'profile' | 'default' | 'none';
@@ -60,7 +59,7 @@ export function explainLine(e: RequestEvent): string {
  */
 export async function openContext(global: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Promise<Context> {
   const g = parseInput(globalSchema, global, 'option');
-  const e = parseInput(envSchema, { GF_ENDPOINT: env.GF_ENDPOINT || undefined, GF_API_KEY: env.GF_API_KEY || undefined, GF_PROFILE: env.GF_PROFILE || undefined, GF_RPC_URL: env.GF_RPC_URL || undefined }, 'environment variable');
+  const e = clientEnv(env);
   const profileName = g.profile ?? e.GF_PROFILE ?? DEFAULT_PROFILE;
   const path = configPath(env);
   const profile = (await readConfig(path)).profiles[profileName] ?? {};

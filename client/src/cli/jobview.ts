@@ -1,4 +1,4 @@
-import type { Job } from '@gpufarm/shared';
+import { START_PHASES, type Job, type JobStartup } from '@gpufarm/shared';
 import { EXIT } from './exit.js';
 import { bytesText, usd } from './format.js';
 
@@ -24,6 +24,8 @@ export function describeJob(job: Job): string {
     rows.push(['runs on', `${a.gpu.count}× ${a.gpu.model} at ${a.farm.slug} (${a.region}), ${usd(a.pricePerGpuHourMicroUsd)} per GPU-hour`]);
     if (a.exitCode !== null) rows.push(['exit code', String(a.exitCode)]);
   }
+  const start = startLine(job.startup);
+  if (start) rows.push(['start', start]);
   if (job.cost) rows.push(['cost', `${usd(job.cost.totalMicroUsd)} (${job.cost.billableGpuSeconds} GPU-seconds, fee ${usd(job.cost.feeMicroUsd)})`]);
   if (job.result) rows.push(['result', `${job.result.serverHash ?? 'no output'}${job.result.hashesMatch ? '' : ' (host and server hashes differ)'}`]);
   if (job.receipt) rows.push(['receipt', `${job.receipt.status}${job.receipt.challengeEndsAt ? `, challenge window ends ${job.receipt.challengeEndsAt}` : ''}`]);
@@ -34,4 +36,16 @@ export function describeJob(job: Job): string {
   for (const art of job.artifacts) rows.push(['artifact', `${art.id} ${art.kind} ${art.filename} ${bytesText(art.sizeBytes)} sha256 ${art.sha256}`]);
   rows.push(['dashboard', job.links.dashboard]);
   return rows.map(([name, value]) => `${name.padEnd(10)}${value}`).join('\n') + '\n';
+}
+
+/** The start phases in one line: `queued 24 ms · dispatch 291 ms · pull skipped · container 259 ms · …`; null before the job was queued. */
+function startLine(startup: JobStartup | null): string | null {
+  if (!startup) return null;
+  const parts = START_PHASES.flatMap((name) => {
+    const p = startup.phases[name];
+    if (p.status === 'done') return [`${name} ${p.durationMs! < 1000 ? `${p.durationMs} ms` : `${(p.durationMs! / 1000).toFixed(1)} s`}`];
+    if (p.status === 'pending') return [];
+    return [`${name} ${p.status.replace('_', ' ')}`];
+  });
+  return parts.join(' · ');
 }

@@ -1,6 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import type { WalletClient, Account, Chain, Transport } from 'viem';
 import { z } from 'zod';
+import { clientEnv } from './context.js';
 import { WalletError } from './exit.js';
 
 const privateKeySchema = z
@@ -16,6 +17,7 @@ const privateKeySchema = z
 export async function loadWalletKey(keyFile: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<`0x${string}`> {
   let text: string;
   let from: string;
+  const walletKey = keyFile === undefined ? clientEnv(env).GF_WALLET_KEY : undefined;
   if (keyFile !== undefined) {
     from = keyFile;
     let mode: number;
@@ -28,9 +30,9 @@ export async function loadWalletKey(keyFile: string | undefined, env: NodeJS.Pro
       throw new WalletError(`The wallet key file ${keyFile} is readable by others (mode ${(mode & 0o777).toString(8).padStart(4, '0')}); refusing to use it.`, `Run: chmod 600 ${keyFile}`);
     }
     text = await readFile(keyFile, 'utf8');
-  } else if (env.GF_WALLET_KEY) {
+  } else if (walletKey) {
     from = 'GF_WALLET_KEY';
-    text = env.GF_WALLET_KEY;
+    text = walletKey;
   } else {
     throw new WalletError('No wallet key: funding needs the private key of the account that owns the API key.', 'Set GF_WALLET_KEY, or pass --wallet-key-file FILE (mode 0600).');
   }

@@ -5,6 +5,7 @@ import { listFleetEvents, type FleetEvent } from '../fleet/events.js';
 import { machineGpuHealth } from '../fleet/gpu-health.js';
 import { readFleetSeries, readGpuHistory, type HistoryTable } from '../fleet/history-store.js';
 import { findMachineVerification, recentChallenges } from '../machine-verification/challenge-store.js';
+import { machineStartTimes } from '../phases/figures.js';
 import { z } from 'zod';
 import { challengeView, gpuProofView } from './challenge-view.js';
 import {
@@ -97,11 +98,12 @@ export async function adminMachinesPage(
 export async function adminMachineDetail(db: Database, machineId: string) {
   const row = await findAdminMachine(db, machineId);
   if (!row) return null;
-  const [health, jobs, verification, challenges] = await Promise.all([
+  const [health, jobs, verification, challenges, startTimes] = await Promise.all([
     machineGpuHealth(db, machineId),
     listRecentMachineJobs(db, machineId, 20),
     findMachineVerification(db, machineId),
     recentChallenges(db, machineId, 10),
+    machineStartTimes(db, machineId),
   ]);
   return {
     machine: { ...machineRowView(row), cudaVersion: row.cuda_version, benchmarkTier: row.benchmark_tier, pricePerGpuHourMicroUsd: row.price === null ? null : Number(row.price), healthReason: row.health_reason },
@@ -109,6 +111,7 @@ export async function adminMachineDetail(db: Database, machineId: string) {
     recentJobs: jobs.map((j) => ({ jobId: j.job_id, status: j.status, startedAt: j.started_at?.toISOString() ?? null, finishedAt: j.finished_at?.toISOString() ?? null, failureCode: j.failure_code })),
     gpuProof: verification === null ? null : gpuProofView(verification),
     challenges: challenges.map(challengeView),
+    startTimes,
   };
 }
 

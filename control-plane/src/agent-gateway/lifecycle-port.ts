@@ -1,6 +1,7 @@
 import type { AssignmentRejectedMessage, AssignmentStatusMessage, ChallengePlan } from '@gpufarm/shared';
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
+import type { StartPhaseMetrics } from '../phases/record.js';
 
 /**
  * Why agent log lines were not stored as sent: dropped because their assignment ended past the
@@ -15,7 +16,9 @@ export interface GatewayDeps {
   config: ExecutionConfig;
   log?: (message: string, err?: unknown) => void;
   /** Where stored agent log bytes and refused agent lines are counted (`metrics/`); absent: not counted. */
-  metrics?: { logBytes(bytes: number): void; agentLogLinesRefused(reason: AgentLogRefusal, lines: number): void };
+  metrics?: { logBytes(bytes: number): void; agentLogLinesRefused(reason: AgentLogRefusal, lines: number): void } & StartPhaseMetrics;
+  /** The server's clock, as `ExecutionDeps.now`: when the job's first line was received (`phases/`). Default: the wall clock. */
+  now?: () => Date;
   /** Replaces every class's GPU challenge plan (tests that play a machine of a real class on the CPU). */
   challengePlan?: ChallengePlan;
 }

@@ -10,6 +10,7 @@ import {
   type AgentMessage,
   gpuHealthCountersKey,
   type GpuHealthReport,
+  IMAGE_CACHE_PROTOCOL_VERSION,
   type HeartbeatMessage,
   type HelloMessage,
   type LogBatchLine,
@@ -28,7 +29,9 @@ import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { checkChallengeOpenings, judgeCommit, scheduleChallenges } from '../machine-verification/challenge.js';
 import { drawRows, earlierRoots, findChallenge, finishChallenge, markGo, openChallenges, recordCommit, type ChallengeOutcome, type ChallengeRow } from '../machine-verification/challenge-store.js';
 import type { DispatchNotice } from '../matching/dispatch.js';
+import { recordPhases } from '../phases/record.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
+import { deleteImageReport, writeImageReport } from './image-store.js';
 import { applyHello, drainRequest, findAssignments, findLogTarget, holdSupersededGpus, liveAssignments, recordHeartbeat, releaseSupersededGpus, writeGpuReports, type AssignmentRow } from './machine-store.js';
 import { lostAfterSeconds } from './sweeper.js';
 
@@ -115,6 +118,8 @@ export class AgentConnection {
    * the machine was cut off): their GPUs stay reserved until the agent lets go of them.
    */
   private readonly superseded = new Set<string>();
+  /** Assignments whose first own line this link has passed to `phases/` (the row keeps only the first anyway). */
+  private readonly firstLineSeen = new Set<string>();
   private lastHeardMs = Date.now();
   /** The protocol version chosen in `welcome`. */
   private protocolVersion = 1;
@@ -250,6 +255,8 @@ export class AgentConnection {
           this.storedVerdicts = null;
         }
         await this.onGpuHealth(message);
+        // Sent only when the cache changed: stored as it comes, never on a heartbeat without one.
+        if (message.images && this.protocolVersion >= IMAGE_CACHE_PROTOCOL_VERSION) await writeImageReport(deps.db, this.machineId, message.images);
         this.ctx.gpuSamples?.(this.machineId, message.gpus);
         if (this.superseded.size > 0) {
           const listed = new Set(message.runningAssignmentIds);
@@ -391,6 +398,8 @@ export class AgentConnection {
     for (const a of [...live, ...held.values()]) if (a.machine_id === this.machineId) this.jobs.set(a.id, a.job_id);
     const version = Math.max(...common);
     this.protocolVersion = version;
+    // An agent on an older protocol sends no image report: the one stored from a newer agent would only grow stale.
+    if (version < IMAGE_CACHE_PROTOCOL_VERSION) await deleteImageReport(deps.db, this.machineId);
     await recordFleetEvent(deps.db, {
       type: 'link.up',
       machineId: this.machineId,
@@ -544,5 +553,10 @@ export class AgentConnection {
     if (restreamed > 0) deps.metrics?.agentLogLinesRefused('system_stream', restreamed);
     const stored = await insertAgentLines(deps.db, { jobId, assignmentId, lines, capBytes: deps.config.logCapBytes });
     if (stored.bytes > 0) deps.metrics?.logBytes(stored.bytes);
+    // The job's first own line (not a machine note) ends its first-log phase; once per assignment on this link.
+    if (!this.firstLineSeen.has(assignmentId) && batch.some((l) => l.stream !== 'system')) {
+      this.firstLineSeen.add(assignmentId);
+      await recordPhases(deps, assignmentId, ['firstLogAt'], deps.now ? deps.now() : new Date());
+    }
   }
 }

@@ -2,6 +2,7 @@ import type { BlobStore } from '../artifacts/blob-store.js';
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { EscrowDeps } from '../jobs/funding.js';
+import type { StartPhaseMetrics } from '../phases/record.js';
 
 /** What the execution slice works with, built once in `server.ts` (or a test). */
 export interface ExecutionDeps {
@@ -16,6 +17,8 @@ export interface ExecutionDeps {
    * on (`billed-runtime.ts`). Default: the wall clock.
    */
   now?: () => Date;
+  /** Where each finished start phase is observed (`gf_job_start_phase_seconds`); absent: not observed. */
+  metrics?: StartPhaseMetrics;
 }
 
 /** The time on the server's clock of `deps`. */

@@ -7,6 +7,8 @@ import { applyTransition, findJobById, findJobKind, lockJobOfAssignment, notifyJ
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { notifyAgent } from '../matching/store.js';
+import { recordPhases } from '../phases/record.js';
+import type { ReportedBoundary } from '../phases/store.js';
 import { serverNow, type ExecutionDeps } from './deps.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
@@ -97,7 +99,9 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
   }
   // A report moves the agent state forward only, so a report repeated after a restart writes no second line.
   const advanced = await advanceAgentState(deps.db, asg.id, message.state, AGENT_STATE_RANK);
-  if (message.state === 'running' || (message.startedAt && asg.state !== 'running')) await startJob(deps, asg.id, message, receivedAt);
+  const starts = message.state === 'running' || (message.startedAt !== null && asg.state !== 'running');
+  if (starts) await startJob(deps, asg.id, message, receivedAt);
+  await recordPhases(deps, asg.id, boundariesOf(message.state, starts), receivedAt);
   if (ENDED_STATES.has(message.state)) {
     await recordRunEnded(deps.db, asg.id, { receivedAt, reportedStartedAt: reportedTime(message.startedAt), reportedFinishedAt: reportedTime(message.finishedAt) });
   }
@@ -109,6 +113,16 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
     await recordFinishReport(deps.db, asg.id, message);
     await settleFinished(deps, asg.id).catch((err: unknown) => deps.log?.(`settling assignment ${asg.id} failed; the execution worker retries`, err));
   }
+}
+
+/** The start phases' boundaries a report shows (`phases/`): its own, and running when it starts the job as billing counts it. */
+function boundariesOf(state: AssignmentStatusMessage['state'], starts: boolean): ReportedBoundary[] {
+  const seen: ReportedBoundary[] = starts ? ['runningAt'] : [];
+  if (state === 'pulling') seen.push('pullStartedAt');
+  if (state === 'starting') seen.push('imageReadyAt');
+  if (ENDED_STATES.has(state)) seen.push('exitedAt');
+  if (state === 'finished') seen.push('finishedAt');
+  return seen;
 }
 
 /**

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   ethMaxPayment,
   fieldDetail,
+  imageCacheKey,
   isDerivedClassId,
   JOB_SPEC_DEFAULTS,
   maxPriceMicroUsdOf,
@@ -22,6 +23,7 @@ import { randomId } from '../ids.js';
 import { evaluatePolicy } from '../policy/policy.js';
 import { escrowJobKey } from './escrow-key.js';
 import { fundingFor, termsHash, type EscrowDeps } from './funding.js';
+import type { ImageHolderCount } from './image-holders.js';
 import { JobConflictError, JobPolicyRejectedError, JobValidationError } from './job-errors.js';
 import { priceJob } from './pricing.js';
 import { toJob } from './serialize.js';
@@ -35,6 +37,8 @@ export interface CreateJobDeps {
   escrow: EscrowDeps | null;
   /** Inserts a job without an Idempotency-Key (the route batches them, `db/batcher.ts`); one INSERT when absent. */
   insertJob?: (job: NewJob) => Promise<JobRow>;
+  /** How many online machines hold the job's image, for the estimate's assumptions; absent: not said. */
+  imageHolders?: ImageHolderCount;
 }
 
 export interface CreateJobParams {
@@ -130,6 +134,9 @@ export async function createJob(deps: CreateJobDeps, params: CreateJobParams): P
   const maxRuntimeSeconds = spec.maxRuntimeSeconds ?? JOB_SPEC_DEFAULTS.maxRuntimeSeconds;
   const workloadType = spec.workloadType ?? JOB_SPEC_DEFAULTS.workloadType;
   const requestedCapMicroUsd = maxPriceMicroUsdOf(spec);
+  const imageKey = imageCacheKey(spec.image, spec.imageDigest ?? null);
+  // An estimate's remark: a failed count leaves it out rather than failing the creation.
+  const imageHolders = deps.imageHolders && imageKey !== null ? await deps.imageHolders(imageKey).catch(() => null) : null;
   const priced = priceJob({
     gpuCount: spec.gpu.count,
     maxRuntimeSeconds,
@@ -144,6 +151,7 @@ export async function createJob(deps: CreateJobDeps, params: CreateJobParams): P
       provenOnly: spec.gpu.proven === true,
     }),
     platformFeeBps: config.platformFeeBps,
+    imageHolders,
   });
   if (!priced.ok) details.push(...priced.details);
   if (details.length > 0 || !priced.ok) throw new JobValidationError(details);

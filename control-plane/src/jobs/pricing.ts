@@ -22,6 +22,8 @@ export interface PriceJobInput {
   /** The fitting machines, summarized with the requested cap (`summarizeFit`). */
   fit: FitSummary;
   platformFeeBps: number;
+  /** Online machines holding the job's image now (`image-holders.ts`); null or absent: not known. */
+  imageHolders?: number | null;
 }
 
 /**
@@ -31,6 +33,8 @@ export interface PriceJobInput {
  * least the minimum billing (the highest among matched machines), fee included; `maxCost` is the
  * cap for `maxRuntimeSeconds` (or the minimum billing, when longer). With a cap and nothing
  * matching now, the job is priced at its cap and waits for capacity; with neither, it is refused.
+ * When machines hold the job's image, the assumptions say how many (the matcher prefers one of
+ * them among equal offers, and the job then starts without pulling it).
  */
 export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms } | { ok: false; details: ErrorDetail[] } {
   const { fit } = input;
@@ -64,6 +68,12 @@ export function priceJob(input: PriceJobInput): { ok: true; terms: JobPriceTerms
     `billed at least ${minBillingSeconds} seconds`,
     `platform fee ${input.platformFeeBps} basis points included`,
   ];
+  const holders = input.imageHolders ?? 0;
+  if (holders > 0) {
+    assumptions.push(
+      `the image is cached on ${holders} machine${holders === 1 ? '' : 's'} of the market now; among equally good offers the matcher prefers one that holds it, so the job may start without pulling it`,
+    );
+  }
   return {
     ok: true,
     terms: {

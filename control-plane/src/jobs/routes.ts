@@ -10,6 +10,7 @@ import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { getAddress, type Hash } from 'viem';
 import { cancelJob } from './cancel-job.js';
 import { createJob } from './create-job.js';
+import { cachedImageHolderCount } from './image-holders.js';
 import type { JobEffects } from './effects.js';
 import { confirmFunding, RETRY_AFTER_SECONDS } from './fund-confirm.js';
 import { ensureEscrowTerms, fundingFor, requireChain, type EscrowDeps } from './funding.js';
@@ -59,6 +60,7 @@ const signerOf = (wallet: string) => getAddress(wallet);
 export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db, offerIndex, config, escrow, effects }) => {
   // Creations without an Idempotency-Key that arrive together are inserted together.
   const insertJob = createBatcher((jobs: readonly NewJob[]) => insertJobs(db, jobs), { maxInFlight: 2, maxBatch: 64 });
+  const imageHolders = cachedImageHolderCount(db);
 
   app.post('/v1/jobs', { config: { auth: 'jobs:create', rateBucket: 'jobs_create' } }, async (request, reply) => {
     const { accountId, apiKeyId, walletAddress } = request.principal!;
@@ -69,7 +71,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       });
     }
     const created = await createJob(
-      { db, offerIndex, config, escrow, insertJob },
+      { db, offerIndex, config, escrow, insertJob, imageHolders },
       { principal: { accountId, apiKeyId, walletAddress }, body: request.body, ...(keyHeader === undefined ? {} : { idempotencyKey: keyHeader as string }) },
     );
     return reply.code(created.idempotentReplay ? 200 : 201).send(created);
@@ -90,7 +92,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
 
   const loadJob = (accountId: string, params: unknown): Promise<JobRow> => requireAccountJob(db, accountId, params);
 
-  /** Job objects with their assignment and artifacts (two statements for any number of jobs). */
+  /** Job objects with their assignment, artifacts, deferred payouts and start phases (four statements for any number of jobs). */
   const toJobs = async (rows: readonly JobRow[]) => {
     const extras = await loadJobExtras(db, rows);
     return rows.map((row) => toJob(row, config.publicUrl, extras.get(row.id)));
@@ -131,7 +133,8 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       object: 'funding.confirmation',
       status: 'confirmed',
       message: `The escrow holds ${outcome.job.max_payment} base units of ${outcome.job.payment_symbol} for this job (transaction ${outcome.job.fund_tx_hash}); it is queued.`,
-      job: toJob(outcome.job, config.publicUrl),
+      // As GET shows it: queued, its start phases begun.
+      job: (await toJobs([outcome.job]))[0],
     };
   });
 

@@ -1,27 +1,35 @@
-import type { ArtifactSummary, Job, JobAssignment, JobReceipt, JobWithdrawal } from '@gpufarm/shared';
+import type { ArtifactSummary, Job, JobAssignment, JobReceipt, JobStartup, JobWithdrawal } from '@gpufarm/shared';
 import { listJobsArtifacts } from '../artifacts/store.js';
 import type { Queryable } from '../db/database.js';
+import { queuedStartup, startupOf } from '../phases/phases.js';
+import { loadJobPhases, type JobPhaseSource } from '../phases/store.js';
 import { deferredPaymentsOfJobs } from './deferred-payments-store.js';
 import { microUsdToTokenUnits } from './settlement.js';
 import { listJobAssignments, type JobRow } from './store.js';
 
-/** What a job object shows beyond its own row: where it ran, its stored artifacts, the customer's share the escrow holds. */
+/** What a job object shows beyond its own row: where it ran, its stored artifacts, the customer's share the escrow holds, its start phases. */
 export interface JobExtras {
   assignment: JobAssignment | null;
   artifacts: ArtifactSummary[];
   withdrawal: JobWithdrawal | null;
+  startup: JobStartup | null;
 }
 
-const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [], withdrawal: null };
+const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [], withdrawal: null, startup: null };
 
-/** The assignment (with farm and coarse region), the output and log artifacts and the deferred payouts of each job, in three statements. */
+/** The assignment (with farm and coarse region), the output and log artifacts, the deferred payouts and the start phases of each job, in four statements. */
 export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Promise<Map<string, JobExtras>> {
   const out = new Map<string, JobExtras>();
   if (rows.length === 0) return out;
   const assignmentIds = rows.map((r) => r.assignment_id).filter((id): id is string => id !== null);
   const jobIds = rows.map((r) => r.id);
-  const [assignments, artifacts, deferred] = await Promise.all([listJobAssignments(db, assignmentIds), listJobsArtifacts(db, jobIds), deferredPaymentsOfJobs(db, jobIds)]);
-  for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [], withdrawal: null });
+  const [assignments, artifacts, deferred, phases] = await Promise.all([
+    listJobAssignments(db, assignmentIds),
+    listJobsArtifacts(db, jobIds),
+    deferredPaymentsOfJobs(db, jobIds),
+    loadJobPhases(db, jobIds),
+  ]);
+  for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [], withdrawal: null, startup: startupFrom(phases.get(row.id)) });
   // A release pays the customer once, so a job has at most one deferral of the customer's share.
   for (const d of deferred) {
     if (d.party !== 'customer') continue;
@@ -45,6 +53,17 @@ export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Pro
     };
   }
   return out;
+}
+
+/**
+ * A job's `startup`: while it waits in QUEUED (first queued, or again after a failed run), the
+ * wait since it entered QUEUED; else its latest run's phases; null before it was ever queued, or
+ * when its runs predate the phases' records (migration 033).
+ */
+function startupFrom(source: JobPhaseSource | undefined): JobStartup | null {
+  if (!source) return null;
+  if (source.status === 'QUEUED') return queuedStartup(source.statusChangedAt);
+  return source.run ? startupOf(source.run) : null;
 }
 
 /** The spec's job object for a stored job. Parts that exist only later (assignment…) are null. */
@@ -91,6 +110,7 @@ export function toJob(row: JobRow, publicUrl: string, extras: JobExtras = NO_EXT
         : null,
     receipt: receiptOf(row, extras.withdrawal),
     artifacts: extras.artifacts,
+    startup: extras.startup,
   };
 }
 

@@ -1,4 +1,4 @@
-import { findGpuClass } from '@gpufarm/shared';
+import { findGpuClass, imageCacheKey } from '@gpufarm/shared';
 import { JobInputUnavailableError } from '../artifacts/inputs.js';
 import type { Database, Queryable } from '../db/database.js';
 import { newId } from '../ids.js';
@@ -6,12 +6,15 @@ import { applyTransition } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, minVramOf, type ResolvedInput, type StoredJobSpec } from './assignment-spec.js';
+import { imageHoldings, wantedLayerDigests } from './image-holdings.js';
 import { CandidatePool, type CandidateGpu, type CandidateUnit, type JobNeed, type PlannedMatch } from './plan.js';
 import {
   anyQueuedJob,
   claimQueuedJobs,
   loadCandidates,
   loadJobHistory,
+  loadLayersHolding,
+  loadReportsNaming,
   lockGpus,
   MatchWriteConflict,
   writeMatches,
@@ -115,6 +118,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
         if ((spec.inputs?.length ?? 0) > 0 && !deps.resolveInputs) continue;
         needs.push({ job, need: needOf(job, spec, history.excluded.get(job.id)) });
       }
+      await addImageHoldings(tx, pool, needs.map((n) => n.need.imageKey));
       const planned = await planAndLock(tx, pool, needs, { allowAgentless, allowSimulated, lockRounds });
       const records: MatchRecord[] = [];
       for (const { job, match, priceMicroUsd } of planned.won) {
@@ -149,7 +153,23 @@ function needOf(job: ClaimedJob, spec: StoredJobSpec, excluded: Set<string> | un
     regionPreference: spec.regionPreference ?? null,
     excludedMachines: excluded ?? NO_MACHINES,
     provenOnly: spec.gpu.proven === true,
+    imageKey: imageCacheKey(spec.image, spec.imageDigest ?? null),
   };
+}
+
+/**
+ * Tells the pool who holds how much of the batch's images it does not know yet (image-aware
+ * matching, `image-holdings.ts`): the reports of the machines holding them by name, then the
+ * layers of the candidates holding any of their layers. Two indexed reads per batch; none
+ * past the first when no machine holds any of the images.
+ */
+async function addImageHoldings(tx: Queryable, pool: CandidatePool, keys: ReadonlyArray<string | null>): Promise<void> {
+  const fresh = [...new Set(keys)].filter((k): k is string => k !== null && !pool.knowsImage(k));
+  if (fresh.length === 0) return;
+  const naming = await loadReportsNaming(tx, fresh);
+  const named = new Set(naming.map((r) => r.machineId));
+  const layers = naming.length === 0 ? [] : await loadLayersHolding(tx, { digests: wantedLayerDigests(fresh, naming), machineIds: pool.machineIds().filter((id) => !named.has(id)) });
+  pool.addImageHoldings(fresh, imageHoldings(fresh, [...naming, ...layers]));
 }
 
 const NO_MACHINES: ReadonlySet<string> = new Set();

@@ -1,4 +1,5 @@
 import { REGIONS, regionKeysFor } from '@gpufarm/shared';
+import { compareHoldings, NO_HOLDING, type ImageHolding, type ImageHoldings } from './image-holdings.js';
 
 /**
  * The matcher's pure core: which machine and which GPUs a queued job gets. No I/O: the store loads the free GPUs into a pool, jobs take
@@ -9,8 +10,10 @@ import { REGIONS, regionKeysFor } from '@gpufarm/shared';
  * accepts the job's workload type, has proven its GPUs when the job asks for it (`gpu.proven`)
  * and is not excluded for the job. Among fitting machines the
  * job prefers, in order: its requested region (the key, then the key's region group, then any),
- * the lowest price, the higher benchmark tier, the higher 30-day uptime, then the machine id
- * (a stable tie-break), then the class id.
+ * the lowest price, the machine that holds the most of the job's image (bytes of its layers,
+ * then the exact image: `image-holdings.ts`), the higher benchmark tier, the higher 30-day
+ * uptime, then the machine id (a stable tie-break), then the class id. The image comes after
+ * region and price: a pull saved never costs the customer a dearer or farther machine.
  */
 
 /** A machine that can be offered jobs (online, farm active, not draining, priced). */
@@ -59,6 +62,8 @@ export interface JobNeed {
   excludedMachines: ReadonlySet<string>;
   /** Only machines that proved their GPUs (`gpu.proven`). */
   provenOnly: boolean;
+  /** The job's image as matching names it (`imageCacheKey`); null: no image preference. */
+  imageKey: string | null;
 }
 
 /** One planned match: the unit and the GPUs taken from it (by index ascending). */
@@ -115,6 +120,10 @@ export class CandidatePool {
   private readonly where = new Map<CandidateUnit, { list: UnitList; pos: number }>();
   private readonly regionKeys: string[];
   private readonly tierCache = new Map<string | null, string[][]>();
+  /** Each machine's units (the image preference looks a holder's units up). */
+  private readonly unitsOf = new Map<string, CandidateUnit[]>();
+  /** Who holds how much of each image loaded so far (`addImageHoldings`). */
+  private readonly holdings = new Map<string, ReadonlyMap<string, ImageHolding>>();
 
   constructor(units: readonly CandidateUnit[]) {
     const regions = new Set<string>();
@@ -126,6 +135,9 @@ export class CandidatePool {
       if (!list) byRegion.set(unit.machine.regionKey, (list = { units: [], head: 0 }));
       list.units.push(unit);
       regions.add(unit.machine.regionKey);
+      const same = this.unitsOf.get(unit.machine.id);
+      if (same) same.push(unit);
+      else this.unitsOf.set(unit.machine.id, [unit]);
     }
     for (const byRegion of this.lists.values()) {
       for (const list of byRegion.values()) {
@@ -145,6 +157,21 @@ export class CandidatePool {
     return n;
   }
 
+  /** The machines with units in the pool. */
+  machineIds(): string[] {
+    return [...this.unitsOf.keys()];
+  }
+
+  /** True when the holdings of `imageKey` were added (a key no machine holds is added empty). */
+  knowsImage(imageKey: string): boolean {
+    return this.holdings.has(imageKey);
+  }
+
+  /** Adds who holds how much of each image (`imageHoldings`); `keys` no machine holds are recorded as held by none. */
+  addImageHoldings(keys: Iterable<string>, holdings: ImageHoldings): void {
+    for (const key of keys) this.holdings.set(key, holdings.get(key) ?? NO_MACHINES_HOLD);
+  }
+
   /** Finds the best fitting unit for `need` and takes its GPUs out of the pool; null when none fits. */
   take(need: JobNeed): PlannedMatch | null {
     let tiers = this.tierCache.get(need.regionPreference);
@@ -161,12 +188,60 @@ export class CandidatePool {
         }
       }
       if (best) {
+        const held = need.imageKey === null ? undefined : this.holdings.get(need.imageKey);
+        if (held !== undefined && held.size > 0) best = this.preferHolder(best, held, need, tier);
         const taken = new Set(best.gpus);
         best.unit.free = best.unit.free.filter((g) => !taken.has(g));
         return { need, unit: best.unit, gpus: best.gpus };
       }
     }
     return null;
+  }
+
+  /**
+   * Among the units that fit `need` in the region tier `tier` at the best unit's price (the
+   * lowest there), the one holding the most of the job's image; the best unit when none holds
+   * more. Walks the units at that price in the tier's lists, or the image's holders when they
+   * are fewer (the cost is the smaller of the two).
+   */
+  private preferHolder(best: { unit: CandidateUnit; gpus: CandidateGpu[] }, held: ReadonlyMap<string, ImageHolding>, need: JobNeed, tier: readonly string[]): { unit: CandidateUnit; gpus: CandidateGpu[] } {
+    const price = best.unit.machine.priceMicroUsd;
+    let winner = best;
+    let top = held.get(best.unit.machine.id) ?? NO_HOLDING;
+    const consider = (unit: CandidateUnit, holding: ImageHolding) => {
+      const more = compareHoldings(holding, top);
+      if (more < 0 || (more === 0 && compareUnits(unit, winner.unit) >= 0)) return;
+      const gpus = gpusFor(unit, need);
+      if (gpus === null) return;
+      winner = { unit, gpus };
+      top = holding;
+    };
+    let budget = held.size;
+    walk: for (const [classId, byRegion] of this.lists) {
+      if (need.classIds !== null && !need.classIds.includes(classId)) continue;
+      for (const region of tier) {
+        const list = byRegion.get(region);
+        if (!list) continue;
+        for (let i = list.head; i < list.units.length; i++) {
+          const unit = list.units[i]!;
+          if (unit.machine.priceMicroUsd > price) break;
+          if (--budget < 0) break walk;
+          const holding = unit.machine.priceMicroUsd === price ? held.get(unit.machine.id) : undefined;
+          if (holding !== undefined) consider(unit, holding);
+        }
+      }
+    }
+    if (budget >= 0) return winner;
+    const regions = new Set(tier);
+    for (const [machineId, holding] of held) {
+      for (const unit of this.unitsOf.get(machineId) ?? []) {
+        // A machine's units share its price and region.
+        if (unit.machine.priceMicroUsd !== price || !regions.has(unit.machine.regionKey)) break;
+        if (need.classIds !== null && !need.classIds.includes(unit.classId)) continue;
+        consider(unit, holding);
+      }
+    }
+    return winner;
   }
 
   /** Puts GPUs taken by a match back (still free, still locked by this matcher). */
@@ -187,22 +262,26 @@ function firstFit(list: UnitList, need: JobNeed): { unit: CandidateUnit; gpus: C
     const m = unit.machine;
     // Sorted by price first: nothing further down is under the cap.
     if (m.priceMicroUsd > need.capMicroUsd) return null;
-    if (unit.free.length < need.gpuCount) continue;
-    if (m.workloads !== null && !m.workloads.has(need.workloadType)) continue;
-    if (need.provenOnly && !m.proven) continue;
-    if (need.excludedMachines.has(m.id)) continue;
-    let gpus: CandidateGpu[];
-    if (need.minVramBytes === null) {
-      gpus = unit.free.slice(0, need.gpuCount);
-    } else {
-      gpus = [];
-      for (const gpu of unit.free) {
-        if (gpu.vramBytes >= need.minVramBytes) gpus.push(gpu);
-        if (gpus.length === need.gpuCount) break;
-      }
-      if (gpus.length < need.gpuCount) continue;
-    }
-    return { unit, gpus };
+    const gpus = gpusFor(unit, need);
+    if (gpus !== null) return { unit, gpus };
   }
   return null;
 }
+
+/** The GPUs `unit` would give `need` (its price aside), or null when it does not fit. */
+function gpusFor(unit: CandidateUnit, need: JobNeed): CandidateGpu[] | null {
+  const m = unit.machine;
+  if (unit.free.length < need.gpuCount) return null;
+  if (m.workloads !== null && !m.workloads.has(need.workloadType)) return null;
+  if (need.provenOnly && !m.proven) return null;
+  if (need.excludedMachines.has(m.id)) return null;
+  if (need.minVramBytes === null) return unit.free.slice(0, need.gpuCount);
+  const gpus: CandidateGpu[] = [];
+  for (const gpu of unit.free) {
+    if (gpu.vramBytes >= need.minVramBytes) gpus.push(gpu);
+    if (gpus.length === need.gpuCount) break;
+  }
+  return gpus.length < need.gpuCount ? null : gpus;
+}
+
+const NO_MACHINES_HOLD: ReadonlyMap<string, ImageHolding> = new Map();

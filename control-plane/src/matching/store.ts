@@ -3,7 +3,9 @@ import type { Queryable } from '../db/database.js';
 import { loadUptimeSeconds, uptimeCentiPct, uptimeWindowFirstDay } from '../capacity/store.js';
 import { moveMatchedJobs } from '../jobs/store.js';
 import { insertServiceLines } from '../logs/store.js';
+import { recordOffers } from '../phases/store.js';
 import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
+import type { MachineImageReport } from './image-holdings.js';
 import { TIER_RANK, type CandidateMachine, type CandidateUnit } from './plan.js';
 
 /**
@@ -133,6 +135,29 @@ export async function loadCandidates(db: Queryable, params: { allowAgentless: bo
   return units;
 }
 
+/**
+ * The image reports (`machine_images`, written by the gateway) of every machine that holds an
+ * image named by one of `keys` (`imageCacheKey` names): what the images' layers are learnt from.
+ * A machine of any state counts: its report says what the image is made of.
+ */
+export async function loadReportsNaming(db: Queryable, keys: readonly string[]): Promise<MachineImageReport[]> {
+  if (keys.length === 0) return [];
+  return db.query<MachineImageReport>(`SELECT machine_id AS "machineId", report FROM machine_images WHERE image_names && $1::text[]`, [keys]);
+}
+
+/**
+ * The layers (images left out) of the machines among `machineIds` that hold any of `digests`:
+ * how much of an image a candidate holds under other images.
+ */
+export async function loadLayersHolding(db: Queryable, params: { digests: readonly string[]; machineIds: readonly string[] }): Promise<MachineImageReport[]> {
+  if (params.digests.length === 0 || params.machineIds.length === 0) return [];
+  return db.query<MachineImageReport>(
+    `SELECT machine_id AS "machineId", jsonb_build_object('images', '[]'::jsonb, 'layers', report -> 'layers') AS report
+     FROM machine_images WHERE layer_digests && $1::text[] AND machine_id = ANY($2::text[])`,
+    [params.digests, params.machineIds],
+  );
+}
+
 /** A GPU row the matcher locked, with its machine's price at that moment. */
 export interface LockedGpu {
   machineId: string;
@@ -244,6 +269,8 @@ export async function writeMatches(tx: Queryable, matches: readonly MatchRecord[
     ],
   );
 
+  // Before the jobs move: their status time is still when they entered QUEUED (the start phases' first boundary).
+  await recordOffers(tx, matches.map((m) => m.assignmentId));
   const moved = await moveMatchedJobs(tx, matches, transition);
   if (moved.length !== matches.length) throw new MatchWriteConflict(`moved ${moved.length} of ${matches.length} jobs`);
   const lineOf = new Map(matches.map((m) => [m.jobId, m.line]));

@@ -5,6 +5,7 @@ import type { Database } from '../db/database.js';
 import { lastScannedBlock } from '../jobs/escrow-worker.js';
 import type { EscrowDeps } from '../jobs/funding.js';
 import type { MatcherMetrics } from '../matching/loop.js';
+import type { StartPhaseMetrics } from '../phases/record.js';
 import { countFleetGpus, countJobsByState, countMachinesByStatus, JOB_STATES_COUNTED } from './store.js';
 
 /** Names start with this; units are in the names (seconds, bytes), counters end in `_total`. */
@@ -29,7 +30,7 @@ export interface ScrapeSources {
  * machines, fleet GPUs) and of the chain are read when Prometheus scrapes, so every replica
  * reports the same database figures (dashboards take max() of them).
  */
-export interface ControlPlaneMetrics {
+export interface ControlPlaneMetrics extends StartPhaseMetrics {
   registry: Registry;
   /** Counts an HTTP request by route pattern (or `unmatched`), method and status code. */
   httpRequest(labels: { method: string; route: string; code: number }, seconds: number): void;
@@ -72,6 +73,16 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
     name: `${METRIC_PREFIX}job_queue_wait_seconds`,
     help: 'Time a job waited in QUEUED before it was matched to a machine.',
     buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600],
+    registers,
+  });
+  // One series per phase, as the job object names them (`START_PHASES`); `queued` is
+  // `job_queue_wait_seconds` above, observed by the matcher. Buckets from a cached start (well
+  // under a second) to a 30 GB pull on a slow link (an hour).
+  const startPhase = new Histogram({
+    name: `${METRIC_PREFIX}job_start_phase_seconds`,
+    help: "Duration of each phase of a run, on the control plane's clock as it received the machine's reports: dispatch, pull, container, firstLog, run, upload.",
+    labelNames: ['phase'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600],
     registers,
   });
   const logBytes = new Counter({ name: `${METRIC_PREFIX}log_bytes_total`, help: 'Bytes of job log text stored from agents.', registers });
@@ -170,6 +181,7 @@ export function createControlPlaneMetrics(): ControlPlaneMetrics {
       pass: (seconds) => matcherPass.observe(seconds),
       queueWait: (seconds) => queueWait.observe(seconds),
     },
+    startPhase: (phase, seconds) => startPhase.observe({ phase }, seconds),
     logBytes: (bytes) => logBytes.inc(bytes),
     agentLogLinesRefused: (reason, lines) => agentLogLinesRefused.inc({ reason }, lines),
     artifactBytes: (bytes) => artifactBytes.inc(bytes),

@@ -17,8 +17,10 @@ import { intParam, parseBody, parseParams, parseQuery } from '../http/parse.js';
 import { jobIdSchema } from '../ids.js';
 import { withdrawalsOf } from '../jobs/deferred-payments.js';
 import { waitingForFarms } from '../jobs/deferred-payments-store.js';
+import { machineStartTimes } from '../phases/figures.js';
 import { earningOfJob, earningsCsv, earningsPage, type LedgerScope } from './earnings.js';
 import { goingPrices } from './market.js';
+import { requestedImages } from './requested-images.js';
 import {
   addFarmOperator,
   farmPricesByClass,
@@ -56,6 +58,7 @@ const usdPrice = z.union([z.string(), z.number()]).nullable();
 
 const listQuery = z.strictObject({ farm: farmSlug.optional(), limit: intParam(1, 500, 50), cursor: z.string().max(200).optional() });
 const farmQuery = z.strictObject({ farm: farmSlug.optional() });
+const requestedImagesQuery = z.strictObject({ farm: farmSlug.optional(), days: intParam(1, 30, 7), limit: intParam(1, 100, 20) });
 const historyQuery = z.strictObject({ range: z.enum(HISTORY_RANGES, { message: `must be one of ${HISTORY_RANGES.join(', ')}` }).default('24h') });
 const isoTime = z.iso.datetime({ offset: true, message: 'must be an ISO time such as 2026-11-01T00:00:00Z' });
 const earningsQuery = z.strictObject({
@@ -235,11 +238,12 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
   app.get(`${base}/machines/:id`, session, async (request) => {
     const machine = await machineOf(request);
     const { range } = parseQuery(historyQuery, request.query, 'GET /operator/api/machines/:id');
-    const [recentJobs, history] = await Promise.all([recentMachineJobs(db, machine.id), machineHistory(db, machine.id, range)]);
+    const [recentJobs, history, startTimes] = await Promise.all([recentMachineJobs(db, machine.id), machineHistory(db, machine.id, range), machineStartTimes(db, machine.id)]);
     return {
       machine: operatorMachineView(machine, goingPrices(offerIndex.supply())),
       probe: { state: machine.probeState, output: machine.probeOutput },
       recentJobs: recentJobs.map((j) => ({ jobId: j.jobId, status: j.status, startedAt: iso(j.startedAt), finishedAt: iso(j.finishedAt), failureCode: j.failureCode })),
+      startTimes,
       history,
     };
   });
@@ -296,6 +300,12 @@ export const operatorRoutes: FastifyPluginAsync<OperatorRoutesOptions> = async (
         };
       }),
     };
+  });
+
+  // The market's most requested images, with how many of the farms' machines hold each: what to pre-pull.
+  app.get(`${base}/requested-images`, session, async (request) => {
+    const query = parseQuery(requestedImagesQuery, request.query, 'GET /operator/api/requested-images');
+    return requestedImages(db, { days: query.days, limit: query.limit, farmIds: ids(scope(request, query.farm)) });
   });
 
   app.get(`${base}/enrollment-tokens`, session, async (request) => {

@@ -19,6 +19,7 @@ import {
   operatorMachineListSchema,
   operatorJobSchema,
   priceSetSchema,
+  requestedImagesSchema,
   resolvedDisputeSchema,
   withdrawalListSchema,
 } from '@gpufarm/shared';
@@ -45,6 +46,7 @@ const ANSWERS: ReadonlyArray<{ method: string; path: RegExp; schema: z.ZodType }
   { method: 'GET', path: /^\/operator\/api\/machines$/, schema: operatorMachineListSchema },
   { method: 'GET', path: /^\/operator\/api\/machines\/[^/]+$/, schema: operatorMachineDetailSchema },
   { method: 'GET', path: /^\/operator\/api\/market$/, schema: marketSchema },
+  { method: 'GET', path: /^\/operator\/api\/requested-images$/, schema: requestedImagesSchema },
   { method: 'GET', path: /^\/operator\/api\/enrollment-tokens$/, schema: enrollmentTokenListSchema },
   { method: 'POST', path: /^\/operator\/api\/enrollment-tokens$/, schema: enrollmentTokenCreatedSchema },
   { method: 'PUT', path: /^\/operator\/api\/prices$/, schema: priceSetSchema },

@@ -6,7 +6,7 @@ import { mulberry32, seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { createJobOwner, createQueuedJobs, type QueuedJobInput } from '@gpufarm/control-plane/matching/factories.js';
 import { matchQueuedJobs } from '@gpufarm/control-plane/matching/matcher.js';
 import { REGIONS } from '@gpufarm/shared';
-import { createBenchDatabase } from './database.js';
+import { createBenchDatabase, type BenchDatabase } from './database.js';
 import type { StandaloneResult, StandaloneSection } from './standalone.js';
 
 const MACHINES = Number(process.env.BENCH_MATCH_MACHINES ?? 10_000);
@@ -125,13 +125,15 @@ async function resetRun(db: Database): Promise<void> {
   await db.exec(`
     DELETE FROM log_lines;
     UPDATE machine_gpus SET busy = false, assignment_id = NULL WHERE assignment_id IS NOT NULL;
+    DELETE FROM job_phases;
     DELETE FROM assignments;
     UPDATE jobs SET status = 'QUEUED', assignment_id = NULL, attempts = 0, service_log_seq = 0;
   `);
-  await db.exec('VACUUM ANALYZE jobs, machine_gpus, assignments, log_lines');
+  await db.exec('VACUUM ANALYZE jobs, machine_gpus, assignments, job_phases, log_lines');
 }
 
-async function run(log: (line: string) => void): Promise<StandaloneResult> {
+/** A fresh database with the bench's fleet and queue (`BENCH_MATCH_MACHINES`, `BENCH_MATCH_JOBS`); the caller drops it. */
+async function prepareDatabase(log: (line: string) => void): Promise<BenchDatabase> {
   const serverUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
   const database = await createBenchDatabase(serverUrl);
   try {
@@ -157,7 +159,31 @@ async function run(log: (line: string) => void): Promise<StandaloneResult> {
     } finally {
       await db.close();
     }
+  } catch (err) {
+    await database.drop();
+    throw err;
+  }
+  return database;
+}
 
+/**
+ * The matching bench's time per job with one matcher (seconds per matched job), on a database
+ * of its own: the reference other sections compare the matcher against in the same run.
+ */
+export async function matchingSecondsPerJob(log: (line: string) => void): Promise<number> {
+  const database = await prepareDatabase(log);
+  try {
+    const one = await timeMatching(database.url, 1);
+    log(`matching bench (one matcher): ${one.matched} jobs in ${one.seconds.toFixed(2)} s`);
+    return one.seconds / Math.max(1, one.matched);
+  } finally {
+    await database.drop();
+  }
+}
+
+async function run(log: (line: string) => void): Promise<StandaloneResult> {
+  const database = await prepareDatabase(log);
+  try {
     const one = await timeMatching(database.url, 1);
     const reset = openPostgres(database.url);
     try {

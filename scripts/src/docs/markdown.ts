@@ -45,6 +45,8 @@ function proseLines(markdown: string): Array<{ line: string; index: number }> {
 export interface Heading {
   level: number;
   text: string;
+  /** 0-based line of the page. */
+  line: number;
   /** Its anchor, with GitHub's `-1`, `-2` suffixes for repeats. */
   slug: string;
 }
@@ -53,13 +55,13 @@ export interface Heading {
 export function headings(markdown: string): Heading[] {
   const seen = new Map<string, number>();
   const out: Heading[] = [];
-  for (const { line } of proseLines(markdown)) {
+  for (const { line, index } of proseLines(markdown)) {
     const match = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line);
     if (!match) continue;
     const base = githubSlug(match[2]!);
     const count = seen.get(base) ?? 0;
     seen.set(base, count + 1);
-    out.push({ level: match[1]!.length, text: match[2]!, slug: count === 0 ? base : `${base}-${count}` });
+    out.push({ level: match[1]!.length, text: match[2]!, line: index, slug: count === 0 ? base : `${base}-${count}` });
   }
   return out;
 }

@@ -99,6 +99,19 @@ export const adminMachineListSchema = z.object({ data: z.array(adminMachineRowSc
 const gpuHealthSchema = z.object({ index: z.int(), uuid: z.string().nullable().optional(), classId: z.string(), verdict: healthVerdictSchema, reasons: z.array(z.string()) });
 export type GpuHealthView = z.infer<typeof gpuHealthSchema>;
 
+/** The window of a machine's start figures: its latest `START_FIGURES_RUNS` runs offered in the last `START_FIGURES_DAYS` days. */
+export const START_FIGURES_DAYS = 30;
+export const START_FIGURES_RUNS = 100;
+const msPercentiles = z.object({ runs: z.int().nonnegative(), p50: z.number().nullable(), p95: z.number().nullable() });
+/**
+ * How fast a machine starts the jobs it is offered (issue 34), on the control plane's clock: from
+ * the offer to the container running (`toRunningMs`) and to the job's first own line
+ * (`toFirstLogMs`, runs that wrote one), p50 and p95 in milliseconds over its recent runs that
+ * reached running; null without a run.
+ */
+export const machineStartTimesSchema = z.object({ sinceDays: z.int().positive(), maxRuns: z.int().positive(), toRunningMs: msPercentiles, toFirstLogMs: msPercentiles });
+export type MachineStartTimes = z.infer<typeof machineStartTimesSchema>;
+
 export const recentJobSchema = z.object({ jobId: z.string(), status: z.string(), startedAt: iso.nullable(), finishedAt: iso.nullable(), failureCode: z.string().nullable() });
 export type RecentJob = z.infer<typeof recentJobSchema>;
 
@@ -150,6 +163,7 @@ export const adminMachineDetailSchema = z.object({
   recentJobs: z.array(recentJobSchema),
   gpuProof: gpuProofSchema.extend({ challengeId: z.string().nullable(), verifiedAt: iso.nullable(), nextChallengeAt: iso.nullable() }).nullable(),
   challenges: z.array(gpuChallengeSchema),
+  startTimes: machineStartTimesSchema,
 });
 export type AdminMachineDetail = z.infer<typeof adminMachineDetailSchema>;
 
@@ -285,6 +299,7 @@ export const operatorMachineDetailSchema = z.object({
   /** The agent's last GPU probe; `state` null when the machine never reported an inventory. */
   probe: z.object({ state: z.enum(GPU_PROBE_STATES).nullable(), output: z.string().nullable() }),
   recentJobs: z.array(recentJobSchema),
+  startTimes: machineStartTimesSchema,
   history: machineHistorySchema.optional(),
 });
 export type OperatorMachineDetail = z.infer<typeof operatorMachineDetailSchema>;
@@ -305,6 +320,27 @@ export const marketSchema = z.object({
   ),
 });
 export type MarketRow = z.infer<typeof marketSchema>['data'][number];
+
+/**
+ * `GET /operator/api/requested-images`: the images customers' jobs asked for most over the last
+ * `days` on the whole market (jobs that were funded), each named as matching compares images
+ * (`imageCacheKey`: `repo:tag` or `repo@sha256:…`), with how many online machines hold it and how
+ * many of the session's farms' machines do: what an operator adds to an agent's `prepull_images`
+ * so that jobs start there without a pull.
+ */
+export const requestedImagesSchema = z.object({
+  days: z.int().positive(),
+  data: z.array(
+    z.object({
+      image: z.string(),
+      jobs: z.int().positive(),
+      lastRequestedAt: iso,
+      machinesHolding: z.int().nonnegative(),
+      yourMachinesHolding: z.int().nonnegative(),
+    }),
+  ),
+});
+export type RequestedImages = z.infer<typeof requestedImagesSchema>;
 
 export const enrollmentTokenRecordSchema = z.object({
   id: z.string(),

@@ -207,8 +207,71 @@ export const jobReceiptSchema = z.strictObject({
 export type JobReceipt = z.infer<typeof jobReceiptSchema>;
 
 /**
+ * The phases of a job's start and run, in order (issue 34): `queued` (entered QUEUED → offered
+ * to a machine), `dispatch` (offered → the machine began pulling, or, with the image already
+ * there, began making the container), `pull` (the image pull; `skipped` when the machine held
+ * the image), `container` (image ready → container running: inputs still downloading, /output,
+ * network, create and start), `run` (running → the container ended), `upload` (ended → outputs
+ * and log uploaded). `queued` through `container` add up to the time from queued to
+ * `assignment.startedAt`. `firstLog` (running → the job's first own line, stdout or stderr) lies
+ * within `run`.
+ */
+export const START_PHASES = ['queued', 'dispatch', 'pull', 'container', 'firstLog', 'run', 'upload'] as const;
+export type StartPhaseName = (typeof START_PHASES)[number];
+
+/**
+ * `pending`: not begun yet; `in_progress`: begun, not ended; `done`; `skipped`: not needed
+ * (no pull for an image the machine held, no first line from a job that wrote none);
+ * `not_reached`: the run ended before this phase ended.
+ */
+export const START_PHASE_STATUSES = ['pending', 'in_progress', 'done', 'skipped', 'not_reached'] as const;
+export const startPhaseStatusSchema = z.enum(START_PHASE_STATUSES).meta({
+  description: 'pending: not begun; in_progress; done; skipped: not needed (no pull for an image the machine held, no first line from a job that wrote none); not_reached: the run ended before this phase ended.',
+});
+export type StartPhaseStatus = z.infer<typeof startPhaseStatusSchema>;
+
+export const startPhaseSchema = z.strictObject({
+  status: startPhaseStatusSchema,
+  startedAt: isoTimeSchema.nullable(),
+  endedAt: isoTimeSchema.nullable(),
+  /** `endedAt − startedAt`; null until the phase is done. */
+  durationMs: nonNegativeIntSchema.nullable(),
+});
+export type StartPhase = z.infer<typeof startPhaseSchema>;
+
+/**
+ * Beyond the spec's Job: how the job's start went, phase by phase, every time as the service
+ * received the machine's reports (its own clock, never the machine's). It describes the job's
+ * last run (a requeued job: its latest assignment), or, while the job waits in QUEUED, the
+ * wait; null before the job was first queued, for a job that ended before any machine was
+ * offered it, and for runs from before the service measured them.
+ */
+export const jobStartupSchema = z.strictObject({
+  /** The run described (the log lines' `assignmentId`); null while the job waits to be matched. */
+  assignmentId: z.string().min(1).nullable(),
+  /** Which run of the job (1 for the first); null while the job waits to be matched. */
+  attempt: z.int().min(1).nullable(),
+  phases: z.strictObject({
+    queued: startPhaseSchema,
+    dispatch: startPhaseSchema,
+    pull: startPhaseSchema,
+    container: startPhaseSchema,
+    firstLog: startPhaseSchema,
+    run: startPhaseSchema,
+    upload: startPhaseSchema,
+  } satisfies Record<StartPhaseName, typeof startPhaseSchema>).meta({
+    description:
+      'queued: entered QUEUED → offered to a machine; dispatch: offer → the machine began pulling, or making the container when it held the image; pull: the image pull; ' +
+      'container: image ready → running (inputs, /output, network, create, start); firstLog: running → the job\'s first own line; run: running → the end reported; upload: end → outputs and log uploaded. ' +
+      'queued through container add up to the time from queued to assignment.startedAt; firstLog lies within run.',
+  }),
+});
+export type JobStartup = z.infer<typeof jobStartupSchema>;
+
+/**
  * The job resource (`object: 'job'`). `assignment`, `cost`, `result` and `receipt` are null
- * until they exist; `verificationLevel` is null before a result exists.
+ * until they exist; `verificationLevel` is null before a result exists. `startup` is beyond
+ * the spec (`jobStartupSchema`).
  */
 export const jobSchema = z.strictObject({
   object: z.literal('job'),
@@ -223,6 +286,11 @@ export const jobSchema = z.strictObject({
   result: jobResultSchema.nullable(),
   receipt: jobReceiptSchema.nullable(),
   artifacts: z.array(artifactSummarySchema),
+  startup: jobStartupSchema.nullable().meta({
+    description:
+      "Beyond the spec: the phases of the job's start and run (queued, dispatch, pull, container, firstLog, run, upload), each with its status, start, end and duration in milliseconds, " +
+      "as the service received the machine's reports (the service's clock). The latest run's; while the job waits in QUEUED, the wait. Null before the job was first queued and for a job that ended before any machine was offered it.",
+  }),
 });
 export type Job = z.infer<typeof jobSchema>;
 

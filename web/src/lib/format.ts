@@ -50,6 +50,12 @@ export function duration(seconds: number | null | undefined): string {
   return `${Number((seconds / 86_400).toFixed(1))} d`;
 }
 
+/** Milliseconds for reading: `340 ms` under a second, else as `duration` writes seconds; a dash for null. */
+export function millis(ms: number | null | undefined): string {
+  if (ms == null) return '—';
+  return ms < 1000 ? `${Math.round(ms)} ms` : duration(ms / 1000);
+}
+
 /** Basis points as a percentage: `125` is `1.25 %`. */
 export function basisPoints(bps: number): string {
   return `${(bps / 100).toFixed(2)} %`;

@@ -1,7 +1,7 @@
-import type { FleetEvent, GpuHealthView, GpuProof, MachineHistory, RecentJob } from '@gpufarm/shared';
+import type { FleetEvent, GpuHealthView, GpuProof, MachineHistory, MachineStartTimes, RecentJob } from '@gpufarm/shared';
 import { useMemo } from 'react';
 import { Link } from 'wouter';
-import { bytes, duration, when } from '../lib/format';
+import { bytes, duration, millis, when } from '../lib/format';
 import { VerdictBadge } from './badges';
 import { TimeChart, type ChartSeries } from './chart';
 import { Table } from './table';
@@ -101,6 +101,40 @@ export function RecentJobsTable({ jobs }: { jobs: RecentJob[] }) {
         { header: 'Failure', cell: (j) => j.failureCode ?? '—' },
       ]}
     />
+  );
+}
+
+/**
+ * How fast the machine starts the jobs it is offered: p50 and p95 from the offer to running and
+ * to the job's first own line, over its recent runs (the control plane's clock).
+ */
+export function StartTimesSection({ times }: { times: MachineStartTimes }) {
+  const rows = [
+    { what: 'Offer to running', figure: times.toRunningMs },
+    { what: 'Offer to first log line', figure: times.toFirstLogMs },
+  ];
+  return (
+    <section aria-labelledby="start-times-heading">
+      <h2 id="start-times-heading">Start times</h2>
+      <p className="muted">
+        Over its last {times.maxRuns} runs in {times.sinceDays} days that reached running, timed by the service as it received the machine's reports. The wait in the queue is not the machine's and is left out.
+      </p>
+      {times.toRunningMs.runs === 0 ? (
+        <p className="muted">No run reached running in that time.</p>
+      ) : (
+        <Table
+          caption="Start times"
+          rows={rows}
+          rowKey={(r) => r.what}
+          columns={[
+            { header: 'From the offer to', cell: (r) => r.what },
+            { header: 'p50', cell: (r) => millis(r.figure.p50) },
+            { header: 'p95', cell: (r) => millis(r.figure.p95) },
+            { header: 'Runs', cell: (r) => String(r.figure.runs) },
+          ]}
+        />
+      )}
+    </section>
   );
 }
 

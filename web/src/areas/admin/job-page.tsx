@@ -8,6 +8,7 @@ import { Hash } from '../../ui/hash';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { TxStatus, type TxState } from '../../ui/tx-status';
+import { JobStart } from '../customer/job-start';
 import { TimelineList } from '../customer/job-timeline';
 import { StatusBadge } from '../customer/status-badge';
 import { Deadline, DisputeReason, ResolveActions } from './disputes-page';
@@ -58,6 +59,7 @@ export function AdminJobPage({ id }: { id: string }) {
               <h2 id="timeline-heading">Timeline</h2>
               <TimelineList job={v.job} timeline={v.timeline} now={Date.now()} />
             </section>
+            <JobStart job={v.job} />
             <LogCard view={v} />
           </>
         )}

@@ -7,7 +7,7 @@ import { duration, percent, usd, when } from '../../lib/format';
 import { MachineStateBadge, VerdictBadge } from '../../ui/badges';
 import { ConfirmButton } from '../../ui/confirm';
 import { Hash } from '../../ui/hash';
-import { EventsTable, GpuTable, gpuProofText, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
+import { EventsTable, GpuTable, gpuProofText, MachineHistoryCharts, RecentJobsTable, StartTimesSection } from '../../ui/machine-parts';
 import { Page } from '../../ui/page';
 import { QueryState } from '../../ui/query-state';
 import { Table } from '../../ui/table';
@@ -36,6 +36,7 @@ export function MachinePage({ id }: { id: string }) {
             </section>
             <GpuProofSection detail={detail} />
             <History id={id} simulated={detail.gpuProof?.simulated ?? false} />
+            <StartTimesSection times={detail.startTimes} />
             <section aria-labelledby="jobs-heading">
               <h2 id="jobs-heading">Recent jobs</h2>
               <RecentJobsTable jobs={detail.recentJobs} />

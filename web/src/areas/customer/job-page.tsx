@@ -15,6 +15,7 @@ import { JobArtifacts } from './job-artifacts';
 import { JobLogs } from './job-logs';
 import { RunningCost } from './running-cost';
 import { JobMoney } from './job-money';
+import { JobStart } from './job-start';
 import { Timeline, useJobTimeline } from './job-timeline';
 import { jobBadge, StatusBadge } from './status-badge';
 
@@ -117,6 +118,7 @@ export default function JobPage({ id }: { id: string }) {
         </section>
       ) : null}
       <Timeline job={j} timeline={timeline} />
+      <JobStart job={j} />
       <Escrow job={j} onMined={watchForChange} />
       <JobMoney job={j} />
       <Details job={j} />

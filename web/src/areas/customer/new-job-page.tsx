@@ -6,6 +6,7 @@ import { Link, useLocation, useSearch } from 'wouter';
 import { useApi } from '../../lib/api';
 import { reasonOf } from '../../lib/errors';
 import { sentence, usd } from '../../lib/format';
+import { useSettled } from '../../lib/settled';
 import { CopyButton } from '../../ui/copy-button';
 import { FieldErrors, SelectField, TextArea, TextField } from '../../ui/fields';
 import { Page } from '../../ui/page';
@@ -283,9 +284,11 @@ export default function NewJobPage() {
     setDraft((d) => ({ ...d, [key]: value }));
     if (create.isError) create.reset();
   };
-  // Will it match: asked again when what decides it changes (GPUs, class, memory, cap, workload), once the spec is valid.
-  const fitKey = { gpu: spec.gpu, maxPricePerGpuHour: spec.maxPricePerGpuHour, workloadType: spec.workloadType };
-  const fit = useQuery({ queryKey: ['spec-fit', fitKey], queryFn: () => api.jobs.specFit(spec), enabled: errors.length === 0, staleTime: 10_000 });
+  // Will it match: asked again when what decides it changes (GPUs, class, memory, cap, workload)
+  // and has stayed so for a moment, once the spec is valid.
+  const fitSpec = useSettled(errors.length === 0 ? spec : null, 400);
+  const fitKey = fitSpec && { gpu: fitSpec.gpu, maxPricePerGpuHour: fitSpec.maxPricePerGpuHour, workloadType: fitSpec.workloadType };
+  const fit = useQuery({ queryKey: ['spec-fit', fitKey], queryFn: () => api.jobs.specFit(fitSpec!), enabled: fitSpec !== null, staleTime: 10_000 });
   const choices = classChoices(offers.data?.data ?? []);
   const chosen = choices.find((c) => c.classId === draft.gpuClass);
   const json = JSON.stringify(spec, null, 2);

@@ -6,7 +6,7 @@ import { anyAnswer, useApi } from '../../lib/api';
 import { usd, when } from '../../lib/format';
 import { MachineStateBadge } from '../../ui/badges';
 import { ConfirmButton } from '../../ui/confirm';
-import { GpuTable, gpuProofText, MachineHistoryCharts, RecentJobsTable } from '../../ui/machine-parts';
+import { GpuTable, gpuProofText, MachineHistoryCharts, RecentJobsTable, StartTimesSection } from '../../ui/machine-parts';
 import { Page } from '../../ui/page';
 import { Table } from '../../ui/table';
 import { QueryState } from '../../ui/query-state';
@@ -87,6 +87,7 @@ function Machine({ detail }: { detail: OperatorMachineDetail }) {
           <MachineHistoryCharts history={detail.history} rangeSeconds={86_400} simulated={detail.machine.gpuProof.simulated} />
         </section>
       ) : null}
+      <StartTimesSection times={detail.startTimes} />
       <section aria-labelledby="jobs-heading">
         <h2 id="jobs-heading">Recent jobs</h2>
         <RecentJobsTable jobs={detail.recentJobs} />
