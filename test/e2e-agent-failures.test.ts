@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { LogLine } from '@gpufarm/shared';
-import { enrollAgent } from './helpers/agent.js';
+import { pushRandomImage } from '../agent/test/helpers/docker.js';
+import { enrollAgent, type TestAgent } from './helpers/agent.js';
 import { Customer, linesOf, outputOf } from './helpers/customer.js';
 import { busyboxSpec, expected, numberedLines } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
@@ -63,10 +64,12 @@ t.test('behavior: the agent is killed (SIGKILL) and started again mid-job: no lo
   t.ok(linesOf(lines, 'system').some((l) => l.line.startsWith('verified: HOST_REPORTED (as the machine reports it: the machine is simulated')), 'every check but the machine\'s GPUs held');
 });
 
+let agentB: TestAgent | null = null;
+
 t.test('behavior: a machine that disappears: its job is requeued onto a second agent and completed there', async (t) => {
   // B is enrolled and verified first, then drained by its own agent, so the job can only start on A;
   // A is killed right after B is undrained: the job's 20 s outlive that however loaded the machine is.
-  const agentB = await enrollAgent(market, { name: 'agent-b', farm: 'e2e-farm-b', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
+  agentB = await enrollAgent(market, { name: 'agent-b', farm: 'e2e-farm-b', payout: privateKeyToAddress(generatePrivateKey()), gpus: '1x rtx-4090-24gb' });
   agentB.start();
   await market.waitForCapacity('e2e-farm-b', 1);
   await agentB.command(['drain', '--reason', 'until the job runs on A']);
@@ -91,4 +94,44 @@ t.test('behavior: a machine that disappears: its job is requeued onto a second a
   for (const assignmentId of assignments) checkSeqs(t, lines, assignmentId);
   t.ok(linesOf(lines, 'system').length >= 2, `system lines: ${JSON.stringify(linesOf(lines, 'system').map((l) => l.line))}`);
   t.equal(job.result?.hashesMatch, true);
+});
+
+t.test('behavior: of two equal machines, a job goes to the one whose agent holds its image; the estimate says it is cached', async (t) => {
+  const b = agentB;
+  if (!b) throw new Error('agent B was not enrolled: the test before failed');
+  agentA.start();
+  await market.waitForCapacity('e2e-farm-a', 1);
+  await market.waitForCapacity('e2e-farm-b', 1);
+  // Which machine wins when neither holds the image (price, tier, uptime, id): the image must overturn that.
+  const control = await customer.createFundedJob(busyboxSpec(market.images, 'echo control', { title: 'no image held' }));
+  const winner = (await customer.waitForStatus(control.created.job.id, ['COMPLETED'], 90_000)).assignment!.farm.slug;
+  const [first, second] = winner === 'e2e-farm-a' ? [agentA, b] : [b, agentA];
+  const holderFarm = winner === 'e2e-farm-a' ? 'e2e-farm-b' : 'e2e-farm-a';
+
+  // The other machine pulls an image of its own while the winner is drained.
+  const image = await pushRandomImage(t, 64 * 1024);
+  await first.command(['drain', '--reason', 'so that the other machine pulls the image']);
+  await market.waitForNoCapacity(winner);
+  const pulled = await customer.createFundedJob(busyboxSpec(market.images, 'echo pulled', { title: 'pulls the image', image: image.reference }));
+  t.equal((await customer.waitForStatus(pulled.created.job.id, ['COMPLETED'], 90_000)).assignment?.farm.slug, holderFarm, 'the image was pulled on the other machine');
+  await first.command(['undrain']);
+  await market.waitForCapacity(winner, 1);
+  t.ok(second.machineId, 'both machines are offered again');
+
+  // Once its heartbeat reported the image, a new job's estimate says so.
+  const spec = busyboxSpec(market.images, 'echo warm', { title: 'starts warm', image: image.reference });
+  let assumptions: string[] = [];
+  await until(
+    async () => {
+      const created = await customer.createJob(spec);
+      assumptions = created.estimate.assumptions;
+      return assumptions.some((a) => a.startsWith('the image is cached on 1 machine of the market now'));
+    },
+    'an estimate that says the image is cached on one machine',
+    { timeoutMs: 60_000, intervalMs: 2_000, describe: () => JSON.stringify(assumptions) },
+  );
+  const warm = await customer.createFundedJob(spec);
+  const done = await customer.waitForStatus(warm.created.job.id, ['COMPLETED'], 90_000);
+  t.equal(done.assignment?.farm.slug, holderFarm, `the job went to the machine that holds its image, not to ${winner}, which won when neither did`);
+  t.equal(done.startup?.phases.pull.status, 'skipped', 'and it started without a pull');
 });

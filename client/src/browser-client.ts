@@ -150,7 +150,8 @@ export function createBrowserClient(options: ClientOptions) {
       ).body,
     list: (query: JobListQuery = {}): Promise<JobList> => get('/v1/jobs', jobListSchema, { ...query }),
     listAll: (query: Omit<JobListQuery, 'cursor'> = {}): AsyncGenerator<Job> => walk((cursor) => jobs.list({ ...query, cursor })),
-    get: (jobId: string, opts: { signal?: AbortSignal } = {}): Promise<Job> => get(`/v1/jobs/${id(jobId)}`, jobSchema, undefined, opts.signal),
+    /** `GET /v1/jobs/:id`, with the start phases (`include=startup`). */
+    get: (jobId: string, opts: { signal?: AbortSignal } = {}): Promise<Job> => get(`/v1/jobs/${id(jobId)}`, jobSchema, { include: 'startup' }, opts.signal),
     /** `POST /v1/jobs/:id/cancel`; not retried (a POST other than creation). */
     cancel: async (jobId: string, opts: { reason?: string } = {}): Promise<Job> =>
       (await request({ method: 'POST', path: `/v1/jobs/${id(jobId)}/cancel`, body: opts.reason === undefined ? {} : { reason: opts.reason }, expect: { 200: jobSchema }, retry: false })).body,

@@ -218,7 +218,7 @@ t.test('behavior: capacity, pricing, jobs and billing print tables; --json is th
 
   const explained = await gf(['jobs', 'get', second.job.id, '--json', '--explain'], { env });
   t.equal(jobSchema.parse(JSON.parse(explained.stdout)).id, second.job.id, 'stdout stays pure JSON with --explain');
-  t.match(explained.stderr, new RegExp(`^→ GET ${s.baseUrl}/v1/jobs/${second.job.id} 200 req_\\S+ \\d+ms$`, 'm'), 'one line per call: method, URL, status, request id');
+  t.match(explained.stderr, new RegExp(`^→ GET ${s.baseUrl}/v1/jobs/${second.job.id}\\?include=startup 200 req_\\S+ \\d+ms$`, 'm'), 'one line per call: method, URL with its query, status, request id');
 
   const missing = await gf(['jobs', 'get', `job_${'a'.repeat(26)}`, '--explain'], { env });
   t.equal(missing.code, 3, 'an API error exits 3');

@@ -191,5 +191,11 @@ for (const [backend, open] of BACKENDS) {
         [ids[2], none],
       ],
     );
+    // A newer report replaces the one the matcher read before: the second machine now holds the
+    // image itself and wins the tie by its id; read as it was (a layer of it), it would lose.
+    await db.query('UPDATE machine_gpus SET busy = false, assignment_id = NULL');
+    await writeImageReport(db, some!, report([PINNED], [['a', 4], ['b', 2]]));
+    const [moved] = await createQueuedJobs(db, owner, [{ spec: { image: PINNED } }]);
+    t.same((await matchQueuedJobs({ db, log: () => {} })).matched.map((m) => [m.jobId, m.machineId]), [[moved, some]], 'the matcher follows the newer report');
   });
 }

@@ -265,18 +265,26 @@ t.test("behavior: a job's start phases (beyond the spec) validate against the do
   const created = await app.inject({ method: 'POST', url: '/v1/jobs', headers: bearer(key), payload: { image: 'ghcr.io/acme/trainer:1.2', gpu: { count: 1 } } });
   const id = created.json().job.id as string;
   await db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1`, [id]);
-  const queued = await app.inject({ url: `/v1/jobs/${id}`, headers: bearer(key) });
+  const queued = await app.inject({ url: `/v1/jobs/${id}?include=startup`, headers: bearer(key) });
   t.match(queued.json().startup, { assignmentId: null, phases: { queued: { status: 'in_progress', durationMs: null }, pull: { status: 'pending' } } });
   assertDocumented(t, document, 'get', '/v1/jobs/:id', queued);
 
   const [matched] = (await matchQueuedJobs({ db, log: () => undefined })).matched;
   const deps = { db, escrow: null, config: config.execution, blobs };
   for (const state of ['pulling', 'starting', 'running'] as const) await assignmentStatus(deps, machine.id, statusMessage(matched!.assignmentId, state));
-  const running = await app.inject({ url: `/v1/jobs/${id}`, headers: bearer(key) });
+  const running = await app.inject({ url: `/v1/jobs/${id}?include=startup`, headers: bearer(key) });
   t.match(running.json().startup, { assignmentId: matched!.assignmentId, attempt: 1, phases: { pull: { status: 'done' }, container: { status: 'done' }, run: { status: 'in_progress', endedAt: null } } });
   assertDocumented(t, document, 'get', '/v1/jobs/:id', running);
   assertDocumented(t, document, 'get', '/v1/jobs', await app.inject({ url: '/v1/jobs', headers: bearer(key) }));
   t.equal(document.components!.schemas!.JobStartup !== undefined, true, 'the phases are a named schema');
+  // Unasked, a job object is what a strict older client knows: no `startup` anywhere.
+  const plain = await app.inject({ url: `/v1/jobs/${id}`, headers: bearer(key) });
+  t.notOk('startup' in plain.json(), 'GET without include has no startup');
+  t.notOk((await app.inject({ url: '/v1/jobs', headers: bearer(key) })).json().data.some((j: object) => 'startup' in j), 'nor does the list');
+  assertDocumented(t, document, 'get', '/v1/jobs/:id', plain);
+  const bad = await app.inject({ url: `/v1/jobs/${id}?include=everything`, headers: bearer(key) });
+  t.equal(bad.statusCode, 400);
+  t.match(bad.json(), { error: { code: 'invalid_request', details: [{ field: 'include' }] } });
 });
 
 /** A path of the route with each parameter filled in with a well-formed value that names nothing. */

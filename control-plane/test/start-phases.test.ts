@@ -81,7 +81,7 @@ async function setup(t: Test, metrics: ControlPlaneMetrics) {
     await db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1`, [id]);
     return id;
   };
-  const job = async (id: string): Promise<Job> => jobSchema.parse((await app.inject({ url: `/v1/jobs/${id}`, headers: bearer(key) })).json());
+  const job = async (id: string): Promise<Job> => jobSchema.parse((await app.inject({ url: `/v1/jobs/${id}?include=startup`, headers: bearer(key) })).json());
   const match = async (id: string) => {
     const result = await matchQueuedJobs({ db, log: () => undefined });
     const matched = result.matched.find((m) => m.jobId === id);

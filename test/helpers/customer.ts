@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Account, Chain, Hash, Hex, Transport, WalletClient } from 'viem';
 import { apiRequest, type HttpAnswer } from '@gpufarm/client';
-import { isTerminalStatus, MACHINE_NOTE_PREFIX, type Job, type JobStatus, type LogLine } from '@gpufarm/shared';
+import { isTerminalStatus, MACHINE_NOTE_PREFIX, type Job, type JobEstimate, type JobStatus, type LogLine } from '@gpufarm/shared';
 import type { Marketplace } from './marketplace.js';
 import { until } from './wait.js';
 
 export interface CreatedJob {
   job: Job;
+  estimate: JobEstimate;
   funding: { signer: string; calls: { title: string; to: Hex; data: Hex; value: string }[] } | null;
 }
 
@@ -89,7 +90,7 @@ export class Customer {
   }
 
   async getJob(id: string): Promise<Job> {
-    const res = await this.request<Job>('GET', `/v1/jobs/${id}`);
+    const res = await this.request<Job>('GET', `/v1/jobs/${id}?include=startup`);
     if (res.status !== 200) throw new Error(`GET /v1/jobs/${id} answered ${res.status}: ${JSON.stringify(res.body)}`);
     return res.body;
   }

@@ -24,7 +24,7 @@ export function describeJob(job: Job): string {
     rows.push(['runs on', `${a.gpu.count}× ${a.gpu.model} at ${a.farm.slug} (${a.region}), ${usd(a.pricePerGpuHourMicroUsd)} per GPU-hour`]);
     if (a.exitCode !== null) rows.push(['exit code', String(a.exitCode)]);
   }
-  const start = startLine(job.startup);
+  const start = startLine(job.startup ?? null);
   if (start) rows.push(['start', start]);
   if (job.cost) rows.push(['cost', `${usd(job.cost.totalMicroUsd)} (${job.cost.billableGpuSeconds} GPU-seconds, fee ${usd(job.cost.feeMicroUsd)})`]);
   if (job.result) rows.push(['result', `${job.result.serverHash ?? 'no output'}${job.result.hashesMatch ? '' : ' (host and server hashes differ)'}`]);

@@ -16,7 +16,7 @@ export async function adminJobView(db: Queryable, params: { jobId: string; publi
   const row = await findJobById(db, params.jobId);
   if (!row) throw new ApiError('not_found', `No job ${params.jobId}.`);
   const [extras, timeline, log, people] = await Promise.all([
-    loadJobExtras(db, [row]),
+    loadJobExtras(db, [row], { startup: true }),
     jobTimeline(db, { job: row, chainId: params.chainId }),
     listLastLogLines(db, { jobId: row.id, limit: ADMIN_JOB_LOG_LINES }),
     findAdminJobPeople(db, row.id),

@@ -29,6 +29,10 @@ export interface JobRoutesOptions {
 }
 
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+/** `GET /v1/jobs/:id`: `include=startup` adds the job's start phases (beyond the spec; a strict older client never asks). */
+export const jobQuery = z.strictObject({
+  include: z.enum(['startup'], { error: 'must be startup (the only part a job object adds on request)' }).optional().meta({ description: 'Parts beyond the spec to add to the job object: `startup`, its start phases' }),
+});
 export const listQuery = z.strictObject({
   status: z
     .string()
@@ -92,13 +96,16 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
 
   const loadJob = (accountId: string, params: unknown): Promise<JobRow> => requireAccountJob(db, accountId, params);
 
-  /** Job objects with their assignment, artifacts, deferred payouts and start phases (four statements for any number of jobs). */
-  const toJobs = async (rows: readonly JobRow[]) => {
-    const extras = await loadJobExtras(db, rows);
+  /** Job objects with their assignment, artifacts, deferred payouts and, with `startup`, start phases (three or four statements for any number of jobs). */
+  const toJobs = async (rows: readonly JobRow[], options: { startup?: boolean } = {}) => {
+    const extras = await loadJobExtras(db, rows, options);
     return rows.map((row) => toJob(row, config.publicUrl, extras.get(row.id)));
   };
 
-  app.get('/v1/jobs/:id', { config: { auth: 'jobs:read' } }, async (request) => (await toJobs([await loadJob(request.principal!.accountId, request.params)]))[0]);
+  app.get('/v1/jobs/:id', { config: { auth: 'jobs:read' } }, async (request) => {
+    const query = parseQuery(jobQuery, request.query, 'GET /v1/jobs/:id');
+    return (await toJobs([await loadJob(request.principal!.accountId, request.params)], { startup: query.include === 'startup' }))[0];
+  });
 
   app.get('/v1/jobs/:id/funding', { config: { auth: 'jobs:create' } }, async (request) => {
     const principal = request.principal!;
@@ -133,8 +140,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { db,
       object: 'funding.confirmation',
       status: 'confirmed',
       message: `The escrow holds ${outcome.job.max_payment} base units of ${outcome.job.payment_symbol} for this job (transaction ${outcome.job.fund_tx_hash}); it is queued.`,
-      // As GET shows it: queued, its start phases begun.
-      job: (await toJobs([outcome.job]))[0],
+      job: toJob(outcome.job, config.publicUrl),
     };
   });
 

@@ -12,13 +12,14 @@ export interface JobExtras {
   assignment: JobAssignment | null;
   artifacts: ArtifactSummary[];
   withdrawal: JobWithdrawal | null;
-  startup: JobStartup | null;
+  /** Loaded only when asked for (`include=startup`); absent, the job object has no `startup`. */
+  startup?: JobStartup | null;
 }
 
-const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [], withdrawal: null, startup: null };
+const NO_EXTRAS: JobExtras = { assignment: null, artifacts: [], withdrawal: null };
 
-/** The assignment (with farm and coarse region), the output and log artifacts, the deferred payouts and the start phases of each job, in four statements. */
-export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Promise<Map<string, JobExtras>> {
+/** The assignment (with farm and coarse region), the output and log artifacts, the deferred payouts and, with `startup`, the start phases of each job, in three or four statements. */
+export async function loadJobExtras(db: Queryable, rows: readonly JobRow[], options: { startup?: boolean } = {}): Promise<Map<string, JobExtras>> {
   const out = new Map<string, JobExtras>();
   if (rows.length === 0) return out;
   const assignmentIds = rows.map((r) => r.assignment_id).filter((id): id is string => id !== null);
@@ -27,9 +28,11 @@ export async function loadJobExtras(db: Queryable, rows: readonly JobRow[]): Pro
     listJobAssignments(db, assignmentIds),
     listJobsArtifacts(db, jobIds),
     deferredPaymentsOfJobs(db, jobIds),
-    loadJobPhases(db, jobIds),
+    options.startup ? loadJobPhases(db, jobIds) : null,
   ]);
-  for (const row of rows) out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [], withdrawal: null, startup: startupFrom(phases.get(row.id)) });
+  for (const row of rows) {
+    out.set(row.id, { assignment: null, artifacts: artifacts.get(row.id) ?? [], withdrawal: null, ...(phases ? { startup: startupFrom(phases.get(row.id)) } : {}) });
+  }
   // A release pays the customer once, so a job has at most one deferral of the customer's share.
   for (const d of deferred) {
     if (d.party !== 'customer') continue;
@@ -110,7 +113,7 @@ export function toJob(row: JobRow, publicUrl: string, extras: JobExtras = NO_EXT
         : null,
     receipt: receiptOf(row, extras.withdrawal),
     artifacts: extras.artifacts,
-    startup: extras.startup,
+    ...(extras.startup === undefined ? {} : { startup: extras.startup }),
   };
 }
 

@@ -29,8 +29,37 @@ export interface MachineImageReport {
   report: Pick<ImageCacheReport, 'images' | 'layers'>;
 }
 
-/** For each wanted image key, each machine holding any of it (bytes > 0 or the exact image) and how much. */
-export type ImageHoldings = Map<string, Map<string, ImageHolding>>;
+/**
+ * Who holds how much of one image: `get` answers for a machine (undefined: nothing of it),
+ * iterating lists every machine holding any of it, and `size` bounds their number (a walk over
+ * the holders costs at most that).
+ */
+export interface ImageHolders extends Iterable<[string, ImageHolding]> {
+  readonly size: number;
+  get(machineId: string): ImageHolding | undefined;
+}
+
+/** For each wanted image key, its holders. */
+export type ImageHoldings = Map<string, ImageHolders>;
+
+/** A machine's report as matching reads it: each image's names reduced (`imageCacheKey`) and its layers resolved, once per report. */
+export interface MachineImages {
+  machineId: string;
+  images: Array<{ keys: string[]; layers: Array<{ digest: string; sizeBytes: number }>; lastUsedAt: string }>;
+  /** Every layer the machine holds, once each. */
+  layers: Array<{ digest: string; sizeBytes: number }>;
+  layerDigests: ReadonlySet<string>;
+}
+
+export function machineImagesOf({ machineId, report }: MachineImageReport): MachineImages {
+  const images = report.images.map((image) => ({
+    keys: [...new Set([...image.repoDigests, ...image.repoTags].flatMap((name) => imageCacheKey(name) ?? []))],
+    layers: image.layers.flatMap((i) => (report.layers[i] ? [report.layers[i]] : [])),
+    lastUsedAt: image.lastUsedAt,
+  }));
+  const layers = [...new Map(report.layers.map((l) => [l.digest, l])).values()];
+  return { machineId, images, layers, layerDigests: new Set(layers.map((l) => l.digest)) };
+}
 
 /**
  * Who holds how much of each image of `keys` (`imageCacheKey` names). An image's layers are
@@ -41,63 +70,71 @@ export type ImageHoldings = Map<string, Map<string, ImageHolding>>;
  * holds by name is absent (its layers are unknown).
  */
 export function imageHoldings(keys: Iterable<string>, reports: readonly MachineImageReport[]): ImageHoldings {
+  return holdingsOf(keys, reports.map(machineImagesOf));
+}
+
+/** `imageHoldings` of reports already read as `machineImagesOf` does. */
+export function holdingsOf(keys: Iterable<string>, machines: readonly MachineImages[]): ImageHoldings {
   const wanted = new Set(keys);
   const learnt = new Map<string, { layers: Array<{ digest: string; sizeBytes: number }>; at: string; machineId: string }>();
   const exact = new Map<string, string[]>();
-  for (const { machineId, report } of reports) {
-    for (const image of report.images) {
-      const names = new Set<string>();
-      for (const name of [...image.repoDigests, ...image.repoTags]) {
-        const key = imageCacheKey(name);
-        if (key !== null && wanted.has(key)) names.add(key);
-      }
-      for (const key of names) {
+  for (const { machineId, images } of machines) {
+    for (const image of images) {
+      for (const key of image.keys) {
+        if (!wanted.has(key)) continue;
         exact.set(key, [...(exact.get(key) ?? []), machineId]);
         const known = learnt.get(key);
         if (known && (known.at > image.lastUsedAt || (known.at === image.lastUsedAt && known.machineId < machineId))) continue;
-        const layers = image.layers.flatMap((i) => (report.layers[i] ? [report.layers[i]] : []));
-        learnt.set(key, { layers, at: image.lastUsedAt, machineId });
+        learnt.set(key, { layers: image.layers, at: image.lastUsedAt, machineId });
       }
     }
   }
-  // Each learnt layer's digest → the images it belongs to, with its size.
-  const byDigest = new Map<string, Array<{ key: string; sizeBytes: number }>>();
-  for (const [key, { layers }] of learnt) {
-    for (const layer of new Map(layers.map((l) => [l.digest, l])).values()) byDigest.set(layer.digest, [...(byDigest.get(layer.digest) ?? []), { key, sizeBytes: layer.sizeBytes }]);
-  }
-  const holdings: ImageHoldings = new Map([...learnt.keys()].map((key) => [key, new Map<string, ImageHolding>()]));
-  for (const { machineId, report } of reports) {
-    const seen = new Set<string>();
-    for (const layer of report.layers) {
-      if (seen.has(layer.digest)) continue;
-      seen.add(layer.digest);
-      for (const { key, sizeBytes } of byDigest.get(layer.digest) ?? []) {
-        const held = holdings.get(key)!;
-        const h = held.get(machineId);
-        if (h) h.bytes += sizeBytes;
-        else held.set(machineId, { bytes: sizeBytes, exact: false });
-      }
-    }
-  }
-  for (const [key, machines] of exact) {
-    const held = holdings.get(key)!;
-    for (const machineId of machines) {
-      const h = held.get(machineId);
-      if (h) h.exact = true;
-      else held.set(machineId, { bytes: 0, exact: true });
-    }
-  }
-  return holdings;
+  // Counted per machine when the matcher asks (`LazyHolders`): a base layer every machine holds
+  // would otherwise make every machine a holder of every image, in every batch.
+  const byId = new Map(machines.map((m) => [m.machineId, m]));
+  return new Map([...learnt].map(([key, { layers }]) => [key, new LazyHolders([...new Map(layers.map((l) => [l.digest, l])).values()], new Set(exact.get(key)), byId)]));
 }
 
-/** The layer digests of the images `reports` hold under a name of `keys`: the layers whose holders count toward those images. */
-export function wantedLayerDigests(keys: Iterable<string>, reports: readonly MachineImageReport[]): string[] {
+/** One image's holders among the machines read, each counted on first ask. */
+class LazyHolders implements ImageHolders {
+  private readonly counted = new Map<string, ImageHolding | undefined>();
+  constructor(
+    private readonly layers: ReadonlyArray<{ digest: string; sizeBytes: number }>,
+    private readonly exact: ReadonlySet<string>,
+    private readonly machines: ReadonlyMap<string, MachineImages>,
+  ) {}
+
+  get size(): number {
+    return this.machines.size;
+  }
+
+  get(machineId: string): ImageHolding | undefined {
+    if (this.counted.has(machineId)) return this.counted.get(machineId);
+    const held = this.machines.get(machineId)?.layerDigests;
+    let bytes = 0;
+    if (held) for (const l of this.layers) if (held.has(l.digest)) bytes += l.sizeBytes;
+    const exact = this.exact.has(machineId);
+    const holding = bytes > 0 || exact ? { bytes, exact } : undefined;
+    this.counted.set(machineId, holding);
+    return holding;
+  }
+
+  *[Symbol.iterator](): Iterator<[string, ImageHolding]> {
+    for (const machineId of this.machines.keys()) {
+      const holding = this.get(machineId);
+      if (holding) yield [machineId, holding];
+    }
+  }
+}
+
+/** The layer digests of the images `machines` hold under a name of `keys`: the layers whose holders count toward those images. */
+export function wantedLayerDigests(keys: Iterable<string>, machines: readonly MachineImages[]): string[] {
   const wanted = new Set(keys);
   const digests = new Set<string>();
-  for (const { report } of reports) {
-    for (const image of report.images) {
-      if (![...image.repoDigests, ...image.repoTags].some((name) => wanted.has(imageCacheKey(name) ?? ''))) continue;
-      for (const i of image.layers) if (report.layers[i]) digests.add(report.layers[i].digest);
+  for (const { images } of machines) {
+    for (const image of images) {
+      if (!image.keys.some((key) => wanted.has(key))) continue;
+      for (const l of image.layers) digests.add(l.digest);
     }
   }
   return [...digests];

@@ -6,20 +6,21 @@ import { applyTransition } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, minVramOf, type ResolvedInput, type StoredJobSpec } from './assignment-spec.js';
-import { imageHoldings, wantedLayerDigests } from './image-holdings.js';
+import { holdingsOf, machineImagesOf, wantedLayerDigests, type MachineImages } from './image-holdings.js';
 import { CandidatePool, type CandidateGpu, type CandidateUnit, type JobNeed, type PlannedMatch } from './plan.js';
 import {
   anyQueuedJob,
   claimQueuedJobs,
   loadCandidates,
   loadJobHistory,
-  loadLayersHolding,
-  loadReportsNaming,
+  loadReports,
+  loadReportVersions,
   lockGpus,
   MatchWriteConflict,
   writeMatches,
   type ClaimedJob,
   type MatchRecord,
+  type ReportVersion,
 } from './store.js';
 
 /**
@@ -118,7 +119,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
         if ((spec.inputs?.length ?? 0) > 0 && !deps.resolveInputs) continue;
         needs.push({ job, need: needOf(job, spec, history.excluded.get(job.id)) });
       }
-      await addImageHoldings(tx, pool, needs.map((n) => n.need.imageKey));
+      await addImageHoldings(tx, deps.db, pool, needs.map((n) => n.need.imageKey));
       const planned = await planAndLock(tx, pool, needs, { allowAgentless, allowSimulated, lockRounds });
       const records: MatchRecord[] = [];
       for (const { job, match, priceMicroUsd } of planned.won) {
@@ -157,19 +158,33 @@ function needOf(job: ClaimedJob, spec: StoredJobSpec, excluded: Set<string> | un
   };
 }
 
+/** The image reports a matcher has read (as `machineImagesOf` reads them), by machine, with their versions: a report is read again only once a newer one is stored. */
+type ReportCache = Map<string, { reportedAt: string; images: MachineImages }>;
+const reportCaches = new WeakMap<Database, ReportCache>();
+
+/** The reports of `versions`, from `cache` where it holds that version, else read (and kept). */
+async function reportsOf(tx: Queryable, cache: ReportCache, versions: readonly ReportVersion[]): Promise<MachineImages[]> {
+  const stale = versions.filter((v) => cache.get(v.machineId)?.reportedAt !== v.reportedAt).map((v) => v.machineId);
+  for (const row of await loadReports(tx, stale)) cache.set(row.machineId, { reportedAt: row.reportedAt, images: machineImagesOf(row) });
+  return versions.flatMap((v) => cache.get(v.machineId)?.images ?? []);
+}
+
 /**
  * Tells the pool who holds how much of the batch's images it does not know yet (image-aware
- * matching, `image-holdings.ts`): the reports of the machines holding them by name, then the
- * layers of the candidates holding any of their layers. Two indexed reads per batch; none
- * past the first when no machine holds any of the images.
+ * matching, `image-holdings.ts`): the reports of the machines holding them by name, then those
+ * of the candidates holding any of their layers. Each is read once per version (`ReportCache`):
+ * a batch reads the versions, and only reports stored since the last batch whole.
  */
-async function addImageHoldings(tx: Queryable, pool: CandidatePool, keys: ReadonlyArray<string | null>): Promise<void> {
+async function addImageHoldings(tx: Queryable, db: Database, pool: CandidatePool, keys: ReadonlyArray<string | null>): Promise<void> {
   const fresh = [...new Set(keys)].filter((k): k is string => k !== null && !pool.knowsImage(k));
   if (fresh.length === 0) return;
-  const naming = await loadReportsNaming(tx, fresh);
+  let cache = reportCaches.get(db);
+  if (!cache) reportCaches.set(db, (cache = new Map()));
+  const naming = await reportsOf(tx, cache, await loadReportVersions(tx, { keys: fresh }));
   const named = new Set(naming.map((r) => r.machineId));
-  const layers = naming.length === 0 ? [] : await loadLayersHolding(tx, { digests: wantedLayerDigests(fresh, naming), machineIds: pool.machineIds().filter((id) => !named.has(id)) });
-  pool.addImageHoldings(fresh, imageHoldings(fresh, [...naming, ...layers]));
+  const layers =
+    naming.length === 0 ? [] : await reportsOf(tx, cache, await loadReportVersions(tx, { layers: wantedLayerDigests(fresh, naming), machineIds: pool.machineIds().filter((id) => !named.has(id)) }));
+  pool.addImageHoldings(fresh, holdingsOf(fresh, [...naming, ...layers]));
 }
 
 const NO_MACHINES: ReadonlySet<string> = new Set();

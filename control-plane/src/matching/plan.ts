@@ -1,5 +1,5 @@
 import { REGIONS, regionKeysFor } from '@gpufarm/shared';
-import { compareHoldings, NO_HOLDING, type ImageHolding, type ImageHoldings } from './image-holdings.js';
+import { compareHoldings, NO_HOLDING, type ImageHolders, type ImageHolding, type ImageHoldings } from './image-holdings.js';
 
 /**
  * The matcher's pure core: which machine and which GPUs a queued job gets. No I/O: the store loads the free GPUs into a pool, jobs take
@@ -123,7 +123,7 @@ export class CandidatePool {
   /** Each machine's units (the image preference looks a holder's units up). */
   private readonly unitsOf = new Map<string, CandidateUnit[]>();
   /** Who holds how much of each image loaded so far (`addImageHoldings`). */
-  private readonly holdings = new Map<string, ReadonlyMap<string, ImageHolding>>();
+  private readonly holdings = new Map<string, ImageHolders>();
 
   constructor(units: readonly CandidateUnit[]) {
     const regions = new Set<string>();
@@ -204,7 +204,7 @@ export class CandidatePool {
    * more. Walks the units at that price in the tier's lists, or the image's holders when they
    * are fewer (the cost is the smaller of the two).
    */
-  private preferHolder(best: { unit: CandidateUnit; gpus: CandidateGpu[] }, held: ReadonlyMap<string, ImageHolding>, need: JobNeed, tier: readonly string[]): { unit: CandidateUnit; gpus: CandidateGpu[] } {
+  private preferHolder(best: { unit: CandidateUnit; gpus: CandidateGpu[] }, held: ImageHolders, need: JobNeed, tier: readonly string[]): { unit: CandidateUnit; gpus: CandidateGpu[] } {
     const price = best.unit.machine.priceMicroUsd;
     let winner = best;
     let top = held.get(best.unit.machine.id) ?? NO_HOLDING;
@@ -284,4 +284,4 @@ function gpusFor(unit: CandidateUnit, need: JobNeed): CandidateGpu[] | null {
   return gpus.length < need.gpuCount ? null : gpus;
 }
 
-const NO_MACHINES_HOLD: ReadonlyMap<string, ImageHolding> = new Map();
+const NO_MACHINES_HOLD: ImageHolders = new Map<string, ImageHolding>();

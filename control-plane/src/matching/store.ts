@@ -135,27 +135,34 @@ export async function loadCandidates(db: Queryable, params: { allowAgentless: bo
   return units;
 }
 
-/**
- * The image reports (`machine_images`, written by the gateway) of every machine that holds an
- * image named by one of `keys` (`imageCacheKey` names): what the images' layers are learnt from.
- * A machine of any state counts: its report says what the image is made of.
- */
-export async function loadReportsNaming(db: Queryable, keys: readonly string[]): Promise<MachineImageReport[]> {
-  if (keys.length === 0) return [];
-  return db.query<MachineImageReport>(`SELECT machine_id AS "machineId", report FROM machine_images WHERE image_names && $1::text[]`, [keys]);
+/** A machine's stored image report, named by when it was received (a newer one replaces it whole). */
+export interface ReportVersion {
+  machineId: string;
+  /** `machine_images.reported_at` as text, to the microsecond: the report's version. */
+  reportedAt: string;
 }
 
 /**
- * The layers (images left out) of the machines among `machineIds` that hold any of `digests`:
- * how much of an image a candidate holds under other images.
+ * The versions of the reports of machines that hold one of `keys` by name, or, with `layers`,
+ * of the machines among `machineIds` holding any of those layers: what the matcher compares
+ * with the reports it keeps, before reading any report whole (`loadReports`).
  */
-export async function loadLayersHolding(db: Queryable, params: { digests: readonly string[]; machineIds: readonly string[] }): Promise<MachineImageReport[]> {
-  if (params.digests.length === 0 || params.machineIds.length === 0) return [];
-  return db.query<MachineImageReport>(
-    `SELECT machine_id AS "machineId", jsonb_build_object('images', '[]'::jsonb, 'layers', report -> 'layers') AS report
-     FROM machine_images WHERE layer_digests && $1::text[] AND machine_id = ANY($2::text[])`,
-    [params.digests, params.machineIds],
+export async function loadReportVersions(db: Queryable, params: { keys: readonly string[] } | { layers: readonly string[]; machineIds: readonly string[] }): Promise<ReportVersion[]> {
+  if ('keys' in params) {
+    if (params.keys.length === 0) return [];
+    return db.query<ReportVersion>(`SELECT machine_id AS "machineId", reported_at::text AS "reportedAt" FROM machine_images WHERE image_names && $1::text[]`, [params.keys]);
+  }
+  if (params.layers.length === 0 || params.machineIds.length === 0) return [];
+  return db.query<ReportVersion>(
+    `SELECT machine_id AS "machineId", reported_at::text AS "reportedAt" FROM machine_images WHERE layer_digests && $1::text[] AND machine_id = ANY($2::text[])`,
+    [params.layers, params.machineIds],
   );
+}
+
+/** The stored reports of `machineIds`, with their versions. */
+export async function loadReports(db: Queryable, machineIds: readonly string[]): Promise<Array<MachineImageReport & ReportVersion>> {
+  if (machineIds.length === 0) return [];
+  return db.query<MachineImageReport & ReportVersion>(`SELECT machine_id AS "machineId", reported_at::text AS "reportedAt", report FROM machine_images WHERE machine_id = ANY($1::text[])`, [machineIds]);
 }
 
 /** A GPU row the matcher locked, with its machine's price at that moment. */

@@ -33,7 +33,7 @@ import { querySchema as billingQuerySchema } from '../billing/routes.js';
 import { querySchema as capacityQuerySchema } from '../capacity/query.js';
 import { jobParams } from '../jobs/account-job.js';
 import { numericParam } from '../http/parse.js';
-import { cancelBody, IDEMPOTENCY_KEY, listQuery as jobListQuery } from '../jobs/routes.js';
+import { cancelBody, IDEMPOTENCY_KEY, jobQuery, listQuery as jobListQuery } from '../jobs/routes.js';
 import { logsQuery, logStreamQuery } from '../logs/routes.js';
 import { templateParams } from '../templates/routes.js';
 
@@ -136,7 +136,7 @@ export const DOCUMENTED_ROUTES: readonly DocumentedRoute[] = [
     errors: ['invalid_request', 'validation_error', 'policy_rejected', 'conflict'],
   },
   { method: 'get', path: '/v1/jobs', operationId: 'listJobs', summary: "The account's jobs, newest first", auth: 'jobs:read', query: jobListQuery, successes: [{ status: 200, description: 'A page of jobs', body: jobListSchema }], errors: [] },
-  { method: 'get', path: '/v1/jobs/:id', operationId: 'getJob', summary: 'One job', auth: 'jobs:read', params: jobParams, successes: [{ status: 200, description: 'The job', body: jobSchema }], errors: ['not_found'] },
+  { method: 'get', path: '/v1/jobs/:id', operationId: 'getJob', summary: 'One job (`include=startup` adds its start phases)', auth: 'jobs:read', params: jobParams, query: jobQuery, successes: [{ status: 200, description: 'The job', body: jobSchema }], errors: ['not_found'] },
   { method: 'get', path: '/v1/jobs/:id/funding', operationId: 'getJobFunding', summary: 'The ordered wallet calls that fund a CREATED job', auth: 'jobs:create', params: jobParams, successes: [{ status: 200, description: 'The funding calls', body: fundingSchema }], errors: ['not_found', 'conflict'] },
   {
     method: 'post', path: '/v1/jobs/:id/fund-confirm', operationId: 'confirmJobFunding', summary: 'Confirm funding: the service reads the transaction and its JobFunded event from the chain', auth: 'jobs:create', params: jobParams, body: fundConfirmRequestSchema,

@@ -6,7 +6,9 @@ import { mulberry32, seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { createJobOwner, createQueuedJobs, type QueuedJobInput } from '@gpufarm/control-plane/matching/factories.js';
 import { matchQueuedJobs } from '@gpufarm/control-plane/matching/matcher.js';
 import { REGIONS } from '@gpufarm/shared';
+import { writeImageReport } from '@gpufarm/control-plane/agent-gateway/image-store.js';
 import { createBenchDatabase, type BenchDatabase } from './database.js';
+import { benchImageName, benchImageReport } from './image-reports.js';
 import type { StandaloneResult, StandaloneSection } from './standalone.js';
 
 const MACHINES = Number(process.env.BENCH_MATCH_MACHINES ?? 10_000);
@@ -26,8 +28,9 @@ const PINNED = ['h100-80gb-sxm', 'h100-80gb-pcie', 'a100-80gb'];
  * datacenter classes, a tenth ask for 40 GiB, a third name a region. The seeded fleet's free
  * GPUs hold all of it with room to spare (the bench times the matcher, not a shortage).
  */
-function queue(count: number): QueuedJobInput[] {
+function queue(count: number, images: boolean): QueuedJobInput[] {
   const random = mulberry32(7);
+  const imageOf = mulberry32(8);
   const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
   const jobs: QueuedJobInput[] = [];
   for (let i = 0; i < count; i++) {
@@ -40,7 +43,7 @@ function queue(count: number): QueuedJobInput[] {
       gpuCount: gpus,
       capMicroUsd: 10_000_000,
       spec: {
-        image: 'busybox',
+        image: images ? benchImageName(Math.floor(imageOf() * BENCH_IMAGES)) : 'busybox',
         command: ['sh', '-c', 'nvidia-smi'],
         gpu: { count: gpus, ...(allow ? { modelAllowlist: allow } : {}), ...(vram ? { minimumVramGb: vram } : {}) },
         ...(region ? { regionPreference: region } : {}),
@@ -133,7 +136,7 @@ async function resetRun(db: Database): Promise<void> {
 }
 
 /** A fresh database with the bench's fleet and queue (`BENCH_MATCH_MACHINES`, `BENCH_MATCH_JOBS`); the caller drops it. */
-async function prepareDatabase(log: (line: string) => void): Promise<BenchDatabase> {
+async function prepareDatabase(log: (line: string) => void, images = false): Promise<BenchDatabase> {
   const serverUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://gpufarm:gpufarm@127.0.0.1:5432/postgres';
   const database = await createBenchDatabase(serverUrl);
   try {
@@ -151,7 +154,8 @@ async function prepareDatabase(log: (line: string) => void): Promise<BenchDataba
       );
       freeGpus = free!.n;
       const owner = await createJobOwner(db);
-      const jobs = queue(JOBS);
+      if (images) await reportImages(db, log);
+      const jobs = queue(JOBS, images);
       for (let i = 0; i < jobs.length; i += 5_000) await createQueuedJobs(db, owner, jobs.slice(i, i + 5_000));
       await db.exec('VACUUM ANALYZE jobs, machines');
       const demand = jobs.reduce((n, j) => n + (j.gpuCount ?? 1), 0);
@@ -166,15 +170,33 @@ async function prepareDatabase(log: (line: string) => void): Promise<BenchDataba
   return database;
 }
 
+/** Images the jobs of the image-aware run name, and how many of them each machine holds. */
+const BENCH_IMAGES = 50;
+const IMAGES_PER_MACHINE = 5;
+
+/** Every machine's agent reports `IMAGES_PER_MACHINE` of the bench images, through the gateway's own writer. */
+async function reportImages(db: Database, log: (line: string) => void): Promise<void> {
+  const random = mulberry32(9);
+  const machines = await db.query<{ id: string }>('SELECT id FROM machines ORDER BY id');
+  for (const { id } of machines) {
+    const held = new Set<number>();
+    while (held.size < IMAGES_PER_MACHINE) held.add(Math.floor(random() * BENCH_IMAGES));
+    await writeImageReport(db, id, benchImageReport([...held].map((image, i) => ({ image, usedAt: Date.parse('2026-11-01T00:00:00Z') + i * 1000 }))));
+  }
+  log(`every machine reports ${IMAGES_PER_MACHINE} of ${BENCH_IMAGES} images; every job names one of them`);
+}
+
 /**
  * The matching bench's time per job with one matcher (seconds per matched job), on a database
- * of its own: the reference other sections compare the matcher against in the same run.
+ * of its own: the reference other sections compare the matcher against in the same run. With
+ * `images`, every machine's agent has reported the images it holds and every job names one, so
+ * the matcher weighs who holds each job's image (image-aware matching) on every pass.
  */
-export async function matchingSecondsPerJob(log: (line: string) => void): Promise<number> {
-  const database = await prepareDatabase(log);
+export async function matchingSecondsPerJob(log: (line: string) => void, options: { images?: boolean } = {}): Promise<number> {
+  const database = await prepareDatabase(log, options.images ?? false);
   try {
     const one = await timeMatching(database.url, 1);
-    log(`matching bench (one matcher): ${one.matched} jobs in ${one.seconds.toFixed(2)} s`);
+    log(`matching bench (one matcher${options.images ? ', image reports' : ''}): ${one.matched} jobs in ${one.seconds.toFixed(2)} s`);
     return one.seconds / Math.max(1, one.matched);
   } finally {
     await database.drop();

@@ -1,4 +1,3 @@
-import type { ImageCacheReport } from '@gpufarm/shared';
 import { writeImageReport } from '@gpufarm/control-plane/agent-gateway/image-store.js';
 import { migrate } from '@gpufarm/control-plane/db/migrate.js';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
@@ -8,6 +7,7 @@ import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
 import { createJobOwner, createQueuedJobs } from '@gpufarm/control-plane/matching/factories.js';
 import { matchQueuedJobs } from '@gpufarm/control-plane/matching/matcher.js';
 import { createBenchDatabase } from './database.js';
+import { benchImageName as imageName, benchImageReport as reportOf } from './image-reports.js';
 import { matchingSecondsPerJob } from './matching.js';
 import { alignedTable } from './report.js';
 import type { StandaloneSection } from './standalone.js';
@@ -24,31 +24,6 @@ const PER_ROUND = 25;
 /** Targets (issue 34): at least twice the warm starts of the same market without image-aware matching, at most 1.2× the matching bench's time per job. */
 const TARGET_WARM_RATIO = 2;
 const TARGET_TIME_RATIO = 1.2;
-
-const GiB = 2 ** 30;
-const hex = (n: number, width = 64) => n.toString(16).padStart(width, '0');
-const imageName = (i: number) => `bench.local/startup/img-${String(i).padStart(2, '0')}:1`;
-/** Every image: a shared base layer (0.1 GiB) and two layers of its own (1 to 9 GiB together). */
-const layersOf = (i: number) => [
-  { digest: `sha256:${hex(0xba5e)}`, sizeBytes: Math.round(GiB / 10) },
-  { digest: `sha256:${hex(1_000 + 2 * i)}`, sizeBytes: (1 + (i % 5)) * GiB },
-  { digest: `sha256:${hex(1_001 + 2 * i)}`, sizeBytes: (i % 5) * GiB },
-];
-
-/** What a machine's agent would report for its cache, most recently used first (as the agent lists them). */
-function reportOf(cache: ReadonlyArray<{ image: number; usedAt: number }>): ImageCacheReport {
-  const layers = new Map<string, { digest: string; sizeBytes: number }>();
-  const images = [...cache]
-    .sort((a, b) => b.usedAt - a.usedAt)
-    .map(({ image, usedAt }) => {
-      const own = layersOf(image);
-      for (const l of own) layers.set(l.digest, l);
-      const list = [...layers.keys()];
-      return { id: `sha256:${hex(50_000 + image)}`, repoDigests: [], repoTags: [imageName(image)], layers: own.map((l) => list.indexOf(l.digest)), lastUsedAt: new Date(usedAt).toISOString() };
-    });
-  const all = [...layers.values()];
-  return { budgetBytes: 100 * GiB, usedBytes: all.reduce((n, l) => n + l.sizeBytes, 0), images, layers: all, omitted: 0 };
-}
 
 /** The images of `count` jobs drawn by a Zipf law over `IMAGES` images (seeded: both runs get the same queue). */
 function zipfQueue(count: number): number[] {
@@ -151,8 +126,9 @@ async function runMarket(serverUrl: string, imageAware: boolean): Promise<Market
 
 /**
  * Image-aware matching on a simulated market: the fraction of `JOBS` jobs that start warm with it
- * against the same market and queue without it, and the matcher's time per job against the
- * matching bench's (`matchingSecondsPerJob`, measured in the same run). The section's other part,
+ * against the same market and queue without it, and the matcher's time per job on the matching
+ * bench's fleet and queue with every machine reporting its images against the same without
+ * (`matchingSecondsPerJob`, both in this run). The section's other part,
  * the cold and warm start of a large image, is `startup-pull.ts`.
  */
 export async function imageAwareMarket(log: (line: string) => void): Promise<{ table: string[]; missed: string[] }> {
@@ -162,9 +138,10 @@ export async function imageAwareMarket(log: (line: string) => void): Promise<{ t
   const aware = await runMarket(serverUrl, true);
   log(`with image-aware matching: ${aware.warm}/${aware.matched} jobs started warm; matcher ${(aware.matcherSeconds * 1000).toFixed(0)} ms in ${aware.passes} passes`);
   const reference = await matchingSecondsPerJob(log);
+  const withImages = await matchingSecondsPerJob(log, { images: true });
   const warmRatio = without.warm === 0 ? Infinity : aware.warm / without.warm;
   const perJob = (r: MarketRun) => r.matcherSeconds / Math.max(1, r.matched);
-  const timeRatio = perJob(aware) / reference;
+  const timeRatio = withImages / reference;
   const warmPass = warmRatio >= TARGET_WARM_RATIO;
   const timePass = timeRatio <= TARGET_TIME_RATIO;
   const pct = (r: MarketRun) => `${((100 * r.warm) / Math.max(1, r.matched)).toFixed(1)} %`;
@@ -172,13 +149,13 @@ export async function imageAwareMarket(log: (line: string) => void): Promise<{ t
   const table = alignedTable([
     ['image-aware matching, simulated market', 'without', 'with', 'ratio', 'target', 'result'],
       [`jobs starting warm (${MACHINES} machines x ${SLOTS} images, ${JOBS} jobs, Zipf over ${IMAGES} images)`, pct(without), pct(aware), `${warmRatio.toFixed(2)}x`, `>= ${TARGET_WARM_RATIO}x`, warmPass ? 'PASS' : 'FAIL'],
-    ['matcher time per job (with: against the matching bench in this run)', ms(perJob(without)), ms(perJob(aware)), `${timeRatio.toFixed(2)}x of ${ms(reference)}`, `<= ${TARGET_TIME_RATIO}x`, timePass ? 'PASS' : 'FAIL'],
-    // The market's rounds are 25 jobs a pass against the bench's 2,000: a pass's fixed cost weighs more per job here. This row is the images' own cost.
-    ['matcher time per job, with against without (same market)', ms(perJob(without)), ms(perJob(aware)), `${(perJob(aware) / perJob(without)).toFixed(2)}x`, 'reported', '-'],
+    ['matcher time per job, the matching bench\'s fleet and queue, every machine reporting 5 images', ms(reference), ms(withImages), `${timeRatio.toFixed(2)}x`, `<= ${TARGET_TIME_RATIO}x`, timePass ? 'PASS' : 'FAIL'],
+    // The market matches 25 jobs a pass against the bench's 2,000: a pass's fixed cost weighs more per job here.
+    ['matcher time per job on this simulated market', ms(perJob(without)), ms(perJob(aware)), `${(perJob(aware) / perJob(without)).toFixed(2)}x`, 'reported', '-'],
   ]);
   const missed = [
     ...(warmPass ? [] : [`startup: warm starts ${warmRatio.toFixed(2)}x with image-aware matching (target ${TARGET_WARM_RATIO}x)`]),
-    ...(timePass ? [] : [`startup: matcher time per job ${timeRatio.toFixed(2)}x the matching bench's (target ${TARGET_TIME_RATIO}x)`]),
+    ...(timePass ? [] : [`startup: matcher time per job with image reports ${timeRatio.toFixed(2)}x the matching bench's without (target ${TARGET_TIME_RATIO}x)`]),
   ];
   return { table, missed };
 }

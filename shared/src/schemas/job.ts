@@ -271,7 +271,7 @@ export type JobStartup = z.infer<typeof jobStartupSchema>;
 /**
  * The job resource (`object: 'job'`). `assignment`, `cost`, `result` and `receipt` are null
  * until they exist; `verificationLevel` is null before a result exists. `startup` is beyond
- * the spec (`jobStartupSchema`).
+ * the spec (`jobStartupSchema`) and present only when asked for (`include=startup`).
  */
 export const jobSchema = z.strictObject({
   object: z.literal('job'),
@@ -286,9 +286,11 @@ export const jobSchema = z.strictObject({
   result: jobResultSchema.nullable(),
   receipt: jobReceiptSchema.nullable(),
   artifacts: z.array(artifactSummarySchema),
-  startup: jobStartupSchema.nullable().meta({
+  // Only when asked for (`GET /v1/jobs/:id?include=startup`): a client whose job schema is strict
+  // (every released gf) is never sent a field it does not know.
+  startup: jobStartupSchema.nullable().optional().meta({
     description:
-      "Beyond the spec: the phases of the job's start and run (queued, dispatch, pull, container, firstLog, run, upload), each with its status, start, end and duration in milliseconds, " +
+      'Beyond the spec, and present only on `GET /v1/jobs/{id}?include=startup`: the phases of the job\'s start and run (queued, dispatch, pull, container, firstLog, run, upload), each with its status, start, end and duration in milliseconds, ' +
       "as the service received the machine's reports (the service's clock). The latest run's; while the job waits in QUEUED, the wait. Null before the job was first queued and for a job that ended before any machine was offered it.",
   }),
 });
