@@ -340,6 +340,7 @@ t.test('behavior: an operator makes an enrollment token with its gf-agent enroll
   const busybox = requested.getByRole('row').filter({ hasText: imageCacheKey(market.images.busybox.reference)! });
   await busybox.waitFor();
   t.match(await busybox.textContent(), /\d+/, 'the most requested images list the image the farm’s jobs ran, with its count');
+  t.ok(await requested.evaluate((table) => table.parentElement!.scrollWidth <= table.parentElement!.clientWidth), `at ${page.viewportSize()?.width} px every column of the images shows, a long pinned reference wrapped`);
   await lookAt(t, operator, 'operator: market');
 
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Earnings' }).click();

@@ -46,7 +46,7 @@ function RequestedImages({ farm }: { farm: string }) {
             rows={r.data}
             rowKey={(row) => row.image}
             columns={[
-              { header: 'Image', cell: (row) => <code>{row.image}</code> },
+              { header: 'Image', cell: (row) => <code className="hash-full">{row.image}</code> },
               { header: 'Jobs', cell: (row) => row.jobs, className: 'num' },
               { header: 'Last asked', cell: (row) => whenShort(row.lastRequestedAt) },
               { header: 'Machines holding it', cell: (row) => row.machinesHolding, className: 'num' },
