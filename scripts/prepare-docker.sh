@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes Docker Engine and the local registry answer, idempotently, for `npm start` and for
 # `npm test` (scripts/test-env.sh): the Debian packages a local agent and scripts/build-images.sh
-# need, `dockerd --storage-driver=vfs` on the socket of DOCKER_HOST (unix://…, or
-# /var/run/docker.sock), and `docker-registry` on $GF_LOCAL_REGISTRY (127.0.0.1:5000) with no
+# need, `dockerd` on the socket of DOCKER_HOST (unix://…, or /var/run/docker.sock) with the storage
+# driver Docker picks (overlay2 where the kernel mounts overlays on its data root, vfs otherwise), and `docker-registry` on $GF_LOCAL_REGISTRY (127.0.0.1:5000) with no
 # auth. As root it installs and starts what is missing; otherwise it says exactly what to run and
 # exits non-zero. Both daemons run detached and outlive the caller, as a system service would.
 set -euo pipefail
@@ -55,7 +55,7 @@ ensure_docker_running() {
     if [ -S "$SOCKET" ]; then
       fail "Docker Engine does not answer on $SOCKET for this user, who may not use that socket. Add yourself to the docker group: sudo usermod -aG docker $(id -un) (then log in again)"
     fi
-    fail "Docker Engine does not answer on $SOCKET. Start it with: sudo sh -c 'dockerd --storage-driver=vfs$(listen_flag) >>$DOCKER_LOG 2>&1 & echo \$! >$DOCKER_PIDFILE'"
+    fail "Docker Engine does not answer on $SOCKET. Start it with: sudo sh -c 'dockerd$(listen_flag) >>$DOCKER_LOG 2>&1 & echo \$! >$DOCKER_PIDFILE'"
   fi
   local running
   running=$(pidof dockerd || true)
@@ -66,8 +66,11 @@ ensure_docker_running() {
   if [ -n "$running" ]; then
     say "dockerd (pid $running) runs but does not answer on $SOCKET yet; waiting"
   else
-    say "starting dockerd --storage-driver=vfs$(listen_flag) (log $DOCKER_LOG, pid in $DOCKER_PIDFILE)"
-    setsid nohup dockerd --storage-driver=vfs $(listen_flag) >>"$DOCKER_LOG" 2>&1 </dev/null &
+    # No --storage-driver: Docker tries overlay2 first and falls back to vfs where overlays cannot
+    # be mounted (a data root on overlayfs, an old kernel). vfs copies a whole image for every
+    # container and layer, which cost the suite minutes of disk copying where overlay2 works.
+    say "starting dockerd$(listen_flag) (log $DOCKER_LOG, pid in $DOCKER_PIDFILE)"
+    setsid nohup dockerd $(listen_flag) >>"$DOCKER_LOG" 2>&1 </dev/null &
     echo $! >"$DOCKER_PIDFILE"
   fi
   for _ in $(seq 1 60); do docker_answers && return; sleep 0.5; done

@@ -56,7 +56,7 @@ t.test('behavior: as a user who may not start dockerd, a socket that does not an
   t.equal(run.code, 1, 'exits non-zero');
   t.equal(
     run.stderr.trim(),
-    `prepare-docker: Docker Engine does not answer on ${socket}. Start it with: sudo sh -c 'dockerd --storage-driver=vfs -H unix://${socket} >>/var/log/gpufarm-dockerd.log 2>&1 & echo $! >/tmp/gpufarm-dockerd.pid'`,
+    `prepare-docker: Docker Engine does not answer on ${socket}. Start it with: sudo sh -c 'dockerd -H unix://${socket} >>/var/log/gpufarm-dockerd.log 2>&1 & echo $! >/tmp/gpufarm-dockerd.pid'`,
   );
 });
 
