@@ -8,6 +8,9 @@ import { busyboxSpec, expected, numberedLines } from './helpers/jobs.js';
 import { Marketplace } from './helpers/marketplace.js';
 import { sleep, until } from './helpers/wait.js';
 
+/** The file's own test: a teardown registered on it runs when the file ends, not with a subtest. */
+const fileTest = t;
+
 /**
  * End to end, separate processes: agents that die. The control plane marks a silent machine
  * offline after 3 s and requeues its jobs 8 s later (GF_MACHINE_OFFLINE_SECONDS,
@@ -65,6 +68,8 @@ t.test('behavior: the agent is killed (SIGKILL) and started again mid-job: no lo
 });
 
 let agentB: TestAgent | null = null;
+/** The image one machine holds after the image test, and that machine's farm. */
+let held: { farm: string; reference: string } | null = null;
 
 t.test('behavior: a machine that disappears: its job is requeued onto a second agent and completed there', async (t) => {
   // B is enrolled and verified first, then drained by its own agent, so the job can only start on A;
@@ -108,8 +113,9 @@ t.test('behavior: of two equal machines, a job goes to the one whose agent holds
   const [first, second] = winner === 'e2e-farm-a' ? [agentA, b] : [b, agentA];
   const holderFarm = winner === 'e2e-farm-a' ? 'e2e-farm-b' : 'e2e-farm-a';
 
-  // The other machine pulls an image of its own while the winner is drained.
-  const image = await pushRandomImage(t, 64 * 1024);
+  // The other machine pulls an image of its own while the winner is drained. It stays in the
+  // registry for the whole file: the next test's machines pull it too.
+  const image = await pushRandomImage(fileTest, 64 * 1024);
   await first.command(['drain', '--reason', 'so that the other machine pulls the image']);
   await market.waitForNoCapacity(winner);
   const pulled = await customer.createFundedJob(busyboxSpec(market.images, 'echo pulled', { title: 'pulls the image', image: image.reference }));
@@ -134,4 +140,28 @@ t.test('behavior: of two equal machines, a job goes to the one whose agent holds
   const done = await customer.waitForStatus(warm.created.job.id, ['COMPLETED'], 90_000);
   t.equal(done.assignment?.farm.slug, holderFarm, `the job went to the machine that holds its image, not to ${winner}, which won when neither did`);
   t.equal(done.startup?.phases.pull.status, 'skipped', 'and it started without a pull');
+  held = { farm: holderFarm, reference: image.reference };
+});
+
+t.test('behavior: the image never outbids the price: a holder over the customer\'s cap, or dearer than a machine without the image, is not picked', async (t) => {
+  const h = held;
+  if (!h) throw new Error('no machine holds an image: the test before failed');
+  const sameFit = { gpus: '1x rtx-4090-24gb', region: 'europe-west' };
+
+  // The holder asks $0.50 per GPU-hour; a machine at $0.40 holds nothing; the customer pays at most $0.45.
+  const capped = await enrollAgent(market, { name: 'agent-c', farm: 'e2e-farm-c', payout: privateKeyToAddress(generatePrivateKey()), priceUsd: '0.40', ...sameFit });
+  capped.start();
+  await market.waitForCapacity('e2e-farm-c', 1);
+  const underCap = await customer.createFundedJob(busyboxSpec(market.images, 'echo under the cap', { title: 'holder over the cap', image: h.reference, maxPricePerGpuHour: '0.45' }));
+  const first = await customer.waitForStatus(underCap.created.job.id, ['COMPLETED'], 90_000);
+  t.equal(first.assignment?.farm.slug, 'e2e-farm-c', `the job went to the machine within its cap, not to ${h.farm}, which holds its image at $0.50`);
+
+  // Now two machines report it ($0.50 and $0.40); one at $0.30 of the same class and region does not.
+  // (The agents share this host's Docker, so none of them pulls: what counts is what each reports.)
+  const cheaper = await enrollAgent(market, { name: 'agent-d', farm: 'e2e-farm-d', payout: privateKeyToAddress(generatePrivateKey()), priceUsd: '0.30', ...sameFit });
+  cheaper.start();
+  await market.waitForCapacity('e2e-farm-d', 1);
+  const job = await customer.createFundedJob(busyboxSpec(market.images, 'echo cheaper', { title: 'cheaper without the image', image: h.reference }));
+  const second = await customer.waitForStatus(job.created.job.id, ['COMPLETED'], 90_000);
+  t.equal(second.assignment?.farm.slug, 'e2e-farm-d', `the job went to the cheapest machine, which does not hold its image, not to ${h.farm}, which does`);
 });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { canaryResult, type Job } from '@gpufarm/shared';
+import { canaryResult, errorText, type Job } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer, linesOf } from './helpers/customer.js';
 import { balanceAt, escrowEvents, escrowJob } from './helpers/escrow.js';
@@ -87,7 +87,7 @@ for (const token of ['stable', 'eth'] as const) {
     t.equal(download.sha256, download.sha256Header, "the bytes' SHA-256 is X-Artifact-Sha256");
     t.equal(download.sha256, result.serverHash, "the bytes' SHA-256 is the job's result.serverHash");
     t.equal(download.sizeHeader, String(download.bytes.length), 'X-Artifact-Size');
-    const resultText = await untar(download.bytes, 'result.txt').catch((err: unknown) => `(unreadable: ${(err as Error).message})`);
+    const resultText = await untar(download.bytes, 'result.txt').catch((err: unknown) => `(unreadable: ${errorText(err)})`);
     t.equal(resultText, canaryResult(id, ITERATIONS), 'result.txt holds sha256^n(job id)');
     const logDownload = await customer.download(result.logArtifactId!);
     t.equal(logDownload.sha256, logDownload.sha256Header, 'the log artifact too');

@@ -3,6 +3,7 @@ import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
+import { jsonLogLines } from '@gpufarm/shared';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer, linesOf } from './helpers/customer.js';
 import { busyboxSpec } from './helpers/jobs.js';
@@ -145,8 +146,8 @@ t.test('behavior: a partition longer than the requeue: the job runs on one machi
   // A's run ended (lost) while A was cut off: its last lines may reach the control plane past the
   // grace for an ended assignment, and are then dropped; A's own output says why it stopped.
   t.match(
-    agentA.current!.output(),
-    /control plane unreachable for 8 s, stopping it/,
+    jsonLogLines(agentA.current!.output()).find((l) => l.msg.includes('control plane unreachable for 8 s, stopping it')),
+    { machineId: agentA.machineId, jobId: id },
     "A's agent stopped its run itself, 8 s into the silence (23 s requeue - 10 s stop - 5 s margin)",
   );
 

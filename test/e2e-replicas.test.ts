@@ -6,7 +6,7 @@ import t from 'tap';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { createClient, GfError } from '@gpufarm/client';
-import { gpuFarmEscrowAbi, type Job } from '@gpufarm/shared';
+import { gpuFarmEscrowAbi, jsonLogLines, type Job } from '@gpufarm/shared';
 import { S3_BLOB_PREFIX } from '@gpufarm/control-plane/artifacts/s3-blob-store.js';
 import { s3rverObjectPath } from '@gpufarm/control-plane/artifacts/s3rver.js';
 import { agentLinksByServer } from '../scripts/src/cluster/haproxy.js';
@@ -56,7 +56,7 @@ async function linkHolder(what: string): Promise<(typeof cluster.replicas)[numbe
   return cluster.replicas.find((r) => r.name === name)!;
 }
 
-const linksUp = (a: TestAgent) => (a.current?.output().match(/ link up: /g) ?? []).length;
+const linksUp = (a: TestAgent) => jsonLogLines(a.current?.output() ?? '').filter((l) => l.msg.startsWith('link up: ')).length;
 
 /** The job's assignments and its JobCompleted events on the chain. */
 async function runsOf(job: Job): Promise<{ assignments: number; completions: number }> {

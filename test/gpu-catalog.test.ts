@@ -9,6 +9,7 @@ import { systemHostReader } from '../agent/src/inventory/host.js';
 import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
 import { toWireInventory } from '../agent/src/inventory/snapshot.js';
 import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
+import { silentLog } from '../agent/src/logger/logger.js';
 import { CURATED_CARDS, fakeNvidiaSmi, machineXml, type FakeNvidiaSmi, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { enrollMachine, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
 import { bearer, createTestKey } from '../control-plane/test/helpers/app.js';
@@ -53,7 +54,7 @@ t.test('a card of each curated class, a derived class and a Pascal card through 
     // The GPU challenge is another slice's test: these machines start verified.
     await cp.db.query(`UPDATE machines SET verification = 'verified' WHERE id = $1`, [machineId]);
     const daemon = new AgentDaemon(
-      { inventory, runner: rejectingRunner(), benchmark: () => null, log: () => undefined },
+      { inventory, runner: rejectingRunner(), benchmark: () => null, log: silentLog },
       { server: cp.url, machineToken, agentVersion: '0.0.0-test', spoolDir: join(dir, 'spool'), logMemoryBytes: 1 << 20, heartbeatIntervalSeconds: 1, inventoryIntervalSeconds: 5, reconnect: { initialMs: 20, maxMs: 200 } },
     );
     t.teardown(() => daemon.stop());

@@ -10,6 +10,7 @@ import { KernelLogWatcher } from '../agent/src/inventory/kernel-log.js';
 import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
 import { toWireInventory } from '../agent/src/inventory/snapshot.js';
 import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
+import { silentLog } from '../agent/src/logger/logger.js';
 import { fakeNvidiaSmi, kernelLogFixturePath, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { machineGpuHealth } from '../control-plane/src/fleet/gpu-health.js';
 import { enrollMachine, insertJob, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
@@ -51,7 +52,7 @@ async function linkedAgent(t: Test, fixture: Fixture, kernelLines: string[]) {
       runner: { ...rejectingRunner(), cancel: async (assignmentId, reason) => void cancels.push({ assignmentId, reason }) },
       benchmark: () => null,
       onStatus: (s) => statuses.push(s),
-      log: () => undefined,
+      log: silentLog,
     },
     { server: cp.url, machineToken, agentVersion: '0.0.0-test', spoolDir: join(dir, 'spool'), logMemoryBytes: 1 << 20, heartbeatIntervalSeconds: 1, inventoryIntervalSeconds: 1, reconnect: { initialMs: 20, maxMs: 200 } },
   );

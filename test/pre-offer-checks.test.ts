@@ -10,10 +10,11 @@ import { systemHostReader } from '../agent/src/inventory/host.js';
 import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
 import { toWireInventory } from '../agent/src/inventory/snapshot.js';
 import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
+import { silentLog } from '../agent/src/logger/logger.js';
 import { fakeHostRoot, type FakeHostRootOptions } from '../agent/test/helpers/fake-driver-host.js';
 import { fakeNvidiaSmi, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
 import { machineGpuHealth } from '../control-plane/src/fleet/gpu-health.js';
-import { operatorMachineView } from '../control-plane/src/operator/routes.js';
+import { operatorMachineView } from '../control-plane/src/operator/views.js';
 import { findMachineFacts } from '../control-plane/src/operator/store.js';
 import { enrollMachine, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
 import { until } from './helpers/wait.js';
@@ -45,7 +46,7 @@ async function linkedAgent(t: Test, fixture: Fixture, host: FakeHostRootOptions,
   // The GPU challenge is another slice's test: this machine starts verified.
   await cp.db.query(`UPDATE machines SET verification = 'verified' WHERE id = $1`, [machineId]);
   const daemon = new AgentDaemon(
-    { inventory, runner: rejectingRunner(), benchmark: () => null, log: () => undefined },
+    { inventory, runner: rejectingRunner(), benchmark: () => null, log: silentLog },
     { server: cp.url, machineToken, agentVersion: '0.0.0-test', spoolDir: join(dir, 'spool'), logMemoryBytes: 1 << 20, heartbeatIntervalSeconds: 1, inventoryIntervalSeconds: 1, reconnect: { initialMs: 20, maxMs: 200 } },
   );
   t.teardown(() => daemon.stop());

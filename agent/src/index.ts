@@ -7,4 +7,5 @@ export * from './doctor/index.js';
 export * from './inventory/index.js';
 export * from './link/index.js';
 export * from './logs/index.js';
+export { agentLogger, silentLog, type AgentLog, type LogFields } from './logger/logger.js';
 export { systemdUnit, type UnitOptions } from './service/systemd.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import type { ImageCacheReport } from '@gpufarm/shared';
+import { LOG_LEVELS, type ImageCacheReport } from '@gpufarm/shared';
 import { gfAgent } from './helpers/cli.js';
 import { e2eAgent, finished, spec, until, type E2eAgent } from './helpers/e2e.js';
 import { docker, imagePresent, localImages, pushRandomImage, type LocalImage } from './helpers/docker.js';
@@ -37,11 +37,13 @@ t.test('behavior: the pre-pull list is pulled at start within the budget and rep
   const agent = await e2eAgent(t, { GF_AGENT_IMAGE_CACHE_BYTES: String(6.5 * MB), GF_AGENT_PREPULL_IMAGES: `${images.a.reference}, ${images.c.reference}` });
   const proc = agent.start();
   await agent.peer.waitFor(() => listed(lastReport(agent), images.a), 'a heartbeat reports the pre-pulled image', 30_000);
-  await agent.peer.waitFor(() => proc.output().includes(`pre-pull: skipped ${images.c.reference}`), 'the image over the budget is skipped');
+  await agent.peer.waitFor(() => proc.messages().some((m) => m.startsWith(`pre-pull: skipped ${images.c.reference}`)), 'the image over the budget is skipped');
   t.equal(await imagePresent(images.a.reference), true, 'pulled');
   t.equal(await imagePresent(images.c.reference), false, 'never pulled past the budget');
-  t.match(proc.output(), new RegExp(`pre-pull: pulled ${images.a.reference.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} in \\d+ ms`), 'the pull\'s progress is logged');
-  t.match(proc.output(), /does not fit this machine's image cache budget \(image_cache_bytes, 6\.2 MiB\) beside the [\d.]+ MiB that running and assigned jobs' images and the cached images take/);
+  const pulled = new RegExp(`pre-pull: pulled ${images.a.reference.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} in \\d+ ms`);
+  t.ok(proc.messages().some((m) => pulled.test(m)), `the pull's progress is logged: ${proc.messages().join('\n')}`);
+  const skipped = /does not fit this machine's image cache budget \(image_cache_bytes, 6\.2 MiB\) beside the [\d.]+ MiB that running and assigned jobs' images and the cached images take/;
+  t.match(proc.lines().find((l) => skipped.test(l.msg)), { level: LOG_LEVELS.warn, machineId: agent.machineId }, 'the skip is a warning of the machine');
   const report = lastReport(agent)!;
   t.equal(report.budgetBytes, 6.5 * MB);
   t.ok(report.usedBytes > 3.9 * MB && report.usedBytes < 4.2 * MB, `busybox and 2 MB counted once each (${report.usedBytes})`);
@@ -119,7 +121,7 @@ t.test('behavior: eviction keeps running jobs\' images and the budget; a pull pa
   t.equal(peer.messages('heartbeat').slice(settled).filter((h) => h.images !== undefined).length, 0, 'the report goes only when the cache changed');
   t.ok(peer.messages('heartbeat')[0]!.images, 'the first heartbeat after welcome carries it');
   t.same(peer.invalid, []);
-  t.notMatch(proc.output(), /could not remove/);
+  t.notOk(proc.messages().some((m) => /could not remove/.test(m)), 'no removal failed');
 });
 
 t.test('behavior: with a server before protocol 8 no report is sent and image_cache_full goes as not_ready', async (t) => {

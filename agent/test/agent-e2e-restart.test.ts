@@ -2,6 +2,7 @@ import { verify } from 'node:crypto';
 import t from 'tap';
 import { docker } from './helpers/docker.js';
 import { checkNumbering, e2eAgent, expected, finished, numbered, of, spec, until, untar } from './helpers/e2e.js';
+import { LOG_LEVELS } from '@gpufarm/shared';
 
 /**
  * End to end across an agent's death and a partition: the real `gf-agent run` (child process,
@@ -86,7 +87,10 @@ t.test('behavior: partition: the control plane stays unreachable past partition_
   await until(async () => (await agent.container(job.assignmentId))?.state === 'exited', 'the container stopped while the link is down');
   t.equal(peer.storedUploads(job.assignmentId).size, 0, 'nothing uploaded while the control plane is unreachable');
   t.equal(peer.refusedWhileOffline, 0, 'no upload was even tried');
-  t.match(proc.output(), /control plane unreachable for 3 s, stopping it \(outputs kept for upload\)/);
+  t.match(
+    proc.lines().find((l) => /control plane unreachable for 3 s, stopping it \(outputs kept for upload\)/.test(l.msg)),
+    { level: LOG_LEVELS.warn, machineId: agent.machineId, jobId: job.jobId, assignmentId: job.assignmentId },
+  );
 
   peer.setOffline(false);
   const final = await finished(agent, job.assignmentId);

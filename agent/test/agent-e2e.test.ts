@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import t from 'tap';
 import { docker, localImages } from './helpers/docker.js';
 import { checkNumbering, e2eAgent, expected, finished, numbered, of, sha256sum, spec, until, untar } from './helpers/e2e.js';
+import { LOG_LEVELS } from '@gpufarm/shared';
 
 /**
  * End to end: the real `gf-agent run` as a child process (simulated GPUs), the test peer as the
@@ -194,7 +195,14 @@ t.test('behavior: a cancel that arrives while the job is being prepared stops it
   peer.assign(job);
   await until(() => requested, 'the input download started');
   peer.send({ type: 'cancel', assignmentId: job.assignmentId, reason: 'customer canceled' });
-  await until(() => proc.output().includes(`cancel ${job.assignmentId}: customer canceled`), 'the agent took the cancel');
+  await until(() => proc.messages().includes(`cancel ${job.assignmentId}: customer canceled`), 'the agent took the cancel');
+  // journald gets JSON lines: the job's line names its job and machine as fields, not only in its text.
+  t.match(
+    proc.lines().find((l) => l.msg === `cancel ${job.assignmentId}: customer canceled`),
+    { level: LOG_LEVELS.info, machineId: agent.machineId, jobId: job.jobId, assignmentId: job.assignmentId },
+    'the cancel line carries machineId, jobId and assignmentId',
+  );
+  t.match(proc.lines().find((l) => l.msg.startsWith(`assignment ${job.assignmentId} accepted`)), { machineId: agent.machineId, jobId: job.jobId }, 'so does the accept line');
   t.notOk(peer.statuses(job.assignmentId).some((m) => m.state === 'running'), 'before the container ran');
   release();
 

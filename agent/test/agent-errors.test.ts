@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from '../src/config/config.js';
 import { NvidiaSmiParseError, parseNvidiaSmiXml } from '../src/inventory/nvidia-smi-xml.js';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../src/inventory/simulated.js';
 import { ContainerConfigError } from '../src/runtime/container-config.js';
-import { DetachedError, RuntimeError } from '../src/runtime/errors.js';
+import { DetachedError, RuntimeError } from '../src/job/errors.js';
 
 /** The error `fn` throws, or a failure when it throws none. */
 function thrown(fn: () => unknown): unknown {

@@ -8,7 +8,7 @@ import type { ChallengeCommitment, ChallengeOpening, ChallengeSpec, GpuChallenge
 import { challengeContainerOptions, dockerChallenges } from '../src/challenge/container-challenge.js';
 import { gpuBenchChallenge } from '../src/challenge/gpu-bench-challenge.js';
 import { gpuBenchChallengeArgs, spawnGpuBench } from '../src/challenge/gpu-bench-session.js';
-import { LABEL_CHALLENGE } from '../src/runtime/labels.js';
+import { LABEL_CHALLENGE } from '../src/docker/labels.js';
 import { docker } from './helpers/docker.js';
 import { buildFakeLibcuda, buildGpuBenchRootfs } from './helpers/gpu-bench.js';
 

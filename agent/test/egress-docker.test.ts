@@ -7,9 +7,9 @@ import type Docker from 'dockerode';
 import t, { type Test } from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { egressName, listEgress, type EgressSettings } from '../src/egress/network.js';
-import { execInContainer } from '../src/runtime/docker-exec.js';
+import { execInContainer } from '../src/docker/exec.js';
 import { DetachedError } from '../src/runtime/docker-runtime.js';
-import { LABEL_OWNER } from '../src/runtime/labels.js';
+import { LABEL_OWNER } from '../src/docker/labels.js';
 import { restoreJobs } from '../src/restore/restore.js';
 import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName, waitFor } from './helpers/docker.js';
 

@@ -4,8 +4,8 @@ import { networkInterfaces } from 'node:os';
 import t from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { egressName, listEgress } from '../src/egress/network.js';
-import { execInContainer } from '../src/runtime/docker-exec.js';
-import { LABEL_OWNER } from '../src/runtime/labels.js';
+import { execInContainer } from '../src/docker/exec.js';
+import { LABEL_OWNER } from '../src/docker/labels.js';
 import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName } from './helpers/docker.js';
 
 /**

@@ -3,20 +3,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { CONTAINER_GPU_LOSS_FIX, splitReasonFix } from '@gpufarm/shared';
+import { CONTAINER_GPU_LOSS_FIX, LOG_LEVELS, splitReasonFix } from '@gpufarm/shared';
 import { gpuAccessGuard } from '../src/daemon/gpu-access-setup.js';
 import { nvidiaSmiReader } from '../src/inventory/gpu-reader.js';
 import { systemHostReader } from '../src/inventory/host.js';
 import { InventoryMonitor } from '../src/inventory/monitor.js';
 import type { AssignmentContext, AssignmentReport } from '../src/link/assignment-runner.js';
-import { execInContainer } from '../src/runtime/docker-exec.js';
-import { DockerAssignmentRunner } from '../src/runtime/docker-runner.js';
+import { execInContainer } from '../src/docker/exec.js';
+import { DockerAssignmentRunner } from '../src/runner/docker-runner.js';
 import { DockerRestartWatch, judgeContainerGpus } from '../src/runtime/gpu-access.js';
 import { busyboxSpec, busyboxWithUser, docker, testRuntime, waitFor } from './helpers/docker.js';
 import { testDaemon } from './helpers/daemon.js';
 import { fakeNvidiaSmi } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
 import { ownDockerd, ownDockerdUnavailable } from './helpers/own-dockerd.js';
+import { memoryLog } from './helpers/log.js';
 
 /**
  * Jobs whose containers lose their GPUs (a Docker restart or `systemctl daemon-reload` under the
@@ -63,8 +64,7 @@ t.test('behavior: a running GPU job whose container loses its GPUs is stopped an
     { agentVersion: '0.0.0-test', simulate: null, hostRefreshMs: 3_600_000, probeIntervalMs: 3_600_000, probeRetryMs: 60_000 },
   );
   t.equal((await inventory.refresh()).health.status, 'healthy');
-  const logs: string[] = [];
-  const guard = gpuAccessGuard({ docker, runner, inventory, log: (l) => logs.push(l), intervalMs: 3_600_000 });
+  const guard = gpuAccessGuard({ docker, runner, inventory, log: memoryLog().log, intervalMs: 3_600_000 });
   t.teardown(() => guard.stop());
 
   const reports: AssignmentReport[] = [];
@@ -122,9 +122,9 @@ t.test('behavior: a running GPU job whose container loses its GPUs is stopped an
 t.test('behavior: a job whose image has no nvidia-smi cannot be checked and runs on', async (t) => {
   const runtime = testRuntime(t);
   const runner = new DockerAssignmentRunner({ runtime, uploadUrl: () => 'http://127.0.0.1:1/never', uploadHeaders: () => ({}), machineKey: keys.privateKey });
-  const logs: string[] = [];
+  const memory = memoryLog();
   const lostCalls: string[] = [];
-  const guard = gpuAccessGuard({ docker, runner, inventory: { containerGpuLost: (r) => void lostCalls.push(r) }, log: (l) => logs.push(l), intervalMs: 3_600_000 });
+  const guard = gpuAccessGuard({ docker, runner, inventory: { containerGpuLost: (r) => void lostCalls.push(r) }, log: memory.log, intervalMs: 3_600_000 });
   t.teardown(() => guard.stop());
   const spec = busyboxSpec({ command: ['sleep', '600'], gpus: [{ index: 0, uuid: UUID }] });
   const reports: AssignmentReport[] = [];
@@ -138,7 +138,8 @@ t.test('behavior: a job whose image has no nvidia-smi cannot be checked and runs
   await waitFor(() => runner.gpuJobs().length === 1, 60_000);
   t.same(await guard.watch.checkAll('the test'), []);
   t.same(lostCalls, []);
-  t.ok(logs.some((l) => l === `assignment ${spec.assignmentId}: its GPU access cannot be checked (its image has no nvidia-smi)`), logs.join('\n'));
+  const line = memory.lines.find((l) => l.msg === `assignment ${spec.assignmentId}: its GPU access cannot be checked (its image has no nvidia-smi)`);
+  t.match(line, { level: LOG_LEVELS.warn, jobId: spec.jobId, assignmentId: spec.assignmentId }, `the job's line carries its ids as fields: ${JSON.stringify(memory.lines)}`);
   t.same(reports.map((r) => r.state).filter((s) => s !== 'pulling'), ['starting', 'running']);
   await runner.cancel(spec.assignmentId, 'the test is over');
 });
@@ -159,7 +160,7 @@ t.test('protocol: the failure goes as gpu_lost to a control plane on protocol 6,
     const spec = busyboxSpec({ image: image.repository, imageDigest: image.digest, command: ['sleep', '600'], gpus: [{ index: 0, uuid }], env: { FAKE_GPU_UUIDS: uuid } });
     peer.assign(spec);
     await waitFor(() => runner.gpuJobs().length === 1, 60_000);
-    const guard = gpuAccessGuard({ docker, runner, inventory: agent.inventory, log: () => undefined, intervalMs: 3_600_000 });
+    const guard = gpuAccessGuard({ docker, runner, inventory: agent.inventory, log: memoryLog().log, intervalMs: 3_600_000 });
     t.teardown(() => guard.stop());
     await execInContainer(docker, runner.gpuJobs()[0]!.containerId, 'touch /tmp/gf-gpu-lost');
     t.equal((await guard.watch.checkAll('the test')).length, 1);
@@ -176,14 +177,15 @@ t.test('protocol: the failure goes as gpu_lost to a control plane on protocol 6,
 t.test('behavior: a Docker daemon restart is noticed on its event stream (a dockerd of the test\'s own, stopped by its pid and started again)', { skip: ownDockerdUnavailable() ?? false }, async (t) => {
   const dockerd = await ownDockerd(t);
   const restarts: string[] = [];
-  const said: string[] = [];
-  const watch = new DockerRestartWatch(dockerd.client, { onRestart: () => restarts.push('restart'), retryMs: 100, log: (l) => said.push(l) });
+  const memory = memoryLog();
+  const said = memory.messages;
+  const watch = new DockerRestartWatch(dockerd.client, { onRestart: () => restarts.push('restart'), retryMs: 100, log: memory.log });
   t.teardown(() => watch.stop());
   await watch.start();
   t.same(restarts, [], 'its first stream is no restart');
   await dockerd.stop();
-  await waitFor(() => said.length > 0, 30_000);
-  t.match(said[0], /the Docker daemon closed its event stream/);
+  await waitFor(() => said().length > 0, 30_000);
+  t.match(said()[0], /the Docker daemon closed its event stream/);
   t.same(restarts, [], 'nothing to check while it is down');
   await dockerd.start();
   await waitFor(() => restarts.length > 0, 60_000);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { PullProgress, type PullEvent } from '../src/runtime/pull-progress.js';
+import { PullProgress, type PullEvent } from '../src/docker/pull-progress.js';
 
 /**
  * A pull's stream as Docker sends it (`docker pull` of a two-layer image whose first layer the

@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { jsonLogLines, LOG_LEVELS, parseJsonLogLine } from '@gpufarm/shared';
+import { readMachineFile } from '../src/config/state.js';
 import { gfAgent } from './helpers/cli.js';
 import { TestPeer } from './helpers/peer.js';
 import { testCommand } from '../../shared/build/test-bundles.js';
@@ -19,14 +21,17 @@ t.test('behavior: gf-agent run connects, reports, refuses an assignment naming a
 
   const notEnrolled = await gfAgent(['run'], env);
   t.equal(notEnrolled.code, 1);
-  t.match(notEnrolled.stderr, /not enrolled [\s\S]*gf-agent enroll --server URL --token/);
+  // Even its failure to start is a JSON line (journald keeps one entry a line).
+  t.match(jsonLogLines(notEnrolled.stdout), [{ level: LOG_LEVELS.fatal, msg: /not enrolled [\s\S]*gf-agent enroll --server URL --token/ }]);
+  t.equal(notEnrolled.stderr, '');
 
   t.equal((await gfAgent(['enroll', '--server', peer.url, '--token', TOKEN], env)).code, 0);
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GF_AGENT_')));
   const child = spawn(NODE, [...GF_AGENT, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   t.teardown(() => {
     if (child.exitCode === null) child.kill('SIGKILL');
@@ -56,6 +61,14 @@ t.test('behavior: gf-agent run connects, reports, refuses an assignment naming a
 
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'exits cleanly on SIGTERM');
-  t.match(output, /link up: machine m_/);
-  t.match(output, /SIGTERM: stopping/);
+  // Its log is JSON lines on stdout, each with the machine's id; nothing else is printed.
+  const machineId = readMachineFile(stateDir)!.machineId;
+  const lines = stdout.trimEnd().split('\n');
+  t.same(lines.filter((l) => parseJsonLogLine(l) === null), [], 'every line is a JSON log line');
+  t.equal(stderr, '');
+  const parsed = jsonLogLines(stdout);
+  t.ok(parsed.every((l) => l.machineId === machineId), 'every line carries machineId');
+  t.match(parsed.find((l) => l.msg.startsWith('link up: ')), { level: LOG_LEVELS.info, msg: new RegExp(`^link up: machine ${machineId}`) });
+  t.match(parsed.find((l) => l.msg.startsWith('assignment asg_run rejected')), { jobId: 'job_run', assignmentId: 'asg_run', reason: 'gpus_unavailable' }, "a job's line carries its ids");
+  t.match(parsed.at(-1), { level: LOG_LEVELS.info, msg: /^SIGTERM: stopping/ });
 });

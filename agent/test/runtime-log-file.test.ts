@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { LogFile, replayFiles, writeLogArtifact } from '../src/runtime/log-file.js';
-import type { RuntimeLogLine } from '../src/runtime/log-lines.js';
+import type { RuntimeLogLine } from '../src/docker/log-lines.js';
 
 function folder(t: { teardown: (fn: () => void) => void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'gf-log-file-'));

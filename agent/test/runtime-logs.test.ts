@@ -1,6 +1,6 @@
 import t from 'tap';
 import { MAX_LOG_LINE_CHARS } from '@gpufarm/shared';
-import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, STREAM_SKEW_SECONDS, type LogCursor } from '../src/runtime/log-lines.js';
+import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, STREAM_SKEW_SECONDS, type LogCursor } from '../src/docker/log-lines.js';
 import { busyboxSpec, collectLines, testRuntime } from './helpers/docker.js';
 
 function frame(stream: 1 | 2, text: string): Buffer {

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { canaryResult } from '@gpufarm/shared';
-import { ensureImage, parseImageReference } from '../src/runtime/image.js';
-import { RuntimeError } from '../src/runtime/errors.js';
+import { ensureImage, parseImageReference } from '../src/docker/image.js';
+import { RuntimeError } from '../src/job/errors.js';
 import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName } from './helpers/docker.js';
 
 const run = promisify(execFile);

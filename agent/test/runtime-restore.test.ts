@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { DetachedError } from '../src/runtime/docker-runtime.js';
-import { assignmentLabels } from '../src/runtime/labels.js';
+import { assignmentLabels } from '../src/docker/labels.js';
 import { isMountPoint } from '../src/runtime/output-mount.js';
-import type { RuntimeLogLine } from '../src/runtime/log-lines.js';
+import type { RuntimeLogLine } from '../src/docker/log-lines.js';
 import { restoreJobs } from '../src/restore/restore.js';
 import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName } from './helpers/docker.js';
 

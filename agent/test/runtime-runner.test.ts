@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { AssignmentContext, AssignmentReport } from '../src/link/assignment-runner.js';
 import { verifyRecord } from '@gpufarm/shared';
-import { DockerAssignmentRunner } from '../src/runtime/docker-runner.js';
+import { DockerAssignmentRunner } from '../src/runner/docker-runner.js';
 import { canaryResult } from '@gpufarm/shared';
 import { busyboxSpec, localImages, testRuntime, uniqueName, uploadSink } from './helpers/docker.js';
 

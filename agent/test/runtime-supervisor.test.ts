@@ -7,11 +7,11 @@ import t from 'tap';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { GpufarmError } from '@gpufarm/shared';
 import { ContainerSupervisor, exitLine, exitRecord, logRoutes, remainingRuntimeMs, type ContainerSupervisorOptions } from '../src/runtime/container-supervisor.js';
-import { DetachedError } from '../src/runtime/errors.js';
-import type { JobExit, JobState } from '../src/runtime/job-state.js';
+import { DetachedError } from '../src/job/errors.js';
+import type { JobExit, JobState } from '../src/job/state.js';
 import { LogFile } from '../src/runtime/log-file.js';
-import { DockerLogParser, formatCursor, type LogCursor } from '../src/runtime/log-lines.js';
-import { LABEL_MANAGED, LABEL_OWNER } from '../src/runtime/labels.js';
+import { DockerLogParser, formatCursor, type LogCursor } from '../src/docker/log-lines.js';
+import { LABEL_MANAGED, LABEL_OWNER } from '../src/docker/labels.js';
 import { busyboxSpec, collectLines, docker, localImages, uniqueName, waitFor } from './helpers/docker.js';
 
 const at = (ts: string, index = 0): LogCursor => ({ ts, index });

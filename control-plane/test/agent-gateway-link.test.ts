@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AgentLink } from '@gpufarm/agent/link/agent-link.js';
 import type { HelloMessage, ServerMessage, WelcomeMessage } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
-import { notifyAgent } from '../src/matching/store.js';
+import { notifyAgent } from '../src/dispatch/store.js';
 import type { Database } from '../src/db/database.js';
 import { DatabaseUnavailableError } from '../src/db/errors.js';
 import { createPostgresTestDatabase } from './helpers/database.js';

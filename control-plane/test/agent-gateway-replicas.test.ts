@@ -1,7 +1,7 @@
 import { AGENT_CLOSE_CODES } from '@gpufarm/shared';
 import t from 'tap';
 import { openPostgres } from '../src/db/postgres.js';
-import { notifyAgent } from '../src/matching/store.js';
+import { notifyAgent } from '../src/dispatch/store.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 import { AgentSocket, enrollMachine, hello, insertAssignment, insertJob, startGatewayApp } from './helpers/agent-client.js';
 

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { AGENT_CLOSE_CODES, AGENT_PROTOCOL_VERSION, capacityListSchema, enrollResponseSchema, errorEnvelopeSchema, MACHINE_NOTE_PREFIX } from '@gpufarm/shared';
 import t from 'tap';
 import { LOG_LINES_GRACE_SECONDS } from '../src/agent-gateway/link.js';
-import { markSilentMachinesOffline } from '../src/agent-gateway/store.js';
-import { notifyAgent } from '../src/matching/store.js';
+import { markSilentMachinesOffline } from '../src/machines/store.js';
+import { notifyAgent } from '../src/dispatch/store.js';
 import { ADMIN_TOKEN } from './helpers/app.js';
 import { createPgliteTestDatabase } from './helpers/database.js';
 import {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { earningLine } from '@gpufarm/shared';
 import t from 'tap';
-import { createEnrollmentToken } from '../src/agent-gateway/enrollment.js';
+import { createEnrollmentToken } from '../src/farms/enrollment-tokens.js';
 import { AgentSocket, gfAgent, heartbeat, hello, startGatewayApp, testInventory } from './helpers/agent-client.js';
 import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from './helpers/web.js';
 

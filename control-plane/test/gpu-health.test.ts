@@ -1,8 +1,8 @@
 import t from 'tap';
 import type { GpuHealthReport } from '@gpufarm/shared';
-import { reconcileGpus } from '../src/agent-gateway/machine-store.js';
+import { reconcileGpus } from '../src/machines/gpus-store.js';
 import { machineGpuHealth, judgeReports, withLiveFigures } from '../src/fleet/gpu-health.js';
-import { writeGpuVerdicts } from '../src/fleet/gpu-health-store.js';
+import { writeGpuVerdicts } from '../src/machines/gpus-store.js';
 import { createFarm, createMachine } from '../src/fleet/factories.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 

@@ -130,6 +130,15 @@ t.test('image: the holders are found past a long run of equal offers, and by wal
   t.equal(poolHolding(many, holders).take(withImage())!.unit.machine.id, 'm123', 'every machine holds some: the most wins');
 });
 
+t.test('image: the holder at the best price is found past its list\'s first fit and in another class\'s list', async (t) => {
+  // a100 list: a0 (one GPU: no fit for two), a1 (the best, holds nothing), a2 (holds the most); h100 list: b0 (holds some).
+  const units = () => [unit('a0', {}, { free: [0] }), unit('a1', {}, { free: [0, 1] }), unit('a2', { tierRank: 1 }, { free: [0, 1] }), unit('b0', {}, { classId: 'h100-80gb-sxm', free: [0, 1] })];
+  const holdings = { a0: { bytes: 9 * GiB, exact: true }, a2: { bytes: 4 * GiB }, b0: { bytes: 2 * GiB } };
+  t.equal(poolHolding(units(), holdings).take(withImage({ gpuCount: 2 }))!.unit.machine.id, 'a2', 'past the first fit of its list, not the holder that does not fit');
+  t.equal(poolHolding(units(), { ...holdings, b0: { bytes: 6 * GiB } }).take(withImage({ gpuCount: 2 }))!.unit.machine.id, 'b0', 'in another class\'s list');
+  t.equal(poolHolding(units(), { a0: { bytes: 9 * GiB, exact: true } }).take(withImage({ gpuCount: 2 }))!.unit.machine.id, 'a1', 'only a holder that does not fit: the best');
+});
+
 t.test('imageHoldings: layers learnt from the exact holder, counted on every machine, once each', async (t) => {
   const d = (c: string) => `sha256:${c.repeat(64)}`;
   const report = (images: Array<{ names: string[]; layers: number[]; at?: string }>, layers: Array<[string, number]>) => ({

@@ -2,10 +2,11 @@ import type { ImageCacheReport } from '@gpufarm/shared';
 import t from 'tap';
 import { privateKeyToAccount } from 'viem/accounts';
 import { writeImageReport } from '../src/agent-gateway/image-store.js';
-import { claimEnrollmentToken } from '../src/agent-gateway/store.js';
+import { claimEnrollmentToken } from '../src/farms/store.js';
 import { hashAgentToken } from '../src/auth/machine-tokens.js';
 import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
 import { createChallenge, createFarm, createMachine } from '../src/fleet/factories.js';
+import { releaseAssignmentGpus, reserveMatchedGpus } from '../src/machines/gpus-store.js';
 import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
 import { recordPhases } from '../src/phases/record.js';
 import { recordOffers } from '../src/phases/store.js';
@@ -102,6 +103,8 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   await insertAssignment(db, { jobId: canary, machineId: unpriced.id, state: 'running' });
   const jobId = await insertJob(db, 'RUNNING');
   const assignmentId = await insertAssignment(db, { jobId, machineId: priced.id, state: 'running' });
+  // Its GPU reserved as the matcher does: what makes a machine busy.
+  t.equal(await reserveMatchedGpus(db, { machineIds: [priced.id], gpuIndexes: [0], assignmentIds: [assignmentId] }), 1);
   // Its start as the control plane timed it (phases/): running 1.5 s after the offer, the first line 1 s later.
   await recordOffers(db, [assignmentId]);
   const [{ offered_at: offeredAt }] = (await db.query<{ offered_at: Date }>('SELECT offered_at FROM assignments WHERE id = $1', [assignmentId])) as [{ offered_at: Date }];
@@ -114,15 +117,18 @@ t.test('default: an operator sees its machines with their verdicts and the marke
   t.match(pricedDetail.recentJobs, [{ jobId, status: 'RUNNING', finishedAt: null, failureCode: null }]);
   t.same(pricedDetail.startTimes, { sinceDays: 30, maxRuns: 100, toRunningMs: { runs: 1, p50: 1500, p95: 1500 }, toFirstLogMs: { runs: 1, p50: 2500, p95: 2500 } }, 'how fast it starts jobs, from the offer');
   await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE job_id = $1`, [jobId]);
+  await releaseAssignmentGpus(db, assignmentId);
 
   const drained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/drain`, headers: session(me, { csrf: true }), payload: { reason: 'new fans' } });
   t.equal(drained.statusCode, 200, drained.body);
   t.match(drained.json(), { id: priced.id, state: 'drained', drainRequested: true, earning: { earning: false, code: 'draining', fix: /gf-agent undrain/ } });
   const lastJob = await insertJob(db, 'RUNNING');
-  await insertAssignment(db, { jobId: lastJob, machineId: priced.id, state: 'running' });
+  const lastAssignment = await insertAssignment(db, { jobId: lastJob, machineId: priced.id, state: 'running' });
+  await reserveMatchedGpus(db, { machineIds: [priced.id], gpuIndexes: [0], assignmentIds: [lastAssignment] });
   const listed = (await app.inject({ url: '/operator/api/machines', headers: session(me) })).json().data;
   t.match(listed.find((m: { id: string }) => m.id === priced.id), { state: 'draining', currentJobId: lastJob }, 'draining while a job still runs on it');
   await db.query(`UPDATE assignments SET state = 'finished', finished_at = now() WHERE job_id = $1`, [lastJob]);
+  await releaseAssignmentGpus(db, lastAssignment);
   const undrained = await app.inject({ method: 'POST', url: `/operator/api/machines/${priced.id}/undrain`, headers: session(me, { csrf: true }), payload: {} });
   t.match(undrained.json(), { state: 'online', drainRequested: false, earning: { code: 'offered' } });
 

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { API_KEY_SCOPES, type ApiKeyScope, errorText, formatMicroUsd, parseUsdToMicroUsd } from '@gpufarm/shared';
-import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '@gpufarm/control-plane/agent-gateway/enrollment.js';
+import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '@gpufarm/control-plane/farms/enrollment-tokens.js';
 import { keyEnvironmentFor } from '@gpufarm/control-plane/auth/api-keys.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-plane/auth/store.js';
 import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';

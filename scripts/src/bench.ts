@@ -83,7 +83,7 @@ function envInt(name: string, fallback: number): number {
 
 const cleanups: Array<() => Promise<void>> = [];
 async function cleanUp(): Promise<void> {
-  while (cleanups.length > 0) await cleanups.pop()!().catch((err: unknown) => console.error(`bench: cleanup failed: ${(err as Error).message}`));
+  while (cleanups.length > 0) await cleanups.pop()!().catch((err: unknown) => console.error(`bench: cleanup failed: ${errorText(err)}`));
 }
 
 /** The commit the bench runs, marked when the work tree differs from it; `unknown` outside git. */

@@ -49,7 +49,7 @@ async function ensureDatabase(): Promise<string> {
     }
   } catch (err) {
     throw new Error(
-      `PostgreSQL does not answer at ${POSTGRES_URL.replace(/:[^:@/]*@/, ':…@')} (${(err as Error).message}).\n` +
+      `PostgreSQL does not answer at ${POSTGRES_URL.replace(/:[^:@/]*@/, ':…@')} (${errorText(err)}).\n` +
         'As root, bash scripts/test-env.sh installs and starts it with the gpufarm role (npm test does the same); or start the installed server with: sudo pg_ctlcluster <version> main start\n' +
         'Another server: set GF_CLUSTER_POSTGRES_URL to a URL whose role may create databases.',
       { cause: err },

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { errorText, formatJsonLogLine, LineTail, parseJsonLogLine, systemEnvironment, type ChildExit } from '@gpufarm/shared';
 import { scriptsEnv } from './env.js';
 import type { Supervised } from './supervisor.js';
 
@@ -89,13 +89,13 @@ export async function prepareAgentImages(say: (line: string) => void, command = 
   try {
     await prepareDocker((line) => say(line));
   } catch (err) {
-    return { images: null, problem: `Docker Engine or the local registry is not ready, so no local agent runs: jobs are accepted and funded but stay QUEUED.\n${(err as Error).message}\nOnce that is done, run ${command} again.` };
+    return { images: null, problem: `Docker Engine or the local registry is not ready, so no local agent runs: jobs are accepted and funded but stay QUEUED.\n${errorText(err)}\nOnce that is done, run ${command} again.` };
   }
   say('checking the local images (scripts/build-images.sh; it builds them only when missing or stale)');
   try {
     return { images: await ensureImages((line) => say(line)), problem: null };
   } catch (err) {
-    return { images: null, problem: `the images could not be built: ${(err as Error).message}` };
+    return { images: null, problem: `the images could not be built: ${errorText(err)}` };
   }
 }
 
@@ -202,9 +202,11 @@ function spawnRun(options: LocalAgentOptions): { child: ChildProcess; tail: Line
   const tail = new LineTail();
   const onOutput = (chunk: Buffer) => {
     for (const line of tail.push(chunk)) {
-      options.log(line);
-      if (/ link up: /.test(line)) settle('up');
-      else if (/ link refused: /.test(line)) settle('refused');
+      // The agent logs JSON lines (for journald); a person at `npm start` reads them as text.
+      const logged = parseJsonLogLine(line);
+      options.log(logged ? formatJsonLogLine(logged) : line);
+      if (logged?.msg.startsWith('link up: ')) settle('up');
+      else if (logged?.msg.startsWith('link refused: ')) settle('refused');
     }
   };
   child.stdout!.on('data', onOutput);
@@ -212,6 +214,12 @@ function spawnRun(options: LocalAgentOptions): { child: ChildProcess; tail: Line
   void exited.then(() => settle('exited'));
   void link.then(() => clearTimeout(timer));
   return { child, tail, exited, link };
+}
+
+/** An agent's JSON log line as a person reads it; any other line as it is. */
+function readable(line: string): string {
+  const logged = parseJsonLogLine(line);
+  return logged ? formatJsonLogLine(logged) : line;
 }
 
 /** SIGTERM to `child`'s pid, SIGKILL after 10 s; resolves once it exited. */
@@ -263,7 +271,7 @@ export async function startLocalAgent(options: LocalAgentOptions): Promise<Local
     pid: current.pid!,
     enrolled,
     exited,
-    lastLines: () => tail.lines(),
+    lastLines: () => tail.lines().map(readable),
     stop: () => stopChild(current),
   };
 }

@@ -33,7 +33,7 @@ function parse(argv: string[]): { machines: number; seed: number | undefined } |
       allowPositionals: false,
     }));
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(errorText(err));
   }
   if (values.help) return null;
   const machines = integer('machines', values.machines, 1, 1_000_000);

@@ -139,7 +139,7 @@ async function main(): Promise<number> {
         supervisor.watch('the local agent', agent, { restart: startAgent });
         offered = await localOffer(cp.url);
       } catch (err) {
-        agentProblem = `the local agent did not start: ${(err as Error).message}`;
+        agentProblem = `the local agent did not start: ${errorText(err)}`;
       }
     }
 

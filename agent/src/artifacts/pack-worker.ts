@@ -15,6 +15,7 @@ import { ArtifactTooLargeError, CHUNK_BYTES, ChunkPool, READ_ALIGN, fileSource, 
 import { OutputFilesError } from './output-tree.js';
 import { LENDING_SLOTS, packerRequest, type PackedArtifact, type PackerReply } from './packer-protocol.js';
 import { uploadArtifact, UploadError, type UploadOptions } from './upload.js';
+import { errorText } from '@gpufarm/shared';
 
 /** Chunks sent and not yet released by the consumer, per source. */
 const WINDOW_CHUNKS = 8;
@@ -153,7 +154,7 @@ async function upload(id: number, artifact: PackedArtifact, options: Omit<Upload
   } catch (err) {
     const tooLarge = err instanceof ArtifactTooLargeError ? { limitBytes: err.limitBytes, path: err.path } : null;
     const failed = err instanceof UploadError ? { retryable: err.retryable, status: err.status } : null;
-    send({ type: 'error', id, message: (err as Error).message, tooLarge, upload: failed, unpackable: err instanceof OutputFilesError });
+    send({ type: 'error', id, message: errorText(err), tooLarge, upload: failed, unpackable: err instanceof OutputFilesError });
   } finally {
     for (const pool of pools) pool.close();
   }

@@ -1,12 +1,13 @@
 import type { KeyObject } from 'node:crypto';
 import type { AssignmentOutputNote, AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
-import type { JobExit } from '../runtime/job-state.js';
+import type { JobExit } from '../job/state.js';
 import { ARTIFACT_UPLOADS_SUFFIX, argvSha256, OUTPUT_NOTE_MAX_CHARS, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
 import { inThreadSources, type ArtifactSources } from './off-thread.js';
 import { OutputFilesError, surveyOutputRule, type SkippedEntry } from './output-tree.js';
 import { ArtifactTooLargeError, packingUser, type PackAs } from './pack.js';
 import type { PackedArtifact } from './packer-protocol.js';
 import { uploadArtifact, type UploadOptions, type UploadResult } from './upload.js';
+import { silentLog, type AgentLog } from '../logger/logger.js';
 
 /** One output rule's result. `exceeded`: more than maxBytes, nothing uploaded. */
 export interface OutputResult {
@@ -42,7 +43,8 @@ export interface CollectOptions {
    * agent is root); null: as the agent.
    */
   packAs?: PackAs | null;
-  log?: (line: string) => void;
+  /** The job's daemon log (a child with its ids): what was uploaded, and what was not. */
+  log?: AgentLog;
 }
 
 export interface CollectedResults {
@@ -80,7 +82,7 @@ export function outputName(index: number): string {
  * the machine's failure.
  */
 export async function collectResults(opts: CollectOptions): Promise<CollectedResults> {
-  const say = opts.log ?? (() => undefined);
+  const say = opts.log ?? silentLog;
   const sources = opts.sources ?? inThreadSources;
   const packAs = opts.packAs === undefined ? await packingUser(opts.outputDir) : opts.packAs;
   const outputs: OutputResult[] = [];
@@ -110,10 +112,10 @@ export async function collectResults(opts: CollectOptions): Promise<CollectedRes
 /** Names of skipped entries a note lists before it says how many more. */
 const NOTE_NAMES = 5;
 
-async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: AssignmentOutputRule, index: number, packAs: PackAs | null, say: (line: string) => void): Promise<OutputResult> {
+async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: AssignmentOutputRule, index: number, packAs: PackAs | null, say: AgentLog): Promise<OutputResult> {
   const name = outputName(index);
   const notStored = (kind: 'over_limit' | 'unpackable', message: string): OutputResult => {
-    say(`output ${rule.path}: ${message}: not uploaded`);
+    say.warn(`output ${rule.path}: ${message}: not uploaded`);
     return { path: rule.path, name, sha256: null, sizeBytes: null, exceeded: kind === 'over_limit', note: { path: rule.path, name, kind, message: message.slice(0, OUTPUT_NOTE_MAX_CHARS) } };
   };
   try {
@@ -121,9 +123,9 @@ async function uploadRule(opts: CollectOptions, sources: ArtifactSources, rule: 
     const survey = await surveyOutputRule(opts.outputDir, rule);
     if (survey.contentBytes > rule.maxBytes) return notStored('over_limit', `${survey.contentBytes} bytes of files, more than its ${rule.maxBytes}-byte limit`);
     const done = await upload(sources, { kind: 'rule', outputDir: opts.outputDir, rule, packAs }, { ...opts.upload, ...target(opts, name), headers: opts.headers, contentType: 'application/x-tar' });
-    say(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
+    say.info(`output ${rule.path}: ${done.sizeBytes} bytes, sha256 ${done.sha256}, uploaded in ${done.attempts} attempt(s)`);
     const note = skippedNote(rule, name, survey.skipped);
-    if (note) say(`output ${rule.path}: ${note.message}`);
+    if (note) say.warn(`output ${rule.path}: ${note.message}`);
     return { path: rule.path, name, sha256: done.sha256, sizeBytes: done.sizeBytes, exceeded: false, note };
   } catch (err) {
     if (err instanceof ArtifactTooLargeError) return notStored('over_limit', `its tar passes the ${rule.maxBytes}-byte limit`);

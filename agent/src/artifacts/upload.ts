@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
-import { GpufarmError, uploadPlanSchema, type UploadCompletion, type UploadPlan } from '@gpufarm/shared';
+import { errorText, GpufarmError, uploadPlanSchema, type UploadCompletion, type UploadPlan } from '@gpufarm/shared';
 import type { ArtifactSource, PackedDigest } from './pack.js';
 import { OutputFilesError } from './output-tree.js';
 import { ArtifactTooLargeError } from './pack.js';
@@ -92,7 +92,7 @@ export async function uploadArtifact(opts: UploadOptions): Promise<UploadResult>
       // The job's own doing: packing again would not change it.
       if (err instanceof ArtifactTooLargeError || err instanceof OutputFilesError) throw err;
       if (err instanceof UploadError && !err.retryable) throw err;
-      lastError = err instanceof UploadError ? err : new UploadError(`PUT ${redact(opts.url)} failed: ${(err as Error).message}`, true, null, { cause: err });
+      lastError = err instanceof UploadError ? err : new UploadError(`PUT ${redact(opts.url)} failed: ${errorText(err)}`, true, null, { cause: err });
     }
   }
   throw lastError ?? new UploadError('upload failed', true, null);
@@ -175,7 +175,7 @@ function refused(what: string, status: number, body = ''): UploadError {
 }
 
 /** A request that could not be made or answered at all, which a later attempt may get through. */
-const unreachable = (what: string, err: unknown) => new UploadError(`${what} failed: ${(err as Error).message}`, true, null, { cause: err });
+const unreachable = (what: string, err: unknown) => new UploadError(`${what} failed: ${errorText(err)}`, true, null, { cause: err });
 
 /**
  * Asks the control plane how to upload. A control plane without the route (404, an older one)

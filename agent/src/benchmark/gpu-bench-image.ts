@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import tar from 'tar-stream';
+import { errorText } from '@gpufarm/shared';
 
 /**
  * The benchmark image, made on this machine from the gpu-bench program the agent's package
@@ -135,7 +136,7 @@ export async function ensureGpuBenchImage(docker: Docker, options: { repository:
       },
     );
   }).catch((err: unknown) => {
-    throw new Error(`making the benchmark image ${image} failed: ${(err as Error).message}`);
+    throw new Error(`making the benchmark image ${image} failed: ${errorText(err)}`);
   });
   await docker.getImage(image).inspect().catch(() => {
     throw new Error(`Docker imported the benchmark image but has no ${image}`);

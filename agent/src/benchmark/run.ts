@@ -2,6 +2,7 @@ import type { BenchmarkResult } from '@gpufarm/shared';
 import type { InventorySnapshot } from '../inventory/snapshot.js';
 import type { GpuBenchmarkRunner } from './gpu-container.js';
 import { tierFor } from './tiers.js';
+import { errorText } from '@gpufarm/shared';
 
 export interface BenchmarkDeps {
   host: { diskWriteMBps: () => Promise<number>; sha256MBps: () => Promise<number> | number };
@@ -37,6 +38,6 @@ export async function runBenchmark(deps: BenchmarkDeps, snapshot: InventorySnaps
     const tier = tierFor({ gpus: measured, host });
     return { status: 'completed', reason: tier === null ? 'a GPU model is not in the class catalog: no tier' : null, tier, host, gpus, ranAt };
   } catch (err) {
-    return { status: 'not_run', reason: `the GPU benchmark container failed: ${(err as Error).message}`, tier: null, host, gpus: [], ranAt };
+    return { status: 'not_run', reason: `the GPU benchmark container failed: ${errorText(err)}`, tier: null, host, gpus: [], ranAt };
   }
 }

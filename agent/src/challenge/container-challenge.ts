@@ -2,7 +2,7 @@ import { PassThrough, type Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { errorText } from '@gpufarm/shared';
 import { gpuBenchDeviceRequests, gpuBenchImage } from '../benchmark/gpu-container.js';
-import { challengeLabels, containerName } from '../runtime/labels.js';
+import { challengeLabels, containerName } from '../docker/labels.js';
 import type { ChallengeSpec, ChallengeStarter } from './challenge.js';
 import { gpuBenchChallenge } from './gpu-bench-challenge.js';
 import type { GpuBenchProcess } from './gpu-bench-session.js';

@@ -1,4 +1,4 @@
-import { AGENT_ENROLL_PATH, AGENT_PROTOCOL_VERSION, enrollmentTokenSchema, enrollResponseSchema, type EnrollRequest } from '@gpufarm/shared';
+import { AGENT_ENROLL_PATH, AGENT_PROTOCOL_VERSION, enrollmentTokenSchema, enrollResponseSchema, errorText, type EnrollRequest } from '@gpufarm/shared';
 import { ensureStateDir, newMachineKeyPair, readMachineFile, stateFiles, writeFileAtomic, type MachineFile } from '../config/state.js';
 import type { AgentConfig } from '../config/config.js';
 import { toWireInventory } from '../inventory/snapshot.js';
@@ -46,7 +46,7 @@ export async function enroll(config: AgentConfig, options: EnrollOptions, log: (
     res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause;
-    throw new Error(`cannot reach ${url}: ${cause?.code ?? (err as Error).message}`, { cause: err });
+    throw new Error(`cannot reach ${url}: ${cause?.code ?? errorText(err)}`, { cause: err });
   }
   const text = await res.text();
   if (res.status !== 201 && res.status !== 200) {

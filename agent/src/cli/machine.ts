@@ -6,6 +6,7 @@ import {
   agentMachineViewSchema,
   agentUnenrollResponseSchema,
   earningLine,
+  errorText,
   type AgentDrainRequest,
   type AgentMachineView,
   type AgentUnenrollResponse,
@@ -41,7 +42,7 @@ async function call<S extends z.ZodType>(machine: MachineFile, method: 'GET' | '
     });
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause;
-    throw new Error(`cannot reach ${url}: ${cause?.code ?? (err as Error).message}`, { cause: err });
+    throw new Error(`cannot reach ${url}: ${cause?.code ?? errorText(err)}`, { cause: err });
   }
   const text = await res.text();
   if (!res.ok) {

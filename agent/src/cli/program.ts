@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Command, Option } from 'commander';
-import { formatBytes, gpuVerdictLine, GPU_HEALTH_VERDICTS } from '@gpufarm/shared';
+import { errorText, formatBytes, gpuVerdictLine, GPU_HEALTH_VERDICTS } from '@gpufarm/shared';
 import { z } from 'zod';
 import { ConfigError, DEFAULT_CONFIG_PATH, workDirOf } from '../config/config.js';
 import { ensureStateDir, readJsonFile, readMachineFile, stateFiles, writeFileAtomic } from '../config/state.js';
@@ -19,6 +19,7 @@ import { packageReadme, systemdUnit } from '../service/systemd.js';
 import { AGENT_VERSION, configFrom, dockerClient, dockerEndpoint, inventoryMonitor, simulateSpec, type GlobalOptions } from './context.js';
 import { enroll } from './enroll.js';
 import { fetchMachineView, machineViewLines, requestDrain, requireEnrollment, unenroll } from './machine.js';
+import { agentLogger } from '../logger/logger.js';
 import { runDaemon } from './run.js';
 
 /** The verdict part of status.json (an older daemon wrote none). */
@@ -36,16 +37,14 @@ const err = (line: string) => process.stderr.write(`${line}\n`);
 
 /** A failure the user can fix: printed without a stack trace, exit code 1 (2 for configuration). */
 function fail(error: unknown): never {
-  if (error instanceof ConfigError) {
-    err(`gf-agent: configuration error:\n${error.message.split('\n').map((l) => `  ${l}`).join('\n')}`);
-    process.exit(2);
-  }
-  if (error instanceof SimulatedGpuSpecError) {
-    err(`gf-agent: ${error.message}`);
-    process.exit(2);
-  }
-  err(`gf-agent: ${(error as Error).message}`);
-  process.exit(1);
+  if (error instanceof ConfigError) err(`gf-agent: configuration error:\n${error.message.split('\n').map((l) => `  ${l}`).join('\n')}`);
+  else err(`gf-agent: ${errorText(error)}`);
+  process.exit(exitCodeOf(error));
+}
+
+/** 2 for a configuration the user must fix, 1 for any other failure. */
+function exitCodeOf(error: unknown): 1 | 2 {
+  return error instanceof ConfigError || error instanceof SimulatedGpuSpecError ? 2 : 1;
 }
 
 function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
@@ -83,9 +82,18 @@ export function buildProgram(): Command {
   program
     .command('run')
     .description('run the agent daemon: connect, report inventory and health, take assignments')
-    .action(action(async () => {
-      await runDaemon(configFrom(globals()), (line) => out(`${new Date().toISOString()} ${line}`));
-    }));
+    .action(async () => {
+      // The daemon's whole output is JSON lines (journald keeps one entry a line), its failure too.
+      const logger = agentLogger();
+      // A crash is a JSON line too (Node still prints its stack and exits as it would).
+      process.on('uncaughtExceptionMonitor', (error, origin) => logger.fatal({ origin, stack: error instanceof Error ? error.stack : undefined }, errorText(error)));
+      try {
+        await runDaemon(configFrom(globals()), logger);
+      } catch (error) {
+        logger.fatal(error instanceof ConfigError ? `configuration error: ${error.message}` : errorText(error));
+        process.exit(exitCodeOf(error));
+      }
+    });
 
   program
     .command('status')
@@ -110,7 +118,7 @@ export function buildProgram(): Command {
         try {
           controlPlane = { machine: await fetchMachineView(machine), error: null };
         } catch (e) {
-          controlPlane = { machine: null, error: (e as Error).message };
+          controlPlane = { machine: null, error: errorText(e) };
         }
       }
       const report = {
@@ -214,7 +222,7 @@ export function buildProgram(): Command {
       // First use on this machine: the image is made before the GPUs are probed, so a problem
       // with it shows even while they are not offered.
       if (simulateSpec(config) === null) {
-        err(await prepareBenchmarkImage(docker, config.benchmarkImage).catch((e: unknown) => `benchmark image: ${(e as Error).message}`));
+        err(await prepareBenchmarkImage(docker, config.benchmarkImage).catch((e: unknown) => `benchmark image: ${errorText(e)}`));
       }
       const snap = await inventoryMonitor(config, { probe: true }).refresh();
       const workDir = workDirOf(config);
@@ -230,7 +238,7 @@ export function buildProgram(): Command {
         ensureStateDir(config.stateDir);
         writeFileAtomic(stateFiles(config.stateDir).benchmark, `${JSON.stringify(result, null, 2)}\n`, 0o644);
       } catch (e) {
-        err(`could not store the result in ${config.stateDir}: ${(e as Error).message}`);
+        err(`could not store the result in ${config.stateDir}: ${errorText(e)}`);
       }
       out(JSON.stringify(result, null, 2));
     }));
@@ -270,7 +278,7 @@ export function buildProgram(): Command {
       const unit = systemdUnit({ execStart: opts.exec, configPath: globals().config ? resolve(globals().config!) : null, stateDir: config.stateDir, user: opts.user, documentation: opts.docs ?? packageReadme() });
       mkdirSync(dirname(opts.path), { recursive: true });
       writeFileAtomic(opts.path, unit, 0o644);
-      out(`wrote ${opts.path}. Enable and start it:\n  systemctl daemon-reload\n  systemctl enable --now ${opts.path.split('/').pop()!.replace(/\.service$/, '')}\nthen follow it with: journalctl -u ${opts.path.split('/').pop()!.replace(/\.service$/, '')} -f`);
+      out(`wrote ${opts.path}. Enable and start it:\n  systemctl daemon-reload\n  systemctl enable --now ${opts.path.split('/').pop()!.replace(/\.service$/, '')}\nthen follow its log (JSON lines) with: journalctl -u ${opts.path.split('/').pop()!.replace(/\.service$/, '')} -f -o cat | jq`);
     }));
 
   return program;

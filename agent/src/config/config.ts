@@ -2,10 +2,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
-import { GpufarmError, LISTEN_SETTING_HINT, LOG_ARTIFACT_MAX_BYTES, parseListenSetting, type SettingDoc } from '@gpufarm/shared';
+import { errorText, GpufarmError, LISTEN_SETTING_HINT, LOG_ARTIFACT_MAX_BYTES, parseListenSetting, type SettingDoc } from '@gpufarm/shared';
 import { parseSimulatedGpus, SimulatedGpuSpecError } from '../inventory/simulated.js';
 import { LOG_ARTIFACT_MARGIN_BYTES, LOG_KEEP_BYTES } from '../runtime/log-file.js';
-import { parseImageReference } from '../runtime/image.js';
+import { parseImageReference } from '../docker/image.js';
 
 /**
  * The agent's settings: a TOML (or `.json`) file, then `GF_AGENT_*` environment variables over
@@ -138,13 +138,13 @@ export function loadConfig(options: LoadConfigOptions = {}): AgentConfig & { sou
     try {
       text = readFileSync(path, 'utf8');
     } catch (err) {
-      throw new ConfigError(`config file ${path}: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      throw new ConfigError(`config file ${path}: cannot be read (${(err as NodeJS.ErrnoException).code ?? errorText(err)})`);
     }
     let parsed: Record<string, unknown>;
     try {
       parsed = path.endsWith('.json') ? (JSON.parse(text) as Record<string, unknown>) : (parseToml(text) as Record<string, unknown>);
     } catch (err) {
-      throw new ConfigError(`config file ${path}: not valid ${path.endsWith('.json') ? 'JSON' : 'TOML'}: ${(err as Error).message.split('\n')[0]}`);
+      throw new ConfigError(`config file ${path}: not valid ${path.endsWith('.json') ? 'JSON' : 'TOML'}: ${errorText(err).split('\n')[0]}`);
     }
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`config file ${path}: must be a table of settings`);
     for (const [fileKey, value] of Object.entries(parsed)) {

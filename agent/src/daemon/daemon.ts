@@ -26,6 +26,7 @@ import { AgentLink, type LinkState } from '../link/agent-link.js';
 import type { AcceptResult, AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
 import { ContactDeadline, DEFAULT_LOST_AFTER_SECONDS, partitionGraceSeconds } from '../link/contact-deadline.js';
 import { LogShipper } from '../logs/shipper.js';
+import type { AgentLog } from '../logger/logger.js';
 import type { InventoryMonitor } from '../inventory/monitor.js';
 import { inventoryKey, toWireInventory } from '../inventory/snapshot.js';
 import { admitChallenge, refusalDuringChallenge } from './admission.js';
@@ -37,7 +38,8 @@ export interface DaemonDeps {
   benchmark: () => BenchmarkResult | null;
   /** Called with what `status` shows, whenever it changes (the CLI writes status.json). */
   onStatus?: (status: DaemonStatus) => void;
-  log: (line: string) => void;
+  /** The daemon's log (`logger/`): bound to the machine id by `gf-agent run`. */
+  log: AgentLog;
   now?: () => Date;
   /** Sees every assignment status report the daemon sends (the metrics count containers and uploads). */
   onReport?: (status: AssignmentReport) => void;
@@ -175,21 +177,21 @@ export class AgentDaemon {
       onMessage: (m) => this.onMessage(m),
       onDelivered: (sentAt) => this.deadline?.heard(sentAt),
       onDown: (reason) => {
-        deps.log(`link down: ${reason}; reconnecting`);
+        deps.log.warn({ reason }, `link down: ${reason}; reconnecting`);
         // The control plane gives the challenge up with the link: its answers could not arrive.
         void this.endChallenge('stopped: the link to the control plane went down');
         deps.runner.setPartitioned(true);
         this.setStatus({ lastDownReason: reason });
       },
       onRefused: (reason) => {
-        deps.log(`link refused: ${reason}`);
+        deps.log.error({ reason }, `link refused: ${reason}`);
         void this.endChallenge('stopped: the control plane refused the machine');
         // The control plane will not take this machine back: as for a partition, running jobs
         // go on until the grace runs out, then stop with their outputs kept.
         deps.runner.setPartitioned(true);
         this.setStatus({ lastDownReason: reason });
       },
-      onInvalid: (problem) => deps.log(`ignored an invalid message from the control plane: ${problem}`),
+      onInvalid: (problem) => deps.log.warn(`ignored an invalid message from the control plane: ${problem}`),
     });
     this.logs = new LogShipper(
       { isReady: () => this.link.ready, send: (m) => void this.link.send(m), bufferedAmount: () => this.link.bufferedAmount },
@@ -209,7 +211,7 @@ export class AgentDaemon {
     this.deadline = new ContactDeadline({
       graceSeconds: this.graceFor(DEFAULT_LOST_AFTER_SECONDS, this.heartbeatMs / 1000),
       onExpired: (seconds) => {
-        this.deps.log(`no heartbeat confirmed by the control plane for ${seconds} s (the partition grace): stopping running jobs before it can requeue them`);
+        this.deps.log.warn(`no heartbeat confirmed by the control plane for ${seconds} s (the partition grace): stopping running jobs before it can requeue them`);
         this.deps.runner.contactLost({ seconds });
       },
       onContact: () => this.deps.runner.contactLost(null),
@@ -230,7 +232,7 @@ export class AgentDaemon {
     try {
       await this.deps.images.prepull(() => this.contexts.size > 0 || this.challenge !== null);
     } catch (err) {
-      this.deps.log(`pre-pull failed: ${errorText(err)}`);
+      this.deps.log.warn(`pre-pull failed: ${errorText(err)}`);
     } finally {
       this.prepulling = false;
     }
@@ -263,10 +265,10 @@ export class AgentDaemon {
       const now = this.now();
       const gpuHealth = snap.gpuHealth.map((r) => ({ index: r.index, uuid: r.uuid, ...gpuHealthVerdict(r, now) }));
       const machineVerdict = snap.simulated ? null : machineHealthVerdict({ machineUnhealthyReason: snap.health.status === 'unhealthy' ? (snap.health.reason ?? 'unhealthy') : null, gpus: gpuHealth });
-      if (snap.kernelLogProblem !== this.statusValue.kernelLogProblem && snap.kernelLogProblem !== null) this.deps.log(snap.kernelLogProblem);
+      if (snap.kernelLogProblem !== this.statusValue.kernelLogProblem && snap.kernelLogProblem !== null) this.deps.log.warn(snap.kernelLogProblem);
       this.setStatus({ health: { status: snap.health.status, reason: snap.health.reason, gpuProbe: snap.health.gpuProbe }, gpus: snap.health.status === 'healthy' ? snap.detected.length : 0, gpuHealth, machineVerdict, kernelLogProblem: snap.kernelLogProblem });
     } catch (err) {
-      this.deps.log(`inventory refresh failed: ${(err as Error).message}`);
+      this.deps.log.warn(`inventory refresh failed: ${errorText(err)}`);
     } finally {
       this.refreshing = false;
     }
@@ -309,7 +311,7 @@ export class AgentDaemon {
     this.sentImagesVersion = null;
     const lostAfter = welcome.lostAfterSeconds ?? DEFAULT_LOST_AFTER_SECONDS;
     const grace = this.graceFor(lostAfter, welcome.heartbeatIntervalSeconds);
-    this.deps.log(
+    this.deps.log.info(
       `link up: machine ${welcome.machineId}, protocol ${welcome.protocolVersion}, heartbeat ${welcome.heartbeatIntervalSeconds} s; ` +
         `running jobs stop after ${grace} s without the control plane, which may requeue them after ${lostAfter} s${welcome.lostAfterSeconds ? '' : ' (its default; it did not say)'}`,
     );
@@ -338,11 +340,11 @@ export class AgentDaemon {
         void this.onAssign(message.assignment);
         return;
       case 'cancel':
-        this.deps.runner.cancel(message.assignmentId, message.reason).catch((err: unknown) => this.deps.log(`cancel ${message.assignmentId} failed: ${(err as Error).message}`));
+        this.deps.runner.cancel(message.assignmentId, message.reason).catch((err: unknown) => this.jobLog(message.assignmentId).warn(`cancel ${message.assignmentId} failed: ${errorText(err)}`));
         return;
       case 'drain':
         this.draining = !message.undrain;
-        this.deps.log(this.draining ? `draining: ${message.reason ?? 'asked by the control plane'}` : 'drain lifted');
+        this.deps.log.info(this.draining ? `draining: ${message.reason ?? 'asked by the control plane'}` : 'drain lifted');
         this.setStatus({ draining: this.draining });
         return;
       case 'challenge.prepare':
@@ -350,7 +352,7 @@ export class AgentDaemon {
       case 'challenge.open':
       case 'challenge.cancel':
         if (this.protocolVersion < CHALLENGE_PROTOCOL_VERSION) {
-          this.deps.log(`ignored ${message.type}: the link speaks protocol ${this.protocolVersion}, and the GPU challenge needs ${CHALLENGE_PROTOCOL_VERSION}`);
+          this.deps.log.warn(`ignored ${message.type}: the link speaks protocol ${this.protocolVersion}, and the GPU challenge needs ${CHALLENGE_PROTOCOL_VERSION}`);
           return;
         }
         if (message.type === 'challenge.prepare') this.onChallengePrepare(message);
@@ -379,7 +381,7 @@ export class AgentDaemon {
       gpuUuids: snap?.health.status === 'healthy' ? snap.detected.map((g) => g.uuid) : [],
     });
     if (refusal !== null) {
-      this.deps.log(`challenge ${spec.challengeId}: refused: ${refusal}`);
+      this.deps.log.info({ challengeId: spec.challengeId }, `challenge ${spec.challengeId}: refused: ${refusal}`);
       this.link.send({ type: 'challenge.failed', challengeId: spec.challengeId, reason: refusal });
       return;
     }
@@ -392,7 +394,8 @@ export class AgentDaemon {
       holdTimer: setTimeout(() => this.failChallenge(active, `the challenge held the machine for ${holdSeconds} s without the control plane finishing it: stopped, so the machine takes jobs again`), holdSeconds * 1000),
     };
     this.challenge = active;
-    this.deps.log(
+    this.deps.log.info(
+      { challengeId: spec.challengeId },
       `challenge ${spec.challengeId}: started on ${spec.gpus.length} GPU${spec.gpus.length === 1 ? '' : 's'} ` +
         `(${spec.simulated ? 'simulated: on the CPU' : 'gpu-bench in a container'}), ${spec.m}x${spec.n}x${spec.k}, ${spec.rounds} rounds; assignments are refused until it ends`,
     );
@@ -461,8 +464,8 @@ export class AgentDaemon {
     if (!active) return;
     this.challenge = null;
     clearTimeout(active.holdTimer);
-    this.deps.log(`challenge ${active.id}: ${how} (after ${((performance.now() - active.startedAt) / 1000).toFixed(1)} s); its GPUs are free`);
-    await active.run.cancel().catch((err: unknown) => this.deps.log(`challenge ${active.id}: stopping its program failed: ${errorText(err)}`));
+    this.deps.log.info({ challengeId: active.id }, `challenge ${active.id}: ${how} (after ${((performance.now() - active.startedAt) / 1000).toFixed(1)} s); its GPUs are free`);
+    await active.run.cancel().catch((err: unknown) => this.deps.log.warn({ challengeId: active.id }, `challenge ${active.id}: stopping its program failed: ${errorText(err)}`));
   }
 
   private async onAssign(spec: AssignmentSpec): Promise<void> {
@@ -481,16 +484,25 @@ export class AgentDaemon {
     try {
       const result = await this.deps.runner.accept(spec, ctx);
       if (result.accepted) {
+        this.jobLog(spec.assignmentId).info(`assignment ${spec.assignmentId} accepted: job ${spec.jobId}, image ${spec.image}`);
         this.sendOrQueue({ type: 'assignment.accepted', assignmentId: spec.assignmentId });
         this.setStatus({});
       } else {
+        this.jobLog(spec.assignmentId).info({ reason: result.reason }, `assignment ${spec.assignmentId} rejected: ${result.message}`);
         this.forget(spec.assignmentId);
         this.sendOrQueue({ type: 'assignment.rejected', assignmentId: spec.assignmentId, reason: result.reason, message: result.message });
       }
     } catch (err) {
+      this.jobLog(spec.assignmentId).error(`assignment ${spec.assignmentId}: the runner failed: ${errorText(err)}`);
       this.forget(spec.assignmentId);
-      reject('internal', `the runner failed: ${(err as Error).message}`);
+      reject('internal', `the runner failed: ${errorText(err)}`);
     }
+  }
+
+  /** The log of one assignment's lines, with its job's id once the daemon knows it. */
+  private jobLog(assignmentId: string): AgentLog {
+    const jobId = this.jobIds.get(assignmentId);
+    return this.deps.log.child(jobId === undefined ? { assignmentId } : { jobId, assignmentId });
   }
 
   private context(assignmentId: string, firstSeq: number): AssignmentContext {

@@ -1,14 +1,15 @@
 import type Docker from 'dockerode';
 import { CONTAINER_GPU_LOSS_FIX, reasonWithFix } from '@gpufarm/shared';
 import type { InventoryMonitor } from '../inventory/monitor.js';
-import type { DockerAssignmentRunner } from '../runtime/docker-runner.js';
+import type { DockerAssignmentRunner } from '../runner/docker-runner.js';
 import { containerGpuAccess, DockerRestartWatch, GpuAccessWatch, GPU_ACCESS_CHECK_INTERVAL_MS, type GpuJob } from '../runtime/gpu-access.js';
+import { jobFields, type AgentLog } from '../logger/logger.js';
 
 export interface GpuAccessGuardSetup {
   docker: Docker;
   runner: Pick<DockerAssignmentRunner, 'gpuJobs' | 'failForMachine'>;
   inventory: Pick<InventoryMonitor, 'containerGpuLost'>;
-  log: (line: string) => void;
+  log: AgentLog;
   /** Overrides `GPU_ACCESS_CHECK_INTERVAL_MS`. */
   intervalMs?: number;
   /** How often a dropped event stream is opened again (default 1 s). */
@@ -33,7 +34,7 @@ export function gpuAccessGuard(setup: GpuAccessGuardSetup): GpuAccessGuard {
     jobs: () => setup.runner.gpuJobs(),
     check: (job: GpuJob) => containerGpuAccess(setup.docker, job.containerId, job.gpuUuids),
     lost: async (job, detail, trigger) => {
-      setup.log(`assignment ${job.assignmentId}: its container lost access to its GPUs (${detail}; found by ${trigger}): failing it as the machine's fault`);
+      setup.log.child(jobFields(job)).error(`assignment ${job.assignmentId}: its container lost access to its GPUs (${detail}; found by ${trigger}): failing it as the machine's fault`);
       setup.inventory.containerGpuLost(
         reasonWithFix(
           `a running job's container lost access to its GPUs (${detail}), as happens when the Docker daemon restarts or systemd reloads its units: the job was stopped and is retried on another machine, and this machine is offered again once a new container sees the GPUs`,

@@ -5,6 +5,8 @@ import { DEFAULT_IMAGE_CACHE_SHARE } from '../config/config.js';
 import { ImageCache } from '../image-cache/image-cache.js';
 import { hostPlatform, insecureRegistryHosts, registryImage } from '../image-cache/registry-size.js';
 import { diskFree } from './runner-setup.js';
+import { errorText } from '@gpufarm/shared';
+import type { AgentLog } from '../logger/logger.js';
 
 export interface ImageCacheSetup {
   docker: Docker;
@@ -16,7 +18,7 @@ export interface ImageCacheSetup {
   prepullImages: readonly string[];
   /** The images the runner's assignments need (set once the runner exists). */
   inUse: () => readonly string[];
-  log: (line: string) => void;
+  log: AgentLog;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface ImageCacheSetup {
 export async function openImageCache(setup: ImageCacheSetup): Promise<ImageCache> {
   // Docker down at start: the agent still starts (the runtime fails its jobs until Docker is back).
   const info = (await setup.docker.info().catch((err: unknown) => {
-    setup.log(`image cache: docker info failed (${(err as Error).message}); measuring the work dir's disk, every registry over HTTPS`);
+    setup.log.warn(`image cache: docker info failed (${errorText(err)}); measuring the work dir's disk, every registry over HTTPS`);
     return {};
   })) as { DockerRootDir?: string; RegistryConfig?: Parameters<typeof insecureRegistryHosts>[0]['RegistryConfig'] };
   const root = info.DockerRootDir ?? '/var/lib/docker';
@@ -47,7 +49,7 @@ export async function openImageCache(setup: ImageCacheSetup): Promise<ImageCache
     diskFree: () => diskFree(root),
     log: setup.log,
   });
-  setup.log(`image cache: ${cache.list().length} images, ${cache.usedBytes} of ${budgetBytes} bytes (image_cache_bytes${setup.budgetBytes === null ? `, half of ${root}'s file system` : ''})`);
+  setup.log.info(`image cache: ${cache.list().length} images, ${cache.usedBytes} of ${budgetBytes} bytes (image_cache_bytes${setup.budgetBytes === null ? `, half of ${root}'s file system` : ''})`);
   return cache;
 }
 

@@ -4,9 +4,10 @@ import { availableParallelism, totalmem } from 'node:os';
 import type Docker from 'dockerode';
 import { OffThreadPacker } from '../artifacts/off-thread.js';
 import { DockerRuntime } from '../runtime/docker-runtime.js';
-import { DockerAssignmentRunner } from '../runtime/docker-runner.js';
+import { DockerAssignmentRunner } from '../runner/docker-runner.js';
 import type { ImageCache } from '../image-cache/image-cache.js';
 import { admitAssignment } from './admission.js';
+import type { AgentLog } from '../logger/logger.js';
 
 /** The control plane's upload route of one artifact: outputs go over HTTP, streamed, not over the agent's socket. */
 export const AGENT_OUTPUT_UPLOAD_PATH = '/agent/v1/assignments/:assignmentId/outputs/:name';
@@ -48,7 +49,7 @@ export interface DockerRunnerSetup {
   offeredGpus: () => readonly string[];
   /** The image cache (`imageCache`): room for each job's image before it is accepted. */
   images?: ImageCache;
-  log: (line: string) => void;
+  log: AgentLog;
 }
 
 /**

@@ -6,6 +6,7 @@ import type { DriverHostReader } from '../inventory/driver-host.js';
 import type { GpuReader } from '../inventory/gpu-reader.js';
 import { preOfferChecks, type PreOfferCheck } from '../inventory/pre-offer.js';
 import { gpusFromReading } from '../inventory/snapshot.js';
+import { errorText } from '@gpufarm/shared';
 
 /** One doctor finding: what was checked, what was seen, and how to fix it when it is not ok. */
 export type DoctorCheck = PreOfferCheck;
@@ -67,7 +68,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     checks.push({
       name: 'docker socket',
       status: 'fail',
-      detail: missing ? `no socket at ${socketPath}` : `Docker Engine at ${deps.dockerEndpoint} does not answer (${code ?? (err as Error).message})`,
+      detail: missing ? `no socket at ${socketPath}` : `Docker Engine at ${deps.dockerEndpoint} does not answer (${code ?? errorText(err)})`,
       fix: missing
         ? 'install and start Docker Engine: "apt-get install -y docker.io && systemctl enable --now docker" (or set DOCKER_HOST)'
         : code === 'EACCES'
@@ -86,7 +87,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
       const info = (await deps.docker.info()) as { Runtimes?: Record<string, unknown>; DefaultRuntime?: string };
       runtimes = Object.keys(info.Runtimes ?? {});
     } catch (err) {
-      checks.push({ name: 'docker api version', status: 'fail', detail: `version query failed: ${(err as Error).message}`, fix: 'check that the Docker Engine is healthy: "docker version"' });
+      checks.push({ name: 'docker api version', status: 'fail', detail: `version query failed: ${errorText(err)}`, fix: 'check that the Docker Engine is healthy: "docker version"' });
     }
   } else {
     checks.push({ name: 'docker api version', status: 'skip', detail: 'Docker Engine not reachable', fix: null });
@@ -136,7 +137,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
       ? { name: 'free disk', status: 'ok', detail: `${gib(free)} free at ${dir} (needs ${gib(options.minFreeDiskBytes)})`, fix: null }
       : { name: 'free disk', status: 'warn', detail: `${gib(free)} free at ${dir}, below ${gib(options.minFreeDiskBytes)}`, fix: 'free space or point work_dir (GF_AGENT_WORK_DIR) at a larger disk; jobs need room for images, inputs and outputs' });
   } catch (err) {
-    checks.push({ name: 'free disk', status: 'fail', detail: `cannot stat ${dir}: ${(err as Error).message}`, fix: 'create the work directory or set work_dir' });
+    checks.push({ name: 'free disk', status: 'fail', detail: `cannot stat ${dir}: ${errorText(err)}`, fix: 'create the work directory or set work_dir' });
   }
 
   // Control plane: reachability and clock
@@ -165,7 +166,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
       }
     } catch (err) {
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      checks.push({ name: 'control plane', status: 'fail', detail: `${url} cannot be reached: ${cause?.code ?? cause?.message ?? (err as Error).message}`, fix: 'check the URL, DNS and any firewall or proxy between this machine and the control plane (outbound HTTPS)' });
+      checks.push({ name: 'control plane', status: 'fail', detail: `${url} cannot be reached: ${cause?.code ?? cause?.message ?? errorText(err)}`, fix: 'check the URL, DNS and any firewall or proxy between this machine and the control plane (outbound HTTPS)' });
       checks.push({ name: 'clock skew', status: 'skip', detail: 'control plane not reachable', fix: null });
     }
   }

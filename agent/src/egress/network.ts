@@ -1,12 +1,12 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
 import { join } from 'node:path';
-import { addressRange, networkCidr } from '@gpufarm/shared';
+import { addressRange, errorText, networkCidr } from '@gpufarm/shared';
 import type Docker from 'dockerode';
-import { RuntimeError } from '../runtime/errors.js';
-import { ensureImage } from '../runtime/image.js';
-import { LABEL_ASSIGNMENT, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER } from '../runtime/labels.js';
-import { DockerLogParser, formatCursor, parseCursor, sinceSeconds, type LogCursor } from '../runtime/log-lines.js';
+import { RuntimeError } from '../job/errors.js';
+import { ensureImage } from '../docker/image.js';
+import { LABEL_ASSIGNMENT, LABEL_EGRESS, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER } from '../docker/labels.js';
+import { DockerLogParser, formatCursor, parseCursor, sinceSeconds, type LogCursor } from '../docker/log-lines.js';
 import { EGRESS_CONFIG_ENV, EGRESS_PROXY_PORT, EGRESS_TEST_MODE_ENV, type EgressProxyConfig } from './config.js';
 import { formatEgressEvent, parseEgressLine } from './events.js';
 
@@ -28,8 +28,6 @@ import { formatEgressEvent, parseEgressLine } from './events.js';
  * (`reconcileEgress`). `removeEgress` is idempotent.
  */
 
-/** `network` or `proxy` on the egress objects; the runtime's job containers never carry it. */
-export const LABEL_EGRESS = 'org.gpufarm.egress';
 /** The proxy's name on the job's network. */
 export const EGRESS_PROXY_ALIAS = 'gf-egress';
 /** The URL jobs get in `HTTPS_PROXY` and `HTTP_PROXY`. */
@@ -183,7 +181,7 @@ export async function startEgress(
   } catch (err) {
     await removeEgress(docker, job.owner, job.assignmentId).catch(() => undefined);
     if (err instanceof RuntimeError) throw err;
-    throw new RuntimeError('create_failed', `setting up the egress proxy failed: ${(err as Error).message}`, { cause: err });
+    throw new RuntimeError('create_failed', `setting up the egress proxy failed: ${errorText(err)}`, { cause: err });
   }
 }
 

@@ -1,10 +1,11 @@
 import type Docker from 'dockerode';
 import { errorText, formatBytes, type ImageCacheReport } from '@gpufarm/shared';
-import { ensureImage, imageRunName, type ResolvedImage } from '../runtime/image.js';
+import { ensureImage, imageRunName, type ResolvedImage } from '../docker/image.js';
 import type { ImagePullObserver } from '../runtime/docker-runtime.js';
 import { readCacheIndex, writeCacheIndex, type CacheEntry } from './index-file.js';
 import { cacheBytes, cacheReport, planRoom, type SizedLayer } from './plan.js';
 import type { RegistryImage } from './registry-size.js';
+import type { AgentLog } from '../logger/logger.js';
 
 export interface ImageCacheDeps {
   docker: Docker;
@@ -22,7 +23,7 @@ export interface ImageCacheDeps {
   lookupDeadlineMs?: number;
   /** Free bytes of Docker's data root, or null when it cannot be read. */
   diskFree?: () => number | null;
-  log: (line: string) => void;
+  log: AgentLog;
   now?: () => Date;
 }
 
@@ -64,7 +65,7 @@ export class ImageCache implements ImagePullObserver {
       stored = readCacheIndex(deps.file);
     } catch (err) {
       // Jobs matter more than the index: start empty (what it listed stays on disk, unmanaged).
-      deps.log(`image cache: ${errorText(err)}; starting with an empty cache`);
+      deps.log.warn(`image cache: ${errorText(err)}; starting with an empty cache`);
     }
     for (const entry of stored) {
       // Docker not answering is no proof the image went: the entry stays as it was.
@@ -74,7 +75,7 @@ export class ImageCache implements ImagePullObserver {
         continue;
       }
       if (!info) {
-        deps.log(`image cache: ${entry.references.join(', ')} is no longer on the machine; forgotten`);
+        deps.log.info(`image cache: ${entry.references.join(', ')} is no longer on the machine; forgotten`);
         continue;
       }
       cache.entries.set(entry.id, { ...entry, repoDigests: info.RepoDigests ?? [], repoTags: info.RepoTags ?? [] });
@@ -122,7 +123,7 @@ export class ImageCache implements ImagePullObserver {
       // The pull would most likely fail the same way (unreachable, or a private registry the
       // agent has no credentials for): the job fails with the pull's own error, and the cache is
       // brought back within the budget after any pull.
-      this.deps.log(`image cache: the registry did not say the size of ${reference} (${errorText(err)}); pulling without a size check`);
+      this.deps.log.warn(`image cache: the registry did not say the size of ${reference} (${errorText(err)}); pulling without a size check`);
       return { admitted: true };
     }
     return this.serial(async () => {
@@ -209,14 +210,14 @@ export class ImageCache implements ImagePullObserver {
       const holder = `prepull:${reference}`;
       const admission = await this.admit(holder, reference, { evict: false });
       if (!admission.admitted) {
-        this.deps.log(`pre-pull: skipped ${reference}: ${admission.message}`);
+        this.deps.log.warn(`pre-pull: skipped ${reference}: ${admission.message}`);
         continue;
       }
       try {
-        const image = await ensureImage(this.deps.docker, reference, null, (line) => this.deps.log(`pre-pull: ${line}`));
+        const image = await ensureImage(this.deps.docker, reference, null, (line) => this.deps.log.info(`pre-pull: ${line}`));
         if (image.pulled) await this.pulled(holder, reference, image, 'prepull');
       } catch (err) {
-        this.deps.log(`pre-pull: ${reference} failed: ${errorText(err)}`);
+        this.deps.log.warn(`pre-pull: ${reference} failed: ${errorText(err)}`);
       } finally {
         this.release(holder);
       }
@@ -254,7 +255,7 @@ export class ImageCache implements ImagePullObserver {
         } catch (err) {
           const code = (err as { statusCode?: number }).statusCode;
           if (code === 404) continue;
-          this.deps.log(`image cache: could not remove ${name}: ${errorText(err)}`);
+          this.deps.log.warn(`image cache: could not remove ${name}: ${errorText(err)}`);
           kept = true;
         }
       }
@@ -263,7 +264,7 @@ export class ImageCache implements ImagePullObserver {
         continue;
       }
       this.entries.delete(entry.id);
-      this.deps.log(`image cache: evicted ${entry.references.join(', ')} (last used ${entry.lastUsedAt}) to stay within image_cache_bytes (${formatBytes(this.deps.budgetBytes)})`);
+      this.deps.log.info(`image cache: evicted ${entry.references.join(', ')} (last used ${entry.lastUsedAt}) to stay within image_cache_bytes (${formatBytes(this.deps.budgetBytes)})`);
     }
     if (entries.length > stayed.length) this.changed();
     return stayed;
@@ -278,7 +279,7 @@ export class ImageCache implements ImagePullObserver {
     try {
       writeCacheIndex(this.deps.file, [...this.entries.values()]);
     } catch (err) {
-      this.deps.log(`image cache: could not write ${this.deps.file}: ${errorText(err)}`);
+      this.deps.log.warn(`image cache: could not write ${this.deps.file}: ${errorText(err)}`);
     }
   }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseImageReference } from '../runtime/image.js';
+import { parseImageReference } from '../docker/image.js';
 
 /**
  * What a registry says of an image before it is pulled: its layers by uncompressed digest (the

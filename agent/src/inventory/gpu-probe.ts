@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import { demuxDockerOutput } from './docker-output.js';
+import { errorText } from '@gpufarm/shared';
 
 /** One GPU as `nvidia-smi -L` lists it. */
 export interface ProbeListedGpu {
@@ -81,7 +82,7 @@ export function dockerGpuProbe(docker: Docker, options: DockerGpuProbeOptions): 
         if (missing.length > 0) return { ok: false, reason: `a container sees ${uuids.length - missing.length} of ${uuids.length} GPUs; missing ${missing.join(', ')}` };
         return { ok: true, listed: parseNvidiaSmiList(output.stdout) };
       } catch (err) {
-        const message = (err as Error).message;
+        const message = errorText(err);
         const hint = /could not select device driver|unknown or invalid runtime|nvidia/i.test(message)
           ? ' (install the NVIDIA Container Toolkit and run "nvidia-ctk runtime configure --runtime=docker", then restart Docker)'
           : '';

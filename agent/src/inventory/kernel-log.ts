@@ -1,5 +1,5 @@
 import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { MAX_REPORTED_XIDS, type GpuXid } from '@gpufarm/shared';
+import { errorText, MAX_REPORTED_XIDS, type GpuXid } from '@gpufarm/shared';
 import { normalizePciBusId } from './nvidia-smi-xml.js';
 
 /**
@@ -62,7 +62,7 @@ export class KernelLogWatcher {
         this.fd = openSync(this.path, constants.O_RDONLY | constants.O_NONBLOCK);
         this.problem = null;
       } catch (err) {
-        this.problem = `the kernel log ${this.path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): XID errors are not seen`;
+        this.problem = `the kernel log ${this.path} cannot be read (${(err as NodeJS.ErrnoException).code ?? errorText(err)}): XID errors are not seen`;
         return;
       }
     }
@@ -76,7 +76,7 @@ export class KernelLogWatcher {
         const code = (err as NodeJS.ErrnoException).code;
         // kmsg: EAGAIN when drained; EPIPE when records were overwritten before we read them.
         if (code === 'EPIPE') continue;
-        if (code !== 'EAGAIN') this.problem = `reading the kernel log ${this.path} failed (${code ?? (err as Error).message})`;
+        if (code !== 'EAGAIN') this.problem = `reading the kernel log ${this.path} failed (${code ?? errorText(err)})`;
         break;
       }
       if (n === 0) break;

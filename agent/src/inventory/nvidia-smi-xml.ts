@@ -1,5 +1,5 @@
 import { XMLParser } from 'fast-xml-parser';
-import { GpufarmError, type FabricInfo } from '@gpufarm/shared';
+import { errorText, GpufarmError, type FabricInfo } from '@gpufarm/shared';
 
 /**
  * Parses `nvidia-smi -q -x` output (the `nvsmi_device_v*.dtd` XML, driver 470 to 550 and later)
@@ -239,7 +239,7 @@ export function parseNvidiaSmiXml(output: string): NvidiaSmiReport {
   try {
     doc = parser.parse(xml) as Node;
   } catch (err) {
-    throw new NvidiaSmiParseError(`nvidia-smi printed XML that does not parse: ${(err as Error).message}`, { cause: err });
+    throw new NvidiaSmiParseError(`nvidia-smi printed XML that does not parse: ${errorText(err)}`, { cause: err });
   }
   const log = doc.nvidia_smi_log;
   if (log === undefined || log === null || typeof log !== 'object') throw new NvidiaSmiParseError('nvidia-smi output has no <nvidia_smi_log> element');

@@ -2,6 +2,7 @@ import WebSocket from 'ws';
 import {
   AGENT_CLOSE_CODES,
   AGENT_WS_PATH,
+  errorText,
   serverMessageSchema,
   type AgentMessage,
   type HelloMessage,
@@ -162,7 +163,7 @@ export class AgentLink {
           if (this.ws === ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(hello));
         })
         .catch((err: unknown) => {
-          downReason = `could not build hello: ${(err as Error).message}`;
+          downReason = `could not build hello: ${errorText(err)}`;
           ws.terminate();
         });
     });

@@ -1,12 +1,11 @@
-import { readdir, rm } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { reconcileEgress } from '../egress/network.js';
 import type { DockerRuntime, JobHandle } from '../runtime/docker-runtime.js';
-import type { JobExit } from '../runtime/job-state.js';
-import { LABEL_ASSIGNMENT } from '../runtime/labels.js';
-import type { LogSink } from '../runtime/log-lines.js';
-import { releaseOutputMount } from '../runtime/output-mount.js';
+import type { JobExit } from '../job/state.js';
+import { LABEL_ASSIGNMENT } from '../docker/labels.js';
+import type { LogSink } from '../docker/log-lines.js';
 
 export interface RestoreOptions {
   /** The sink for an assignment's lines (the link's spool for it). */
@@ -39,7 +38,8 @@ export interface RestoreResult {
  * resumes supervision of those an assignment owns (lines continue after the last one
  * delivered, without duplicates; the runtime limit counts from the container's start),
  * reports the ones that exited meanwhile with their exit codes, and removes labelled
- * containers nobody owns together with their mounts and folders. It never re-runs a job.
+ * containers nobody owns together with their mounts and folders (the runtime's `release`: the
+ * cleanups of the hooks that made them). It never re-runs a job.
  * An allowlist job's proxy and network stay for the jobs resumed (removed when they end) and
  * are removed for every other assignment.
  */
@@ -53,7 +53,7 @@ export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions):
     const state = assignmentId ? await runtime.readState(assignmentId) : null;
     if (!state || state.containerId !== c.Id || !owns(assignmentId) || seen.has(assignmentId)) {
       await runtime.removeContainer(c.Id);
-      if (assignmentId && !seen.has(assignmentId) && (!state || !owns(assignmentId))) await dropFolder(runtime, assignmentId);
+      if (assignmentId && !seen.has(assignmentId) && (!state || !owns(assignmentId))) await runtime.release(assignmentId);
       result.removed.push(c.Id);
       continue;
     }
@@ -64,7 +64,7 @@ export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions):
       await runtime.removeContainer(c.Id);
       result.removed.push(c.Id);
       result.lost.push(state.spec);
-      await dropFolder(runtime, assignmentId);
+      await runtime.release(assignmentId);
       continue;
     }
     const handle = await runtime.resume(state, opts.sinkFor(state.spec), { sinkAfter: opts.cursorFor?.(assignmentId) ?? null });
@@ -81,11 +81,11 @@ export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions):
     if (seen.has(assignmentId)) continue;
     const state = await runtime.readState(assignmentId);
     if (!state) {
-      await dropFolder(runtime, assignmentId);
+      await runtime.release(assignmentId);
       continue;
     }
     if (!owns(assignmentId)) {
-      await dropFolder(runtime, assignmentId);
+      await runtime.release(assignmentId);
       continue;
     }
     const exit = await runtime.readExit(assignmentId);
@@ -96,9 +96,4 @@ export async function restoreJobs(runtime: DockerRuntime, opts: RestoreOptions):
   const resumed = new Set(result.jobs.map((j) => j.assignmentId));
   await reconcileEgress(runtime.deps.docker, runtime.deps.owner, (id) => resumed.has(id));
   return result;
-}
-
-async function dropFolder(runtime: DockerRuntime, assignmentId: string): Promise<void> {
-  await releaseOutputMount(runtime.dirOf(assignmentId));
-  await rm(runtime.dirOf(assignmentId), { recursive: true, force: true });
 }

@@ -2,7 +2,7 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import tar from 'tar-stream';
-import { RuntimeError } from './errors.js';
+import { RuntimeError } from '../job/errors.js';
 import { needsAccountFiles, resolveJobIds, type AccountFiles, type JobIds } from './job-user.js';
 
 /** Account files bigger than this are refused rather than read into memory. */

@@ -2,11 +2,12 @@ import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { followEgressLog, type EgressLogFollower } from '../egress/network.js';
-import { DetachedError } from './errors.js';
-import { writeJson, type JobExit, type JobState } from './job-state.js';
+import { DetachedError } from '../job/errors.js';
+import { writeJson, type JobExit, type JobState } from '../job/state.js';
 import type { LogFile } from './log-file.js';
-import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from './log-lines.js';
+import { compareCursors, DockerLogParser, formatCursor, linesAfter, parseCursor, sinceSeconds, splitLong, timestampMs, type LogCursor, type LogSink, type RuntimeLogLine } from '../docker/log-lines.js';
 import { treeBytes, WATCHDOG_INTERVAL_MS } from './output-mount.js';
+import { errorText } from '@gpufarm/shared';
 
 /** A job the runtime supervises: started now, or found again after a restart. */
 export interface JobHandle {
@@ -207,7 +208,7 @@ export class ContainerSupervisor {
       await this.o.container.stop({ t: graceSeconds });
     } catch (err) {
       const code = (err as { statusCode?: number }).statusCode;
-      if (code !== 304 && code !== 404) this.system(`stopping the container failed: ${(err as Error).message}`);
+      if (code !== 304 && code !== 404) this.system(`stopping the container failed: ${errorText(err)}`);
     }
   }
 
@@ -296,13 +297,13 @@ export class ContainerSupervisor {
         await this.egress?.detach();
         throw err;
       }
-      this.system(`waiting for the container failed: ${(err as Error).message}`);
+      this.system(`waiting for the container failed: ${errorText(err)}`);
     }
     this.disarm();
     if (this.detached) throw new DetachedError(state.spec.assignmentId);
     const resumeAt = this.routes.resumeAt;
     const lastLine = await (this.logsDone ?? Promise.resolve(resumeAt)).catch((err: unknown) => {
-      this.system(`reading the container's logs failed: ${(err as Error).message}`);
+      this.system(`reading the container's logs failed: ${errorText(err)}`);
       return resumeAt;
     });
     await this.catchUp(lastLine).catch(() => undefined);
@@ -313,7 +314,7 @@ export class ContainerSupervisor {
       // Removed behind our back: the wait's status is all there is.
     }
     if (this.detached) throw new DetachedError(state.spec.assignmentId);
-    if (this.egress) await this.egress.finish().catch((err: unknown) => this.system(`removing the egress proxy failed: ${(err as Error).message}`));
+    if (this.egress) await this.egress.finish().catch((err: unknown) => this.system(`removing the egress proxy failed: ${errorText(err)}`));
     if (info) exitCode = info.State.ExitCode;
     const exit = exitRecord({ state, exitCode, info: info?.State ?? null, stopCause: this.cause, now: this.o.now() });
     this.system(exitLine(exit));

@@ -1,6 +1,8 @@
 import type Docker from 'dockerode';
 import { parseNvidiaSmiList } from '../inventory/gpu-probe.js';
-import { execCommand } from './docker-exec.js';
+import { execCommand } from '../docker/exec.js';
+import { jobFields, type AgentLog } from '../logger/logger.js';
+import { errorText } from '@gpufarm/shared';
 
 /**
  * Running jobs that lose their GPUs. With the NVIDIA Container Toolkit, a Docker restart or a
@@ -44,7 +46,7 @@ export async function containerGpuAccess(docker: Docker, containerId: string, uu
     if (run.timedOut) return { kind: 'unknown', detail: `nvidia-smi -L in it did not answer within ${timeoutMs} ms` };
     return judgeContainerGpus(run.exitCode, run.output, uuids);
   } catch (err) {
-    return { kind: 'unknown', detail: `Docker could not run nvidia-smi -L in it: ${(err as Error).message.trim().slice(0, 200)}` };
+    return { kind: 'unknown', detail: `Docker could not run nvidia-smi -L in it: ${errorText(err).trim().slice(0, 200)}` };
   }
 }
 
@@ -53,6 +55,8 @@ export interface GpuJob {
   assignmentId: string;
   containerId: string;
   gpuUuids: string[];
+  /** For the log: the job's id. */
+  jobId: string;
 }
 
 export interface GpuAccessWatchDeps {
@@ -61,7 +65,7 @@ export interface GpuAccessWatchDeps {
   check: (job: GpuJob) => Promise<GpuAccess>;
   /** A job's container lost its GPUs; `trigger` says what prompted the check. */
   lost: (job: GpuJob, detail: string, trigger: string) => Promise<void>;
-  log: (line: string) => void;
+  log: AgentLog;
 }
 
 /** How often running GPU jobs are checked besides Docker restarts (a daemon-reload leaves no event). */
@@ -91,7 +95,7 @@ export class GpuAccessWatch {
       const access = await this.deps.check(job);
       if (access.kind === 'ok') continue;
       if (access.kind === 'unknown') {
-        this.deps.log(`assignment ${job.assignmentId}: its GPU access cannot be checked (${access.detail})`);
+        this.deps.log.child(jobFields(job)).warn(`assignment ${job.assignmentId}: its GPU access cannot be checked (${access.detail})`);
         continue;
       }
       lost.push(job);
@@ -120,7 +124,7 @@ export class DockerRestartWatch {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly docker: Docker, private readonly options: { onRestart: () => void; retryMs?: number; log?: (line: string) => void }) {}
+  constructor(private readonly docker: Docker, private readonly options: { onRestart: () => void; retryMs?: number; log?: AgentLog }) {}
 
   /** Opens the first stream; resolves once it is open (or the first try failed and retries are scheduled). */
   start(): Promise<void> {
@@ -144,7 +148,7 @@ export class DockerRestartWatch {
     const dropped = () => {
       if (this.stream !== stream) return;
       this.stream = null;
-      if (!this.stopped) this.options.log?.('the Docker daemon closed its event stream (stopped or restarting): the running GPU jobs are checked once it is back');
+      if (!this.stopped) this.options.log?.warn('the Docker daemon closed its event stream (stopped or restarting): the running GPU jobs are checked once it is back');
       this.retry(true);
     };
     stream.on('data', () => undefined);

@@ -6,7 +6,8 @@ import { Readable, Transform } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { pipeline } from 'node:stream/promises';
 import type { AssignmentInput } from '@gpufarm/shared';
-import { RuntimeError } from './errors.js';
+import { RuntimeError } from '../job/errors.js';
+import { errorText } from '@gpufarm/shared';
 
 /**
  * Downloads each input over HTTP into `dir/<mountName>`, hashing in the same pass, and keeps it
@@ -33,7 +34,7 @@ export async function downloadInputs(
     try {
       response = await fetch(input.url, { headers: headersFor(input.url), signal: AbortSignal.timeout(30 * 60_000) });
     } catch (err) {
-      throw new RuntimeError('input_failed', `input ${input.mountName}: download failed: ${(err as Error).message}`, { cause: err });
+      throw new RuntimeError('input_failed', `input ${input.mountName}: download failed: ${errorText(err)}`, { cause: err });
     }
     if (!response.ok || !response.body) {
       throw new RuntimeError('input_failed', `input ${input.mountName}: download answered HTTP ${response.status}`);
@@ -53,7 +54,7 @@ export async function downloadInputs(
     } catch (err) {
       await rm(partial, { force: true });
       if (err instanceof RuntimeError) throw err;
-      throw new RuntimeError('input_failed', `input ${input.mountName}: download failed: ${(err as Error).message}`, { cause: err });
+      throw new RuntimeError('input_failed', `input ${input.mountName}: download failed: ${errorText(err)}`, { cause: err });
     }
     const sha256 = hash.digest('hex');
     if (size !== input.sizeBytes || sha256 !== input.sha256) {

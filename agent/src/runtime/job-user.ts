@@ -1,4 +1,4 @@
-import { RuntimeError } from './errors.js';
+import { RuntimeError } from '../job/errors.js';
 
 /**
  * Who a job runs as (pure). The image's `USER` when it names one, root included; otherwise

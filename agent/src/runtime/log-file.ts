@@ -1,7 +1,7 @@
 import { closeSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { appendFile, copyFile, open, rename, truncate } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { parseCursor, type LogCursor, type RuntimeLogLine } from './log-lines.js';
+import { parseCursor, type LogCursor, type RuntimeLogLine } from '../docker/log-lines.js';
 
 /** Bytes of a job's log kept at each end of its log artifact: the first and the last (`job_log_keep_bytes`). */
 export const LOG_KEEP_BYTES = 32 * 1024 * 1024;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { AssignmentOutputRule } from '@gpufarm/shared';
 import type { JobIds } from './job-user.js';
+import { errorText } from '@gpufarm/shared';
 
 const run = promisify(execFile);
 
@@ -84,7 +85,7 @@ export async function prepareOutputMount(workdir: string, rules: AssignmentOutpu
       await chmod(dir, 0o777);
       return { kind: 'loop', dir, limitBytes, reason: null, nosymfollow };
     } catch (err) {
-      reason = `loop mount failed: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}`;
+      reason = `loop mount failed: ${((err as { stderr?: string }).stderr || errorText(err)).trim()}`;
       await rm(image, { force: true });
     }
   }

@@ -34,6 +34,7 @@ Requires=docker.service
 Type=simple
 User=${o.user}
 ${o.user === 'root' || o.user === '0' ? '' : 'SupplementaryGroups=docker\n# Reads the driver\'s XID errors in /dev/kmsg, which kernel.dmesg_restrict keeps from other users.\nAmbientCapabilities=CAP_SYSLOG\n'}ExecStart=${exec}
+# Its log is JSON lines on stdout, one journal entry each: journalctl -u gf-agent -o cat | jq
 Restart=always
 RestartSec=5
 # Containers outlive the agent: stop only the daemon, never the jobs it supervises.

@@ -9,7 +9,8 @@ import { nvidiaSmiReader } from '../../src/inventory/gpu-reader.js';
 import { systemHostReader } from '../../src/inventory/host.js';
 import { InventoryMonitor } from '../../src/inventory/monitor.js';
 import { parseSimulatedGpus } from '../../src/inventory/simulated.js';
-import type { AssignmentSpec } from '@gpufarm/shared';
+import type { AssignmentSpec, JsonLogLine } from '@gpufarm/shared';
+import { memoryLog } from './log.js';
 import { rejectingRunner, type AcceptResult, type AssignmentContext, type AssignmentRunner } from '../../src/link/assignment-runner.js';
 
 export interface TestDaemonOptions {
@@ -25,9 +26,9 @@ export interface TestDaemonOptions {
 }
 
 /** A daemon wired as `gf-agent run` wires it (real Docker probe, real host reads), in a temp state dir. */
-export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; inventory: InventoryMonitor; stateDir: string; logs: string[]; cleanup: () => Promise<void> } {
+export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; inventory: InventoryMonitor; stateDir: string; logs: string[]; logLines: JsonLogLine[]; cleanup: () => Promise<void> } {
   const stateDir = mkdtempSync(join(tmpdir(), 'gf-agent-state-'));
-  const logs: string[] = [];
+  const memory = memoryLog();
   const inventory = new InventoryMonitor(
     {
       gpus: nvidiaSmiReader({ command: o.nvidiaSmi ?? 'nvidia-smi' }),
@@ -39,7 +40,7 @@ export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; invento
     { agentVersion: '0.0.0-test', simulate: o.simulate ? parseSimulatedGpus(o.simulate) : null, hostRefreshMs: 60_000, probeIntervalMs: 600_000, probeRetryMs: 600_000 },
   );
   const daemon = new AgentDaemon(
-    { inventory, runner: o.runner ?? rejectingRunner(), benchmark: () => null, log: (l) => logs.push(l), ...(o.challenges ? { challenges: o.challenges } : {}) },
+    { inventory, runner: o.runner ?? rejectingRunner(), benchmark: () => null, log: memory.log, ...(o.challenges ? { challenges: o.challenges } : {}) },
     {
       server: o.server,
       machineToken: o.machineToken,
@@ -56,7 +57,11 @@ export function testDaemon(o: TestDaemonOptions): { daemon: AgentDaemon; invento
     daemon,
     inventory,
     stateDir,
-    logs,
+    // The messages of its log lines, in order (a getter: lines keep coming).
+    get logs() {
+      return memory.messages();
+    },
+    logLines: memory.lines,
     cleanup: async () => {
       await daemon.stop();
       rmSync(stateDir, { recursive: true, force: true });

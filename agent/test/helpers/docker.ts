@@ -12,8 +12,8 @@ import type { Test } from 'tap';
 import tar from 'tar-stream';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { DockerRuntime, type RuntimeDeps } from '../../src/runtime/docker-runtime.js';
-import { LABEL_OWNER } from '../../src/runtime/labels.js';
-import type { RuntimeLogLine } from '../../src/runtime/log-lines.js';
+import { LABEL_OWNER } from '../../src/docker/labels.js';
+import type { RuntimeLogLine } from '../../src/docker/log-lines.js';
 import { releaseOutputMount } from '../../src/runtime/output-mount.js';
 import { readdirSync } from 'node:fs';
 

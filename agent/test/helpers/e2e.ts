@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Test } from 'tap';
-import type { AssignmentSpec, LogBatchLine } from '@gpufarm/shared';
+import { jsonLogLines, type AssignmentSpec, type JsonLogLine, type LogBatchLine } from '@gpufarm/shared';
 import { readMachineFile } from '../../src/config/state.js';
 import { gfAgent } from './cli.js';
 import { busyboxSpec, cleanOwner, docker } from './docker.js';
 import { TestPeer, type PeerOptions } from './peer.js';
-import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/runtime/labels.js';
+import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/docker/labels.js';
 import { testCommand } from '../../../shared/build/test-bundles.js';
 
 const [NODE, ...GF_AGENT] = testCommand('agent');
@@ -20,6 +20,10 @@ export interface AgentProcess {
   child: ChildProcess;
   /** Everything it printed so far (stdout and stderr). */
   output(): string;
+  /** Its log so far: the JSON lines on its stdout, parsed. */
+  lines(): JsonLogLine[];
+  /** The messages of `lines()`. */
+  messages(): string[];
   /** Resolves with the exit code (null when killed by a signal). */
   exited: Promise<number | null>;
 }
@@ -87,10 +91,15 @@ export async function e2eAgent(t: Test, settings: Record<string, string> = {}, p
     start: () => {
       const child = spawn(NODE, [...GF_AGENT, 'run'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
-      child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+      let stdout = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        output += d.toString();
+        stdout += d.toString();
+      });
       child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-      const p = { child, output: () => output, exited };
+      const lines = () => jsonLogLines(stdout);
+      const p = { child, output: () => output, lines, messages: () => lines().map((l) => l.msg), exited };
       children.push(p);
       return p;
     },

@@ -1,4 +1,4 @@
-import type { FundConfirmResponse } from '@gpufarm/shared';
+import { errorText, type FundConfirmResponse } from '@gpufarm/shared';
 import type { GfClient } from '../client.js';
 import { GfError } from '../errors.js';
 import { fundJob, type FundStep } from '../fund.js';
@@ -48,7 +48,8 @@ export async function prepareFunding(ctx: Context, options: { keyFile: string | 
     } catch (err) {
       const onChain = callsLeft !== null && callsLeft > 0;
       if (!onChain || (err instanceof GfError && (err.code === 'wallet_mismatch' || err.code === 'wrong_chain'))) throw err;
-      const message = err instanceof Error ? ((err as { shortMessage?: string }).shortMessage ?? err.message.split('\n')[0]!) : String(err);
+      // viem's errors carry a one-line shortMessage; anything else, its first line.
+      const message = (err instanceof Error ? (err as { shortMessage?: string }).shortMessage : undefined) ?? errorText(err).split('\n')[0]!;
       throw new WalletError(`Funding job ${jobId} failed on the chain: ${message}`, `Check the wallet's balance and the RPC (${ctx.rpcUrl(options.rpcUrl)}), then run gf jobs fund ${jobId}.`, { cause: err });
     }
   };

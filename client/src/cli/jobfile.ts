@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { issuesToDetails, jobCreateRequestSchema } from '@gpufarm/shared';
+import { errorText, issuesToDetails, jobCreateRequestSchema } from '@gpufarm/shared';
 import { parse as parseYaml } from 'yaml';
 import type { JobSpec } from '../client.js';
 import { UsageError } from './exit.js';
@@ -29,7 +29,7 @@ export async function readJobFile(path: string): Promise<JobSpec> {
   try {
     value = yaml ? parseYaml(text) : JSON.parse(text);
   } catch (err) {
-    throw new UsageError(`${path} is not valid ${yaml ? 'YAML' : 'JSON'}: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, `Fix the file; a .yaml or .yml name is read as YAML, any other as JSON.`);
+    throw new UsageError(`${path} is not valid ${yaml ? 'YAML' : 'JSON'}: ${errorText(err).split('\n')[0]}`, `Fix the file; a .yaml or .yml name is read as YAML, any other as JSON.`);
   }
   const parsed = jobCreateRequestSchema.safeParse(value);
   if (!parsed.success) {

@@ -1,9 +1,8 @@
-import { GPU_HEALTH_VERDICTS, machineHealthVerdict, type FleetEventType } from '@gpufarm/shared';
+import { GPU_HEALTH_VERDICTS, machineHealthVerdict } from '@gpufarm/shared';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import type { Database } from '../db/database.js';
-import { listFleetEvents, type FleetEvent } from '../fleet/events.js';
 import { machineGpuHealth } from '../fleet/gpu-health.js';
-import { readFleetSeries, readGpuHistory, type HistoryTable } from '../fleet/history-store.js';
+import { readFleetSeries } from '../fleet/history-store.js';
 import { findMachineVerification, recentChallenges } from '../machine-verification/challenge-store.js';
 import { machineStartTimes } from '../phases/figures.js';
 import { z } from 'zod';
@@ -26,10 +25,6 @@ import {
 
 export { MACHINE_STATES } from '@gpufarm/shared';
 export const MACHINE_SORTS = ['heartbeat_age', 'utilization', 'failures'] as const satisfies readonly AdminMachineSort[];
-export const HISTORY_RANGES = ['1h', '24h', '7d', '30d'] as const;
-export type HistoryRange = (typeof HISTORY_RANGES)[number];
-
-const RANGE_SECONDS: Record<HistoryRange, number> = { '1h': 3600, '24h': 86_400, '7d': 7 * 86_400, '30d': 30 * 86_400 };
 
 const troubledGpusSchema = z.array(z.object({ index: z.int(), verdict: z.enum(GPU_HEALTH_VERDICTS), reasons: z.array(z.string()) })).nullable();
 
@@ -113,31 +108,6 @@ export async function adminMachineDetail(db: Database, machineId: string) {
     challenges: challenges.map(challengeView),
     startTimes,
   };
-}
-
-const HEALTH_EVENT_TYPES = ['machine.unhealthy', 'machine.healthy', 'gpu.failed', 'link.up', 'link.down', 'machine.partitioned', 'machine.drained', 'machine.undrained', 'machine.cordoned', 'machine.uncordoned'] as const satisfies readonly FleetEventType[];
-
-/** A machine's GPU history over `range`: minute rows up to 24 h (kept 48 h), 15-minute rows beyond. Null: no machine. */
-export async function machineHistory(db: Database, machineId: string, range: HistoryRange, nowMs = Date.now()) {
-  if (!(await findAdminMachine(db, machineId))) return null;
-  const table: HistoryTable = RANGE_SECONDS[range] <= 86_400 ? 'gpu_samples_minute' : 'gpu_samples_15m';
-  const since = new Date(nowMs - RANGE_SECONDS[range] * 1000);
-  const points = await readGpuHistory(db, table, machineId, since);
-  const byGpu = new Map<number, { index: number; t: number[]; utilizationPercent: Array<number | null>; temperatureC: Array<number | null>; memoryUsedBytes: Array<number | null>; powerWatts: Array<number | null> }>();
-  for (const p of points) {
-    let g = byGpu.get(p.gpu_index);
-    if (!g) {
-      g = { index: p.gpu_index, t: [], utilizationPercent: [], temperatureC: [], memoryUsedBytes: [], powerWatts: [] };
-      byGpu.set(p.gpu_index, g);
-    }
-    g.t.push(Math.round(p.t));
-    g.utilizationPercent.push(p.util === null ? null : Math.round(p.util * 10) / 10);
-    g.temperatureC.push(p.temp === null ? null : Math.round(p.temp * 10) / 10);
-    g.memoryUsedBytes.push(p.mem === null ? null : Math.round(p.mem));
-    g.powerWatts.push(p.power === null ? null : Math.round(p.power * 10) / 10);
-  }
-  const healthEvents: FleetEvent[] = (await listFleetEvents(db, { limit: 500, after: null, machineId, types: HEALTH_EVENT_TYPES, since })).events;
-  return { resolutionSeconds: table === 'gpu_samples_minute' ? 60 : 900, gpus: [...byGpu.values()], healthEvents };
 }
 
 export async function fleetOverview(db: Database, window: '24h' | '7d', nowMs = Date.now()) {

@@ -1,7 +1,7 @@
 import { API_KEY_SCOPES, ApiError, errorForField, formatMicroUsd, parseUsdToMicroUsd, type Environment } from '@gpufarm/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../agent-gateway/enrollment.js';
+import { createAdminEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '../farms/enrollment-tokens.js';
 import { apiKeyParams, keyEnvironmentFor } from '../auth/api-keys.js';
 import { deleteAccountWebSessions } from '../auth/session-store.js';
 import { createApiKey, revokeApiKey, setAccountStatus } from '../auth/store.js';
@@ -77,7 +77,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       }
       price = parsed.microUsd;
     }
-    const created = await createEnrollmentToken(db, {
+    const created = await createAdminEnrollmentToken(db, {
       farmSlug: body.farm,
       farmName: body.farmName ?? null,
       payoutAddress: body.payoutAddress ?? null,
@@ -85,13 +85,7 @@ export const adminRoutes: FastifyPluginAsync<{ db: Database; environment: Enviro
       pricePerGpuHourMicroUsd: price,
       label: body.label ?? null,
       ttlSeconds: body.ttlSeconds ?? ENROLLMENT_TOKEN_TTL_SECONDS,
-    });
-    await recordAudit(db, {
       actor,
-      action: 'enrollment_token.create',
-      targetType: 'enrollment_token',
-      targetId: created.farm.slug,
-      details: { farm: created.farm.slug, regionKey: created.regionKey, pricePerGpuHourMicroUsd: price, label: body.label ?? null, expiresAt: created.expiresAt.toISOString(), payoutChange: created.payoutChange },
     });
     return reply.code(201).send({
       object: 'enrollment_token',

@@ -14,14 +14,16 @@ import { deleteAccountWebSessions } from '../auth/session-store.js';
 import { revokeApiKey, setAccountStatus } from '../auth/store.js';
 import type { Database } from '../db/database.js';
 import { listAudit, recordAudit, type AuditActor } from '../fleet/audit.js';
-import { setFarmQuarantine, setMachineCordon, setMachineDrain, type MachineDrainState } from '../fleet/drain.js';
+import { setFarmQuarantine } from '../farms/quarantine.js';
+import { setMachineCordon, setMachineDrain, type MachineDrainState } from '../machines/drain.js';
 import { FLEET_EVENT_TYPES, listFleetEvents, type FleetEventType } from '../fleet/events.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
 import { parseBody, parseParams, parseQuery } from '../http/parse.js';
 import type { EscrowDeps } from '../jobs/funding.js';
 import { resolveJobDispute } from './disputes.js';
 import { adminJobView } from './job-view.js';
-import { adminMachineDetail, adminMachinesPage, machineHistory, fleetOverview, HISTORY_RANGES, MACHINE_SORTS, MACHINE_STATES } from './fleet-views.js';
+import { HISTORY_RANGES, machineHistory } from '../machines/history.js';
+import { adminMachineDetail, adminMachinesPage, fleetOverview, MACHINE_SORTS, MACHINE_STATES } from './fleet-views.js';
 import { listAdminAccounts, listAdminFarms, listDisputes } from './store.js';
 
 /**

@@ -1,5 +1,6 @@
 import type { MachineState } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
+import { MACHINE_GPU_FACTS, MACHINE_STATE_SQL, MACHINE_VERDICT_SQL } from '../machines/state-store.js';
 
 /**
  * The admin area's reads: farms, disputes, accounts, the machines table and a machine's page.
@@ -120,30 +121,17 @@ export interface AdminMachineDbRow {
   total: number;
 }
 
-// One place for how a machine's state and verdict read from its row: the table's filters, sorts
-// and the overview's counts all agree. Failed (its own report unhealthy) before cordoned before
-// draining (a job still runs) or drained (none does): what keeps it from work first.
+// The machines table: state and verdict by the shared rules (`machines/state-store.ts`), so the
+// table's filters, sorts and the overview's counts agree with every view of one machine.
 const MACHINE_ROWS = `
-  WITH g AS (
-    SELECT machine_id, count(*)::int AS gpu_count, bool_or(busy) AS busy,
-           count(*) FILTER (WHERE health = 'failed')::int AS failed_gpus, bool_or(health <> 'healthy') AS troubled
-      FROM machine_gpus GROUP BY machine_id
+  WITH g AS (${MACHINE_GPU_FACTS}
   ), fails AS (
     SELECT machine_id, count(*)::int AS n FROM assignments
      WHERE state IN ('failed', 'lost') AND finished_at > now() - interval '7 days' GROUP BY machine_id
   ), rows AS (
     SELECT m.id, m.farm_id, f.slug AS farm_slug, m.region_key,
-      CASE WHEN m.status IN ('offline', 'disabled') THEN 'offline'
-           WHEN m.status = 'unhealthy' OR coalesce(g.failed_gpus = g.gpu_count, false) THEN 'failed'
-           WHEN m.cordoned THEN 'cordoned'
-           WHEN (m.drain_requested OR m.status = 'draining') AND coalesce(g.busy, false) THEN 'draining'
-           WHEN m.drain_requested OR m.status = 'draining' THEN 'drained'
-           WHEN coalesce(g.busy, false) THEN 'busy'
-           ELSE 'online' END AS state,
-      -- machineHealthVerdict (shared/src/fleet/gpu-health.ts) in SQL, so the table filters and counts by it.
-      CASE WHEN m.status = 'unhealthy' OR coalesce(g.failed_gpus = g.gpu_count, false) THEN 'failed'
-           WHEN g.troubled THEN 'warning'
-           ELSE 'healthy' END AS verdict,
+      ${MACHINE_STATE_SQL} AS state,
+      ${MACHINE_VERDICT_SQL} AS verdict,
       m.health_reason, coalesce(g.gpu_count, 0) AS gpu_count,
       m.agent_version, m.driver_version, m.cuda_version, m.benchmark_tier, m.price_per_gpu_hour_micro_usd AS price,
       m.last_heartbeat_at, extract(epoch FROM now() - m.last_heartbeat_at)::float8 AS heartbeat_age_seconds,

@@ -1,87 +1,16 @@
-import { errorForField, findRegion, type EnrollRequest } from '@gpufarm/shared';
-import { recordFleetEvent } from '../fleet/events.js';
-import type { Database } from '../db/database.js';
-import { newId } from '../ids.js';
+import type { EnrollRequest } from '@gpufarm/shared';
 import { hashAgentToken, newAgentToken } from '../auth/machine-tokens.js';
-import { claimEnrollmentToken, insertEnrolledMachine, insertEnrollmentToken, linkEnrollmentToken, upsertFarm } from './store.js';
+import type { Database } from '../db/database.js';
+import { claimEnrollmentToken, linkEnrollmentToken } from '../farms/store.js';
+import { recordFleetEvent } from '../fleet/events.js';
+import { newId } from '../ids.js';
+import { insertEnrolledMachine } from '../machines/store.js';
+import { writeOfferedGpus } from './machine-store.js';
 
 /**
- * Enrollment: an operator creates a one-time token (`gfe_…`) for a
- * farm, region and price; `gf-agent enroll` spends it once to register the machine and get its
- * machine token (`gfa_…`). Only SHA-256 hashes of both tokens are stored.
+ * Enrollment of a machine: `gf-agent enroll` spends a one-time token (`farms/enrollment-tokens.ts`)
+ * to register the machine and get its machine token (`gfa_…`).
  */
-
-export interface EnrollmentTokenInput {
-  /** The farm's slug; the farm is created when missing. */
-  farmSlug: string;
-  /** The farm's display name (and provider) when it is created; default derived from the slug. */
-  farmName?: string | null;
-  /**
-   * Where the farm is paid (escrow `provider`); stored lowercase; replaces the farm's when given,
-   * and a new address removes the operator wallets the old one listed.
-   */
-  payoutAddress?: string | null;
-  regionKey: string;
-  /** null: machines enrolled with it are listed nowhere until priced. */
-  pricePerGpuHourMicroUsd: number | null;
-  label?: string | null;
-  ttlSeconds: number;
-}
-
-export interface CreatedEnrollmentToken {
-  /** Names the token in lists and revocations (`enrt_…`). */
-  id: string;
-  /** Shown once. */
-  token: string;
-  farm: { slug: string; name: string };
-  regionKey: string;
-  pricePerGpuHourMicroUsd: number | null;
-  expiresAt: Date;
-  /**
-   * Set when `payoutAddress` replaced the farm's: the operator wallets the old payout wallet had
-   * listed were removed (they run the farm no more until the new payout wallet lists them).
-   */
-  payoutChange: { from: string; to: string; operatorsRemoved: string[] } | null;
-}
-
-/** Default life of an enrollment token: one day. */
-export const ENROLLMENT_TOKEN_TTL_SECONDS = 86_400;
-
-function nameFromSlug(slug: string): string {
-  return slug.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
-}
-
-/**
- * Creates a one-time enrollment token for a farm (creating the farm when missing).
- * Throws an `invalid_request` error naming the field for an unknown region or a malformed slug or address.
- */
-export async function createEnrollmentToken(db: Database, input: EnrollmentTokenInput): Promise<CreatedEnrollmentToken> {
-  if (!findRegion(input.regionKey)) throw errorForField('invalid_request', 'regionKey', `unknown region ${input.regionKey}`);
-  if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(input.farmSlug)) {
-    throw errorForField('invalid_request', 'farm', 'must be a slug of lowercase letters, digits and -, 2 to 63 characters');
-  }
-  const payout = input.payoutAddress ? input.payoutAddress.toLowerCase() : null;
-  if (payout !== null && !/^0x[0-9a-f]{40}$/.test(payout)) {
-    throw errorForField('invalid_request', 'payoutAddress', 'must be a 0x-prefixed 20-byte hex address');
-  }
-  const token = newAgentToken('gfe');
-  const id = newId('enrt');
-  const name = input.farmName ?? nameFromSlug(input.farmSlug);
-  return db.transaction(async (tx) => {
-    const farm = await upsertFarm(tx, { id: newId('farm'), slug: input.farmSlug, name, payoutAddress: payout });
-    // A job is settled by releasing its escrow to the farm's address: without one, a machine
-    // could run jobs that can never be paid out.
-    if (farm.payout_address === null) {
-      throw errorForField('invalid_request', 'payoutAddress', `farm ${input.farmSlug} has no payout address yet; give the address its earnings are released to`);
-    }
-    const expiresAt = await insertEnrollmentToken(tx, { id, tokenHash: hashAgentToken(token), farmId: farm.id, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, label: input.label ?? null, ttlSeconds: input.ttlSeconds });
-    const payoutChange =
-      farm.previous_payout_address !== null && farm.payout_address !== null && farm.previous_payout_address !== farm.payout_address
-        ? { from: farm.previous_payout_address, to: farm.payout_address, operatorsRemoved: farm.operators_removed }
-        : null;
-    return { id, token, farm: { slug: farm.slug, name: farm.name }, regionKey: input.regionKey, pricePerGpuHourMicroUsd: input.pricePerGpuHourMicroUsd, expiresAt, payoutChange };
-  });
-}
 
 export interface EnrolledMachine {
   machineId: string;
@@ -109,6 +38,7 @@ export async function enrollMachine(db: Database, request: EnrollRequest): Promi
       tokenHash: hashAgentToken(machineToken),
       request,
     });
+    await writeOfferedGpus(tx, machineId, request.inventory);
     await linkEnrollmentToken(tx, hashAgentToken(request.enrollmentToken), machineId);
     const gpus = request.inventory.gpus.length;
     await recordFleetEvent(tx, {

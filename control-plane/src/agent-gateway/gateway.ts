@@ -6,15 +6,15 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { runSteps, startPeriodic } from '../background/periodic.js';
 import { scheduleChallenges } from '../machine-verification/challenge.js';
 import { finishChallenge, overdueChallenges } from '../machine-verification/challenge-store.js';
-import { notifyAgent } from '../matching/store.js';
-import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../matching/dispatch.js';
+import { heartbeatWriter, markSilentMachinesOffline } from '../machines/store.js';
+import { notifyAgent } from '../dispatch/store.js';
+import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../dispatch/notice.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { AgentConnection } from './link.js';
-import { heartbeatWriter } from './machine-store.js';
 import { authenticateMachine } from '../auth/machine-tokens.js';
 import { agentRoutes } from './routes.js';
 import { z } from 'zod';
-import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, machinesWithLiveAssignments, markSilentMachinesOffline, unansweredOffers } from './store.js';
+import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, machinesWithLiveAssignments, unansweredOffers } from './store.js';
 import { recordFleetEvents } from '../fleet/events.js';
 
 /** Largest agent message (a full logs batch is well under it). */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
-import { ApiError, OUTPUT_FILES_MAX } from '@gpufarm/shared';
+import { ApiError, errorText, OUTPUT_FILES_MAX } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
 import type { BlobStore } from './blob-store.js';
 import { indexedTarSha256, saveOutputIndex, type TarFile, type TarIndex } from './output-index-store.js';
@@ -100,8 +100,8 @@ export async function indexTar(source: Readable, options: { maxFiles?: number } 
     // pipeline: a failure of any side destroys all of them, so no file stays open.
     await pipeline(source, hashing, extract);
   } catch (err) {
-    if (failed !== 'tar') throw new OutputReadError(`the stored output could not be read: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-    return { tarSha256: '', state: 'unreadable', reason: `not a tar the server can read: ${err instanceof Error ? err.message : String(err)}`, files: [], fileCount: 0, skipped };
+    if (failed !== 'tar') throw new OutputReadError(`the stored output could not be read: ${errorText(err)}`, { cause: err });
+    return { tarSha256: '', state: 'unreadable', reason: `not a tar the server can read: ${errorText(err)}`, files: [], fileCount: 0, skipped };
   }
   return { tarSha256: whole.digest('hex'), state: 'indexed', reason: null, files, fileCount, skipped };
 }

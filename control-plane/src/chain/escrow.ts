@@ -1,5 +1,5 @@
 import { BaseError, ContractFunctionRevertedError, decodeErrorResult, encodeFunctionData, erc20Abi, ExecutionRevertedError, parseEventLogs, type Address, type Hash, type Hex, type Log, type TransactionReceipt } from 'viem';
-import { gpuFarmEscrowAbi } from '@gpufarm/shared';
+import { errorText, gpuFarmEscrowAbi } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
 import type { EscrowChain } from './client.js';
 import { ChainError } from './errors.js';
@@ -42,7 +42,7 @@ function revertName(err: BaseError): string | null {
 function chainFailure(label: string, err: unknown): ChainError {
   const reverted = isRevert(err);
   const name = reverted && err instanceof BaseError ? revertName(err) : null;
-  const message = name ? `the escrow refused it (${name})` : err instanceof Error ? err.message.split('\n')[0] : String(err);
+  const message = name ? `the escrow refused it (${name})` : errorText(err).split('\n')[0];
   return new ChainError(reverted ? 'chain_reverted' : 'chain_unavailable', `${label} failed: ${message}`, { cause: err });
 }
 

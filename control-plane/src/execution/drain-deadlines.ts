@@ -1,4 +1,4 @@
-import { assignmentsPastDrainDeadline } from '../fleet/drain-store.js';
+import { assignmentsPastDrainDeadline } from '../machines/drain-store.js';
 import type { ExecutionDeps } from './deps.js';
 import { assignmentDrained } from './lifecycle.js';
 

@@ -2,14 +2,15 @@ import { finalCost, formatUsdCents } from '@gpufarm/shared';
 import type { Address, Hex } from 'viem';
 import { indexOutputArtifact } from '../artifacts/output-index.js';
 import { listAssignmentArtifacts } from '../artifacts/store.js';
-import { recordHashMismatch } from '../agent-gateway/machine-store.js';
 import { recordCompletion } from '../jobs/settlement.js';
 import { applyTransition, findJobById } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
+import { releaseAssignmentGpus } from '../machines/gpus-store.js';
+import { recordHashMismatch } from '../machines/store.js';
 import { billedRuntimeSeconds } from './billed-runtime.js';
 import { serverNow, type ExecutionDeps } from './deps.js';
-import { findAssignment, findMachineFacts, findMachineStanding, moveAssignment, releaseGpus } from './store.js';
+import { findAssignment, findMachineFacts, findMachineStanding, moveAssignment } from './store.js';
 import { canaryExpected, canaryIterations, readSoleTarFile, verify, type CanaryCheck, type ExecutionEvidence } from './verification.js';
 
 /** Why a completion cannot be sent: the escrow pays the farm's payout address, and there is none. */
@@ -107,7 +108,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
   await deps.db.transaction(async (tx) => {
     const done = await moveAssignment(tx, { id: asg.id, machineId: null, from: ['running'], to: 'finished' });
     if (!done) return;
-    await releaseGpus(tx, asg.id);
+    await releaseAssignmentGpus(tx, asg.id);
     if (mismatched) await recordHashMismatch(tx, asg.machine_id);
     const transition = transitionFor('RUNNING', timedOut ? 'time_out' : 'complete');
     const moved = await applyTransition(tx, {

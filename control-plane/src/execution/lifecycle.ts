@@ -6,13 +6,14 @@ import { authorizePendingRefund } from '../jobs/settlement.js';
 import { applyTransition, findJobById, findJobKind, lockJobOfAssignment, notifyJobQueued } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
-import { notifyAgent } from '../matching/store.js';
+import { releaseAssignmentGpus } from '../machines/gpus-store.js';
+import { notifyAgent } from '../dispatch/store.js';
 import { recordPhases } from '../phases/record.js';
 import type { ReportedBoundary } from '../phases/store.js';
 import { serverNow, type ExecutionDeps } from './deps.js';
 import { FAILURE_RULES, MAX_ATTEMPTS, type FailureCode } from './failures.js';
 import { settleFinished } from './finish.js';
-import { advanceAgentState, cancelLiveAssignments, countEndedRuns, excludeMachine, findAssignment, LIVE_STATES, moveAssignment, recordFinishReport, recordRunEnded, releaseGpus } from './store.js';
+import { advanceAgentState, cancelLiveAssignments, countEndedRuns, excludeMachine, findAssignment, LIVE_STATES, moveAssignment, recordFinishReport, recordRunEnded } from './store.js';
 
 /**
  * What happens to a job when its assignment moves: the
@@ -65,7 +66,7 @@ export async function assignmentRejected(
   await deps.db.transaction(async (tx) => {
     const asg = await moveAssignment(tx, { id: assignmentId, machineId, from: ['offered', 'accepted'], to: 'rejected', set: { failure_code: reason, failure_message: message.slice(0, 2000) } });
     if (!asg) return;
-    await releaseGpus(tx, asg.id);
+    await releaseAssignmentGpus(tx, asg.id);
     await excludeMachine(tx, asg.job_id, machineId, reason);
     const why = reason === 'timeout' ? 'the machine did not answer in time' : `the machine declined (${reason})`;
     // A service job (a canary of the time machines were verified by one) is for this machine only: refused, it fails.
@@ -208,7 +209,7 @@ async function failAssignment(
       set: { failure_code: code, failure_message: message.slice(0, 2000), finished_at: serverNow(deps), exit_code: options.exitFacts?.exitCode ?? null },
     });
     if (!asg) return null;
-    await releaseGpus(tx, asg.id);
+    await releaseAssignmentGpus(tx, asg.id);
     if (options.cancelAgent) await notifyAgent(tx, { machineId: asg.machine_id, assignmentId: asg.id, kind: 'cancel', reason: `${rule.summary}: ${message}`.slice(0, 500) });
     if (rule.excludeMachine) await excludeMachine(tx, asg.job_id, asg.machine_id, code);
     const job = await lockJobOfAssignment(tx, asg.job_id, asg.id);
@@ -255,7 +256,7 @@ async function failAssignment(
 export async function jobCanceled(db: Database, jobId: string): Promise<void> {
   await db.transaction(async (tx) => {
     for (const row of await cancelLiveAssignments(tx, jobId)) {
-      await releaseGpus(tx, row.id);
+      await releaseAssignmentGpus(tx, row.id);
       await notifyAgent(tx, { machineId: row.machine_id, assignmentId: row.id, kind: 'cancel', reason: 'the customer canceled the job' });
     }
   });

@@ -64,11 +64,6 @@ export async function moveAssignment(
   return row ?? null;
 }
 
-/** Frees the GPUs an assignment held. */
-export async function releaseGpus(db: Queryable, assignmentId: string): Promise<void> {
-  await db.query('UPDATE machine_gpus SET busy = false, assignment_id = NULL WHERE assignment_id = $1', [assignmentId]);
-}
-
 export async function excludeMachine(db: Queryable, jobId: string, machineId: string, reason: string): Promise<void> {
   await db.query('INSERT INTO job_exclusions (job_id, machine_id, reason) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [jobId, machineId, reason]);
 }

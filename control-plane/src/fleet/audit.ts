@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/database.js';
+import type { Database, Queryable } from '../db/database.js';
 import { insertAudit, type AuditActor, type AuditTargetType } from './audit-store.js';
 
 /**
@@ -15,4 +15,22 @@ export async function recordAudit(
   entry: { actor: AuditActor; action: string; targetType: AuditTargetType; targetId: string; details?: Record<string, unknown> },
 ): Promise<void> {
   await insertAudit(db, entry);
+}
+
+/** The actor in words, for event messages (`admin wallet 0x…`). */
+export function describeActor(actor: AuditActor): string {
+  return `${actor.kind.replace('_', ' ')} ${actor.id}`;
+}
+
+/** Runs a write and records it in the audit log, in one transaction; `details` may read the write's result. */
+export function audited<T>(
+  db: Database,
+  entry: { actor: AuditActor; action: string; targetType: AuditTargetType; targetId: string; details?: (result: T) => Record<string, unknown> },
+  write: (tx: Queryable) => Promise<T>,
+): Promise<T> {
+  return db.transaction(async (tx) => {
+    const result = await write(tx);
+    await recordAudit(tx, { actor: entry.actor, action: entry.action, targetType: entry.targetType, targetId: entry.targetId, ...(entry.details ? { details: entry.details(result) } : {}) });
+    return result;
+  });
 }

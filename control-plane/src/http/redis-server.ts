@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { freePort } from '@gpufarm/shared/net/free-port.js';
-import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { type ChildExit, errorText, LineTail, ownChild, systemEnvironment } from '@gpufarm/shared';
 
 /** The server binary of Debian's `redis-server` package. */
 export const REDIS_SERVER_BINARY = 'redis-server';
@@ -44,7 +44,7 @@ export async function startRedisServer(options: { port?: number; dir?: string; d
     try {
       return await startOnce(options.port ?? (await freePort()), options);
     } catch (err) {
-      if (options.port !== undefined || attempt >= 3 || !/Address already in use/.test((err as Error).message)) throw err;
+      if (options.port !== undefined || attempt >= 3 || !/Address already in use/.test(errorText(err))) throw err;
     }
   }
 }

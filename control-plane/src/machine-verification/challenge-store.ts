@@ -2,11 +2,13 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { challengePlan, type ChallengePlan, type GpuFamily, type MachineInventory, type VerificationState } from '@gpufarm/shared';
 import type { Database, Queryable } from '../db/database.js';
 import { randomId } from '../ids.js';
-import { notifyAgent } from '../matching/store.js';
+import { failVerification, keepVerifiedAfterDecline, markClaimsChanged, markVerified, setCurrentChallenge, startVerifying } from '../machines/verification-store.js';
+import { notifyAgent } from '../dispatch/store.js';
 import { claimChange, claimFingerprint, probeEvidenceMissing, simulatedRefusal, type ClaimFingerprint } from './claims.js';
 
 /**
- * The SQL of machine verification: a machine is offered only once its GPUs passed a GPU
+ * The SQL of machine verification (its verification columns of `machines` are written through
+ * `machines/verification-store.ts`, the machines slice's): a machine is offered only once its GPUs passed a GPU
  * challenge (`gpu_challenges`, docs/decisions.md "GPU proof"); `machines.verification` says
  * where it stands: unverified (enrolled, or its driver or GPUs changed) → verifying (a challenge
  * is out) → verified | failed (with the reason). A challenge runs only while no GPU of the
@@ -69,10 +71,7 @@ export async function noteClaims(db: Queryable, machineId: string, inventory: Ma
   if (!row || row.verification === 'unverified' || row.verified_fingerprint === null) return null;
   const change = claimChange(row.verified_fingerprint, claimFingerprint(inventory));
   if (change === null) return null;
-  await db.query(
-    `UPDATE machines SET verification = 'unverified', verification_reason = $2, updated_at = now() WHERE id = $1 AND verification = $3`,
-    [machineId, `the driver or GPUs changed since the last GPU challenge (${change}); a new one runs`, row.verification],
-  );
+  await markClaimsChanged(db, machineId, { reason: `the driver or GPUs changed since the last GPU challenge (${change}); a new one runs`, from: row.verification });
   return change;
 }
 
@@ -189,10 +188,7 @@ export async function startChallenge(
     );
     if (!m || !m.inventory) return { started: false, reason: null };
     const fail = async (reason: string): Promise<ChallengeStart> => {
-      await tx.query(
-        `UPDATE machines SET verification = 'failed', verification_reason = $2, verification_started_at = now(), updated_at = now() WHERE id = $1`,
-        [m.id, reason],
-      );
+      await failVerification(tx, m.id, { reason, restart: true });
       return { started: false, reason };
     };
     const refused = simulatedRefusal(m.inventory.simulated, params.allowSimulated);
@@ -206,12 +202,7 @@ export async function startChallenge(
     const cause: ChallengeCause =
       m.verification === 'verified' ? 'idle' : m.verification === 'failed' ? 'retry' : m.verified_fingerprint === null ? 'enrollment' : 'claims_changed';
     const challengeId = await insertChallenge(tx, { machineId: m.id, cause, simulated: m.inventory.simulated, gpus: group.gpus, ...(params.plan ? { plan: params.plan } : {}) });
-    await tx.query(
-      `UPDATE machines SET verification = 'verifying', verification_reason = NULL, challenge_id = $2, verification_started_at = now(),
-              verified_fingerprint = $3::jsonb, updated_at = now()
-        WHERE id = $1`,
-      [m.id, challengeId, JSON.stringify(claimFingerprint(m.inventory))],
-    );
+    await startVerifying(tx, m.id, { challengeId, fingerprint: claimFingerprint(m.inventory) });
     return { started: true, challengeId };
   });
 }
@@ -307,32 +298,19 @@ export async function finishChallenge(db: Database, challengeId: string, outcome
     if (!m) return { recorded: true, next: null };
     if (!outcome.passed) {
       if (outcome.declined === true && c.cause === 'idle') {
-        const kept = await tx.query(
-          `UPDATE machines SET verification = 'verified', next_challenge_at = now() + make_interval(secs => $2), updated_at = now()
-            WHERE id = $1 AND (SELECT max(finished_at) FROM gpu_challenges WHERE machine_id = $1 AND state = 'passed') > now() - make_interval(hours => $3)
-            RETURNING id`,
-          [m.id, CHALLENGE_RETRY_SECONDS, IDLE_DECLINE_GRACE_HOURS],
-        );
-        if (kept.length > 0) return { recorded: true, next: null };
+        const kept = await keepVerifiedAfterDecline(tx, m.id, { retrySeconds: CHALLENGE_RETRY_SECONDS, graceHours: IDLE_DECLINE_GRACE_HOURS });
+        if (kept) return { recorded: true, next: null };
       }
-      await tx.query(`UPDATE machines SET verification = 'failed', verification_reason = $2, updated_at = now() WHERE id = $1`, [m.id, `GPU challenge ${challengeId} failed: ${reason}`.slice(0, 2000)]);
+      await failVerification(tx, m.id, { reason: `GPU challenge ${challengeId} failed: ${reason}`.slice(0, 2000), restart: false });
       return { recorded: true, next: null };
     }
     const group = await nextGroup(tx, m.id, m.verification_started_at);
     if (group.gpus.length > 0 && !group.busy) {
       const next = await insertChallenge(tx, { machineId: m.id, cause: c.cause, simulated: c.simulated, gpus: group.gpus });
-      await tx.query('UPDATE machines SET challenge_id = $2, updated_at = now() WHERE id = $1', [m.id, next]);
+      await setCurrentChallenge(tx, m.id, next);
       return { recorded: true, next };
     }
-    // An idle re-check keeps the date the machine became verified: it was offered all along.
-    await tx.query(
-      `UPDATE machines SET verification = 'verified', verification_reason = NULL,
-              verified_at = CASE WHEN $2 = 'idle' AND verified_at IS NOT NULL THEN verified_at ELSE now() END,
-              proven_at = CASE WHEN simulated THEN NULL ELSE now() END,
-              next_challenge_at = now() + make_interval(secs => $3), updated_at = now()
-        WHERE id = $1`,
-      [m.id, c.cause, nextIdleSeconds()],
-    );
+    await markVerified(tx, m.id, { idleRecheck: c.cause === 'idle', nextCheckSeconds: nextIdleSeconds() });
     return { recorded: true, next: null };
   });
 }

@@ -46,19 +46,49 @@ export type ImageHoldings = Map<string, ImageHolders>;
 export interface MachineImages {
   machineId: string;
   images: Array<{ keys: string[]; layers: Array<{ digest: string; sizeBytes: number }>; lastUsedAt: string }>;
-  /** Every layer the machine holds, once each. */
-  layers: Array<{ digest: string; sizeBytes: number }>;
+  /** The digest of every layer the machine holds. */
   layerDigests: ReadonlySet<string>;
 }
 
-export function machineImagesOf({ machineId, report }: MachineImageReport): MachineImages {
-  const images = report.images.map((image) => ({
-    keys: [...new Set([...image.repoDigests, ...image.repoTags].flatMap((name) => imageCacheKey(name) ?? []))],
-    layers: image.layers.flatMap((i) => (report.layers[i] ? [report.layers[i]] : [])),
-    lastUsedAt: image.lastUsedAt,
-  }));
-  const layers = [...new Map(report.layers.map((l) => [l.digest, l])).values()];
-  return { machineId, images, layers, layerDigests: new Set(layers.map((l) => l.digest)) };
+/** Reduces an image name as `imageCacheKey` does. */
+export type ImageKeyOf = (name: string) => string | null;
+
+/**
+ * `imageCacheKey` remembered by name, for reading many reports: a market's reports repeat a few
+ * names thousands of times, and parsing each again was most of a cold matcher's cost of reading
+ * them. Forgets everything past `limit` names, so a long-lived matcher's memory stays bounded.
+ */
+export function rememberedImageKeys(limit = 10_000): ImageKeyOf {
+  const known = new Map<string, string | null>();
+  return (name) => {
+    let key = known.get(name);
+    if (key === undefined) {
+      if (known.size >= limit) known.clear();
+      key = imageCacheKey(name);
+      known.set(name, key);
+    }
+    return key;
+  };
+}
+
+/** A stored report as matching reads it; `keyOf` reduces its names (`rememberedImageKeys` when reading many). */
+export function machineImagesOf({ machineId, report }: MachineImageReport, keyOf: ImageKeyOf = imageCacheKey): MachineImages {
+  const images = report.images.map((image) => {
+    const keys: string[] = [];
+    for (const names of [image.repoDigests, image.repoTags]) {
+      for (const name of names) {
+        const key = keyOf(name);
+        if (key !== null && !keys.includes(key)) keys.push(key);
+      }
+    }
+    const layers: Array<{ digest: string; sizeBytes: number }> = [];
+    for (const i of image.layers) {
+      const layer = report.layers[i];
+      if (layer) layers.push(layer);
+    }
+    return { keys, layers, lastUsedAt: image.lastUsedAt };
+  });
+  return { machineId, images, layerDigests: new Set(report.layers.map((l) => l.digest)) };
 }
 
 /**
@@ -70,19 +100,21 @@ export function machineImagesOf({ machineId, report }: MachineImageReport): Mach
  * holds by name is absent (its layers are unknown).
  */
 export function imageHoldings(keys: Iterable<string>, reports: readonly MachineImageReport[]): ImageHoldings {
-  return holdingsOf(keys, reports.map(machineImagesOf));
+  return holdingsOf(keys, reports.map((r) => machineImagesOf(r)));
 }
 
 /** `imageHoldings` of reports already read as `machineImagesOf` does. */
 export function holdingsOf(keys: Iterable<string>, machines: readonly MachineImages[]): ImageHoldings {
   const wanted = new Set(keys);
   const learnt = new Map<string, { layers: Array<{ digest: string; sizeBytes: number }>; at: string; machineId: string }>();
-  const exact = new Map<string, string[]>();
+  const exact = new Map<string, Set<string>>();
   for (const { machineId, images } of machines) {
     for (const image of images) {
       for (const key of image.keys) {
         if (!wanted.has(key)) continue;
-        exact.set(key, [...(exact.get(key) ?? []), machineId]);
+        let holders = exact.get(key);
+        if (!holders) exact.set(key, (holders = new Set()));
+        holders.add(machineId);
         const known = learnt.get(key);
         if (known && (known.at > image.lastUsedAt || (known.at === image.lastUsedAt && known.machineId < machineId))) continue;
         learnt.set(key, { layers: image.layers, at: image.lastUsedAt, machineId });
@@ -92,7 +124,7 @@ export function holdingsOf(keys: Iterable<string>, machines: readonly MachineIma
   // Counted per machine when the matcher asks (`LazyHolders`): a base layer every machine holds
   // would otherwise make every machine a holder of every image, in every batch.
   const byId = new Map(machines.map((m) => [m.machineId, m]));
-  return new Map([...learnt].map(([key, { layers }]) => [key, new LazyHolders([...new Map(layers.map((l) => [l.digest, l])).values()], new Set(exact.get(key)), byId)]));
+  return new Map([...learnt].map(([key, { layers }]) => [key, new LazyHolders([...new Map(layers.map((l) => [l.digest, l])).values()], exact.get(key) ?? new Set(), byId)]));
 }
 
 /** One image's holders among the machines read, each counted on first ask. */

@@ -6,7 +6,7 @@ import { applyTransition } from '../jobs/store.js';
 import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, minVramOf, type ResolvedInput, type StoredJobSpec } from './assignment-spec.js';
-import { holdingsOf, machineImagesOf, wantedLayerDigests, type MachineImages } from './image-holdings.js';
+import { holdingsOf, machineImagesOf, rememberedImageKeys, wantedLayerDigests, type ImageKeyOf, type MachineImages } from './image-holdings.js';
 import { CandidatePool, type CandidateGpu, type CandidateUnit, type JobNeed, type PlannedMatch } from './plan.js';
 import {
   anyQueuedJob,
@@ -159,14 +159,18 @@ function needOf(job: ClaimedJob, spec: StoredJobSpec, excluded: Set<string> | un
 }
 
 /** The image reports a matcher has read (as `machineImagesOf` reads them), by machine, with their versions: a report is read again only once a newer one is stored. */
-type ReportCache = Map<string, { reportedAt: string; images: MachineImages }>;
+interface ReportCache {
+  reports: Map<string, { reportedAt: string; images: MachineImages }>;
+  /** The reports' image names as matching reduces them, each parsed once. */
+  keyOf: ImageKeyOf;
+}
 const reportCaches = new WeakMap<Database, ReportCache>();
 
 /** The reports of `versions`, from `cache` where it holds that version, else read (and kept). */
 async function reportsOf(tx: Queryable, cache: ReportCache, versions: readonly ReportVersion[]): Promise<MachineImages[]> {
-  const stale = versions.filter((v) => cache.get(v.machineId)?.reportedAt !== v.reportedAt).map((v) => v.machineId);
-  for (const row of await loadReports(tx, stale)) cache.set(row.machineId, { reportedAt: row.reportedAt, images: machineImagesOf(row) });
-  return versions.flatMap((v) => cache.get(v.machineId)?.images ?? []);
+  const stale = versions.filter((v) => cache.reports.get(v.machineId)?.reportedAt !== v.reportedAt).map((v) => v.machineId);
+  for (const row of await loadReports(tx, stale)) cache.reports.set(row.machineId, { reportedAt: row.reportedAt, images: machineImagesOf(row, cache.keyOf) });
+  return versions.flatMap((v) => cache.reports.get(v.machineId)?.images ?? []);
 }
 
 /**
@@ -179,7 +183,7 @@ async function addImageHoldings(tx: Queryable, db: Database, pool: CandidatePool
   const fresh = [...new Set(keys)].filter((k): k is string => k !== null && !pool.knowsImage(k));
   if (fresh.length === 0) return;
   let cache = reportCaches.get(db);
-  if (!cache) reportCaches.set(db, (cache = new Map()));
+  if (!cache) reportCaches.set(db, (cache = { reports: new Map(), keyOf: rememberedImageKeys() }));
   const naming = await reportsOf(tx, cache, await loadReportVersions(tx, { keys: fresh }));
   const named = new Set(naming.map((r) => r.machineId));
   const layers =

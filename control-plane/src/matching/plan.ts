@@ -176,23 +176,28 @@ export class CandidatePool {
   take(need: JobNeed): PlannedMatch | null {
     let tiers = this.tierCache.get(need.regionPreference);
     if (!tiers) this.tierCache.set(need.regionPreference, (tiers = regionTiers(need.regionPreference, this.regionKeys)));
+    const held = need.imageKey === null ? undefined : this.holdings.get(need.imageKey);
+    const preferImage = held !== undefined && held.size > 0;
     for (const tier of tiers) {
-      let best: { unit: CandidateUnit; gpus: CandidateGpu[] } | null = null;
+      let best: Fit | null = null;
+      /** Each list's first fitting unit: where the image preference looks for units at the best price. */
+      const fits: Fit[] = [];
       for (const [classId, byRegion] of this.lists) {
         if (need.classIds !== null && !need.classIds.includes(classId)) continue;
         for (const region of tier) {
           const list = byRegion.get(region);
           if (!list) continue;
           const found = firstFit(list, need);
-          if (found && (best === null || compareUnits(found.unit, best.unit) < 0)) best = found;
+          if (!found) continue;
+          if (preferImage) fits.push(found);
+          if (best === null || compareUnits(found.unit, best.unit) < 0) best = found;
         }
       }
       if (best) {
-        const held = need.imageKey === null ? undefined : this.holdings.get(need.imageKey);
-        if (held !== undefined && held.size > 0) best = this.preferHolder(best, held, need, tier);
-        const taken = new Set(best.gpus);
-        best.unit.free = best.unit.free.filter((g) => !taken.has(g));
-        return { need, unit: best.unit, gpus: best.gpus };
+        const chosen = preferImage ? this.preferHolder(best, fits, held, need, tier) : best;
+        const taken = new Set(chosen.gpus);
+        chosen.unit.free = chosen.unit.free.filter((g) => !taken.has(g));
+        return { need, unit: chosen.unit, gpus: chosen.gpus };
       }
     }
     return null;
@@ -201,12 +206,13 @@ export class CandidatePool {
   /**
    * Among the units that fit `need` in the region tier `tier` at the best unit's price (the
    * lowest there), the one holding the most of the job's image; the best unit when none holds
-   * more. Walks the units at that price in the tier's lists, or the image's holders when they
-   * are fewer (the cost is the smaller of the two).
+   * more. Walks the units at that price from each list's first fitting unit (`fits`: a list
+   * whose first fit is dearer has none at that price, and the units before it do not fit), or
+   * the image's holders when they are fewer (the cost is the smaller of the two).
    */
-  private preferHolder(best: { unit: CandidateUnit; gpus: CandidateGpu[] }, held: ImageHolders, need: JobNeed, tier: readonly string[]): { unit: CandidateUnit; gpus: CandidateGpu[] } {
+  private preferHolder(best: Fit, fits: readonly Fit[], held: ImageHolders, need: JobNeed, tier: readonly string[]): { unit: CandidateUnit; gpus: CandidateGpu[] } {
     const price = best.unit.machine.priceMicroUsd;
-    let winner = best;
+    let winner: { unit: CandidateUnit; gpus: CandidateGpu[] } = best;
     let top = held.get(best.unit.machine.id) ?? NO_HOLDING;
     const consider = (unit: CandidateUnit, holding: ImageHolding) => {
       const more = compareHoldings(holding, top);
@@ -217,18 +223,13 @@ export class CandidatePool {
       top = holding;
     };
     let budget = held.size;
-    walk: for (const [classId, byRegion] of this.lists) {
-      if (need.classIds !== null && !need.classIds.includes(classId)) continue;
-      for (const region of tier) {
-        const list = byRegion.get(region);
-        if (!list) continue;
-        for (let i = list.head; i < list.units.length; i++) {
-          const unit = list.units[i]!;
-          if (unit.machine.priceMicroUsd > price) break;
-          if (--budget < 0) break walk;
-          const holding = unit.machine.priceMicroUsd === price ? held.get(unit.machine.id) : undefined;
-          if (holding !== undefined) consider(unit, holding);
-        }
+    walk: for (const { list, pos } of fits) {
+      for (let i = pos; i < list.units.length; i++) {
+        const unit = list.units[i]!;
+        if (unit.machine.priceMicroUsd > price) break;
+        if (--budget < 0) break walk;
+        const holding = held.get(unit.machine.id);
+        if (holding !== undefined) consider(unit, holding);
       }
     }
     if (budget >= 0) return winner;
@@ -253,8 +254,16 @@ export class CandidatePool {
   }
 }
 
+/** A list's first unit that fits a job (at `pos`), and the GPUs it would give. */
+interface Fit {
+  list: UnitList;
+  pos: number;
+  unit: CandidateUnit;
+  gpus: CandidateGpu[];
+}
+
 /** The first unit of a sorted list that fits `need`, and the GPUs it would give. */
-function firstFit(list: UnitList, need: JobNeed): { unit: CandidateUnit; gpus: CandidateGpu[] } | null {
+function firstFit(list: UnitList, need: JobNeed): Fit | null {
   const units = list.units;
   while (list.head < units.length && units[list.head]!.free.length === 0) list.head++;
   for (let i = list.head; i < units.length; i++) {
@@ -263,7 +272,7 @@ function firstFit(list: UnitList, need: JobNeed): { unit: CandidateUnit; gpus: C
     // Sorted by price first: nothing further down is under the cap.
     if (m.priceMicroUsd > need.capMicroUsd) return null;
     const gpus = gpusFor(unit, need);
-    if (gpus !== null) return { unit, gpus };
+    if (gpus !== null) return { list, pos: i, unit, gpus };
   }
   return null;
 }

@@ -2,9 +2,10 @@ import { GpufarmError } from '@gpufarm/shared';
 import type { Queryable } from '../db/database.js';
 import { loadUptimeSeconds, uptimeCentiPct, uptimeWindowFirstDay } from '../capacity/store.js';
 import { moveMatchedJobs } from '../jobs/store.js';
+import { reserveMatchedGpus } from '../machines/gpus-store.js';
 import { insertServiceLines } from '../logs/store.js';
 import { recordOffers } from '../phases/store.js';
-import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from './dispatch.js';
+import { AGENT_DISPATCH_CHANNEL, type DispatchNotice } from '../dispatch/notice.js';
 import type { MachineImageReport } from './image-holdings.js';
 import { TIER_RANK, type CandidateMachine, type CandidateUnit } from './plan.js';
 
@@ -241,16 +242,8 @@ export async function writeMatches(tx: Queryable, matches: readonly MatchRecord[
       gpuAssignment.push(m.assignmentId);
     }
   }
-  const reserved = await tx.query<{ n: number }>(
-    `WITH r AS (
-       UPDATE machine_gpus g SET busy = true, assignment_id = w.assignment_id
-       FROM unnest($1::text[], $2::int[], $3::text[]) AS w(machine_id, gpu_index, assignment_id)
-       WHERE g.machine_id = w.machine_id AND g.gpu_index = w.gpu_index AND NOT g.busy AND g.assignment_id IS NULL AND g.health <> 'failed'
-       RETURNING 1
-     ) SELECT count(*)::int AS n FROM r`,
-    [gpuMachine, gpuIndex, gpuAssignment],
-  );
-  if (reserved[0]?.n !== gpuIndex.length) throw new MatchWriteConflict(`reserved ${reserved[0]?.n ?? 0} of ${gpuIndex.length} GPUs`);
+  const reserved = await reserveMatchedGpus(tx, { machineIds: gpuMachine, gpuIndexes: gpuIndex, assignmentIds: gpuAssignment });
+  if (reserved !== gpuIndex.length) throw new MatchWriteConflict(`reserved ${reserved} of ${gpuIndex.length} GPUs`);
 
   // The class's model as `gpu_classes` names it: a derived class is in no catalog the matcher holds.
   await tx.query(
@@ -305,9 +298,4 @@ export async function countQueuedByClass(db: Queryable): Promise<Map<string, num
      GROUP BY c`,
   );
   return new Map(rows.map((r) => [r.class_id, r.n]));
-}
-
-/** Raises one `agent_dispatch` notice (delivered when the surrounding transaction commits). */
-export async function notifyAgent(db: Queryable, notice: DispatchNotice): Promise<void> {
-  await db.query('SELECT pg_notify($1, $2)', [AGENT_DISPATCH_CHANNEL, JSON.stringify(notice)]);
 }

@@ -11,14 +11,12 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { requireMachine } from '../auth/machine-tokens.js';
 import type { OfferIndex } from '../capacity/offer-index.js';
 import type { Database } from '../db/database.js';
-import { recordAudit } from '../fleet/audit.js';
-import { setMachineDrain } from '../fleet/drain.js';
-import { recordFleetEvent } from '../fleet/events.js';
 import { parseBody } from '../http/parse.js';
+import { setMachineDrain } from '../machines/drain.js';
+import { unenrollByMachine } from '../machines/unenroll.js';
 import { goingPrices } from './market.js';
-import { operatorMachineView } from './routes.js';
-import { unenrollMachine } from '../agent-gateway/store.js';
 import { findMachineFacts } from './store.js';
+import { operatorMachineView } from './views.js';
 
 /**
  * The operator's actions on the machine itself (`gf-agent status | drain | undrain | unenroll`),
@@ -55,12 +53,7 @@ export const agentMachineRoutes: FastifyPluginAsync<{ db: Database; offerIndex: 
 
   app.post(AGENT_MACHINE_UNENROLL_PATH, machine, async (request) => {
     const id = authenticated(request);
-    const unenrolledAt = await db.transaction(async (tx) => {
-      const at = await unenrollMachine(tx, id.machineId);
-      await recordAudit(tx, { actor: { kind: 'machine', id: id.machineId }, action: 'machine.unenroll', targetType: 'machine', targetId: id.machineId });
-      await recordFleetEvent(tx, { type: 'machine.unenrolled', machineId: id.machineId, farmId: id.farmId, message: 'unenrolled from the machine (gf-agent unenroll): its token no longer works' });
-      return at;
-    });
+    const unenrolledAt = await unenrollByMachine(db, id);
     const response: AgentUnenrollResponse = { machineId: id.machineId, unenrolledAt: unenrolledAt.toISOString() };
     return response;
   });

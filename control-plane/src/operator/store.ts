@@ -2,8 +2,8 @@ import type { EarningFacts, EarningGpuHealth, EarningState } from '@gpufarm/shar
 import type { Queryable } from '../db/database.js';
 
 /**
- * The operator area's SQL: a farm's machines with the facts of their earning verdict, its
- * enrollment tokens, prices and operator wallets. Every query takes the farm ids the session
+ * The operator area's SQL: a farm's machines with the facts of their earning verdict and its
+ * earnings ledger (its tokens, prices and operator wallets are `farms/store.ts`'s). Every query takes the farm ids the session
  * runs, so another farm's rows are never read (they answer as absent, never as forbidden).
  */
 
@@ -41,6 +41,8 @@ export interface MachineFactsRow {
   inventoryGpus: Array<{ index: number; name: string; classId: string | null; notOfferedReason?: string | null }> | null;
   currentJobId: string | null;
   currentJobSince: Date | null;
+  /** Whether any of its GPUs is reserved (a job of any kind, offered or running, or a hold). */
+  gpusBusy: boolean;
 }
 
 const MACHINE_FACTS = `
@@ -57,7 +59,8 @@ const MACHINE_FACTS = `
                      'verdict', g.health, 'reasons', g.health_reasons) ORDER BY g.gpu_index)
                      FROM machine_gpus g JOIN gpu_classes c ON c.class_id = g.class_id WHERE g.machine_id = m.id), '[]'::json) AS gpus,
          m.inventory -> 'gpus' AS "inventoryGpus",
-         cur.job_id AS "currentJobId", cur.since AS "currentJobSince"
+         cur.job_id AS "currentJobId", cur.since AS "currentJobSince",
+         coalesce((SELECT bool_or(b.busy) FROM machine_gpus b WHERE b.machine_id = m.id), false) AS "gpusBusy"
     FROM machines m
     JOIN farms f ON f.id = m.farm_id
     LEFT JOIN LATERAL (
@@ -96,69 +99,6 @@ export async function queuedJobsByClass(db: Queryable): Promise<Map<string, numb
     `SELECT c AS "classId", count(*)::int AS n FROM jobs, unnest(matched_classes) AS c WHERE status = 'QUEUED' GROUP BY c`,
   );
   return new Map(rows.map((r) => [r.classId, r.n]));
-}
-
-/** The farms' priced machines' lowest price per GPU class. */
-export async function farmPricesByClass(db: Queryable, farmIds: readonly string[]): Promise<Array<{ classId: string; minPrice: number | null }>> {
-  return db.query<{ classId: string; minPrice: number | null }>(
-    `SELECT g.class_id AS "classId", min(m.price_per_gpu_hour_micro_usd)::float8 AS "minPrice"
-       FROM machine_gpus g JOIN machines m ON m.id = g.machine_id
-      WHERE m.farm_id = ANY($1::text[]) AND m.unenrolled_at IS NULL GROUP BY g.class_id ORDER BY g.class_id`,
-    [farmIds],
-  );
-}
-
-export interface EnrollmentTokenRow {
-  id: string;
-  farmSlug: string;
-  regionKey: string;
-  pricePerGpuHourMicroUsd: number | null;
-  label: string | null;
-  createdAt: Date;
-  expiresAt: Date;
-  usedAt: Date | null;
-  machineId: string | null;
-  revokedAt: Date | null;
-}
-
-const TOKEN_COLUMNS = `t.id, f.slug AS "farmSlug", t.region_key AS "regionKey", t.price_per_gpu_hour_micro_usd::float8 AS "pricePerGpuHourMicroUsd",
-  t.label, t.created_at AS "createdAt", t.expires_at AS "expiresAt", t.used_at AS "usedAt", t.machine_id AS "machineId", t.revoked_at AS "revokedAt"`;
-
-/** The farms' enrollment tokens, newest first, before `beforeId` when given. */
-export function listEnrollmentTokens(db: Queryable, params: { farmIds: readonly string[]; beforeId: string | null; limit: number }): Promise<EnrollmentTokenRow[]> {
-  return db.query<EnrollmentTokenRow>(
-    `SELECT ${TOKEN_COLUMNS} FROM enrollment_tokens t JOIN farms f ON f.id = t.farm_id
-      WHERE t.farm_id = ANY($1::text[]) AND ($2::text IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3`,
-    [params.farmIds, params.beforeId, params.limit],
-  );
-}
-
-export async function findEnrollmentToken(db: Queryable, farmIds: readonly string[], id: string): Promise<(EnrollmentTokenRow & { farmId: string }) | null> {
-  const [row] = await db.query<EnrollmentTokenRow & { farmId: string }>(
-    `SELECT ${TOKEN_COLUMNS}, t.farm_id AS "farmId" FROM enrollment_tokens t JOIN farms f ON f.id = t.farm_id WHERE t.id = $2 AND t.farm_id = ANY($1::text[])`,
-    [farmIds, id],
-  );
-  return row ?? null;
-}
-
-/** Revokes an unused token (a used one enrolled its machine already); keeps the first revocation time. */
-export async function revokeEnrollmentToken(db: Queryable, id: string): Promise<void> {
-  await db.query('UPDATE enrollment_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1', [id]);
-}
-
-/** Lists a wallet as an operator of the farm; false when it was listed already. */
-export async function addFarmOperator(db: Queryable, farmId: string, wallet: string): Promise<boolean> {
-  const rows = await db.query('INSERT INTO farm_operators (farm_id, wallet_address) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING farm_id', [farmId, wallet]);
-  return rows.length > 0;
-}
-
-export async function removeFarmOperator(db: Queryable, farmId: string, wallet: string): Promise<boolean> {
-  const rows = await db.query('DELETE FROM farm_operators WHERE farm_id = $1 AND wallet_address = $2 RETURNING farm_id', [farmId, wallet]);
-  return rows.length > 0;
-}
-
-export async function listFarmOperators(db: Queryable, farmId: string): Promise<Array<{ wallet: string; addedAt: Date }>> {
-  return db.query<{ wallet: string; addedAt: Date }>('SELECT wallet_address AS wallet, added_at AS "addedAt" FROM farm_operators WHERE farm_id = $1 ORDER BY added_at', [farmId]);
 }
 
 /** Which part of the earnings ledger: the farms' settled customer jobs completed in `[from, to)`. */

@@ -24,7 +24,7 @@ import {
   type ServerMessage,
 } from '@gpufarm/shared';
 import WebSocket from 'ws';
-import { createEnrollmentToken } from '../../src/agent-gateway/enrollment.js';
+import { createEnrollmentToken } from '../../src/farms/enrollment-tokens.js';
 import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
 import type { LifecyclePort } from '../../src/agent-gateway/lifecycle-port.js';
 import type { ExecutionDeps } from '../../src/execution/deps.js';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebSocket, WebSocketServer } from 'ws';
 import { AGENT_PROTOCOL_VERSION, agentMessageSchema } from '@gpufarm/shared';
-import { AgentDaemon, InventoryMonitor, nvidiaSmiReader, parseSimulatedGpus, rejectingRunner, systemHostReader } from '@gpufarm/agent';
+import { AgentDaemon, InventoryMonitor, nvidiaSmiReader, parseSimulatedGpus, rejectingRunner, silentLog, systemHostReader } from '@gpufarm/agent';
 import type { StandaloneResult, StandaloneSection } from './standalone.js';
 
 /**
@@ -77,7 +77,7 @@ async function throughLink(): Promise<{ seconds: number; bytes: number }> {
       ),
       runner: rejectingRunner(),
       benchmark: () => null,
-      log: () => undefined,
+      log: silentLog,
     },
     { server: peer.url, machineToken: token, agentVersion: 'bench', spoolDir: join(stateDir, 'spool'), logMemoryBytes: 8 * 1024 * 1024, heartbeatIntervalSeconds: 10, inventoryIntervalSeconds: 60, reconnect: { initialMs: 50, maxMs: 500 } },
   );

@@ -10,7 +10,7 @@ import Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
 import { toContainerConfig } from '@gpufarm/agent/runtime/container-config.js';
-import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
+import { LABEL_OWNER } from '@gpufarm/agent/docker/labels.js';
 import type { StandaloneSection } from './standalone.js';
 import { median } from './report.js';
 

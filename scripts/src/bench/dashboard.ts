@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { z } from 'zod';
-import { isTerminalStatus, type JobStatus } from '@gpufarm/shared';
+import { errorText, isTerminalStatus, type JobStatus } from '@gpufarm/shared';
 import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
 import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../chromium.js';
@@ -154,7 +154,7 @@ async function loadJobPage(browser: Browser, market: BenchMarketplace, state: Aw
       return { shownMs, interactiveMs, steps: await stepTimes(page) };
     } catch (err) {
       const text = await page.locator('body').innerText({ timeout: 5_000 }).catch(() => '(no text)');
-      throw new Error(`the job page at ${page.url()}: ${(err as Error).message}\nthe page said: ${text.slice(0, 1500)}`, { cause: err });
+      throw new Error(`the job page at ${page.url()}: ${errorText(err)}\nthe page said: ${text.slice(0, 1500)}`, { cause: err });
     }
   } finally {
     await context.close();
@@ -184,7 +184,7 @@ async function loadNewJobPage(browser: Browser, market: BenchMarketplace, state:
       return { classesMs, interactiveMs };
     } catch (err) {
       const text = await page.locator('body').innerText({ timeout: 5_000 }).catch(() => '(no text)');
-      throw new Error(`the New job page at ${page.url()}: ${(err as Error).message}\nthe page said: ${text.slice(0, 1500)}`, { cause: err });
+      throw new Error(`the New job page at ${page.url()}: ${errorText(err)}\nthe page said: ${text.slice(0, 1500)}`, { cause: err });
     }
   } finally {
     await context.close();

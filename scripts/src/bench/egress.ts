@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
 import { listEgress } from '@gpufarm/agent/egress/network.js';
-import { execInContainer } from '@gpufarm/agent/runtime/docker-exec.js';
+import { execInContainer } from '@gpufarm/agent/docker/exec.js';
 import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
-import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
+import { LABEL_OWNER } from '@gpufarm/agent/docker/labels.js';
 import type { StandaloneSection } from './standalone.js';
 import { median } from './report.js';
 

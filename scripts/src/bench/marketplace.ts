@@ -10,11 +10,12 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
 import { chainFor } from '@gpufarm/control-plane/chain/client.js';
 import { loadConfig } from '@gpufarm/control-plane/config.js';
-import { LABEL_OWNER } from '@gpufarm/agent/runtime/labels.js';
+import { LABEL_OWNER } from '@gpufarm/agent/docker/labels.js';
 import { LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from '../chain/local-chain.js';
 import { readLocalImages, startLocalAgent, type LocalAgent, type LocalImages } from '../local-agent.js';
 import { createBenchDatabase } from './database.js';
 import { startControlPlaneProcess, type BenchServer } from './server.js';
+import { errorText } from '@gpufarm/shared';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -73,7 +74,7 @@ export async function startBenchMarketplace(log: (line: string) => void, name: s
   let agentLines: string[] = [];
   let rateLimited = 0;
   const close = async (say: (line: string) => void) => {
-    while (cleanups.length > 0) await cleanups.pop()!().catch((err: unknown) => say(`${name} cleanup: ${(err as Error).message}`));
+    while (cleanups.length > 0) await cleanups.pop()!().catch((err: unknown) => say(`${name} cleanup: ${errorText(err)}`));
     // The agent leaves its containers when stopped; remove them and release its /output loop mounts.
     if (machineId) {
       for (const c of await docker.listContainers({ all: true, filters: { label: [`${LABEL_OWNER}=${machineId}`] } })) await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined);

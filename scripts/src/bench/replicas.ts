@@ -19,6 +19,7 @@ import { jobsSection } from './jobs.js';
 import { measure } from './load.js';
 import { median, type BenchRow } from './report.js';
 import type { StandaloneSection } from './standalone.js';
+import { errorText } from '@gpufarm/shared';
 
 const FILTERED = 'GET /v1/capacity?model=h100-80gb-sxm&region=europe-west&limit=20';
 const FAILOVERS = Number(process.env.BENCH_FAILOVERS ?? 5);
@@ -183,7 +184,7 @@ export const replicasSection: StandaloneSection = {
       for (const row of broken) table.push(`INVALID: ${row.label}: ${row.result.non2xx} non-2xx, ${row.result.errors} errors; status codes ${JSON.stringify(row.result.statusCodes)}`);
 
       const missed: string[] = broken.map((r) => `replicas: ${r.label} had errors`);
-      const times = await failovers(set!, adminToken, dir, log).catch((err: unknown) => `failed: ${(err as Error).message}`);
+      const times = await failovers(set!, adminToken, dir, log).catch((err: unknown) => `failed: ${errorText(err)}`);
       if (typeof times === 'string') {
         table.push('', `failover: ${times}`);
         missed.push(`failover: ${times}`);

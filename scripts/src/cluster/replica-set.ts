@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { startControlPlaneChild, type ControlPlaneChild } from '../control-plane-child.js';
 import { startHaproxy, waitForServersUp, type HaproxyProcess } from './haproxy.js';
+import { errorText } from '@gpufarm/shared';
 
 /** A TCP port on 127.0.0.1: `preferred` when it is free (0: any free one); throws when `preferred` is taken. */
 export async function listenablePort(preferred = 0): Promise<number> {
@@ -11,7 +12,7 @@ export async function listenablePort(preferred = 0): Promise<number> {
     server.once('error', reject);
     server.listen(preferred, '127.0.0.1', resolve);
   }).catch((err: unknown) => {
-    throw new Error(`port ${preferred} on 127.0.0.1 is taken (${(err as Error).message})`, { cause: err });
+    throw new Error(`port ${preferred} on 127.0.0.1 is taken (${errorText(err)})`, { cause: err });
   });
   const address = server.address();
   await new Promise((resolve) => server.close(resolve));

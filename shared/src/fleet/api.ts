@@ -5,6 +5,7 @@ import { logLineSchema } from '../schemas/logs.js';
 import { earningVerdictSchema } from './earning.js';
 import { GPU_PROBE_STATES } from '../protocol/agent-messages.js';
 import { GPU_HEALTH_VERDICTS } from './gpu-health.js';
+import { MACHINE_STATES } from './machine-state.js';
 
 /**
  * The fleet contract: the answers of `/admin/api/` and `/operator/api/` (issue 18), which the web
@@ -22,9 +23,7 @@ const nextCursor = z.string().nullable();
 
 export const healthVerdictSchema = z.enum(GPU_HEALTH_VERDICTS);
 
-/** A machine's state as admins filter it; `machineStateSql` (control plane) and the operator view derive it. */
-/** `draining`: asked to drain and still running a job; `drained`: asked to drain, with nothing left running. */
-export const MACHINE_STATES = ['online', 'busy', 'draining', 'drained', 'offline', 'failed', 'cordoned'] as const;
+/** A machine's state as admins filter it (`MACHINE_STATE_RULES` in `machine-state.ts` derive it). */
 export const machineStateSchema = z.enum(MACHINE_STATES);
 export type MachineState = z.infer<typeof machineStateSchema>;
 

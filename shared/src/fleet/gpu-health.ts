@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isoTimeSchema, nonNegativeIntSchema } from '../schemas/common.js';
+import { machineVerdict } from './machine-state.js';
 import { fabricProblem, FABRIC_MANAGER_FIX, PERSISTENCE_MODE_FIX, PERSISTENCE_MODE_OFF } from './pre-offer.js';
 
 /**
@@ -187,16 +188,24 @@ export interface MachineVerdict {
 }
 
 /**
- * A machine's verdict: failed when the machine itself is unhealthy (its agent says so) or no
- * GPU is usable; warning when any GPU warns or failed (the others are still offered);
- * healthy otherwise.
+ * A machine's verdict (`machineVerdict`'s rules), with its reasons: failed when the machine
+ * itself is unhealthy (its agent says so) or no GPU is usable; warning when any GPU warns or
+ * failed (the others are still offered); healthy otherwise.
  */
 export function machineHealthVerdict(input: { machineUnhealthyReason: string | null; gpus: ReadonlyArray<{ index: number } & GpuVerdict> }): MachineVerdict {
-  if (input.machineUnhealthyReason !== null) return { verdict: 'failed', reasons: [input.machineUnhealthyReason] };
-  if (input.gpus.length === 0) return { verdict: 'failed', reasons: ['no GPU reported'] };
+  const verdict = machineVerdict({
+    status: input.machineUnhealthyReason !== null ? 'unhealthy' : 'online',
+    cordoned: false,
+    drainRequested: false,
+    gpus: input.gpus.length,
+    failedGpus: input.gpus.filter((g) => g.verdict === 'failed').length,
+    troubledGpus: input.gpus.filter((g) => g.verdict !== 'healthy').length,
+    busy: false,
+  });
+  if (input.machineUnhealthyReason !== null) return { verdict, reasons: [input.machineUnhealthyReason] };
+  if (input.gpus.length === 0) return { verdict, reasons: ['no GPU reported'] };
   const reasons = input.gpus.filter((g) => g.verdict !== 'healthy').map((g) => `GPU ${g.index} ${g.verdict}: ${g.reasons.join('; ')}`);
-  if (input.gpus.every((g) => g.verdict === 'failed')) return { verdict: 'failed', reasons: ['no GPU is usable', ...reasons] };
-  return { verdict: reasons.length > 0 ? 'warning' : 'healthy', reasons };
+  return { verdict, reasons: verdict === 'failed' ? ['no GPU is usable', ...reasons] : reasons };
 }
 
 /** One line per GPU for terminals (`gf-agent status`): `GPU 0 GPU-… failed: XID 79: …`. */

@@ -1,5 +1,6 @@
 // Node only: imported by path (`@gpufarm/shared/net/metrics-listener.js`), not through the index the web app bundles.
 import { createServer } from 'node:http';
+import { errorText } from '../errors.js';
 
 /** The exposition to serve: Prometheus text and its content type (a prom-client registry gives both). */
 export interface MetricsSource {
@@ -24,7 +25,7 @@ export async function startMetricsListener(source: MetricsSource, address: { hos
     }
     source.metrics().then(
       (text) => response.writeHead(200, { 'Content-Type': source.contentType, 'Cache-Control': 'no-store' }).end(request.method === 'HEAD' ? undefined : text),
-      (err: unknown) => response.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end(`metrics could not be collected: ${(err as Error).message}\n`),
+      (err: unknown) => response.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end(`metrics could not be collected: ${errorText(err)}\n`),
     );
   });
   await new Promise<void>((resolve, reject) => {

@@ -1,5 +1,6 @@
 import { GfError } from '@gpufarm/client/browser';
 import { BaseError, ContractFunctionRevertedError, UserRejectedRequestError } from 'viem';
+import { errorText } from '@gpufarm/shared';
 
 /** What went wrong, for a person: the server's message, a wallet's short message or the revert's error name. */
 export function reasonOf(err: unknown): string {
@@ -13,7 +14,7 @@ export function reasonOf(err: unknown): string {
     }
     return err.shortMessage;
   }
-  return err instanceof Error ? err.message.split('\n')[0]! : String(err);
+  return errorText(err).split('\n')[0]!;
 }
 
 /** The server's request id of a failed call, when there was an answer. */

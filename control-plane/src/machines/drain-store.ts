@@ -1,9 +1,8 @@
 import type { Queryable } from '../db/database.js';
 
 /**
- * The drain, cordon and quarantine columns' SQL (`drain.ts` is their interface). These columns
- * of `machines` and `farms` are written here only; the agent's own `draining` report stays the
- * gateway's.
+ * The drain and cordon columns of `machines` (`fleet/drain.ts` is their interface; a farm's
+ * quarantine is `farms/store.ts`'s). The agent's own `draining` report is `store.ts`'s.
  */
 
 /** Who asked for a drain: an admin, or the farm (its operator area or the machine's own `gf-agent drain`). */
@@ -44,19 +43,6 @@ export async function writeCordon(db: Queryable, machineId: string, cordon: { co
     [machineId, cordon.cordoned, cordon.cordoned ? cordon.reason : null],
   );
   return row ?? null;
-}
-
-/** The farm's status, locked for update; null when there is no such farm. */
-export async function lockFarmStatus(db: Queryable, farmId: string): Promise<string | null> {
-  const [row] = await db.query<{ status: string }>('SELECT status FROM farms WHERE id = $1 FOR UPDATE', [farmId]);
-  return row?.status ?? null;
-}
-
-export async function writeFarmQuarantine(db: Queryable, farmId: string, quarantine: { quarantined: boolean; reason: string | null }): Promise<void> {
-  await db.query(
-    `UPDATE farms SET status = $2, quarantine_reason = $3, quarantined_at = CASE WHEN $2 = 'quarantined' THEN coalesce(quarantined_at, now()) END WHERE id = $1`,
-    [farmId, quarantine.quarantined ? 'quarantined' : 'active', quarantine.quarantined ? quarantine.reason : null],
-  );
 }
 
 /** Live assignments of drained machines whose deadline passed, oldest first. */

@@ -1,19 +1,20 @@
 import { readFileSync } from 'node:fs';
 import type { KeyObject } from 'node:crypto';
-import { MAX_LOG_LINE_CHARS, type AssignmentSpec, type RunningAssignment } from '@gpufarm/shared';
+import { errorText, MAX_LOG_LINE_CHARS, type AssignmentSpec, type RunningAssignment } from '@gpufarm/shared';
 import type { AcceptResult, AssignmentContext, AssignmentReport, AssignmentRunner } from '../link/assignment-runner.js';
 import type { ArtifactSources } from '../artifacts/off-thread.js';
 import { collectResults, type CollectedResults } from '../artifacts/results.js';
 import { UploadError } from '../artifacts/upload.js';
 import { restoreJobs } from '../restore/restore.js';
-import { checkContainerConfig, ContainerConfigError } from './container-config.js';
-import { DetachedError, type DockerRuntime, type JobHandle } from './docker-runtime.js';
-import { RuntimeError, type RuntimeFailureCode } from './errors.js';
-import { imageRunName } from './image.js';
-import type { GpuJob } from './gpu-access.js';
-import type { JobExit } from './job-state.js';
-import { replayFiles } from './log-file.js';
-import type { LogSink } from './log-lines.js';
+import { checkContainerConfig, ContainerConfigError } from '../runtime/container-config.js';
+import { DetachedError, type DockerRuntime, type JobHandle } from '../runtime/docker-runtime.js';
+import { RuntimeError, type RuntimeFailureCode } from '../job/errors.js';
+import { imageRunName } from '../docker/image.js';
+import type { GpuJob } from '../runtime/gpu-access.js';
+import type { JobExit } from '../job/state.js';
+import { replayFiles } from '../runtime/log-file.js';
+import type { LogSink } from '../docker/log-lines.js';
+import { jobFields, silentLog, type AgentLog } from '../logger/logger.js';
 
 export interface DockerRunnerOptions {
   runtime: DockerRuntime;
@@ -35,7 +36,8 @@ export interface DockerRunnerOptions {
     admit(holder: string, reference: string): Promise<{ admitted: true } | { admitted: false; message: string }>;
     release(holder: string): void;
   };
-  log?: (line: string) => void;
+  /** The daemon's log; each job's lines go to a child with its `jobId` and `assignmentId`. */
+  log?: AgentLog;
 }
 
 const NULL_REPORT: AssignmentReport = {
@@ -83,10 +85,14 @@ export class DockerAssignmentRunner implements AssignmentRunner {
   private partitioned = false;
   private lost: { seconds: number } | null = null;
   private linkBack: Array<() => void> = [];
-  private readonly say: (line: string) => void;
+  private readonly log: AgentLog;
 
   constructor(private readonly options: DockerRunnerOptions) {
-    this.say = options.log ?? (() => undefined);
+    this.log = options.log ?? silentLog;
+  }
+
+  private jobLog(spec: AssignmentSpec): AgentLog {
+    return this.log.child(jobFields(spec));
   }
 
   async accept(spec: AssignmentSpec, ctx: AssignmentContext): Promise<AcceptResult> {
@@ -113,7 +119,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       room = await this.options.images?.admit(spec.assignmentId, imageRunName(spec.image, spec.imageDigest));
     } catch (err) {
       this.held.delete(spec.assignmentId);
-      return { accepted: false, reason: 'not_ready', message: `the image cache could not check the image: ${(err as Error).message}`.slice(0, 2000) };
+      return { accepted: false, reason: 'not_ready', message: `the image cache could not check the image: ${errorText(err)}`.slice(0, 2000) };
     }
     if (room && !room.admitted) {
       this.held.delete(spec.assignmentId);
@@ -137,7 +143,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       this.held.delete(spec.assignmentId);
       this.options.images?.release(spec.assignmentId);
       const code = err instanceof RuntimeError ? err.code : 'internal';
-      ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code, message: (err as Error).message.slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
+      ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code, message: errorText(err).slice(0, 2000) }, lastLogSeq: lastSeq(ctx) });
       return;
     }
     this.options.images?.release(spec.assignmentId);
@@ -156,7 +162,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       if (err instanceof DetachedError) return;
       // Nothing to upload without the exit facts; the container stays for a restart to find.
       this.held.delete(held.spec.assignmentId);
-      held.ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code: 'internal', message: `supervising the container failed: ${(err as Error).message}`.slice(0, 2000) }, lastLogSeq: lastSeq(held.ctx) });
+      held.ctx.report({ ...NULL_REPORT, state: 'failed', failure: { code: 'internal', message: `supervising the container failed: ${errorText(err)}`.slice(0, 2000) }, lastLogSeq: lastSeq(held.ctx) });
       return;
     }
     if (held.machineFault) {
@@ -164,7 +170,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
       this.held.delete(held.spec.assignmentId);
       held.ctx.report({ ...NULL_REPORT, imageDigest: exit.imageDigest, startedAt: exit.startedAt, finishedAt: exit.finishedAt, exitCode: exit.exitCode, state: 'failed', failure: held.machineFault, lastLogSeq: lastSeq(held.ctx) });
       await held.ctx.logs.drained();
-      await this.options.runtime.release(held.spec.assignmentId).catch((e: unknown) => this.say(`releasing ${held.spec.assignmentId} failed: ${(e as Error).message}`));
+      await this.options.runtime.release(held.spec.assignmentId).catch((e: unknown) => this.jobLog(held.spec).warn(`releasing ${held.spec.assignmentId} failed: ${errorText(e)}`));
       return;
     }
     await this.complete(held, exit, handle.outputDir, handle.logFile);
@@ -174,7 +180,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
   gpuJobs(): GpuJob[] {
     return [...this.held.values()]
       .filter((h) => h.state === 'running' && h.handle !== null && h.spec.gpus.length > 0 && !h.machineFault && !h.canceled && !h.stoppedForContact)
-      .map((h) => ({ assignmentId: h.spec.assignmentId, containerId: h.handle!.containerId, gpuUuids: h.spec.gpus.map((g) => g.uuid) }));
+      .map((h) => ({ assignmentId: h.spec.assignmentId, jobId: h.spec.jobId, containerId: h.handle!.containerId, gpuUuids: h.spec.gpus.map((g) => g.uuid) }));
   }
 
   /**
@@ -187,7 +193,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const held = this.held.get(assignmentId);
     if (!held || held.state !== 'running' || !held.handle || held.machineFault) return false;
     held.machineFault = { code: fault.code, message: fault.message.slice(0, 2000) };
-    this.say(`assignment ${assignmentId}: failed by the machine: ${fault.message}`);
+    this.jobLog(held.spec).error(`assignment ${assignmentId}: failed by the machine: ${fault.message}`);
     await held.handle.cancel(`stopped by the machine: ${fault.message}`);
     return true;
   }
@@ -218,12 +224,12 @@ export class DockerAssignmentRunner implements AssignmentRunner {
           headers: this.options.uploadHeaders(),
           machineKey: this.options.machineKey,
           ...(this.options.artifacts ? { sources: this.options.artifacts } : {}),
-          log: this.say,
+          log: this.jobLog(spec),
         });
       } catch (err) {
         // The link went down while uploading: the outputs are kept and go up once it is back.
-        if (err instanceof UploadError && err.retryable && this.partitioned) this.say(`assignment ${spec.assignmentId}: upload interrupted (${err.message}); again once the control plane is back`);
-        else failure = (err as Error).message;
+        if (err instanceof UploadError && err.retryable && this.partitioned) this.jobLog(spec).warn(`assignment ${spec.assignmentId}: upload interrupted (${err.message}); again once the control plane is back`);
+        else failure = errorText(err);
       }
     }
     this.held.delete(spec.assignmentId);
@@ -245,13 +251,13 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     // The folder (log file, outputs, state) goes once the server has every line: an agent
     // killed before that restores the job from it, uploads again and reports again.
     await ctx.logs.drained();
-    await this.options.runtime.release(spec.assignmentId).catch((err: unknown) => this.say(`releasing ${spec.assignmentId} failed: ${(err as Error).message}`));
+    await this.options.runtime.release(spec.assignmentId).catch((err: unknown) => this.jobLog(spec).warn(`releasing ${spec.assignmentId} failed: ${errorText(err)}`));
   }
 
   async cancel(assignmentId: string, reason: string): Promise<void> {
     const held = this.held.get(assignmentId);
     if (!held) return;
-    this.say(`cancel ${assignmentId}: ${reason}`);
+    this.jobLog(held.spec).info(`cancel ${assignmentId}: ${reason}`);
     held.canceled = true;
     await held.handle?.cancel();
   }
@@ -272,7 +278,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     const found = await restoreJobs(this.options.runtime, {
       sinkFor: (spec) => sinkOf(openReplayed(spec, `${this.options.runtime.dirOf(spec.assignmentId)}/log.jsonl`).logs),
     });
-    for (const id of found.removed) this.say(`removed container ${id.slice(0, 12)}: no assignment owns it`);
+    for (const id of found.removed) this.log.info({ containerId: id }, `removed container ${id.slice(0, 12)}: no assignment owns it`);
     for (const handle of found.jobs) {
       const held: Held = { spec: handle.spec, ctx: contexts.get(handle.assignmentId)!, state: 'running', handle, stoppedForContact: false, canceled: false };
       this.held.set(handle.assignmentId, held);
@@ -306,7 +312,7 @@ export class DockerAssignmentRunner implements AssignmentRunner {
     if (held.stoppedForContact || !held.handle || !this.lost) return;
     held.stoppedForContact = true;
     const { seconds } = this.lost;
-    this.say(`assignment ${held.spec.assignmentId}: control plane unreachable for ${seconds} s, stopping it (outputs kept for upload)`);
+    this.jobLog(held.spec).warn(`assignment ${held.spec.assignmentId}: control plane unreachable for ${seconds} s, stopping it (outputs kept for upload)`);
     void held.handle.cancel(
       `the control plane was unreachable for ${seconds} s (the partition grace): stopping before it can give the job to another machine (SIGTERM, then SIGKILL after the grace period); the outputs are kept for upload`,
     );

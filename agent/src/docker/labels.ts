@@ -8,6 +8,8 @@ export const LABEL_OWNER = 'org.gpufarm.owner';
 export const LABEL_ASSIGNMENT = 'org.gpufarm.assignment';
 export const LABEL_JOB = 'org.gpufarm.job';
 export const LABEL_MAX_RUNTIME = 'org.gpufarm.max-runtime-seconds';
+/** An egress network or proxy (`egress/network.ts`), valued `network` or `proxy`: no job container. */
+export const LABEL_EGRESS = 'org.gpufarm.egress';
 /** A GPU challenge's container (`challenge/container-challenge.ts`): no assignment owns it, so a restarted agent removes it. */
 export const LABEL_CHALLENGE = 'org.gpufarm.challenge';
 

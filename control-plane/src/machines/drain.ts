@@ -1,17 +1,17 @@
 import { ApiError } from '@gpufarm/shared';
 import type { Database } from '../db/database.js';
-import { notifyAgent } from '../matching/store.js';
-import { recordAudit, type AuditActor } from './audit.js';
-import { lockFarmStatus, readDrainRow, writeCordon, writeDrain, writeFarmQuarantine, type DrainRow, type DrainSetter } from './drain-store.js';
-import { recordFleetEvent } from './events.js';
+import { describeActor, recordAudit, type AuditActor } from '../fleet/audit.js';
+import { recordFleetEvent } from '../fleet/events.js';
+import { notifyAgent } from '../dispatch/store.js';
+import { readDrainRow, writeCordon, writeDrain, type DrainRow, type DrainSetter } from './drain-store.js';
 
 /**
- * Taking machines and farms out of service. Drain: no new assignment (the offer index and the
- * matcher skip the machine), the agent gets the protocol `drain` from whichever replica holds
- * its link, running jobs finish, and what still runs at the deadline is stopped and requeued
- * (the execution worker's drain deadline sweep). Cordon: no new assignment, the agent is not
- * told, nothing is stopped. Quarantine: none of a farm's machines offered; running jobs finish.
- * Each change records an audit entry (and an event when it changed something) in its transaction.
+ * Taking machines out of service. Drain: no new assignment (the offer index and the matcher skip
+ * the machine), the agent gets the protocol `drain` from whichever replica holds its link,
+ * running jobs finish, and what still runs at the deadline is stopped and requeued (the execution
+ * worker's drain deadline sweep). Cordon: no new assignment, the agent is not told, nothing is
+ * stopped. (A whole farm: `farms/quarantine.ts`.) Each change records an audit entry (and an
+ * event when it changed something) in its transaction.
  */
 
 export type { DrainSetter };
@@ -33,10 +33,6 @@ function stateOf(row: DrainRow): MachineDrainState {
 /** The kind of drain an actor sets: admins (wallet or token) set an admin's; the farm's wallets and the machine itself an operator's. */
 export function drainSetterOf(actor: AuditActor): DrainSetter {
   return actor.kind === 'admin_wallet' || actor.kind === 'admin_token' ? 'admin' : 'operator';
-}
-
-function who(actor: AuditActor): string {
-  return `${actor.kind.replace('_', ' ')} ${actor.id}`;
 }
 
 /** The drain and cordon of a machine, or null when there is no such machine. */
@@ -72,8 +68,8 @@ export async function setMachineDrain(
         type: input.drain ? 'machine.drained' : 'machine.undrained',
         machineId: input.machineId,
         message: input.drain
-          ? `drain asked by ${who(input.actor)}${state.drainReason ? `: ${state.drainReason}` : ''}${state.drainDeadline ? `; jobs still running at ${state.drainDeadline.toISOString()} are stopped and requeued` : ''}`
-          : `drain lifted by ${who(input.actor)}`,
+          ? `drain asked by ${describeActor(input.actor)}${state.drainReason ? `: ${state.drainReason}` : ''}${state.drainDeadline ? `; jobs still running at ${state.drainDeadline.toISOString()} are stopped and requeued` : ''}`
+          : `drain lifted by ${describeActor(input.actor)}`,
         details: { ...details, actor: input.actor },
       });
     }
@@ -98,41 +94,10 @@ export async function setMachineCordon(
       await recordFleetEvent(tx, {
         type: input.cordon ? 'machine.cordoned' : 'machine.uncordoned',
         machineId: input.machineId,
-        message: input.cordon ? `cordoned by ${who(input.actor)}${input.reason ? `: ${input.reason}` : ''}` : `cordon lifted by ${who(input.actor)}`,
+        message: input.cordon ? `cordoned by ${describeActor(input.actor)}${input.reason ? `: ${input.reason}` : ''}` : `cordon lifted by ${describeActor(input.actor)}`,
         details: { reason: input.reason, actor: input.actor },
       });
     }
     return stateOf(row!);
-  });
-}
-
-export interface FarmQuarantineState {
-  farmId: string;
-  status: 'active' | 'quarantined';
-  quarantineReason: string | null;
-}
-
-/**
- * Quarantines a farm (none of its machines offered; running jobs finish) or lifts it. A farm
- * `suspended` before quarantine existed counts as quarantined and is lifted the same way. Null: no farm.
- */
-export async function setFarmQuarantine(
-  db: Database,
-  input: { farmId: string; quarantine: boolean; reason: string | null; actor: AuditActor },
-): Promise<FarmQuarantineState | null> {
-  return db.transaction(async (tx) => {
-    const before = await lockFarmStatus(tx, input.farmId);
-    if (before === null) return null;
-    await writeFarmQuarantine(tx, input.farmId, { quarantined: input.quarantine, reason: input.reason });
-    await recordAudit(tx, { actor: input.actor, action: input.quarantine ? 'farm.quarantine' : 'farm.unquarantine', targetType: 'farm', targetId: input.farmId, details: { reason: input.reason } });
-    if ((before === 'active') === input.quarantine) {
-      await recordFleetEvent(tx, {
-        type: input.quarantine ? 'farm.quarantined' : 'farm.unquarantined',
-        farmId: input.farmId,
-        message: input.quarantine ? `farm quarantined by ${who(input.actor)}${input.reason ? `: ${input.reason}` : ''}` : `quarantine lifted by ${who(input.actor)}`,
-        details: { reason: input.reason, actor: input.actor },
-      });
-    }
-    return { farmId: input.farmId, status: input.quarantine ? 'quarantined' : 'active', quarantineReason: input.quarantine ? input.reason : null };
   });
 }

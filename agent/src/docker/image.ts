@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
-import { RuntimeError } from './errors.js';
+import { RuntimeError } from '../job/errors.js';
 import { PullProgress, type PullEvent } from './pull-progress.js';
+import { errorText } from '@gpufarm/shared';
 
 /** An image reference split into its repository, tag and digest (`host:port/a/b:tag@sha256:…`). */
 export interface ImageReference {
@@ -104,7 +105,7 @@ async function localImage(docker: Docker, ref: string): Promise<Docker.ImageInsp
     return await docker.getImage(ref).inspect();
   } catch (err) {
     if ((err as { statusCode?: number }).statusCode === 404) return null;
-    throw new RuntimeError('pull_failed', `inspecting image ${ref} failed: ${(err as Error).message}`, { cause: err });
+    throw new RuntimeError('pull_failed', `inspecting image ${ref} failed: ${errorText(err)}`, { cause: err });
   }
 }
 
@@ -115,7 +116,7 @@ async function pull(docker: Docker, ref: string, progress: (line: string) => voi
   try {
     stream = (await docker.pull(ref)) as NodeJS.ReadableStream;
   } catch (err) {
-    throw new RuntimeError('pull_failed', `pull of ${ref} failed: ${(err as Error).message}`, { cause: err });
+    throw new RuntimeError('pull_failed', `pull of ${ref} failed: ${errorText(err)}`, { cause: err });
   }
   let streamError: string | null = null;
   await new Promise<void>((resolve, reject) => {
