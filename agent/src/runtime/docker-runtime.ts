@@ -13,7 +13,7 @@ import { LogFile, LOG_KEEP_BYTES, writeLogArtifact } from './log-file.js';
 
 export { DetachedError } from '../job/errors.js';
 export type { JobHandle } from './container-supervisor.js';
-export { STOP_GRACE_SECONDS, type ImagePullObserver, type RuntimeDeps, type SuperviseOptions } from './deps.js';
+export { STOP_GRACE_SECONDS, type ImagePullObserver, type RuntimeDeps } from './deps.js';
 
 /**
  * The container runtime through Docker Engine. `start` runs the job's hooks (`hooks/`: folder,
