@@ -15,7 +15,7 @@
 import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleNodePackage } from '../shared/build/node-package.js';
+import { bundleNodePackage } from '@gpufarm/shared/build/node-package';
 
 const packageDir = dirname(fileURLToPath(import.meta.url));
 const dist = await bundleNodePackage({

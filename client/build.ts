@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Extractor, ExtractorConfig, type IConfigFile } from '@microsoft/api-extractor';
 import { build } from 'esbuild';
-import { bundleNodePackage } from '../shared/build/node-package.js';
+import { bundleNodePackage } from '@gpufarm/shared/build/node-package';
 
 const CLIENT = dirname(fileURLToPath(import.meta.url));
 

@@ -9,7 +9,7 @@
  */
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleNodePackage } from '../shared/build/node-package.js';
+import { bundleNodePackage } from '@gpufarm/shared/build/node-package';
 
 await bundleNodePackage({
   packageDir: dirname(fileURLToPath(import.meta.url)),

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { serviceIndexSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { createPostgresTestDatabase } from '../control-plane/test/helpers/database.js';
+import { createPostgresTestDatabase } from '@gpufarm/control-plane/testing/database';
 import { checkEveryMigrationApplied } from './helpers/migrations.js';
 import { spawnProcess } from './helpers/processes.js';
 

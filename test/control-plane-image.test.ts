@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { serviceIndexSchema } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { z } from 'zod';
-import { createPostgresTestDatabase } from '../control-plane/test/helpers/database.js';
+import { createPostgresTestDatabase } from '@gpufarm/control-plane/testing/database';
 import { checkEveryMigrationApplied } from './helpers/migrations.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './helpers/processes.js';
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/testing';
 import { Customer } from './helpers/customer.js';
 import { lookAt, signInToDashboard } from './helpers/dashboard.js';
 import { busyboxSpec } from './helpers/jobs.js';

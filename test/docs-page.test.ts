@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import { SERVICE_VERSION } from '@gpufarm/shared';
 import t from 'tap';
 import { z } from 'zod';
-import { listening } from '../client/test/helpers/control-plane.js';
-import { buildTestApp } from '../control-plane/test/helpers/app.js';
+import { listening } from '@gpufarm/client/testing/control-plane';
+import { buildTestApp } from '@gpufarm/control-plane/testing/app';
 import { openBrowserPage } from './helpers/browser.js';
 import { until } from './helpers/wait.js';
 

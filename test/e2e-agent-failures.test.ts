@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { LogLine } from '@gpufarm/shared';
-import { pushRandomImage } from '../agent/test/helpers/docker.js';
+import { pushRandomImage } from '@gpufarm/agent/testing/docker';
 import { enrollAgent, type TestAgent } from './helpers/agent.js';
 import { Customer, linesOf, outputOf } from './helpers/customer.js';
 import { busyboxSpec, expected, numberedLines } from './helpers/jobs.js';

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { AGENT_ENROLL_PATH, enrollResponseSchema, type AssignmentStatusMessage } from '@gpufarm/shared';
-import { AgentSocket, enrollBody, heartbeat, hello, runChallenge, statusMessage, testInventory, uploadOutput } from '../control-plane/test/helpers/agent-client.js';
+import { AgentSocket, enrollBody, heartbeat, hello, runChallenge, statusMessage, testInventory, uploadOutput } from '@gpufarm/control-plane/testing/agent-client';
 import { Customer, linesOf } from './helpers/customer.js';
 import { escrowJob } from './helpers/escrow.js';
 import { MAX_PRICE_USD } from './helpers/jobs.js';

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { startS3rver } from '../control-plane/test/helpers/s3rver.js';
+import { startS3rver } from '@gpufarm/control-plane/testing/s3rver';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer } from './helpers/customer.js';
 import { busyboxSpec } from './helpers/jobs.js';

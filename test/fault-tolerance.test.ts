@@ -1,4 +1,4 @@
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { openPostgres } from '@gpufarm/control-plane/db';
 import t from 'tap';
 import { Marketplace } from './helpers/marketplace.js';
 import { until } from './helpers/wait.js';
@@ -12,8 +12,11 @@ import { until } from './helpers/wait.js';
 interface LogLine {
   level: number;
   msg: string;
-  reqId?: string;
+  requestId?: string;
   clientRequestId?: string;
+  loop?: string;
+  failures?: number;
+  retryInMs?: number;
   err?: { message?: string };
 }
 
@@ -28,17 +31,17 @@ function logLines(output: string): LogLine[] {
   });
 }
 
-/** The waits a loop announced after its first and second failure in a row. */
+/** The waits a loop announced after its first and second failure in a row (fields `loop`, `failures`, `retryInMs`, `err`). */
 function backoffOf(lines: LogLine[], loop: string): number[] {
   const waits: number[] = [];
   for (const n of [1, 2]) {
-    const line = lines.find((l) => l.msg.startsWith(`${loop} failed (${n} in a row); next try in `));
-    if (line) waits.push(Number(/next try in (\d+) ms/.exec(line.msg)![1]));
+    const line = lines.find((l) => l.loop === loop && l.failures === n && l.err !== undefined);
+    if (line?.retryInMs !== undefined) waits.push(line.retryInMs);
   }
   return waits;
 }
 
-const LOOPS = ['matcher pass', 'execution worker', 'agent gateway liveness sweep', 'escrow worker'];
+const LOOPS = ['matcher', 'execution worker', 'agent gateway liveness sweep', 'escrow worker'];
 
 t.test('behavior: a failing request and failing loops are logged with their ids, loops back off and recover, the process stays up', async (t) => {
   const market = await Marketplace.start(t);
@@ -54,7 +57,7 @@ t.test('behavior: a failing request and failing loops are logged with their ids,
   t.notMatch(envelope.error.message, /billing_entries|at \w+ \(/, 'no SQL or stack trace reaches the client');
   t.equal(failed.headers.get('x-request-id'), 'client-trace-7', "the client's id is echoed");
   const logged = await until(
-    () => logLines(market.controlPlane.output()).find((l) => l.reqId === envelope.error.requestId && l.level >= 50),
+    () => logLines(market.controlPlane.output()).find((l) => l.requestId === envelope.error.requestId && l.level >= 50),
     'the failed request in the log',
     { timeoutMs: 10_000 },
   );
@@ -78,7 +81,7 @@ t.test('behavior: a failing request and failing loops are logged with their ids,
 
   await db.query('ALTER TABLE jobs_away RENAME TO jobs');
   await db.query('ALTER TABLE assignments_away RENAME TO assignments');
-  await until(() => LOOPS.every((loop) => logLines(market.controlPlane.output()).some((l) => l.msg.startsWith(`${loop} recovered after `))), 'every loop recovering', {
+  await until(() => LOOPS.every((loop) => logLines(market.controlPlane.output()).some((l) => l.loop === loop && l.msg.startsWith(`${loop} recovered after `))), 'every loop recovering', {
     timeoutMs: 120_000,
     describe: () => market.controlPlane.tail(20),
   });

@@ -3,17 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { capacityListSchema, errorEnvelopeSchema, findGpuClass, GPU_CLASSES, pricingSchema } from '@gpufarm/shared';
-import { AgentDaemon } from '../agent/src/daemon/daemon.js';
-import { nvidiaSmiReader } from '../agent/src/inventory/gpu-reader.js';
-import { systemHostReader } from '../agent/src/inventory/host.js';
-import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
-import { toWireInventory } from '../agent/src/inventory/snapshot.js';
-import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
-import { silentLog } from '../agent/src/logger/logger.js';
-import { CURATED_CARDS, fakeNvidiaSmi, machineXml, type FakeNvidiaSmi, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
-import { enrollMachine, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
-import { bearer, createTestKey } from '../control-plane/test/helpers/app.js';
-import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from '../control-plane/test/helpers/web.js';
+import { AgentDaemon, InventoryMonitor, nvidiaSmiReader, rejectingRunner, silentLog, systemHostReader, toWireInventory } from '@gpufarm/agent';
+import { CURATED_CARDS, fakeNvidiaSmi, machineXml, type FakeNvidiaSmi, type Fixture } from '@gpufarm/agent/testing/fake-nvidia-smi';
+import { enrollMachine, startGatewayApp } from '@gpufarm/control-plane/testing/agent-client';
+import { bearer, createTestKey } from '@gpufarm/control-plane/testing/app';
+import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from '@gpufarm/control-plane/testing/web';
 import { until } from './helpers/wait.js';
 
 /**

@@ -3,17 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { capacityListSchema, gpuHealthReportSchema, gpuVerdictLine } from '@gpufarm/shared';
-import { AgentDaemon, type DaemonStatus } from '../agent/src/daemon/daemon.js';
-import { nvidiaSmiReader } from '../agent/src/inventory/gpu-reader.js';
-import { systemHostReader } from '../agent/src/inventory/host.js';
-import { KernelLogWatcher } from '../agent/src/inventory/kernel-log.js';
-import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
-import { toWireInventory } from '../agent/src/inventory/snapshot.js';
-import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
-import { silentLog } from '../agent/src/logger/logger.js';
-import { fakeNvidiaSmi, kernelLogFixturePath, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
-import { machineGpuHealth } from '../control-plane/src/fleet/gpu-health.js';
-import { enrollMachine, insertJob, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
+import { AgentDaemon, type DaemonStatus, InventoryMonitor, KernelLogWatcher, nvidiaSmiReader, rejectingRunner, silentLog, systemHostReader, toWireInventory } from '@gpufarm/agent';
+import { fakeNvidiaSmi, kernelLogFixturePath, type Fixture } from '@gpufarm/agent/testing/fake-nvidia-smi';
+import { machineGpuHealth } from '@gpufarm/control-plane/fleet';
+import { enrollMachine, insertJob, startGatewayApp } from '@gpufarm/control-plane/testing/agent-client';
 import { until } from './helpers/wait.js';
 
 /**

@@ -3,20 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { capacityListSchema, gpuHealthReportSchema, splitReasonFix, type MachineHealth } from '@gpufarm/shared';
-import { AgentDaemon } from '../agent/src/daemon/daemon.js';
-import { systemDriverHost } from '../agent/src/inventory/driver-host.js';
-import { nvidiaSmiReader } from '../agent/src/inventory/gpu-reader.js';
-import { systemHostReader } from '../agent/src/inventory/host.js';
-import { InventoryMonitor } from '../agent/src/inventory/monitor.js';
-import { toWireInventory } from '../agent/src/inventory/snapshot.js';
-import { rejectingRunner } from '../agent/src/link/assignment-runner.js';
-import { silentLog } from '../agent/src/logger/logger.js';
-import { fakeHostRoot, type FakeHostRootOptions } from '../agent/test/helpers/fake-driver-host.js';
-import { fakeNvidiaSmi, type Fixture } from '../agent/test/helpers/fake-nvidia-smi.js';
-import { machineGpuHealth } from '../control-plane/src/fleet/gpu-health.js';
-import { operatorMachineView } from '../control-plane/src/operator/views.js';
-import { findMachineFacts } from '../control-plane/src/operator/store.js';
-import { enrollMachine, startGatewayApp } from '../control-plane/test/helpers/agent-client.js';
+import { AgentDaemon, InventoryMonitor, nvidiaSmiReader, rejectingRunner, silentLog, systemDriverHost, systemHostReader, toWireInventory } from '@gpufarm/agent';
+import { fakeHostRoot, type FakeHostRootOptions } from '@gpufarm/agent/testing/fake-driver-host';
+import { fakeNvidiaSmi, type Fixture } from '@gpufarm/agent/testing/fake-nvidia-smi';
+import { machineGpuHealth } from '@gpufarm/control-plane/fleet';
+import { findMachineFacts, operatorMachineView } from '@gpufarm/control-plane/operator';
+import { enrollMachine, startGatewayApp } from '@gpufarm/control-plane/testing/agent-client';
 import { until } from './helpers/wait.js';
 
 /**

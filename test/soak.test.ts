@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import t from 'tap';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { openPostgres } from '@gpufarm/control-plane/db';
 import { enrollAgent } from './helpers/agent.js';
 import { Customer, linesOf } from './helpers/customer.js';
 import { balanceAt, escrowEvents, escrowJob } from './helpers/escrow.js';

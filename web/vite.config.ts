@@ -12,9 +12,6 @@ import { z } from 'zod';
  */
 const apiUrl = z.object({ GF_ENDPOINT: z.url().optional() }).parse({ GF_ENDPOINT: process.env.GF_ENDPOINT || undefined }).GF_ENDPOINT ?? 'http://127.0.0.1:8080';
 
-/** Stands in for the Node builtins `@gpufarm/shared`'s Node-only modules import (see the file). */
-const NODE_BUILTINS_STUB = fileURLToPath(new URL('./src/lib/node-builtins-stub.ts', import.meta.url));
-
 /** `zod` with jitless parsing set before any schema exists (see the file). */
 const ZOD_JITLESS = fileURLToPath(new URL('./src/lib/zod-jitless.ts', import.meta.url));
 
@@ -53,13 +50,12 @@ export default defineConfig({
   base: '/dashboard/',
   plugins: [react(), firstLoadBudget()],
   resolve: {
-    // `@gpufarm/shared` and `@gpufarm/client/browser` from their TypeScript sources, as tsc sees them.
+    // `@gpufarm/shared` and `@gpufarm/client/browser` from their TypeScript sources, as tsc sees them
+    // (the root of `@gpufarm/shared` is browser-safe; its Node code is `@gpufarm/shared/node`).
     conditions: ['@gpufarm/source', 'browser', 'module', 'import', 'default'],
     // tap's reporter keeps React 18 at the root of node_modules; the app and its React libraries use this workspace's React 19.
     dedupe: ['react', 'react-dom'],
     alias: [
-      { find: 'node:net', replacement: NODE_BUILTINS_STUB },
-      { find: 'node:crypto', replacement: NODE_BUILTINS_STUB },
       { find: /^zod$/, replacement: ZOD_JITLESS },
     ],
   },

@@ -1,7 +1,7 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { checkImportGraph, fileLoops, folderLoops, importEdges, type SourceFile } from '../../shared/test/helpers/import-graph.js';
+import { checkImportGraph, fileLoops, folderLoops, importEdges, type SourceFile } from '@gpufarm/shared/testing/import-graph';
 
 /**
  * The agent's layering, read from its source with the TypeScript parser: no import loop between

@@ -1,4 +1,5 @@
-import { checkOpenings, pickOpenings, SIMULATED_CHALLENGE, solveChain } from '@gpufarm/shared';
+import { pickOpenings, SIMULATED_CHALLENGE } from '@gpufarm/shared';
+import { checkOpenings, solveChain } from '@gpufarm/shared/node';
 import t from 'tap';
 import type { ChallengeCommitment, ChallengeOpening, ChallengeSpec } from '../src/challenge/challenge.js';
 import { cpuChallenge, simulatedChallenges } from '../src/challenge/cpu-challenge.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkOpenings, solveChain } from '@gpufarm/shared';
+import { checkOpenings, solveChain } from '@gpufarm/shared/node';
 import t, { type Test } from 'tap';
 import type { ChallengeCommitment, ChallengeOpening, ChallengeSpec, GpuChallenge } from '../src/challenge/challenge.js';
 import { challengeContainerOptions, dockerChallenges } from '../src/challenge/container-challenge.js';

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { AGENT_PROTOCOL_VERSION, checkOpenings, pickOpenings, SIMULATED_CHALLENGE, type AgentMessage, type AssignmentSpec } from '@gpufarm/shared';
+import { AGENT_PROTOCOL_VERSION, pickOpenings, SIMULATED_CHALLENGE, type AgentMessage, type AssignmentSpec } from '@gpufarm/shared';
+import { checkOpenings } from '@gpufarm/shared/node';
 import t, { type Test } from 'tap';
 import type { ChallengeStarter } from '../src/challenge/challenge.js';
 import { cpuChallenge } from '../src/challenge/cpu-challenge.js';

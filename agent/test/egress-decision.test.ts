@@ -1,5 +1,5 @@
 import t from 'tap';
-import { inCidr } from '@gpufarm/shared';
+import { inCidr } from '@gpufarm/shared/node';
 import { checkAnswers, decideTarget, DEFAULT_EGRESS_PORTS, parseAuthority } from '../src/egress/decision.js';
 import { formatEgressEvent, parseEgressLine } from '../src/egress/events.js';
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkOpenings, solveChain } from '@gpufarm/shared';
+import { checkOpenings, solveChain } from '@gpufarm/shared/node';
 import t from 'tap';
 import { gpuBenchLineSchema } from '../src/benchmark/gpu-container.js';
 import type { ChallengeCommitment, ChallengeOpening, ChallengeRow } from '../src/challenge/challenge.js';

@@ -6,7 +6,7 @@ import t from 'tap';
 import { gfAgent } from './helpers/cli.js';
 import { fakeNvidiaSmi, kernelLogFixturePath } from './helpers/fake-nvidia-smi.js';
 import { TestPeer } from './helpers/peer.js';
-import { testCommand } from '../../shared/build/test-bundles.js';
+import { testCommand } from '@gpufarm/shared/build/test-bundles';
 
 const [NODE, ...GF_AGENT] = testCommand('agent');
 const TOKEN = `gfe_${'h'.repeat(43)}`;

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseListenSetting } from '@gpufarm/shared';
-import { startMetricsListener } from '@gpufarm/shared/net/metrics-listener.js';
+import { startMetricsListener } from '@gpufarm/shared/node';
 import t, { type Test } from 'tap';
 import { loadConfig } from '../src/config/config.js';
 import { nvidiaSmiReader } from '../src/inventory/gpu-reader.js';

@@ -7,7 +7,7 @@ import { jsonLogLines, LOG_LEVELS, parseJsonLogLine } from '@gpufarm/shared';
 import { readMachineFile } from '../src/config/state.js';
 import { gfAgent } from './helpers/cli.js';
 import { TestPeer } from './helpers/peer.js';
-import { testCommand } from '../../shared/build/test-bundles.js';
+import { testCommand } from '@gpufarm/shared/build/test-bundles';
 
 const [NODE, ...GF_AGENT] = testCommand('agent');
 const TOKEN = `gfe_${'r'.repeat(43)}`;

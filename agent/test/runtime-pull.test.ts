@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { canaryResult } from '@gpufarm/shared';
+import { canaryResult } from '@gpufarm/shared/node';
 import { ensureImage, parseImageReference } from '../src/docker/image.js';
 import { RuntimeError } from '../src/job/errors.js';
 import { busyboxSpec, collectLines, docker, localImages, testRuntime, uniqueName } from './helpers/docker.js';

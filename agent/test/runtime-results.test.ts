@@ -9,8 +9,7 @@ import { collectResults } from '../src/artifacts/results.js';
 import { packOutputRule } from '../src/artifacts/pack.js';
 import { SHA256_HEADER, uploadArtifact, UploadError } from '../src/artifacts/upload.js';
 import { canonicalJson } from '@gpufarm/shared';
-import { argvSha256, signRecord, verifyRecord } from '@gpufarm/shared';
-import { canaryResult } from '@gpufarm/shared';
+import { argvSha256, canaryResult, signRecord, verifyRecord } from '@gpufarm/shared/node';
 import { busyboxSpec, collectLines, localImages, testRuntime, uploadSink } from './helpers/docker.js';
 
 const run = promisify(execFile);

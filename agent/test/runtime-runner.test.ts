@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { AssignmentContext, AssignmentReport } from '../src/link/assignment-runner.js';
-import { verifyRecord } from '@gpufarm/shared';
 import { DockerAssignmentRunner } from '../src/runner/docker-runner.js';
-import { canaryResult } from '@gpufarm/shared';
+import { canaryResult, verifyRecord } from '@gpufarm/shared/node';
 import { busyboxSpec, localImages, testRuntime, uniqueName, uploadSink } from './helpers/docker.js';
 
 const keys = generateKeyPairSync('ed25519');

@@ -35,6 +35,17 @@ export interface FundJobOptions {
 
 export type FundingWallet = WalletClient<Transport, Chain | undefined, Account | undefined>;
 
+/**
+ * The gas limit a funding call is sent with: the estimate and half again, as browser wallets add.
+ * An estimate holds only for the state it ran on, and the escrow's token balance can change
+ * before the call is mined (a release the service sends empties it): `transferFrom` then writes
+ * that balance from zero, 17,100 gas more, the escrow's token call runs out of gas and the
+ * funding reverts. Unused gas is not charged.
+ */
+export function fundingGasLimit(estimate: bigint): bigint {
+  return estimate + estimate / 2n;
+}
+
 const CONFIRM_FIRST_PAUSE_MS = 500;
 const CONFIRM_MAX_PAUSE_MS = 5_000;
 
@@ -107,7 +118,9 @@ export async function fundJob(api: FundingApi, job: string | Pick<Job, 'id'>, wa
     }
     let hash: Hash;
     try {
-      hash = await wallet.sendTransaction({ account: account!, chain: wallet.chain ?? null, to: call.to as Address, data: call.data as Hex, value: BigInt(call.value) });
+      const request = { to: call.to as Address, data: call.data as Hex, value: BigInt(call.value) };
+      const gas = fundingGasLimit(await reader.estimateGas({ account: address, ...request }));
+      hash = await wallet.sendTransaction({ account: account!, chain: wallet.chain ?? null, ...request, gas });
     } catch (err) {
       throw new GfError('unavailable', `Sending "${call.title}" failed: ${firstLine(err)}. ${lastHash ? `Earlier calls were mined (last ${lastHash}); ` : ''}run the funding again: calls already done are not repeated.`, { retryable: true, cause: err });
     }

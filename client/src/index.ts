@@ -5,5 +5,5 @@ export { createClient, type ClientOptions, type JobSpec, type GfClient, type Cap
 export { backoffMs, newIdempotencyKey, retryAfterMs, type RequestEvent, type TransportOptions } from './transport.js';
 export type { WaitOptions } from './wait.js';
 export type { FollowLogsEnd, FollowLogsOptions } from './follow.js';
-export { fundJob, type FundingApi, type FundingWallet, type FundJobOptions, type FundStep } from './fund.js';
+export { fundJob, fundingGasLimit, type FundingApi, type FundingWallet, type FundJobOptions, type FundStep } from './fund.js';
 export type { DownloadOptions, DownloadResult } from './download.js';

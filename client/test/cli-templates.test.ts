@@ -1,7 +1,7 @@
 import { jobCreatedSchema, jobTemplateListSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
-import { createFarm, createMachine } from '../../control-plane/src/fleet/factories.js';
+import { buildTestApp, createTestKey } from '@gpufarm/control-plane/testing/app';
+import { createFarm, createMachine } from '@gpufarm/control-plane/testing';
 import { createClient } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
 import { gf, gfHome } from './helpers/gf.js';

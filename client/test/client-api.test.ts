@@ -1,9 +1,9 @@
 import { createServer } from 'node:http';
 import * as shared from '@gpufarm/shared';
-import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/testing';
 import t from 'tap';
-import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
-import { buildEscrowTestApp, sendFundingCalls, startTestChain } from '../../control-plane/test/helpers/chain.js';
+import { buildTestApp, createTestKey } from '@gpufarm/control-plane/testing/app';
+import { buildEscrowTestApp, sendFundingCalls, startTestChain } from '@gpufarm/control-plane/testing/chain';
 import { createClient, type RequestEvent } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
 

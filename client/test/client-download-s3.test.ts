@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import t from 'tap';
-import { createS3Client, S3_BLOB_PREFIX } from '../../control-plane/src/artifacts/s3-blob-store.js';
-import { s3rverObjectPath, startS3rver } from '../../control-plane/test/helpers/s3rver.js';
-import { artifactSetup } from '../../control-plane/test/helpers/uploads.js';
+import { createS3Client, S3_BLOB_PREFIX } from '@gpufarm/control-plane/artifacts';
+import { s3rverObjectPath, startS3rver } from '@gpufarm/control-plane/testing/s3rver';
+import { artifactSetup } from '@gpufarm/control-plane/testing/uploads';
 import { createClient } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
 

@@ -1,11 +1,10 @@
 import t, { type Test } from 'tap';
-import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, type Address } from 'viem';
+import { createPublicClient, createWalletClient, encodeAbiParameters, erc20Abi, http, keccak256, maxUint256, numberToHex, toFunctionSelector, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { ANVIL_ACCOUNTS, startAnvil } from '../../control-plane/src/chain/anvil.js';
-import { chainFor } from '../../control-plane/src/chain/client.js';
-import { createFarm, createMachine } from '../../control-plane/src/fleet/factories.js';
-import { createTestKey } from '../../control-plane/test/helpers/app.js';
-import { buildEscrowTestApp, startTestChain } from '../../control-plane/test/helpers/chain.js';
+import { ANVIL_ACCOUNTS, createFarm, createMachine, startAnvil } from '@gpufarm/control-plane/testing';
+import { chainFor } from '@gpufarm/control-plane/chain';
+import { createTestKey } from '@gpufarm/control-plane/testing/app';
+import { buildEscrowTestApp, startTestChain } from '@gpufarm/control-plane/testing/chain';
 import { createClient, fundJob, type FundStep } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
 
@@ -71,6 +70,47 @@ t.test('behavior: an approve the allowance already covers is skipped', async (t)
   const beforeNext = await nonce(CUSTOMER.address);
   t.equal((await gf.fundJob(next.id, c.wallet(1))).job.status, 'QUEUED');
   t.equal((await nonce(CUSTOMER.address)) - beforeNext, 1);
+});
+
+t.test('behavior: a funding still goes through when a release empties the escrow between the gas estimate and the send', async (t) => {
+  const { c, gf, create } = await setup(t);
+  const token = c.deployment.stablecoin!.address;
+  // TestStablecoin's `balanceOf` is its slot 1 (the constants take none): the escrow's balance word.
+  const slot = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [c.deployment.escrow, 1n]));
+  const setEscrowBalance = (amount: bigint) => c.publicClient.request({ method: 'anvil_setStorageAt' as 'eth_chainId', params: [token, slot, numberToHex(amount, { size: 32 })] as unknown as undefined });
+  const held = await c.publicClient.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [c.deployment.escrow] });
+  t.teardown(() => setEscrowBalance(held));
+  await setEscrowBalance(1_000_000n);
+  const createJobSelector = toFunctionSelector('createJob(bytes32,address,uint256,bytes32)');
+  const isCreateJob = (data: Hex | undefined) => data?.slice(0, 10) === createJobSelector;
+
+  // The mechanism: a createJob sent with its bare estimate, made while the escrow held a balance,
+  // reverts once that balance is gone (transferFrom writes it from zero).
+  const first = await create('stable');
+  const calls = (await gf.jobs.funding(first.id)).calls;
+  const wallet = c.wallet(1);
+  for (const call of calls) {
+    const request = { to: call.to as Address, data: call.data as Hex, value: BigInt(call.value) };
+    const gas = await c.publicClient.estimateGas({ account: wallet.account, ...request });
+    if (isCreateJob(request.data)) await setEscrowBalance(0n);
+    const receipt = await c.publicClient.waitForTransactionReceipt({ hash: await wallet.sendTransaction({ ...request, gas }) });
+    if (isCreateJob(request.data)) t.equal(receipt.status, 'reverted', 'the bare estimate runs out of gas in the token call');
+    else t.equal(receipt.status, 'success');
+  }
+
+  // `fundJob` sends with headroom: the same race leaves it funded.
+  await setEscrowBalance(1_000_000n);
+  const racing = new Proxy(wallet, {
+    get(target, key, receiver) {
+      if (key !== 'sendTransaction') return Reflect.get(target, key, receiver);
+      return async (request: Parameters<typeof wallet.sendTransaction>[0]) => {
+        if (isCreateJob(request.data)) await setEscrowBalance(0n);
+        return target.sendTransaction(request);
+      };
+    },
+  });
+  const job = await create('stable');
+  t.equal((await gf.fundJob(job.id, racing, { publicClient: c.publicClient })).job.status, 'QUEUED', 'funded with the estimate and half again');
 });
 
 t.test('behavior: an ETH job is one createJob carrying the value; fund-confirm is asked again while it answers 202', async (t) => {

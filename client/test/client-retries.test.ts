@@ -1,8 +1,8 @@
 import { createServer } from 'node:http';
 import t from 'tap';
-import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
+import { buildTestApp, createTestKey } from '@gpufarm/control-plane/testing/app';
 import { backoffMs, createClient, retryAfterMs, type RequestEvent } from '../src/index.js';
-import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePort } from '@gpufarm/shared/node';
 import { failure, listening } from './helpers/control-plane.js';
 import { frontOf } from './helpers/front.js';
 

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { serviceIndexSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { buildTestApp, createTestKey } from '../../control-plane/test/helpers/app.js';
+import { buildTestApp, createTestKey } from '@gpufarm/control-plane/testing/app';
 import { listening } from './helpers/control-plane.js';
 import { installGlobally, outside, packWorkspace, workspaceImportsUnder } from './helpers/package.js';
 

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import fastifyCookie from '@fastify/cookie';
 import { MAX_BODY_BYTES } from '@gpufarm/shared';
-import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
 import type { Chain, Client, Transport } from 'viem';
 import { adminRoutes } from './admin/routes.js';
 import { adminSessionRoutes } from './admin/session-routes.js';
@@ -30,6 +31,7 @@ import { clientRequestId, createRequestIdGenerator } from './http/request-id.js'
 import { recordRoutes } from './http/route-table.js';
 import './http/route-config.js';
 import { indexRoutes } from './index-routes.js';
+import { createLogger } from './logger.js';
 import type { EscrowDeps } from './jobs/funding.js';
 import { jobRoutes } from './jobs/routes.js';
 import { logRoutes } from './logs/routes.js';
@@ -57,8 +59,11 @@ export interface AppDeps {
   offerIndex: OfferIndex;
   /** The escrow deployment and its health probe; null or absent: funding is unavailable. */
   escrow?: EscrowDeps | null;
-  /** false in tests; the server logs JSON lines at `config.logLevel`. */
-  logger?: boolean;
+  /**
+   * The server's pino logger (`createLogger`), which request lines and every loop's lines share;
+   * false in tests (no request lines); absent: a new one at `config.logLevel`.
+   */
+  logger?: PinoLogger | false;
   /** Epoch milliseconds for rate-limit windows; tests pin it so a window cannot end mid-test. */
   now?: () => number;
   /** Where artifact bytes live and how their download URLs are signed. */
@@ -78,15 +83,22 @@ export interface AppDeps {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const nextRequestId = createRequestIdGenerator();
-  const app = Fastify({
-    logger: deps.logger === false ? false : {
-      level: config.logLevel,
-      // Addresses, hostnames and keys never reach the logs.
-      serializers: {
-        req: (req) => ({ method: req.method, url: withoutSignature(req.url) }),
-        res: (res) => ({ statusCode: res.statusCode }),
+  const root = deps.logger === false ? null : (deps.logger ?? createLogger({ level: config.logLevel }));
+  // Addresses, hostnames and keys never reach the logs.
+  const requestLog: FastifyBaseLogger | null =
+    root?.child(
+      {},
+      {
+        serializers: {
+          req: (req: { method: string; url: string }) => ({ method: req.method, url: withoutSignature(req.url) }),
+          res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+        },
       },
-    },
+    ) ?? null;
+  const app = Fastify({
+    ...(requestLog ? { loggerInstance: requestLog } : { logger: false }),
+    // A request's lines carry its id as `requestId`, the name the error envelope gives it.
+    logController: new LogController({ requestIdLogLabel: 'requestId' }),
     // A head must arrive within headersTimeoutMs (checked every 5 s); bodies keep the rate floor
     // (`http/body-rate.ts`): a whole upload may take as long as it keeps moving.
     http: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: 5_000 },

@@ -186,7 +186,7 @@ export const ENV_DOCS: Record<keyof z.input<typeof envSchema>, SettingDoc> = {
   GF_SHELL_IMAGE: { default: 'unset (`npm start`: the local busybox image)', description: 'an image with a POSIX shell and the usual tools, `repo@sha256:…`, that the built-in shell templates (`shell-script`, `machine-report`, `progress-loop`) run; unset, `GET /v1/templates` offers the canary alone (when `GF_CANARY_IMAGE` is set)' },
   GF_SESSION_TTL_SECONDS: { description: 'how long a dashboard sign-in lasts (the session cookie\'s `Max-Age`)' },
   GF_WEB_DIR: { default: '`web/dist` beside `control-plane/` (`/app/web` in the image)', description: 'the built dashboard (`npm run build:web`, which `npm start`, `npm run cluster` and `npm test` run: it builds only when `web/dist` is missing or stale) served at `/dashboard/`; missing, `/dashboard/` answers 503 saying to build it' },
-  GF_LOG_LEVEL: { description: 'log level of the JSON request log (`npm start` prints only warnings and errors unless set)' },
+  GF_LOG_LEVEL: { description: "log level of the control plane's log: pino JSON lines on stdout (requests with `requestId`, background loops with `loop`, job and machine lines with `jobId`/`assignmentId`/`machineId`, errors as `err`); `npm start` prints only warnings and errors unless set" },
   GF_METRICS_LISTEN: { description: '`host:port` of a listener serving only Prometheus `/metrics`, without a credential (bind a private address), or `off`; see [Metrics and health](metrics.md)' },
   GF_METRICS_TOKEN: { description: '`/metrics` is also served on the API port to `Authorization: Bearer <token>`; never logged' },
 };

@@ -2,6 +2,7 @@
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
+import { createLogger } from './logger.js';
 import { closeOnSignals, startControlPlane } from './server.js';
 import { errorText } from '@gpufarm/shared';
 
@@ -39,8 +40,10 @@ async function main(): Promise<void> {
     console.error(`gpufarm control plane: unknown arguments ${JSON.stringify(process.argv.slice(2).join(' '))}; run it with none to serve, or with \`migrate\``);
     process.exit(2);
   }
-  const controlPlane = await startControlPlane(config);
-  const log = controlPlane.app.log;
+  // The one logger of the process: requests, loops and these lines, as JSON lines on stdout.
+  const log = createLogger({ level: config.logLevel });
+  // A start that fails (an unmigrated database, a port in use) is told to the person on stderr below.
+  const controlPlane = await startControlPlane(config, { logger: log });
   // A promise nobody awaited failed: the request or loop it belonged to already answered or
   // goes on, so the process keeps serving.
   process.on('unhandledRejection', (reason) => log.error({ err: reason }, 'unhandled promise rejection; the control plane keeps running'));
@@ -55,6 +58,7 @@ async function main(): Promise<void> {
   process.send?.({ type: 'listening', url: controlPlane.url, pid: process.pid });
 }
 
+// Before the server serves (reading the configuration, `migrate`, a failed start): a plain line on stderr.
 main().catch((err: unknown) => {
   console.error(`gpufarm control plane failed to start: ${errorText(err)}`);
   process.exit(1);

@@ -1,10 +1,12 @@
-import { startMetricsListener } from '@gpufarm/shared/net/metrics-listener.js';
+import { startMetricsListener } from '@gpufarm/shared/node';
 import type { FastifyInstance } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
 import { buildApp } from './app.js';
 import { connectChain } from './chain/client.js';
 import { startChainHealth } from './chain/health.js';
 import { createOfferIndex, type OfferIndex } from './capacity/offer-index.js';
 import { defaultPublicUrl, type Config } from './config.js';
+import { createLogger, silentLogger, type Logger } from './logger.js';
 import type { Database } from './db/database.js';
 import { migrate, MigrationsPendingError, pendingMigrations } from './db/migrate.js';
 import { openDatabase } from './db/open.js';
@@ -56,14 +58,28 @@ export interface ControlPlane {
  * index, HTTP app; then listens. Everything opened here is closed by `close()`, and by a start
  * that fails part way, so a failed start leaves no timer, loop or connection behind.
  */
-export async function startControlPlane(config: Config, options: { logger?: boolean; /** How often a slow start says where it waits (10 s). */ slowStartMs?: number } = {}): Promise<ControlPlane> {
+export async function startControlPlane(
+  config: Config,
+  options: {
+    /** false: no log lines (tests); a pino logger: the lines go there; default: JSON lines on stdout at `config.logLevel`. */
+    logger?: boolean | PinoLogger;
+    /** How often a slow start says where it waits (10 s). */
+    slowStartMs?: number;
+  } = {},
+): Promise<ControlPlane> {
   // What builds links (the app, the URL signer, the matcher's input routes) reads `publicUrl`
   // from this copy each time: with PORT=0 and no GF_PUBLIC_URL it gets the bound port after listen.
   const served: Config = { ...config };
-  // A start that takes long says, on stderr, which step it waits on (before the app's logger exists).
+  // One logger for the requests (fastify's `loggerInstance`) and every loop, each a child of it.
+  const root: PinoLogger | null = options.logger === false ? null : options.logger === true || options.logger === undefined ? createLogger({ level: config.logLevel }) : options.logger;
+  const log: Logger = root ?? silentLogger;
+  // A start that takes long says which step it waits on.
   let startStep = 'opening the database';
   const startedAt = Date.now();
-  const slowStart = setInterval(() => console.error(`gpufarm control plane: starting, still ${startStep} after ${Math.round((Date.now() - startedAt) / 1000)} s`), options.slowStartMs ?? 10_000);
+  const slowStart = setInterval(() => {
+    const waitedS = Math.round((Date.now() - startedAt) / 1000);
+    log.warn({ component: 'start', step: startStep, waitedS }, `gpufarm control plane: starting, still ${startStep} after ${waitedS} s`);
+  }, options.slowStartMs ?? 10_000);
   slowStart.unref();
   let db: Awaited<ReturnType<typeof openDatabase>>;
   try {
@@ -83,19 +99,18 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       },
     },
   ];
-  // Once the app's logger exists, a step that takes long says which it is: `docker stop` kills after 10 s.
-  let closeLog: ((message: string) => void) | null = null;
+  // A step that takes long to close says which it is: `docker stop` kills after 10 s.
   const closeOpened = async () => {
     for (let step = opened.pop(); step; step = opened.pop()) {
       const began = Date.now();
-      const slow = setTimeout(() => closeLog?.(`closing: still closing the ${step.name} after 2 s`), 2_000);
+      const slow = setTimeout(() => log.warn({ component: step.name }, `closing: still closing the ${step.name} after 2 s`), 2_000);
       try {
         await step.close();
       } finally {
         clearTimeout(slow);
       }
       const took = Date.now() - began;
-      if (took >= 2_000) closeLog?.(`closing: the ${step.name} took ${took} ms to close`);
+      if (took >= 2_000) log.warn({ component: step.name, tookMs: took }, `closing: the ${step.name} took ${took} ms to close`);
     }
   };
   let app: FastifyInstance | undefined;
@@ -108,17 +123,16 @@ export async function startControlPlane(config: Config, options: { logger?: bool
     }
     startStep = 'syncing the GPU catalog';
     await syncCatalog(db);
-    // Redis going away and coming back is logged once the app (and its logger) exists.
-    let redisChange: (change: { up: boolean; message: string; err?: unknown }) => void = () => {};
+    const redisLog = log.child({ component: 'rate-limit store' });
     startStep = 'connecting the rate-limit store';
     const rateLimitStore =
       config.rateLimitStore === 'redis' && config.redisUrl
-        ? await connectRedisRateLimitStore({ url: config.redisUrl.reveal(), onConnectionChange: (change) => redisChange(change) })
+        ? await connectRedisRateLimitStore({ url: config.redisUrl.reveal(), onConnectionChange: (change) => (change.up ? redisLog.info(change.message) : redisLog.warn({ err: change.err }, change.message)) })
         : createMemoryRateLimitStore();
     opened.push({ name: 'rate-limit store', close: () => rateLimitStore.close() });
     const clientHashSalt = await deploymentSecret(db, 'client_hash_salt');
     const queue = createQueueFigures(db);
-    const offerIndex = createOfferIndex(db, { refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass, allowSimulated: config.execution.allowSimulatedMachines });
+    const offerIndex = createOfferIndex(db, { log, refreshMs: config.offerIndexRefreshMs, queuedByClass: queue.queuedByClass, allowSimulated: config.execution.allowSimulatedMachines });
     opened.push({ name: 'offer index', close: () => offerIndex.close() });
     startStep = 'loading the offer index';
     await offerIndex.start();
@@ -142,12 +156,9 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       escrow = { chain, health };
     }
     startStep = 'building the HTTP app';
-    const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: options.logger ?? true, artifacts: { blobs, signer }, metrics });
+    const built = await buildApp({ config: served, db, rateLimitStore, clientHashSalt, offerIndex, escrow, logger: root ?? false, artifacts: { blobs, signer }, metrics });
     app = built;
     app.addHook('onClose', closeOpened);
-    closeLog = (message) => built.log.warn(message);
-    const log = (message: string, err?: unknown) => built.log.warn({ err }, message);
-    redisChange = (change) => (change.up ? built.log.info(change.message) : built.log.warn({ err: change.err }, change.message));
     if (!config.execution.canaryImage) {
       app.log.warn(
         'GF_CANARY_IMAGE is not set: no job reaches RESULT_VERIFIED, as the service recomputes the result of its canary image only (machines are still verified by the GPU challenge). ' +
@@ -202,7 +213,7 @@ export async function startControlPlane(config: Config, options: { logger?: bool
       const listener = await startMetricsListener(metrics.registry, config.metrics.listen);
       opened.push({ name: 'metrics listener', close: () => listener.close() });
       metricsUrl = listener.url;
-      app.log.info(`metrics: ${metricsUrl}/metrics`);
+      app.log.info({ component: 'metrics listener', url: `${metricsUrl}/metrics` }, `metrics: ${metricsUrl}/metrics`);
     }
     startStep = `listening on ${config.host}:${config.port}`;
     await app.listen({ port: config.port, host: config.host });
@@ -229,12 +240,12 @@ export async function startControlPlane(config: Config, options: { logger?: bool
 export function closeOnSignals(controlPlane: ControlPlane, after?: () => Promise<void>): void {
   const stop = async (signal: NodeJS.Signals) => {
     const log = controlPlane.app.log;
-    log.info(`${signal}: closing`);
+    log.info({ signal }, `${signal}: closing`);
     try {
       await controlPlane.close();
       await after?.();
     } catch (err) {
-      log.error({ err }, `${signal}: closing failed; exiting 1`);
+      log.error({ signal, err }, `${signal}: closing failed; exiting 1`);
       process.exit(1);
     }
     process.exit(0);

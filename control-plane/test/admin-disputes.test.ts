@@ -5,7 +5,7 @@ import { newArtifactId } from '../src/artifacts/metadata.js';
 import { insertArtifact } from '../src/artifacts/store.js';
 import { readEscrowJob } from '../src/chain/escrow.js';
 import { appendServiceLine } from '../src/logs/store.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { newId } from '../src/ids.js';
 import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
 import { recordCompletion } from '../src/jobs/settlement.js';

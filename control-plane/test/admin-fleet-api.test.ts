@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createChallenge, createFarm, createMachine } from '../src/fleet/factories.js';
+import { createChallenge, createFarm, createMachine } from '../src/testing/factories.js';
 import { GpuSampleAggregator, maintainHistory } from '../src/fleet/history.js';
 import { assertError } from './helpers/assert.js';
 import { contractChecked } from './helpers/fleet-contract.js';

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentLink } from '@gpufarm/agent/link/agent-link.js';
+import { AgentLink } from '@gpufarm/agent';
 import type { HelloMessage, ServerMessage, WelcomeMessage } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { notifyAgent } from '../src/dispatch/store.js';

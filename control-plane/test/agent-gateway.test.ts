@@ -333,7 +333,11 @@ t.test('GET /agent/v1/ws', async (t) => {
     const stored = await db.query<{ seq: number }>('SELECT seq FROM log_lines WHERE assignment_id = $1 ORDER BY seq', [assignmentId]);
     t.same(stored.map((r) => r.seq), [0], 'the line within the grace is stored, the later ones are not');
     t.equal((await refused('assignment_ended')) - before, 2, 'counted');
-    t.ok(logs.some((l) => l.includes(`assignment ${assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; 2 log lines after its last reported one acked and dropped`)), 'logged');
+    t.match(
+      logs.find((l) => l.msg.includes(`assignment ${assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; 2 log lines after its last reported one acked and dropped`)),
+      { level: 40, assignmentId, machineId: String, jobId: String, lines: 2 },
+      'logged, with the assignment, machine and job as fields',
+    );
     // Its end reported line 3 as the last: lines up to it belong to the run, however late the outbox sends them.
     await db.query('UPDATE assignments SET last_log_seq = 3 WHERE id = $1', [assignmentId]);
     agent.send({ type: 'logs', assignmentId, lines: [line(2), line(3), line(4)] });

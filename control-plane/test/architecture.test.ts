@@ -2,16 +2,17 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import ts from 'typescript';
-import { checkImportGraph, fileLoops, folderLoops, importEdges, nodeOf, parse, type ImportEdge, type SourceFile } from '../../shared/test/helpers/import-graph.js';
+import { checkImportGraph, fileLoops, folderLoops, importEdges, nodeOf, parse, type ImportEdge, type SourceFile } from '@gpufarm/shared/testing/import-graph';
 
 /**
  * The control plane's layering, read from its source with the TypeScript parser:
  * - no import loop between two folders of `src/` (a file at the root, such as `config.ts` or
  *   `server.ts`, is a node of its own), and none between two files;
  * - SQL only in store files (`store.ts`, `*-store.ts`), the database infrastructure (`db/`), and
- *   the test and demo data writers (`factories.ts`, `fleet/seed.ts`);
+ *   the test and demo kit (`testing/`: factories, the simulated fleet);
+ * - production code imports nothing of `testing/` (the bundle reaches no test kit from `main.ts`);
  * - infrastructure (`db/`, `http/`, `background/`, `config.ts`, `deployment-file.ts` (the chain
- *   deployment `GF_CHAIN_FILE` names, read by the configuration), `ids.ts`, `local-state.ts`,
+ *   deployment `GF_CHAIN_FILE` names, read by the configuration), `ids.ts`, `local-state.ts`, `logger.ts`,
  *   `package-files.ts`) imports no slice;
  * - a table is written by its owner's store only (others call that store).
  * The import graph and its loops are shared with the agent's architecture test
@@ -19,14 +20,17 @@ import { checkImportGraph, fileLoops, folderLoops, importEdges, nodeOf, parse, t
  */
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
-const INFRASTRUCTURE = new Set(['db', 'http', 'background', 'config.ts', 'deployment-file.ts', 'ids.ts', 'local-state.ts', 'package-files.ts']);
+const INFRASTRUCTURE = new Set(['db', 'http', 'background', 'config.ts', 'deployment-file.ts', 'ids.ts', 'local-state.ts', 'logger.ts', 'package-files.ts']);
 /** Statement shapes, upper case as the code writes SQL (prose never does). */
 const SQL_TEXT = /\bSELECT\b[\s\S]*\bFROM\b|\bINSERT\s+INTO\b|\bUPDATE\s+\w+(\s+\w+)?\s+SET\b|\bDELETE\s+FROM\b|\bpg_notify\b|\bFOR\s+UPDATE\b/;
+
+/** The test and demo kit (`@gpufarm/control-plane/testing`): it writes rows directly, and production code never imports it. */
+const TESTING = 'testing/';
 
 /** Where SQL may be written: a slice's store files, the database infrastructure, test and demo data. */
 export function mayHoldSql(path: string): boolean {
   const name = path.slice(path.lastIndexOf('/') + 1);
-  return name === 'store.ts' || name.endsWith('-store.ts') || path.startsWith('db/') || name === 'factories.ts' || path === 'fleet/seed.ts';
+  return name === 'store.ts' || name.endsWith('-store.ts') || path.startsWith('db/') || path.startsWith(TESTING);
 }
 
 /** Each SQL text or `.query(…)` call outside the files that may hold SQL, as `file:line: what`. */
@@ -55,6 +59,13 @@ export function infrastructureImportingUp(edges: readonly ImportEdge[]): string[
   return edges
     .filter((e) => INFRASTRUCTURE.has(nodeOf(e.from)) && !INFRASTRUCTURE.has(nodeOf(e.to)))
     .map((e) => `${e.from}:${e.line} imports ${e.to}, but ${nodeOf(e.from)} is infrastructure and imports no slice`);
+}
+
+/** Each import of the test and demo kit from production code, as `file:line imports …`. */
+export function productionImportingTesting(edges: readonly ImportEdge[]): string[] {
+  return edges
+    .filter((e) => !e.from.startsWith(TESTING) && e.to.startsWith(TESTING))
+    .map((e) => `${e.from}:${e.line} imports ${e.to}, but production code imports no test kit`);
 }
 
 /**
@@ -86,8 +97,7 @@ export function isOwner(path: string, owner: string): boolean {
 export function writesPastOwners(files: readonly SourceFile[], owners: Readonly<Record<string, string>>): string[] {
   const found: string[] = [];
   for (const file of files) {
-    const name = file.path.slice(file.path.lastIndexOf('/') + 1);
-    if (name === 'factories.ts' || file.path === 'fleet/seed.ts') continue;
+    if (file.path.startsWith(TESTING)) continue;
     file.text.split('\n').forEach((text, i) => {
       for (const match of text.matchAll(/\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)/g)) {
         const table = match[1]!;
@@ -109,6 +119,10 @@ t.test('behavior: infrastructure imports no slice', async (t) => {
   t.same(infrastructureImportingUp(edges), [], 'each such import is listed as file:line');
 });
 
+t.test('behavior: production code imports nothing of testing/', async (t) => {
+  t.same(productionImportingTesting(edges), [], 'each such import is listed as file:line');
+});
+
 t.test('behavior: each owned table is written by its owner only', async (t) => {
   t.same(writesPastOwners(files, TABLE_OWNERS), [], 'each write is listed as file:line');
 });
@@ -126,6 +140,17 @@ t.test('args: the checks see a loop and inline SQL', async (t) => {
   t.same(sqlOutsideStores(sample), ['b/rows.ts:2: a .query() call', 'b/rows.ts:2: SQL text "SELECT id FROM jobs"']);
   t.same(infrastructureImportingUp(sampleEdges), ['db/pool.ts:1 imports a/one.ts, but db is infrastructure and imports no slice']);
   t.same(writesPastOwners([{ path: 'b/store.ts', text: "\nconst sql = 'UPDATE jobs SET status = $2';\n" }], { jobs: 'a/store.ts' }), ['b/store.ts:2: writes jobs, owned by a/store.ts']);
+});
+
+t.test('args: an import of the test kit from production code is seen', async (t) => {
+  const sample: SourceFile[] = [
+    { path: 'testing/factories.ts', text: "import { newId } from '../ids.js';\nexport const createFarm = () => newId();\n" },
+    { path: 'testing/index.ts', text: "export * from './factories.js';\n" },
+    { path: 'ids.ts', text: 'export const newId = () => 1;\n' },
+    { path: 'fleet/routes.ts', text: "import { newId } from '../ids.js';\nimport { createFarm } from '../testing/index.js';\n" },
+  ];
+  t.same(productionImportingTesting(importEdges(sample)), ['fleet/routes.ts:2 imports testing/index.ts, but production code imports no test kit']);
+  t.same(writesPastOwners([{ path: 'testing/factories.ts', text: "const a = 'INSERT INTO jobs (id) VALUES ($1)';\n" }], { jobs: 'jobs/store.ts' }), [], 'the kit writes rows directly');
 });
 
 t.test('args: a second writer of a slice-owned table is seen', async (t) => {

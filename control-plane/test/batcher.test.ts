@@ -86,3 +86,87 @@ t.test('behavior: with a linger, calls spread over it leave in one batch, and wh
   t.same(await Promise.all([call(4), call(5)]), [40, 50]);
   t.same(batches, [[1, 2, 3], [4, 5]]);
 });
+
+/** `send`'s outcomes, as `[item, result or error message]` in the order they came. */
+function recordingSend(call: ReturnType<typeof createBatcher<number, number>>) {
+  const outcomes: Array<[number, number | string]> = [];
+  let inCall = false;
+  const send = (n: number) => {
+    inCall = true;
+    call.send(
+      n,
+      (v) => {
+        if (inCall) throw new Error('resolved within send');
+        outcomes.push([n, v]);
+      },
+      (err: unknown) => {
+        if (inCall) throw new Error('rejected within send');
+        outcomes.push([n, (err as Error).message]);
+      },
+    );
+    inCall = false;
+  };
+  return { send, outcomes };
+}
+
+t.test('behavior: send batches with the promise calls and answers each item once, in order, from a later turn', async (t) => {
+  const gated = gatedRun();
+  const call = createBatcher(gated.run, { maxInFlight: 1, maxBatch: 10 });
+  const { send, outcomes } = recordingSend(call);
+  send(1);
+  const promised = call(2);
+  send(3);
+  await settle();
+  t.same(gated.batches, [[1, 2, 3]], 'send and the promise calls share a batch');
+  t.same(outcomes, [], 'nothing answered before the batch is');
+  await gated.releaseAll();
+  t.equal(await promised, 20);
+  t.same(outcomes, [[1, 10], [3, 30]]);
+  send(4);
+  send(5);
+  await gated.releaseAll();
+  await gated.releaseAll();
+  t.same(outcomes, [[1, 10], [3, 30], [4, 40], [5, 50]], 'each callback once');
+});
+
+t.test('error: send: a failing batch is retried item by item and only the bad item is rejected', async (t) => {
+  const gated = gatedRun();
+  const { send, outcomes } = recordingSend(createBatcher(gated.run, { maxInFlight: 1, maxBatch: 10 }));
+  for (const n of [12, 13, 14]) send(n);
+  for (let i = 0; i < 3; i++) await gated.releaseAll();
+  t.same(outcomes, [[12, 120], [13, '13 is refused'], [14, 140]]);
+  t.same(gated.batches, [[12, 13, 14], [12], [13], [14]]);
+  send(13);
+  await settle();
+  await gated.releaseAll();
+  t.same(outcomes.at(-1), [13, '13 is refused'], 'a batch of one is rejected without a retry');
+  t.same(gated.batches.length, 5);
+});
+
+t.test('error: send: a callback that throws leaves the batch and the other items alone and surfaces as an unhandled rejection', async (t) => {
+  const gated = gatedRun();
+  const call = createBatcher(gated.run, { maxInFlight: 1, maxBatch: 10 });
+  const unhandled: unknown[] = [];
+  // tap's own listener would fail the test: the thrown error is what this test expects.
+  const listeners = process.listeners('unhandledRejection');
+  process.removeAllListeners('unhandledRejection');
+  const catcher = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', catcher);
+  t.teardown(() => {
+    process.off('unhandledRejection', catcher);
+    for (const l of listeners) process.on('unhandledRejection', l);
+  });
+  const results: number[] = [];
+  const rejected = (err: unknown) => t.fail(`rejected: ${String(err)}`);
+  call.send(1, (v) => results.push(v), rejected);
+  call.send(2, () => {
+    throw new Error('the caller broke');
+  }, rejected);
+  call.send(3, (v) => results.push(v), rejected);
+  await settle();
+  await gated.releaseAll();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  t.same(results, [10, 30], 'the items around it got their results');
+  t.same(gated.batches, [[1, 2, 3]], 'no retry: the batch itself succeeded');
+  t.same(unhandled.map((e) => (e as Error).message), ['the caller broke']);
+});

@@ -7,8 +7,9 @@ import { offerIdFor } from '../src/capacity/snapshot.js';
 import type { Database } from '../src/db/database.js';
 import { openPostgres } from '../src/db/postgres.js';
 import { toApiError } from '../src/http/error-handler.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { BACKENDS } from './helpers/database.js';
+import { captureLog, LEVEL } from './helpers/logger.js';
 
 const GiB = 1024 ** 3;
 
@@ -54,7 +55,7 @@ for (const [backend, createDatabase] of BACKENDS) {
     const { db } = await createDatabase(t);
     const fleet = await buildFleet(db);
     const { o4090, oH100, oA100, o3080 } = fleet;
-    const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true, onWarning: () => {} });
+    const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true });
     t.teardown(() => index.close());
     await index.start();
     t.equal(index.version, 1);
@@ -222,7 +223,7 @@ for (const [backend, createDatabase] of BACKENDS) {
 
     // Last: it changes the fixture's uptimes.
     t.test('behavior: the periodic reload refreshes uptimes (no notification for them)', async (t) => {
-      const periodic = createOfferIndex(db, { refreshMs: 150, allowSimulated: true, onWarning: () => {} });
+      const periodic = createOfferIndex(db, { refreshMs: 150, allowSimulated: true });
       t.teardown(() => periodic.close());
       await periodic.start();
       const uptimeOf3080 = () => periodic.listOffers(parseCapacityQuery({ farm: 'beta-cloud', model: 'rtx-3080-10gb' })).data[0]?.uptimePct;
@@ -293,7 +294,7 @@ t.test('behavior: the unfiltered page is serialized once per snapshot and queue 
   const { db } = await createDatabase(t);
   const { oH100 } = await buildFleet(db);
   let queue: ReadonlyMap<string, number> = new Map([['h100-80gb-sxm', 2]]);
-  const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true, queuedByClass: () => queue, onWarning: () => {} });
+  const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true, queuedByClass: () => queue });
   t.teardown(() => index.close());
   await index.start();
   const fresh = () => Buffer.from(JSON.stringify(index.listOffers().data));
@@ -387,9 +388,10 @@ t.test('error: unavailable before the first load, then served once the database 
   await buildFleet(db);
   const gate = await PostgresGate.start(url!);
   await gate.down();
-  const warnings: string[] = [];
+  const { log, lines } = captureLog();
+  const warnings = () => lines.filter((l) => l.level >= LEVEL.warn);
   const flaky = openPostgres(gate.url);
-  const index = createOfferIndex(flaky, { refreshMs: 60_000, allowSimulated: true, onWarning: (m) => warnings.push(m) });
+  const index = createOfferIndex(flaky, { refreshMs: 60_000, allowSimulated: true, log });
   t.teardown(async () => {
     await index.close();
     await flaky.close();
@@ -401,7 +403,15 @@ t.test('error: unavailable before the first load, then served once the database 
   t.equal(err.code, 'unavailable');
   t.equal(err.status, 503);
   t.throws(() => index.supply(), { code: 'unavailable' });
-  t.equal(warnings.length, 2, 'one warning for the listener, one for the load');
+  t.match(
+    warnings(),
+    [
+      { loop: 'offer index', channel: 'fleet_changed', err: { type: 'DatabaseUnavailableError', message: /ECONNREFUSED/ }, msg: /cannot listen on fleet_changed/ },
+      { loop: 'offer index', failures: 1, err: { type: 'DatabaseUnavailableError', message: /ECONNREFUSED/ }, msg: /first load failed; capacity answers 503/ },
+    ],
+    'one warning for the listener, one for the load, each with its loop and error',
+  );
+  t.equal(warnings().length, 2);
 
   await gate.up();
   await index.refresh();
@@ -411,7 +421,8 @@ t.test('error: unavailable before the first load, then served once the database 
   await t.rejects(index.refresh(), { cause: { code: 'ECONNREFUSED' } });
   await t.rejects(index.refresh());
   t.equal(index.listOffers().data.length, 4, 'a failed reload keeps the last snapshot');
-  const failures = warnings.filter((w) => w.startsWith('reload failed'));
+  t.match(lines.find((l) => /recovered/.test(l.msg)), { level: LEVEL.warn, loop: 'offer index', failures: 1 }, 'the recovery is logged');
+  const failures = warnings().filter((w) => /reload failed; serving the snapshot of/.test(w.msg));
   t.equal(failures.length, 1, 'reported once, not per retry');
-  t.notMatch(warnings.join('\n'), /gpufarm:gpufarm|password/, 'no credentials in warnings');
+  t.notMatch(JSON.stringify(lines), /gpufarm:gpufarm|password/, 'no credentials in the lines');
 });

@@ -5,7 +5,7 @@ import { createOfferIndex } from '../src/capacity/offer-index.js';
 import { parseCapacityQuery } from '../src/capacity/query.js';
 import { capacityRoutes } from '../src/capacity/routes.js';
 import { offerIdFor } from '../src/capacity/snapshot.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { buildTestApp } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
@@ -154,7 +154,7 @@ t.test('behavior: a body reused within one millisecond is byte for byte a fresh 
   await createMachine(db, { farmId: farm.id, regionKey: 'us-west', classId: 'rtx-4090-24gb', gpuCount: 4, pricePerGpuHourMicroUsd: 450_000 });
   await createMachine(db, { farmId: farm.id, regionKey: 'us-east', classId: 'a100-40gb', gpuCount: 8, busyGpus: 8, pricePerGpuHourMicroUsd: 1_000_000 });
   await createMachine(db, { farmId: farm.id, regionKey: 'canada', classId: 'l4-24gb', gpuCount: 1, pricePerGpuHourMicroUsd: 300_000 });
-  const offerIndex = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {} });
+  const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   t.teardown(() => offerIndex.close());
   await offerIndex.start();
   let clock = new Date('2026-11-25T10:00:00.123Z');

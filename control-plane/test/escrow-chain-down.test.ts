@@ -1,10 +1,10 @@
 import { createServer } from 'node:net';
 import { jobCreatedSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../src/testing/anvil.js';
 import { connectChain } from '../src/chain/client.js';
 import { releaseJob } from '../src/chain/escrow.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
 import { buildEscrowTestApp, CHAIN_ID, escrowDepsFor, OPERATOR, sendFundingCalls, startTestChain } from './helpers/chain.js';

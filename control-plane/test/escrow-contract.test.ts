@@ -1,6 +1,6 @@
 import t from 'tap';
 import { encodeFunctionData, keccak256, parseEventLogs, stringToHex, zeroAddress, type Address, type Hash, type Hex } from 'viem';
-import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../src/testing/anvil.js';
 import { gpuFarmEscrowAbi, testStablecoinAbi } from '@gpufarm/shared';
 import { authorizeRefund, completeJob, readEscrowJob, releaseJob, resolveDispute } from '../src/chain/escrow.js';
 import { escrowJobKey } from '../src/jobs/escrow-key.js';

@@ -16,10 +16,10 @@ import {
 } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { encodeFunctionData, getAddress, zeroAddress, type Hash, type Hex } from 'viem';
-import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../src/testing/anvil.js';
 import { gpuFarmEscrowAbi, gpuFarmEscrowBytecode } from '@gpufarm/shared';
 import { readEscrowJob } from '../src/chain/escrow.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import type { Database } from '../src/db/database.js';
 import { escrowJobId } from '../src/jobs/escrow-key.js';
 import { scanEscrowEvents, sweepRefunds } from '../src/jobs/escrow-worker.js';

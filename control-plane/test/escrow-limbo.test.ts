@@ -2,10 +2,10 @@ import { gpuFarmEscrowAbi, jobCreatedSchema, jobSchema, withdrawalListSchema } f
 import t, { type Test } from 'tap';
 import { getAddress, type Address, type Hash, type Hex } from 'viem';
 import { resolveJobDispute } from '../src/admin/disputes.js';
-import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../src/testing/anvil.js';
 import { readEscrowJob } from '../src/chain/escrow.js';
 import type { Database } from '../src/db/database.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { scanEscrowEvents, sweepDisputeTimeouts, sweepReleases } from '../src/jobs/escrow-worker.js';
 import { recordCompletion } from '../src/jobs/settlement.js';
 import { insertAssignment } from './helpers/agent-client.js';

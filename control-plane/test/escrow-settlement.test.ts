@@ -1,10 +1,10 @@
 import { billingListSchema, jobCreatedSchema, jobSchema } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { encodeFunctionData, zeroAddress, type Hex } from 'viem';
-import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../src/testing/anvil.js';
 import { gpuFarmEscrowAbi } from '@gpufarm/shared';
 import { readEscrowJob } from '../src/chain/escrow.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { checkReorgs, scanEscrowEvents, sweepReleases } from '../src/jobs/escrow-worker.js';
 import { microUsdToTokenUnits, recordCompletion } from '../src/jobs/settlement.js';
 import { bearer, createTestKey } from './helpers/app.js';

@@ -3,7 +3,7 @@ import type { GpuHealthReport } from '@gpufarm/shared';
 import { reconcileGpus } from '../src/machines/gpus-store.js';
 import { machineGpuHealth, judgeReports, withLiveFigures } from '../src/fleet/gpu-health.js';
 import { writeGpuVerdicts } from '../src/machines/gpus-store.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 
 /** The stored verdicts: written on change only, keyed by UUID, and not inherited by another card in the slot. */

@@ -2,8 +2,8 @@ import { AGENT_PROTOCOL_VERSIONS, type ImageCacheReport } from '@gpufarm/shared'
 import t from 'tap';
 import { writeImageReport } from '../src/agent-gateway/image-store.js';
 import type { Database } from '../src/db/database.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
-import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
+import { createJobOwner, createQueuedJobs } from '../src/testing/job-factories.js';
 import { matchQueuedJobs } from '../src/matching/matcher.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { BACKENDS } from './helpers/database.js';
@@ -113,7 +113,7 @@ t.test('matcher: a job lands on the machine whose agent reported its image when 
     { spec: { image: 'ghcr.io/acme/base' } },
     { spec: { image: 'ghcr.io/acme/train', imageDigest: digest('d') } },
   ]);
-  const result = await matchQueuedJobs({ db: s.db, log: () => {} }, { allowSimulated: true, batchSize: 1 });
+  const result = await matchQueuedJobs({ db: s.db }, { allowSimulated: true, batchSize: 1 });
   const landed = new Map(result.matched.map((m) => [m.jobId, m.machineId]));
   t.equal(landed.get(other!), byId!.machineId, 'an image nobody holds: the usual tie-break');
   t.equal(landed.get(pinned!), holder!.machineId, 'the pinned image goes to its holder');
@@ -122,7 +122,7 @@ t.test('matcher: a job lands on the machine whose agent reported its image when 
 
   // The holder is free again: the fourth job (the same image, pinned through imageDigest) goes there, not to the partial holder.
   await s.db.query(`UPDATE machine_gpus SET busy = false, assignment_id = NULL WHERE machine_id = ANY($1::text[])`, [[holder!.machineId, partial!.machineId]]);
-  const again = await matchQueuedJobs({ db: s.db, log: () => {} }, { allowSimulated: true });
+  const again = await matchQueuedJobs({ db: s.db }, { allowSimulated: true });
   t.same(again.matched.map((m) => [m.jobId, m.machineId]), [[base!, holder!.machineId]]);
 });
 
@@ -138,7 +138,7 @@ t.test('matcher: the holder is not taken when it is dearer than an equal machine
   await dear.agent.barrier();
   const owner = await createJobOwner(s.db);
   const [first, capped] = await createQueuedJobs(s.db, owner, [{ spec: { image: PINNED } }, { spec: { image: PINNED }, capMicroUsd: 455_000 }]);
-  const result = await matchQueuedJobs({ db: s.db, log: () => {} }, { allowSimulated: true });
+  const result = await matchQueuedJobs({ db: s.db }, { allowSimulated: true });
   t.same(
     result.matched.map((m) => [m.jobId, m.machineId]),
     [[first!, cheap.machineId]],
@@ -182,7 +182,7 @@ for (const [backend, open] of BACKENDS) {
     await writeImageReport(db, some!, report(['other:1'], [['a', 4], ['c', 1]]));
     const owner = await createJobOwner(db);
     const ids = await createQueuedJobs(db, owner, [{ spec: { image: PINNED } }, { spec: { image: PINNED } }, { spec: { image: PINNED } }]);
-    const result = await matchQueuedJobs({ db, log: () => {} });
+    const result = await matchQueuedJobs({ db });
     t.same(
       result.matched.map((m) => [m.jobId, m.machineId]),
       [
@@ -196,6 +196,6 @@ for (const [backend, open] of BACKENDS) {
     await db.query('UPDATE machine_gpus SET busy = false, assignment_id = NULL');
     await writeImageReport(db, some!, report([PINNED], [['a', 4], ['b', 2]]));
     const [moved] = await createQueuedJobs(db, owner, [{ spec: { image: PINNED } }]);
-    t.same((await matchQueuedJobs({ db, log: () => {} })).matched.map((m) => [m.jobId, m.machineId]), [[moved, some]], 'the matcher follows the newer report');
+    t.same((await matchQueuedJobs({ db })).matched.map((m) => [m.jobId, m.machineId]), [[moved, some]], 'the matcher follows the newer report');
   });
 }

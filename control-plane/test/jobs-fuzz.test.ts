@@ -1,8 +1,8 @@
 import { errorEnvelopeSchema, jobCreatedSchema, MAX_BODY_BYTES, WORKLOAD_TYPES, type ErrorCode } from '@gpufarm/shared';
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
-import { mulberry32 } from '../src/fleet/seed.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
+import { mulberry32 } from '../src/testing/seed.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
 
 /**

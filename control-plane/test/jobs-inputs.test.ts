@@ -4,7 +4,7 @@ import { artifactMetadataSchema, assignmentSpecSchema } from '@gpufarm/shared';
 import { hashAgentToken, newAgentToken } from '../src/auth/machine-tokens.js';
 import { agentInputUrl } from '../src/artifacts/agent-upload.js';
 import { resolveJobInputs } from '../src/artifacts/inputs.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { matchQueuedJobs, type ResolveInputs } from '../src/matching/matcher.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, buildTestApp, createTestKey } from './helpers/app.js';
@@ -81,7 +81,7 @@ t.test('inputs: an uploaded file can be named; another account’s, an unknown o
   // Matched again with a free GPU, it is canceled with the refund pending instead of waiting forever.
   await db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1`, [waitingId]);
   await db.query(`UPDATE machine_gpus SET busy = false, assignment_id = NULL`);
-  const again = await matchQueuedJobs({ db, log: () => undefined, resolveInputs });
+  const again = await matchQueuedJobs({ db, resolveInputs });
   t.equal(again.matched.length, 0);
   const job = (await app.inject({ method: 'GET', url: `/v1/jobs/${waitingId}`, headers: bearer(mine.key) })).json() as { status: string };
   t.equal(job.status, 'CANCELED');

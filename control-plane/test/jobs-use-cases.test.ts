@@ -2,7 +2,7 @@ import { jobCreatedSchema } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { createOfferIndex } from '../src/capacity/offer-index.js';
 import { loadConfig } from '../src/config.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { cancelJob } from '../src/jobs/cancel-job.js';
 import { createJob, type CreateJobDeps } from '../src/jobs/create-job.js';
 import { JobConflictError, JobNotFoundError, JobPolicyRejectedError, JobValidationError } from '../src/jobs/job-errors.js';

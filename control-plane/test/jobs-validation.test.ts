@@ -1,7 +1,7 @@
 import { errorEnvelopeSchema, JOB_SPEC_LIMITS, jobCreatedSchema } from '@gpufarm/shared';
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
 import { assertError } from './helpers/assert.js';
 

@@ -1,6 +1,6 @@
 import { jobCreatedSchema, jobSchema, listEnvelopeSchema } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import type { Database } from '../src/db/database.js';
 import { encodeAbiParameters, keccak256, stringToBytes, type Address } from 'viem';
 import { TRANSITIONS, transitionFor, ForbiddenTransitionError } from '../src/jobs/transitions.js';

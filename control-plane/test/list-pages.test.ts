@@ -1,6 +1,6 @@
 import t from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
-import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
+import { createJobOwner, createQueuedJobs } from '../src/testing/job-factories.js';
 import { assertError } from './helpers/assert.js';
 import { buildWebTestApp, devWallet, session, signIn, type SignedIn } from './helpers/web.js';
 

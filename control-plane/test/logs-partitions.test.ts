@@ -5,7 +5,7 @@ import { loadMigrations, migrate } from '../src/db/migrate.js';
 import { openPostgres } from '../src/db/postgres.js';
 import { LOG_PARTITION_DAYS_AHEAD, maintainLogPartitions } from '../src/logs/partitions.js';
 import { insertAgentLines, listLogLines, type LogLineRow } from '../src/logs/store.js';
-import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
+import { createJobOwner, createQueuedJobs } from '../src/testing/job-factories.js';
 import { BACKENDS } from './helpers/database.js';
 
 /** Log lines in day partitions of the job's creation: the migration from 010, the upkeep loop, retention. */

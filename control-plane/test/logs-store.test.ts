@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import type { LogBatchLine } from '@gpufarm/shared';
 import { appendServiceLine, insertAgentLines, lastStoredSeqs, LOG_CAP_LINE } from '../src/logs/store.js';
-import { createJobOwner, createQueuedJobs } from '../src/matching/factories.js';
+import { createJobOwner, createQueuedJobs } from '../src/testing/job-factories.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 
 /** The log store on PostgreSQL: each (assignment, seq) once, the per-job cap and its one system line. */

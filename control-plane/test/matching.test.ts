@@ -3,15 +3,17 @@ import { assignmentSpecSchema } from '@gpufarm/shared';
 import t from 'tap';
 import type { Database } from '../src/db/database.js';
 import { openPostgres } from '../src/db/postgres.js';
-import { createFarm, createMachine, type MachineInput } from '../src/fleet/factories.js';
-import { createJobOwner, createQueuedJobs, type QueuedJobInput } from '../src/matching/factories.js';
+import { createFarm, createMachine, type MachineInput } from '../src/testing/factories.js';
+import { createJobOwner, createQueuedJobs, type QueuedJobInput } from '../src/testing/job-factories.js';
 import { JOBS_QUEUED_CHANNEL, startMatcher } from '../src/matching/loop.js';
 import { matchQueuedJobs, type MatcherDeps } from '../src/matching/matcher.js';
 import { createQueueFigures } from '../src/matching/queue-figures.js';
 import { createPgliteTestDatabase, createPostgresTestDatabase } from './helpers/database.js';
+import { captureLog, LEVEL } from './helpers/logger.js';
+import { silentLogger } from '../src/logger.js';
 
 const GiB = 1024 ** 3;
-const quiet: MatcherDeps['log'] = () => {};
+const quiet: MatcherDeps['log'] = silentLogger;
 
 type Owner = { accountId: string; apiKeyId: string };
 
@@ -373,14 +375,14 @@ t.test('behavior: a capped log gets no system line; a job still holding a live a
      VALUES ('asg_stuck', $1, $2, 1, 'accepted', '{}', 'l4-24gb', 'NVIDIA L4', 300000, '{}')`,
     [stuck!, machine.id],
   );
-  const logged: string[] = [];
-  const result = await matchQueuedJobs({ db, log: (m) => logged.push(m) });
+  const { log, lines } = captureLog();
+  const result = await matchQueuedJobs({ db, log });
   t.same(result.matched.map((m) => m.jobId), [capped]);
   t.equal((await statusOf(db, capped!)).status, 'MATCHING');
   t.same(await db.query('SELECT line FROM log_lines WHERE job_id = $1', [capped!]), [], 'no line past the cap');
   t.same(await db.query('SELECT service_log_seq FROM jobs WHERE id = $1', [capped!]), [{ service_log_seq: 5 }]);
   t.equal((await statusOf(db, stuck!)).status, 'QUEUED');
-  t.match(logged, [/still holds a live assignment/]);
+  t.match(lines, [{ level: LEVEL.warn, jobId: stuck, msg: /still holds a live assignment/ }], 'the line names the job as a field');
 });
 
 t.test('behavior: inputs are resolved through the port; without it a job with inputs waits', async (t) => {
@@ -410,11 +412,11 @@ t.test('behavior: inputs are resolved through the port; without it a job with in
   const [failing] = await jobs(db, owner, [{ spec: { image: 'busybox', gpu: { count: 1 }, inputs: [{ artifactId: 'art_gone', mountName: 'data' }] } }]);
   await db.query(`UPDATE machine_gpus SET busy = false, assignment_id = NULL`);
   const [after] = await jobs(db, owner, [{}]);
-  const logged: string[] = [];
-  await matchQueuedJobs({ db, log: (m) => logged.push(m), resolveInputs: async () => Promise.reject(new Error('artifact expired')) });
+  const { log, lines } = captureLog();
+  await matchQueuedJobs({ db, log, resolveInputs: async () => Promise.reject(new Error('artifact expired')) });
   t.equal((await statusOf(db, failing!)).status, 'QUEUED');
   t.equal((await statusOf(db, after!)).status, 'MATCHING');
-  t.match(logged, [/not matched/]);
+  t.match(lines, [{ level: LEVEL.warn, jobId: failing, assignmentId: /^asg_/, machineId: String, err: { message: 'artifact expired' }, msg: /not matched/ }], 'job, assignment, machine and error as fields');
 });
 
 t.test('behavior: two matchers (two connection pools) racing over the last GPU: exactly one job wins', async (t) => {
@@ -549,6 +551,27 @@ t.test('behavior: the loop matches at start, on NOTIFY jobs_queued, and closes',
   await loop.close();
   t.ok(passes.length >= 2);
   t.ok(queue.queuedByClass() instanceof Map);
+});
+
+t.test('error: a failed matcher pass is logged with its loop, error and streak as fields', async (t) => {
+  const { db } = await createPostgresTestDatabase(t);
+  // The database answers LISTEN but every statement fails, as when it is restarting.
+  const down = new Proxy(db, {
+    get: (target, prop, receiver) => {
+      if (prop === 'query') return () => Promise.reject(Object.assign(new Error('the database is restarting'), { code: '57P03' }));
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const { log, lines } = captureLog();
+  const loop = startMatcher({ db: down, log }, { intervalMs: 60_000 });
+  t.teardown(() => loop.close());
+  for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  t.match(
+    lines,
+    [{ level: LEVEL.warn, loop: 'matcher', failures: 1, retryInMs: 60_000, err: { type: 'Error', message: 'the database is restarting', code: '57P03' }, msg: 'matcher pass failed' }],
+    'the line carries the loop, the error (pino serialized) and the streak as fields',
+  );
 });
 
 t.test('pglite: the same statements work on the embedded database', async (t) => {

@@ -3,7 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import type { z } from 'zod';
 import { assignmentStatus } from '../src/execution/lifecycle.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { matchQueuedJobs } from '../src/matching/matcher.js';
 import { buildOpenApiDocument, COMPONENT_SCHEMAS, documentedOperations, DOCUMENTED_ROUTES, openApiPath, type DocumentedRoute, type OpenApiDocument } from '../src/openapi/document.js';
 import { DOCS_CONTENT_SECURITY_POLICY } from '../src/openapi/routes.js';
@@ -269,7 +269,7 @@ t.test("behavior: a job's start phases (beyond the spec) validate against the do
   t.match(queued.json().startup, { assignmentId: null, phases: { queued: { status: 'in_progress', durationMs: null }, pull: { status: 'pending' } } });
   assertDocumented(t, document, 'get', '/v1/jobs/:id', queued);
 
-  const [matched] = (await matchQueuedJobs({ db, log: () => undefined })).matched;
+  const [matched] = (await matchQueuedJobs({ db })).matched;
   const deps = { db, escrow: null, config: config.execution, blobs };
   for (const state of ['pulling', 'starting', 'running'] as const) await assignmentStatus(deps, machine.id, statusMessage(matched!.assignmentId, state));
   const running = await app.inject({ url: `/v1/jobs/${id}?include=startup`, headers: bearer(key) });

@@ -1,9 +1,9 @@
 import { gpuFarmEscrowAbi, jobCreatedSchema, testStablecoinAbi } from '@gpufarm/shared';
 import t from 'tap';
 import { getAddress, parseEventLogs, type Address, type Hex } from 'viem';
-import { ANVIL_ACCOUNTS } from '../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../src/testing/anvil.js';
 import type { Database } from '../src/db/database.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { resolveJobDispute } from '../src/admin/disputes.js';
 import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
 import { recordCompletion, releaseCompleted } from '../src/jobs/settlement.js';

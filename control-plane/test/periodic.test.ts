@@ -1,5 +1,6 @@
 import t from 'tap';
 import { MAX_BACKOFF_MS, retryDelayMs, runSteps, startPeriodic, StepsFailedError } from '../src/background/periodic.js';
+import { captureLog, LEVEL } from './helpers/logger.js';
 
 t.test('retryDelayMs: the period, then doubling waits, capped', async (t) => {
   t.equal(retryDelayMs(500, 0), 500);
@@ -23,8 +24,8 @@ t.test('runSteps: every step runs; the failing ones are named with their errors'
   t.equal((err as Error).message, 'b: b broke');
 });
 
-t.test('startPeriodic: a failing pass is logged with its streak and the next wait; a pass that goes through says it recovered', async (t) => {
-  const messages: string[] = [];
+t.test('startPeriodic: a failing pass is logged with its loop, error, streak and the next wait; a pass that goes through says it recovered', async (t) => {
+  const { log, lines } = captureLog();
   let calls = 0;
   const loop = startPeriodic({
     name: 'test loop',
@@ -33,7 +34,7 @@ t.test('startPeriodic: a failing pass is logged with its streak and the next wai
       calls++;
       if (calls <= 2) throw new Error(`failure ${calls}`);
     },
-    log: (message) => messages.push(message),
+    log,
   });
   t.teardown(() => loop.close());
   await loop.runOnce();
@@ -41,5 +42,10 @@ t.test('startPeriodic: a failing pass is logged with its streak and the next wai
   await loop.runOnce();
   await loop.runOnce();
   t.equal(calls, 4);
-  t.same(messages, ['test loop failed (1 in a row); next try in 0 ms', 'test loop failed (2 in a row); next try in 0 ms', 'test loop recovered after 2 failed passes']);
+  t.match(lines, [
+    { level: LEVEL.warn, loop: 'test loop', failures: 1, retryInMs: 0, err: { type: 'Error', message: 'failure 1' }, msg: 'test loop pass failed' },
+    { level: LEVEL.debug, loop: 'test loop', failures: 2, err: { message: 'failure 2' } },
+    { level: LEVEL.warn, loop: 'test loop', failures: 2, msg: 'test loop recovered after 2 failed passes' },
+  ]);
+  t.equal(lines.length, 3);
 });

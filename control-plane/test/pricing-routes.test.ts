@@ -1,6 +1,6 @@
 import { pricingSchema } from '@gpufarm/shared';
 import t from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { buildTestApp } from './helpers/app.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { artifactMetadataSchema, jobCreatedSchema, jobSchema } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { loadConfig } from '../src/config.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { startControlPlane } from '../src/server.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { createPostgresTestDatabase } from './helpers/database.js';

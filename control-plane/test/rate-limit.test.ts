@@ -6,7 +6,7 @@ import Fastify from 'fastify';
 import { rateLimit } from '../src/http/rate-limit.js';
 import { connectRedisRateLimitStore } from '../src/http/rate-limit-redis-store.js';
 import { createMemoryRateLimitStore, type RateLimitStore } from '../src/http/rate-limit-store.js';
-import { startRedisServer } from '../src/http/redis-server.js';
+import { startRedisServer } from '../src/testing/redis-server.js';
 import '../src/http/route-config.js';
 import { installErrorHandling } from '../src/http/error-handler.js';
 import { recordRoutes } from '../src/http/route-table.js';

@@ -2,7 +2,7 @@ import { capacityOfferSchema, REGIONS } from '@gpufarm/shared';
 import t from 'tap';
 import { createOfferIndex } from '../src/capacity/offer-index.js';
 import type { Database } from '../src/db/database.js';
-import { mulberry32, seedFleet } from '../src/fleet/seed.js';
+import { mulberry32, seedFleet } from '../src/testing/seed.js';
 import { BACKENDS, createPostgresTestDatabase } from './helpers/database.js';
 
 /** The seeded fleet without its (random) ids, in a stable order. */
@@ -48,7 +48,7 @@ for (const [backend, createDatabase] of BACKENDS) {
     t.ok(result.busyGpus > 0 && result.busyGpus < result.gpus / 2, 'some GPUs busy');
     t.ok(result.uptimeDays >= 400 * 28, 'about 30 uptime days per machine');
 
-    const index = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {}, allowSimulated: true });
+    const index = createOfferIndex(db, { refreshMs: 60_000, allowSimulated: true });
     t.teardown(() => index.close());
     await index.start();
     const offers = index.listOffers().data;

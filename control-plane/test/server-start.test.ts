@@ -10,6 +10,7 @@ import { migrate } from '../src/db/migrate.js';
 import { startControlPlane } from '../src/server.js';
 import { createTestKey } from './helpers/app.js';
 import { createPostgresTestDatabase } from './helpers/database.js';
+import { captureLog, LEVEL } from './helpers/logger.js';
 import { s3rverObjectPath, startS3rver } from './helpers/s3rver.js';
 
 /** Where a timer was started: the first frame outside node and node_modules. */
@@ -99,7 +100,7 @@ t.test('s3: GF_ARTIFACT_STORE=s3 stores uploads in the bucket and redirects down
   t.same(await timers.stillRunning(), [], 'every timer the start opened was cleared');
 });
 
-t.test('behavior: a start that waits long says on stderr which step it waits on', async (t) => {
+t.test('behavior: a start that waits long logs which step it waits on', async (t) => {
   const { url } = await createPostgresTestDatabase(t);
   // An RPC that takes connections and never answers: the start waits at the chain.
   const silent = await listening();
@@ -113,16 +114,29 @@ t.test('behavior: a start that waits long says on stderr which step it waits on'
     GF_RPC_URL: `http://127.0.0.1:${silent.port}/`,
     GF_ESCROW_ADDRESS: '0x5fbdb2315678afecb367f032d93f642f64180aa3',
   });
-  const printed: string[] = [];
-  const stderr = t.capture(console, 'error', (...args: unknown[]) => void printed.push(args.map(String).join(' ')));
-  const starting = startControlPlane(config, { logger: false, slowStartMs: 200 });
+  const { log, lines } = captureLog();
+  const starting = startControlPlane(config, { logger: log, slowStartMs: 200 });
+  const waiting = () => lines.filter((l) => l.component === 'start');
   const deadline = Date.now() + 30_000;
-  while (!printed.some((line) => line.includes("still reaching the chain's RPC")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  t.match(printed.join('\n'), /^gpufarm control plane: starting, still reaching the chain's RPC after \d+ s$/m, 'it names the step');
+  while (!waiting().some((l) => l.step === "reaching the chain's RPC") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  t.match(
+    waiting().find((l) => l.step === "reaching the chain's RPC"),
+    { level: LEVEL.warn, step: "reaching the chain's RPC", waitedS: Number, msg: /^gpufarm control plane: starting, still reaching the chain's RPC after \d+ s$/ },
+    'it names the step, as a field',
+  );
   for (const socket of sockets) socket.destroy();
   const controlPlane = await starting;
-  const count = stderr.args().length;
+  const count = waiting().length;
   await new Promise((r) => setTimeout(r, 500));
-  t.same(stderr.args().slice(count).map((a) => a.join(' ')).filter((line) => /starting, still/.test(line)), [], 'and stops saying so once it listens');
+  t.equal(waiting().length, count, 'and stops saying so once it listens');
+  // The request lines go to the same logger, with the id the error envelope names as `requestId`.
+  const res = await fetch(`${controlPlane.url}/v1/jobs/job_none`);
+  const { error } = (await res.json()) as { error: { requestId: string } };
+  t.match(
+    lines.find((l) => l.requestId === error.requestId && l.msg === 'request completed'),
+    { level: LEVEL.info, requestId: error.requestId, res: { statusCode: 401 } },
+    "a request's lines carry requestId, not fastify's reqId",
+  );
+  t.notOk(lines.some((l) => 'reqId' in l), 'no line says reqId');
   await controlPlane.close();
 });

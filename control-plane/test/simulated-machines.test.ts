@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AGENT_MACHINE_PATH, capacityListSchema, serviceIndexSchema, type MachineInventory } from '@gpufarm/shared';
 import t from 'tap';
 import { loadConfig } from '../src/config.js';
-import { createQueuedJobs } from '../src/matching/factories.js';
+import { createQueuedJobs } from '../src/testing/job-factories.js';
 import { startControlPlane, type ControlPlane } from '../src/server.js';
 import { ADMIN_TOKEN, bearer, buildTestApp, createTestKey } from './helpers/app.js';
 import { AgentSocket, enrollBody, hello, newEnrollmentToken, testInventory } from './helpers/agent-client.js';

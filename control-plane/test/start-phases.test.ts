@@ -3,7 +3,7 @@ import { jobSchema, START_PHASES, type Job, type JobStartup } from '@gpufarm/sha
 import t, { type Test } from 'tap';
 import type { ExecutionDeps } from '../src/execution/deps.js';
 import { assignmentAccepted, assignmentStatus } from '../src/execution/lifecycle.js';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { matchQueuedJobs } from '../src/matching/matcher.js';
 import { createControlPlaneMetrics, type ControlPlaneMetrics } from '../src/metrics/registry.js';
 import { machineStartTimes } from '../src/phases/figures.js';
@@ -83,7 +83,7 @@ async function setup(t: Test, metrics: ControlPlaneMetrics) {
   };
   const job = async (id: string): Promise<Job> => jobSchema.parse((await app.inject({ url: `/v1/jobs/${id}?include=startup`, headers: bearer(key) })).json());
   const match = async (id: string) => {
-    const result = await matchQueuedJobs({ db, log: () => undefined });
+    const result = await matchQueuedJobs({ db });
     const matched = result.matched.find((m) => m.jobId === id);
     if (!matched) throw new Error('the job was not matched');
     // The server's clock from the offer on (the database wrote it).

@@ -1,6 +1,6 @@
 import { BUILT_IN_TEMPLATE_NAMES, jobTemplateListSchema, jobTemplateSchema, TEMPLATE_LIMITS } from '@gpufarm/shared';
 import t from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './helpers/app.js';
 import { buildWebTestApp, session, signIn } from './helpers/web.js';

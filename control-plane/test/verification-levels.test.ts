@@ -3,20 +3,17 @@ import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import {
   AGENT_PROTOCOL_VERSION,
-  argvSha256,
-  canaryResult,
   jobSchema,
   logListSchema,
-  signRecord,
   type AssignmentSpec,
   type EnrollRequest,
-  type ExecutionRecord,
   type Job,
   type MachineInventory,
   VERIFICATION_LEVEL_TEXT,
   VERIFICATION_LEVELS,
   verificationLevelDescription,
 } from '@gpufarm/shared';
+import { argvSha256, canaryResult, signRecord, type ExecutionRecord } from '@gpufarm/shared/node';
 import { matchQueuedJobs } from '../src/matching/matcher.js';
 import { buildOpenApiDocument } from '../src/openapi/document.js';
 import { bearer, createTestKey } from './helpers/app.js';
@@ -115,7 +112,7 @@ async function runJob(s: GatewayTestApp, m: Machine, spec: Record<string, unknow
   if (created.statusCode !== 201) throw new Error(`POST /v1/jobs answered ${created.statusCode}: ${created.body}`);
   const jobId = (created.json() as { job: { id: string } }).job.id;
   await s.db.query(`UPDATE jobs SET status = 'QUEUED' WHERE id = $1 AND status = 'CREATED'`, [jobId]);
-  const matched = await matchQueuedJobs({ db: s.db, log: () => undefined }, { allowSimulated: s.config.execution.allowSimulatedMachines });
+  const matched = await matchQueuedJobs({ db: s.db }, { allowSimulated: s.config.execution.allowSimulatedMachines });
   if (!matched.matched.some((j) => j.jobId === jobId)) throw new Error(`job ${jobId} was not matched`);
 
   const { assignment } = await m.agent.next('assign', (a) => a.assignment.jobId === jobId);

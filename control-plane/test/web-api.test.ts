@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { buildOpenApiDocument } from '../src/openapi/document.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, createTestKey, type TestApp } from './helpers/app.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createFarm } from '../src/fleet/factories.js';
+import { createFarm } from '../src/testing/factories.js';
 import { assertError } from './helpers/assert.js';
 import { bearer, createTestKey } from './helpers/app.js';
 import { buildWebTestApp, devWallet, HOST, session, signIn } from './helpers/web.js';

@@ -1,7 +1,7 @@
 import { gpuFarmEscrowAbi, JOB_SUMMARIES_MAX, jobSummaryListSchema, jobTimelineSchema, serviceIndexSchema, type JobTimeline } from '@gpufarm/shared';
 import t, { type Test } from 'tap';
 import { getAddress, type Hex } from 'viem';
-import { createFarm, createMachine } from '../src/fleet/factories.js';
+import { createFarm, createMachine } from '../src/testing/factories.js';
 import { newId } from '../src/ids.js';
 import { scanEscrowEvents } from '../src/jobs/escrow-worker.js';
 import { recordCompletion } from '../src/jobs/settlement.js';

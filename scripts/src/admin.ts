@@ -1,13 +1,11 @@
 import { parseArgs } from 'node:util';
 import { API_KEY_SCOPES, type ApiKeyScope, errorText, formatMicroUsd, parseUsdToMicroUsd } from '@gpufarm/shared';
-import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '@gpufarm/control-plane/farms/enrollment-tokens.js';
-import { keyEnvironmentFor } from '@gpufarm/control-plane/auth/api-keys.js';
-import { createApiKey, revokeApiKey, setAccountStatus } from '@gpufarm/control-plane/auth/store.js';
-import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
-import { migrate } from '@gpufarm/control-plane/db/migrate.js';
-import { openDatabase } from '@gpufarm/control-plane/db/open.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
-import { readLiveLocalState } from '@gpufarm/control-plane/local-state.js';
+import { createEnrollmentToken, ENROLLMENT_TOKEN_TTL_SECONDS } from '@gpufarm/control-plane/farms';
+import { createApiKey, keyEnvironmentFor, revokeApiKey, setAccountStatus } from '@gpufarm/control-plane/auth';
+import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config';
+import { migrate, openDatabase } from '@gpufarm/control-plane/db';
+import { syncCatalog } from '@gpufarm/control-plane/fleet';
+import { readLiveLocalState } from '@gpufarm/control-plane/local-state';
 import { UsageError } from './usage-error.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]

@@ -1,5 +1,5 @@
 /** Bundles the agent and the control plane for the tests to start (shared/build/test-bundles.ts); scripts/run-tests.sh runs it first. */
-import { buildTestBundles } from '../../shared/build/test-bundles.js';
+import { buildTestBundles } from '@gpufarm/shared/build/test-bundles';
 
 const started = Date.now();
 await buildTestBundles();

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
-import { startS3rver } from '@gpufarm/control-plane/artifacts/s3rver.js';
-import { loadConfig } from '@gpufarm/control-plane/config.js';
-import { REDIS_INSTALL_HINT, redisServerVersion, startRedisServer } from '@gpufarm/control-plane/http/redis-server.js';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { ANVIL_ACCOUNTS, REDIS_INSTALL_HINT, redisServerVersion, startRedisServer, startS3rver } from '@gpufarm/control-plane/testing';
+import { loadConfig } from '@gpufarm/control-plane/config';
+import { openPostgres } from '@gpufarm/control-plane/db';
 import { LOCAL_CUSTOMER, localChainEnv, startLocalChain } from './chain/local-chain.js';
 import { HAPROXY_INSTALL_HINT, haproxyVersion } from './cluster/haproxy.js';
 import { startReplicaSet } from './cluster/replica-set.js';

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { LineTail, type ChildExit } from '@gpufarm/shared';
+import { LineTail, type ChildExit } from '@gpufarm/shared/node';
 import { z } from 'zod';
 import { REPO_ROOT, stopChild } from './local-agent.js';
 import type { Supervised } from './supervisor.js';

@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { addressOfKey, deployContracts } from '@gpufarm/control-plane/chain/deploy.js';
+import { addressOfKey, deployContracts } from '@gpufarm/control-plane/chain';
 import { errorText } from '@gpufarm/shared';
 import { scriptsEnv } from './env.js';
 

@@ -1,9 +1,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AGENT_SETTING_DOCS, agentConfigSchema, envName } from '@gpufarm/agent/config/config.js';
-import { ENV_DOCS, envSchema } from '@gpufarm/control-plane/config.js';
-import { buildOpenApiDocument } from '@gpufarm/control-plane/openapi/document.js';
+import { AGENT_SETTING_DOCS, agentConfigSchema, envName } from '@gpufarm/agent';
+import { ENV_DOCS, envSchema } from '@gpufarm/control-plane/config';
+import { buildOpenApiDocument } from '@gpufarm/control-plane/openapi';
 import { CLIENT_SETTING_DOCS, clientSettingsSchema, ERROR_CODES, EXTENSION_CODES } from '@gpufarm/shared';
 import { apiReference, type ApiDocument } from './docs/api-reference.js';
 import { decisionsIndex } from './docs/decisions.js';

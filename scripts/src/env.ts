@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { envSchema as controlPlaneEnvSchema } from '@gpufarm/control-plane/config.js';
+import type { envSchema as controlPlaneEnvSchema } from '@gpufarm/control-plane/config';
 import { clientSettingsSchema, GpufarmError, presentSettings, type SettingDoc } from '@gpufarm/shared';
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');

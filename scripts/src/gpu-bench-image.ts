@@ -4,7 +4,7 @@
  * one), from the root laid out by scripts/build-gpu-bench.sh. Prints the image's name.
  */
 import Docker from 'dockerode';
-import { ensureGpuBenchImage, readGpuBenchProgram } from '@gpufarm/agent/benchmark/gpu-bench-image.js';
+import { ensureGpuBenchImage, readGpuBenchProgram } from '@gpufarm/agent';
 
 const [rootfs, repository] = process.argv.slice(2);
 if (rootfs === undefined || repository === undefined) {

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { challengeLateness, challengePlan, checkOpenings, errorText, findGpuClass, pickOpenings, solveChain, type ChallengePlan } from '@gpufarm/shared';
+import { challengeLateness, challengePlan, errorText, findGpuClass, pickOpenings, type ChallengePlan } from '@gpufarm/shared';
+import { checkOpenings, solveChain } from '@gpufarm/shared/node';
 import { z } from 'zod';
-import type { ChallengeOpening } from '@gpufarm/agent/challenge/challenge.js';
-import { GpuBenchSession, gpuBenchChallengeArgs, spawnGpuBench } from '@gpufarm/agent/challenge/gpu-bench-session.js';
+import { type ChallengeOpening, gpuBenchChallengeArgs, GpuBenchSession, spawnGpuBench } from '@gpufarm/agent';
 
 /**
  * The GPU challenge on this machine's real GPUs (scripts/gpu-check.sh runs it; docs/decisions.md,

@@ -2,7 +2,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { errorText, formatJsonLogLine, LineTail, parseJsonLogLine, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { errorText, formatJsonLogLine, parseJsonLogLine } from '@gpufarm/shared';
+import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared/node';
 import { scriptsEnv } from './env.js';
 import type { Supervised } from './supervisor.js';
 

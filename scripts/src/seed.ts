@@ -1,10 +1,9 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '@gpufarm/control-plane/config.js';
-import { migrate } from '@gpufarm/control-plane/db/migrate.js';
-import { openDatabase } from '@gpufarm/control-plane/db/open.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
-import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
+import { ConfigError, loadConfig } from '@gpufarm/control-plane/config';
+import { migrate, openDatabase } from '@gpufarm/control-plane/db';
+import { syncCatalog } from '@gpufarm/control-plane/fleet';
+import { seedFleet } from '@gpufarm/control-plane/testing';
 import { UsageError } from './usage-error.js';
 import { errorText } from '@gpufarm/shared';
 

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
-import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
-import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config.js';
-import { migrate } from '@gpufarm/control-plane/db/migrate.js';
-import { openDatabase } from '@gpufarm/control-plane/db/open.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
-import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
+import { ANVIL_ACCOUNTS, seedFleet } from '@gpufarm/control-plane/testing';
+import { ConfigError, loadConfig, type Config } from '@gpufarm/control-plane/config';
+import { migrate, openDatabase } from '@gpufarm/control-plane/db';
+import { syncCatalog } from '@gpufarm/control-plane/fleet';
 import { chainFile, LOCAL_CUSTOMER, localChainEnv, startLocalChain, type LocalChain } from './chain/local-chain.js';
 import { LOCAL_FARM, localGpus, prepareAgentImages, startLocalAgent, type LocalAgent } from './local-agent.js';
 import { startControlPlaneChild } from './control-plane-child.js';

@@ -1,4 +1,5 @@
-import { type ChildExit, describeExit, errorText } from '@gpufarm/shared';
+import { errorText } from '@gpufarm/shared';
+import { describeExit, type ChildExit } from '@gpufarm/shared/node';
 
 /** A child process `npm start` runs and watches. */
 export interface Supervised {

@@ -71,7 +71,7 @@ t.test('the README stays short', async (t) => {
 
 t.test('docs/API.md has every operation and schema of the OpenAPI document, their types as the document gives them', async (t) => {
   const { readFileSync } = await import('node:fs');
-  const { buildOpenApiDocument } = await import('@gpufarm/control-plane/openapi/document.js');
+  const { buildOpenApiDocument } = await import('@gpufarm/control-plane/openapi');
   const document = buildOpenApiDocument('https://gpufarm.example') as unknown as ApiDocument;
   const page = readFileSync(join(ROOT, 'docs/API.md'), 'utf8');
   const titles = new Set(headings(page).map((h) => h.text));

@@ -2,8 +2,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { fakeNvidiaSmi } from '../../agent/test/helpers/fake-nvidia-smi.js';
-import { buildFakeLibcuda, buildGpuBenchRootfs, REPO_ROOT, runProgram } from '../../agent/test/helpers/gpu-bench.js';
+import { fakeNvidiaSmi } from '@gpufarm/agent/testing/fake-nvidia-smi';
+import { buildFakeLibcuda, buildGpuBenchRootfs, REPO_ROOT, runProgram } from '@gpufarm/agent/testing/gpu-bench';
 
 /**
  * scripts/gpu-check.sh on this machine, which has no GPU: with no nvidia-smi, with one whose

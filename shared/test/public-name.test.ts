@@ -1,5 +1,6 @@
 import t from 'tap';
-import { addressRange, isDnsName, isIpLiteral, isPublicDnsName, networkCidr, normalizeHost, publicNameProblem } from '../src/net/public-name.js';
+import { isDnsName } from '../src/net/dns-name.js';
+import { addressRange, isIpLiteral, isPublicDnsName, networkCidr, normalizeHost, publicNameProblem } from '../src/net/public-name.js';
 
 t.test('default: public names and addresses pass', async (t) => {
   for (const name of ['api.example.com', 'huggingface.co', 'xn--bcher-kva.ch', 'API.Example.COM.', 'local.example.com']) {

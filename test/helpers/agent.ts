@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import type { Address } from 'viem';
 import type { Marketplace } from './marketplace.js';
 import { onEmergencyExit, spawnProcess, type TestProcess } from './processes.js';
-import { testCommand } from '../../shared/build/test-bundles.js';
+import { testCommand } from '@gpufarm/shared/build/test-bundles';
 
 const run = promisify(execFile);
 

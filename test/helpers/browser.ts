@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { z } from 'zod';
-import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/src/chromium.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '@gpufarm/scripts/chromium';
 
 export { CHROMIUM, CHROMIUM_ARGS };
 

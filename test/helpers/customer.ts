@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Account, Chain, Hash, Hex, Transport, WalletClient } from 'viem';
-import { apiRequest, type HttpAnswer } from '@gpufarm/client';
+import { apiRequest, fundingGasLimit, type HttpAnswer } from '@gpufarm/client';
 import { isTerminalStatus, MACHINE_NOTE_PREFIX, type Job, type JobEstimate, type JobStatus, type LogLine } from '@gpufarm/shared';
 import type { Marketplace } from './marketplace.js';
 import { until } from './wait.js';
@@ -61,7 +61,10 @@ export class Customer {
     if (!created.funding) throw new Error(`job ${created.job.id} has no funding calls: ${JSON.stringify(created)}`);
     let last: Hash | null = null;
     for (const call of created.funding.calls) {
-      last = await this.wallet.sendTransaction({ to: call.to, data: call.data, value: BigInt(call.value) });
+      // With a wallet's headroom, as `gf fund` sends it: the estimate alone reverts when a release empties the escrow's balance first.
+      const request = { to: call.to, data: call.data, value: BigInt(call.value) };
+      const gas = fundingGasLimit(await this.market.publicClient.estimateGas({ account: this.wallet.account, ...request }));
+      last = await this.wallet.sendTransaction({ ...request, gas });
       const receipt = await this.market.publicClient.waitForTransactionReceipt({ hash: last });
       if (receipt.status !== 'success') throw new Error(`funding call "${call.title}" reverted (${last})`);
     }

@@ -2,7 +2,7 @@ import type { Test } from 'tap';
 import type { Hex } from 'viem';
 import { openBrowserPage, type BrowserPage } from './browser.js';
 import { CHAIN_ID, type Marketplace } from './marketplace.js';
-import { injectTestWallet, TEST_WALLET_NAME, type TestWallet } from '../../scripts/src/page-wallet.js';
+import { injectTestWallet, TEST_WALLET_NAME, type TestWallet } from '@gpufarm/scripts/page-wallet';
 
 /** A Chromium page with the test wallet holding `privateKey`, signed in to the dashboard. */
 export interface DashboardSession extends BrowserPage {

@@ -1,6 +1,5 @@
 import type { Test } from 'tap';
-import type { Database } from '../../control-plane/src/db/database.js';
-import { loadMigrations } from '../../control-plane/src/db/migrate.js';
+import { type Database, loadMigrations } from '@gpufarm/control-plane/db';
 
 /**
  * Checks a `migrate` run on an empty database: its output names every migration of

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePort } from '@gpufarm/shared/node';
 import { isAlive, onEmergencyExit } from './processes.js';
 import { until } from './wait.js';
 

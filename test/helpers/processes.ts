@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { onEmergencyExit } from '../../shared/build/emergency-exit.js';
+import { onEmergencyExit } from '@gpufarm/shared/build/emergency-exit';
 
 export { onEmergencyExit };
 

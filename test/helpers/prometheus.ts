@@ -1,9 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LineTail, ownChild, systemEnvironment } from '@gpufarm/shared';
 import { z } from 'zod';
-import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePort, LineTail, ownChild, systemEnvironment } from '@gpufarm/shared/node';
 
 /** What to run when Debian's prometheus is missing (scripts/test-env.sh installs it as root). */
 export const PROMETHEUS_INSTALL_HINT = 'Prometheus is not installed: run sudo apt-get update && sudo apt-get install -y --no-install-recommends prometheus (or, as root, bash scripts/test-env.sh)';

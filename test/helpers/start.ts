@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePort } from '@gpufarm/shared/node';
 import { ROOT } from './marketplace.js';
 import { spawnProcess, type TestProcess } from './processes.js';
 

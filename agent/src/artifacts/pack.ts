@@ -8,7 +8,8 @@ import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import tar from 'tar-stream';
 import { z } from 'zod';
-import { assignmentOutputRuleSchema, GpufarmError, OUTPUT_NOTE_MAX_CHARS, ownChild, type AssignmentOutputRule, type ChildExit } from '@gpufarm/shared';
+import { assignmentOutputRuleSchema, GpufarmError, OUTPUT_NOTE_MAX_CHARS, type AssignmentOutputRule } from '@gpufarm/shared';
+import { ownChild, type ChildExit } from '@gpufarm/shared/node';
 import { openOutputRoot, OutputFilesError, walkOutputRule } from './output-tree.js';
 
 /** What a packed artifact came to: its SHA-256 (hex) and size, both of the bytes streamed. */

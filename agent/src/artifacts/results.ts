@@ -1,7 +1,8 @@
 import type { KeyObject } from 'node:crypto';
 import type { AssignmentOutputNote, AssignmentOutputRule, AssignmentSpec } from '@gpufarm/shared';
 import type { JobExit } from '../job/state.js';
-import { ARTIFACT_UPLOADS_SUFFIX, argvSha256, OUTPUT_NOTE_MAX_CHARS, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared';
+import { ARTIFACT_UPLOADS_SUFFIX, OUTPUT_NOTE_MAX_CHARS } from '@gpufarm/shared';
+import { argvSha256, signRecord, type ExecutionRecord, type SignedRecord } from '@gpufarm/shared/node';
 import { inThreadSources, type ArtifactSources } from './off-thread.js';
 import { OutputFilesError, surveyOutputRule, type SkippedEntry } from './output-tree.js';
 import { ArtifactTooLargeError, packingUser, type PackAs } from './pack.js';

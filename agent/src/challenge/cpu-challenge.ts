@@ -1,4 +1,4 @@
-import { fillInt8, int8Matrix, leafHash, merkleLevels, merklePath, nextRoundSeed, productRow, seedFor } from '@gpufarm/shared';
+import { fillInt8, int8Matrix, leafHash, merkleLevels, merklePath, nextRoundSeed, productRow, seedFor } from '@gpufarm/shared/node';
 import { ChallengeError, challengeCancelled, refusedChallenge, unknownRows, type ChallengeSpec, type ChallengeStarter, type GpuChallenge } from './challenge.js';
 
 /**

@@ -1,5 +1,5 @@
 import { benchmarkResultSchema, errorText, parseListenSetting, type BenchmarkResult } from '@gpufarm/shared';
-import { startMetricsListener, type MetricsListener } from '@gpufarm/shared/net/metrics-listener.js';
+import { startMetricsListener, type MetricsListener } from '@gpufarm/shared/node';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { workDirOf, type AgentConfig } from '../config/config.js';

@@ -1,4 +1,4 @@
-import { addressRange, inCidr, isIpLiteral, normalizeHost, publicNameProblem } from '@gpufarm/shared';
+import { addressRange, inCidr, isIpLiteral, normalizeHost, publicNameProblem } from '@gpufarm/shared/node';
 
 /**
  * The egress proxy's rules, pure (no sockets, no DNS): which `CONNECT` targets a job may open

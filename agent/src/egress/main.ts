@@ -1,6 +1,6 @@
 import { promises as dns } from 'node:dns';
 import { networkInterfaces } from 'node:os';
-import { inCidr } from '@gpufarm/shared';
+import { inCidr } from '@gpufarm/shared/node';
 import { EGRESS_CONFIG_ENV, EGRESS_TEST_MODE_ENV, egressProxyConfigSchema } from './config.js';
 import { createEgressProxy } from './server.js';
 

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
 import { join } from 'node:path';
-import { addressRange, errorText, networkCidr } from '@gpufarm/shared';
+import { errorText } from '@gpufarm/shared';
+import { addressRange, networkCidr } from '@gpufarm/shared/node';
 import type Docker from 'dockerode';
 import { RuntimeError } from '../job/errors.js';
 import { ensureImage } from '../docker/image.js';

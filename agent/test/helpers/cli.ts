@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { testCommand } from '../../../shared/build/test-bundles.js';
+import { testCommand } from '@gpufarm/shared/build/test-bundles';
 
 const [NODE, ...GF_AGENT] = testCommand('agent');
 

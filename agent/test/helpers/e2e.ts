@@ -11,7 +11,7 @@ import { gfAgent } from './cli.js';
 import { busyboxSpec, cleanOwner, docker } from './docker.js';
 import { TestPeer, type PeerOptions } from './peer.js';
 import { LABEL_ASSIGNMENT, LABEL_OWNER } from '../../src/docker/labels.js';
-import { testCommand } from '../../../shared/build/test-bundles.js';
+import { testCommand } from '@gpufarm/shared/build/test-bundles';
 
 const [NODE, ...GF_AGENT] = testCommand('agent');
 

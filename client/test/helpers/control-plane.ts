@@ -1,4 +1,4 @@
-import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePort } from '@gpufarm/shared/node';
 import type { FastifyInstance } from 'fastify';
 import { GfError } from '../../src/errors.js';
 

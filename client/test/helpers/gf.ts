@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { bundleNodePackage } from '../../../shared/build/node-package.js';
-import { onEmergencyExit } from '../../../shared/build/emergency-exit.js';
+import { bundleNodePackage } from '@gpufarm/shared/build/node-package';
+import { onEmergencyExit } from '@gpufarm/shared/build/emergency-exit';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const CLIENT = join(ROOT, 'client');

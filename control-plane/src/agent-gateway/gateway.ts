@@ -16,6 +16,7 @@ import { agentRoutes } from './routes.js';
 import { z } from 'zod';
 import { AGENT_LINKS_CHANNEL, announceAgentLink, assignmentsPastGrace, machinesWithLiveAssignments, unansweredOffers } from './store.js';
 import { recordFleetEvents } from '../fleet/events.js';
+import type { Logger } from '../logger.js';
 
 /** Largest agent message (a full logs batch is well under it). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -95,7 +96,7 @@ function refuseUpgrade(socket: Duplex, requestId: string, status: 401 | 404 | 50
  */
 export async function createAgentGateway(options: AgentGatewayOptions): Promise<AgentGateway> {
   const { app, deps, lifecycle } = options;
-  const log = deps.log ?? ((message: string, err?: unknown) => app.log.warn({ err }, message));
+  const log: Logger = deps.log ?? app.log.child({ component: 'agent gateway' });
   const connections = new Map<string, AgentConnection>();
   /** Each link's number from `announceAgentLink`: a notice of a larger one for its machine closes it. */
   const epochs = new WeakMap<AgentConnection, number>();
@@ -156,7 +157,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
           wss.handleUpgrade(request, socket, head, (ws) => accept(ws, link.machineId, link.epoch, startedAt + agentHandshakeMs));
         },
         (err: unknown) => {
-          log('agent upgrade: the machine token could not be checked or the link not announced', err);
+          log.warn({ err }, 'agent upgrade: the machine token could not be checked or the link not announced');
           refuseUpgrade(socket, app.nextRequestId(), 503, ERROR_CODES.unavailable.message);
         },
       );
@@ -165,7 +166,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
 
   const unlisten = await deps.db.listen(AGENT_DISPATCH_CHANNEL, (payload) => {
     const notice = parseNotice(payload);
-    if (notice === 'invalid') return log(`agent dispatch: ignored a malformed notice ${payload.slice(0, 200)}`);
+    if (notice === 'invalid') return log.warn({ channel: AGENT_DISPATCH_CHANNEL }, `agent dispatch: ignored a malformed notice ${payload.slice(0, 200)}`);
     if (notice === null) {
       for (const connection of connections.values()) connection.dispatch(null);
       return;
@@ -179,7 +180,7 @@ export async function createAgentGateway(options: AgentGatewayOptions): Promise<
     try {
       notice = linkNoticeSchema.parse(JSON.parse(payload));
     } catch {
-      return log(`agent links: ignored a malformed notice ${payload.slice(0, 200)}`);
+      return log.warn({ channel: AGENT_LINKS_CHANNEL }, `agent links: ignored a malformed notice ${payload.slice(0, 200)}`);
     }
     const held = connections.get(notice.machineId);
     if (!held || (epochs.get(held) ?? Number.POSITIVE_INFINITY) >= notice.epoch) return;

@@ -2,6 +2,7 @@ import type { AssignmentRejectedMessage, AssignmentStatusMessage, ChallengePlan 
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { StartPhaseMetrics } from '../phases/record.js';
+import type { Logger } from '../logger.js';
 
 /**
  * Why agent log lines were not stored as sent: dropped because their assignment ended past the
@@ -14,7 +15,7 @@ export type AgentLogRefusal = 'assignment_ended' | 'not_this_machine' | 'system_
 export interface GatewayDeps {
   db: Database;
   config: ExecutionConfig;
-  log?: (message: string, err?: unknown) => void;
+  log?: Logger;
   /** Where stored agent log bytes and refused agent lines are counted (`metrics/`); absent: not counted. */
   metrics?: { logBytes(bytes: number): void; agentLogLinesRefused(reason: AgentLogRefusal, lines: number): void } & StartPhaseMetrics;
   /** The server's clock, as `ExecutionDeps.now`: when the job's first line was received (`phases/`). Default: the wall clock. */

@@ -24,7 +24,7 @@ import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import { isDatabaseUnavailable } from '../db/errors.js';
 import { recordFleetEvent } from '../fleet/events.js';
-import { judgeReports, verdictKey, withLiveFigures } from '../fleet/gpu-health.js';
+import { judgeReports, verdictKey, withLiveFigures, type JudgedGpu } from '../fleet/gpu-health.js';
 import { insertAgentLines, lastStoredSeqs } from '../logs/store.js';
 import { holdSupersededGpus, releaseSupersededGpus, writeGpuVerdicts } from '../machines/gpus-store.js';
 import { drainRequest, writeGpuReports } from '../machines/store.js';
@@ -35,8 +35,11 @@ import { recordPhases } from '../phases/record.js';
 import type { GatewayDeps, LifecyclePort } from './lifecycle-port.js';
 import { deleteImageReport, writeImageReport } from './image-store.js';
 import { applyHeartbeatRow, applyHello, findAssignments, findLogTarget, heartbeatBeat, liveAssignments, recordHeartbeat, type AssignmentRow } from './machine-store.js';
-import type { HeartbeatBeat, HeartbeatSeen } from '../machines/store.js';
+import type { HeartbeatBeat, HeartbeatSeen, HeartbeatWriter } from '../machines/store.js';
+import { frameGpusText } from './frame-gpus.js';
 import { lostAfterSeconds } from './sweeper.js';
+import { verdictsHold, verdictWindow, type VerdictWindow } from './steady-verdicts.js';
+import type { Logger } from '../logger.js';
 
 /**
  * One agent's WebSocket, after its machine token was checked.
@@ -50,11 +53,11 @@ import { lostAfterSeconds } from './sweeper.js';
 export interface LinkContext {
   deps: GatewayDeps;
   lifecycle: LifecyclePort;
-  log: (message: string, err?: unknown) => void;
+  log: Logger;
   /** Takes each heartbeat's GPU figures for the history (summed in memory, written per minute). */
   gpuSamples?: (machineId: string, gpus: HeartbeatMessage['gpus']) => void;
   /** Writes heartbeats, several machines' in one statement (`heartbeatWriter`), shared by the gateway's links. */
-  writeBeat: Parameters<typeof recordHeartbeat>[3]['write'];
+  writeBeat: HeartbeatWriter;
   /** When (epoch ms) the link must have sent its `hello`: the end of its handshake (GF_AGENT_HANDSHAKE_MS). */
   helloBy?: number;
 }
@@ -143,6 +146,8 @@ export class AgentConnection {
   /** What this link last stored of the GPU health (`verdictKey`, `countersKey`): heartbeats write only changes. */
   private storedVerdicts: string | null = null;
   private storedCounters: string | null = null;
+  /** The verdicts last judged from `lastReports`, and while they stand (`steady-verdicts.ts`). */
+  private standing: VerdictWindow | null = null;
   /** The GPU health reports last sent on this link (a heartbeat without them means unchanged). */
   private lastReports: GpuHealthReport[] | null = null;
   /** The GPUs the agent last claimed (hello, or a heartbeat's new inventory): heartbeats are judged against them. */
@@ -171,7 +176,7 @@ export class AgentConnection {
       if (this.welcomed && code !== AGENT_CLOSE_CODES.replaced && code !== 1001) {
         const why = reason.toString() || 'the connection closed';
         recordFleetEvent(ctx.deps.db, { type: 'link.down', machineId, message: `agent link down (${code}): ${why}`, details: { code, reason: why } }).catch((err: unknown) =>
-          ctx.log(`machine ${machineId}: recording its link down failed`, err),
+          ctx.log.warn({ machineId, err }, `machine ${machineId}: recording its link down failed`),
         );
       }
     });
@@ -217,7 +222,7 @@ export class AgentConnection {
   /** `work`, counted among the tasks until it settles; a failure is logged (and ends the link when the database is away). */
   private settle(work: Promise<void>): Promise<void> {
     return work.catch((err: unknown) => {
-      this.ctx.log(`agent link of ${this.machineId}: handling failed`, err);
+      this.ctx.log.warn({ machineId: this.machineId, err }, `agent link of ${this.machineId}: handling failed`);
       // The message is lost unless the agent sends it again, and a later batch's cumulative
       // logs.ack would cover lines never stored: end the link so nothing after it is handled;
       // the reconnect's welcome says which lines to resend.
@@ -245,14 +250,32 @@ export class AgentConnection {
    * goes to the shared writer; what the writer saw decides the rest (`beatWritten`), before any
    * message that came meanwhile. False: the heartbeat takes the chain (`handle`).
    */
-  private steadyHeartbeat(message: HeartbeatMessage): boolean {
+  private steadyHeartbeat(message: HeartbeatMessage, frame: string): boolean {
     if (this.tasks > 0 || this.beat !== null || this.claimed === null || message.inventory !== null || message.gpuHealth !== undefined || this.superseded.size > 0) return false;
     if (message.images && this.protocolVersion >= IMAGE_CACHE_PROTOCOL_VERSION) return false;
-    if (this.lastReports !== null && verdictKey(judgeReports(withLiveFigures(this.lastReports, message.gpus), new Date())) !== this.storedVerdicts) return false;
-    const beat = heartbeatBeat(this.machineId, message, this.claimed);
+    if (this.lastReports !== null && !this.verdictsStand(this.lastReports, message.gpus)) return false;
+    // The frame's own text of the figures: the writer need not serialize them again.
+    const beat = heartbeatBeat(this.machineId, message, this.claimed, frameGpusText(frame));
     this.beat = { message, reported: beat.reported, gate: null, open: null };
-    this.ctx.writeBeat(beat).then(this.beatWritten, this.beatFailed);
+    this.ctx.writeBeat.send(beat, this.beatWritten, this.beatFailed);
     return true;
+  }
+
+  /**
+   * Whether the last reports with these live figures give the verdicts stored: judged again
+   * only when a figure crossed a threshold or a warning XID's window ended (`verdictsHold`).
+   */
+  private verdictsStand(lastReports: readonly GpuHealthReport[], live: HeartbeatMessage['gpus']): boolean {
+    const nowMs = Date.now();
+    const standing = this.standing !== null && verdictsHold(this.standing, lastReports, live, nowMs) ? this.standing : this.judge(withLiveFigures(lastReports, live), nowMs).standing;
+    return standing.key === this.storedVerdicts;
+  }
+
+  /** Judges `reports` (live figures in) as of `nowMs`; the verdicts stand until `standing` says otherwise. */
+  private judge(reports: readonly GpuHealthReport[], nowMs: number): { judged: JudgedGpu[]; standing: VerdictWindow } {
+    const judged = judgeReports(reports, new Date(nowMs));
+    this.standing = verdictWindow(reports, verdictKey(judged), nowMs);
+    return { judged, standing: this.standing };
   }
 
   private readonly beatWritten = (row: HeartbeatSeen): void => {
@@ -291,12 +314,16 @@ export class AgentConnection {
   private onRaw(text: string | null): void {
     if (this.closed) return;
     this.lastHeardMs = Date.now();
+    const notJson = 'message: not a JSON text frame';
+    if (text === null) {
+      this.close(AGENT_CLOSE_CODES.invalidMessage, notJson);
+      return;
+    }
     let raw: unknown;
     try {
-      if (text === null) throw new Error('binary');
       raw = JSON.parse(text);
     } catch {
-      this.close(AGENT_CLOSE_CODES.invalidMessage, 'message: not a JSON text frame');
+      this.close(AGENT_CLOSE_CODES.invalidMessage, notJson);
       return;
     }
     const parsed = agentMessageParser.safeParse(raw);
@@ -316,7 +343,7 @@ export class AgentConnection {
       this.close(AGENT_CLOSE_CODES.invalidMessage, `${message.type}: sent before welcome; hello comes first`);
       return;
     }
-    if (message.type === 'heartbeat' && this.steadyHeartbeat(message)) return;
+    if (message.type === 'heartbeat' && this.steadyHeartbeat(message, text)) return;
     this.enqueue(() => this.handle(message));
   }
 
@@ -394,7 +421,7 @@ export class AgentConnection {
   private async endChallenge(challengeId: string, outcome: ChallengeOutcome, tellAgent: boolean): Promise<void> {
     this.goSentAt.delete(challengeId);
     const { next } = await finishChallenge(this.ctx.deps.db, challengeId, outcome);
-    if (!outcome.passed) this.ctx.log(`machine ${this.machineId}: GPU challenge ${challengeId} failed: ${outcome.reason}`);
+    if (!outcome.passed) this.ctx.log.warn({ machineId: this.machineId, challengeId, reason: outcome.reason }, `machine ${this.machineId}: GPU challenge ${challengeId} failed: ${outcome.reason}`);
     if (tellAgent && !outcome.passed) this.send({ type: 'challenge.cancel', challengeId, reason: outcome.reason.slice(0, 500) });
     // The machine's next class of GPUs.
     if (next !== null) await this.sendChallenge(next);
@@ -454,7 +481,7 @@ export class AgentConnection {
     if (known !== undefined) return known;
     const [row] = await findAssignments(this.ctx.deps.db, [assignmentId]);
     if (!row || row.machine_id !== this.machineId) {
-      this.ctx.log(`agent link of ${this.machineId}: assignment ${assignmentId} is not this machine's; message ignored`);
+      this.ctx.log.warn({ machineId: this.machineId, assignmentId }, `agent link of ${this.machineId}: assignment ${assignmentId} is not this machine's; message ignored`);
       return null;
     }
     this.jobs.set(assignmentId, row.job_id);
@@ -511,7 +538,7 @@ export class AgentConnection {
     for (const a of live) {
       if (heldSet.has(a.id)) continue;
       if (a.state === 'offered') this.sendAssign(a);
-      else await lifecycle.assignmentLost(a.id, 'the agent restarted without it').catch((err: unknown) => this.ctx.log(`assignment ${a.id}: marking it lost failed`, err));
+      else await lifecycle.assignmentLost(a.id, 'the agent restarted without it').catch((err: unknown) => this.ctx.log.warn({ machineId: this.machineId, jobId: a.job_id, assignmentId: a.id, err }, `assignment ${a.id}: marking it lost failed`));
     }
     for (const r of hello.running) {
       const a = held.get(r.assignmentId);
@@ -533,7 +560,7 @@ export class AgentConnection {
     // First enrollment, or a driver or GPU change (`applyHello`): the machine is offered once its GPUs are proven.
     const started = await scheduleChallenges({ db: deps.db, config: deps.config, log: this.ctx.log, ...(deps.challengePlan ? { challengePlan: deps.challengePlan } : {}) }, { machineId: this.machineId }).catch(
       (err: unknown) => {
-        this.ctx.log(`machine ${this.machineId}: starting its GPU challenge failed; the sweep tries again`, err);
+        this.ctx.log.warn({ machineId: this.machineId, err }, `machine ${this.machineId}: starting its GPU challenge failed; the sweep tries again`);
         return [];
       },
     );
@@ -551,8 +578,8 @@ export class AgentConnection {
     if (this.lastReports === null) return;
     const { deps, lifecycle } = this.ctx;
     const reports = message.gpuHealth ?? withLiveFigures(this.lastReports, message.gpus);
-    const judged = judgeReports(reports, new Date());
-    const verdicts = verdictKey(judged);
+    const { judged, standing } = this.judge(reports, Date.now());
+    const verdicts = standing.key;
     const counters = message.gpuHealth ? gpuHealthCountersKey(reports) : this.storedCounters;
     if (verdicts !== this.storedVerdicts) {
       const failed = await writeGpuVerdicts(deps.db, this.machineId, judged);
@@ -577,7 +604,7 @@ export class AgentConnection {
     if (this.sent.has(a.id)) return;
     const message = assignMessageSchema.safeParse({ type: 'assign', assignment: assignmentForVersion(a.spec, this.protocolVersion) });
     if (!message.success) {
-      this.ctx.log(`assignment ${a.id}: its spec fails the assign schema (${describeInvalid({ type: 'assign' }, message.error.issues)}); not sent`);
+      this.ctx.log.error({ machineId: this.machineId, jobId: a.job_id, assignmentId: a.id }, `assignment ${a.id}: its spec fails the assign schema (${describeInvalid({ type: 'assign' }, message.error.issues)}); not sent`);
       return;
     }
     this.sent.add(a.id);
@@ -623,11 +650,12 @@ export class AgentConnection {
     const due = !target ? [] : target.open ? message.lines : message.lines.filter((l) => target.last_log_seq !== null && l.seq <= target.last_log_seq);
     if (!target || target.machine_id !== this.machineId) {
       deps.metrics?.agentLogLinesRefused('not_this_machine', count);
-      this.ctx.log(`agent link of ${this.machineId}: assignment ${message.assignmentId} is not this machine's; ${count} log lines acked and dropped`);
+      this.ctx.log.warn({ machineId: this.machineId, assignmentId: message.assignmentId, lines: count }, `agent link of ${this.machineId}: assignment ${message.assignmentId} is not this machine's; ${count} log lines acked and dropped`);
     } else {
       if (due.length < count) {
         deps.metrics?.agentLogLinesRefused('assignment_ended', count - due.length);
-        this.ctx.log(
+        this.ctx.log.warn(
+          { machineId: this.machineId, jobId: target.job_id, assignmentId: message.assignmentId, lines: count - due.length },
           `agent link of ${this.machineId}: assignment ${message.assignmentId} ended more than ${LOG_LINES_GRACE_SECONDS} s ago; ${count - due.length} log lines after its last reported one acked and dropped`,
         );
       }

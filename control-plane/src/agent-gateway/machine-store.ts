@@ -123,12 +123,12 @@ export type ClaimedGpus = Pick<MachineInventory, 'gpus' | 'simulated'> | null;
 /**
  * A heartbeat's beat, for the heartbeat writer: the status and reason it gives the machine,
  * judged against `claimed`; the row is asked for when the heartbeat carries a new inventory or
- * there is nothing to judge against yet.
+ * there is nothing to judge against yet. `gpusJson`: the frame's text of `gpus` (`frame-gpus.ts`).
  */
-export function heartbeatBeat(machineId: string, heartbeat: HeartbeatMessage, claimed: ClaimedGpus): HeartbeatBeat {
+export function heartbeatBeat(machineId: string, heartbeat: HeartbeatMessage, claimed: ClaimedGpus, gpusJson: string | null = null): HeartbeatBeat {
   const inventory = heartbeat.inventory ?? claimed;
   const reported = inventory ? reportedStatus(inventory, heartbeat.health, heartbeat.draining) : null;
-  return { machineId, gpus: heartbeat.gpus, draining: heartbeat.draining, reported, wantRow: heartbeat.inventory !== null || reported === null };
+  return { machineId, gpus: heartbeat.gpus, draining: heartbeat.draining, reported, wantRow: heartbeat.inventory !== null || reported === null, gpusJson };
 }
 
 /**

@@ -1,12 +1,13 @@
 import type { CapacityOffer } from '@gpufarm/shared';
 import { CapacityUnavailable } from './capacity-unavailable.js';
+import { createNotifiedLoop } from '../background/notified-loop.js';
 import type { Database } from '../db/database.js';
+import { silentLogger, type Logger } from '../logger.js';
 import { summarizeFit, type FitSummary, type JobRequirements } from './fit.js';
 import { isUnfiltered, offerJson, queryOffers, toCapacityOffer } from './offers.js';
 import { DEFAULT_CAPACITY_QUERY, type CapacityQuery } from './query.js';
 import { buildSnapshot, withUptime, type FleetSupply, type Snapshot } from './snapshot.js';
 import { loadFleetRows, loadGpuClasses, loadUptimeSeconds, uptimeWindowFirstDay, type ListedGpuClass } from './store.js';
-import { errorText } from '@gpufarm/shared';
 
 /** The channel the fleet tables' triggers notify (migration 001). */
 export const FLEET_CHANGED_CHANNEL = 'fleet_changed';
@@ -26,10 +27,10 @@ export interface OfferIndexOptions {
   /** Delay between a `fleet_changed` notification and the reload it triggers; 200 ms by default. */
   debounceMs?: number;
   /**
-   * Reports a failed reload and the recovery after it (once each, not on every retry). The
-   * message holds an error code or message, never connection details. Default: console.warn.
+   * Where a failed reload, the recovery after it and a listener that cannot listen are logged
+   * (with `loop: 'offer index'` and the error as `err`). Default: nowhere.
    */
-  onWarning?: (message: string) => void;
+  log?: Logger;
   /**
    * List machines whose agent runs in simulated mode (`ExecutionConfig.allowSimulatedMachines`).
    * Off by default: a deployment with live keys never offers them.
@@ -85,30 +86,16 @@ export interface OfferIndex {
   summarizeFit(requirements: JobRequirements): FitSummary;
 }
 
-function describe(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  const message = errorText(err);
-  return (typeof code === 'string' ? `${code}: ` : '') + message.slice(0, 200);
-}
-
 /** Creates the offer index over `db`; call `start()` before serving. */
 export function createOfferIndex(db: Database, options: OfferIndexOptions): OfferIndex {
   const now = options.now ?? (() => new Date());
   const debounceMs = options.debounceMs ?? 200;
-  const warn = options.onWarning ?? ((message: string) => console.warn(`offer index: ${message}`));
   const noQueue: ReadonlyMap<string, number> = new Map();
   const queued = options.queuedByClass ?? (() => noQueue);
   const fleet = { allowSimulated: options.allowSimulated ?? false };
 
   let snapshot: Snapshot | null = null;
   let lastError: unknown = null;
-  let failing = false;
-  let closed = false;
-  let loading: Promise<void> | null = null;
-  let pending: Promise<void> | null = null;
-  let tick: NodeJS.Timeout | null = null;
-  let debounce: NodeJS.Timeout | null = null;
-  let unlisten: (() => Promise<void>) | null = null;
 
   /** Seconds up per machine, from the last full load (plus machines that appeared since). */
   let uptime: { firstDay: string; seconds: Map<string, number> } | null = null;
@@ -119,7 +106,6 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
    * periodic reload while no change was notified) only the uptime days, keeping the fleet.
    */
   type LoadMode = 'uptime' | 'fleet' | 'full';
-  const STRENGTH: Record<LoadMode, number> = { uptime: 0, fleet: 1, full: 2 };
 
   const load = async (requested: LoadMode): Promise<void> => {
     const at = now();
@@ -147,89 +133,38 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
         snapshot = buildSnapshot(rows, classes, known, version, at);
       }
       lastError = null;
-      if (failing) warn(`reload succeeded again; ${snapshot.size} offered machine rows`);
-      failing = false;
     } catch (err) {
       lastError = err;
-      if (!failing) {
-        warn(
-          snapshot
-            ? `reload failed (${describe(err)}); serving the snapshot of ${snapshot.loadedAt.toISOString()} until a reload succeeds`
-            : `first load failed (${describe(err)}); capacity answers 503 until a load succeeds`,
-        );
-      }
-      failing = true;
       throw err;
     }
   };
 
-  let pendingMode: LoadMode = 'uptime';
   /**
-   * Runs a load; a call during a load queues exactly one more, shared by every caller (reading
-   * as much as the most demanding caller asked for).
+   * The reloads: on `refresh()` and at start the whole fleet; after a `fleet_changed`
+   * notification (debounced) the fleet; on the periodic tick only the uptimes while the
+   * listener is up (a full rebuild stalls requests for tens of ms at 10,000 machines), and
+   * everything every `FULL_RELOAD_EVERY`th tick, in case a notification was lost with a dropped
+   * connection, or on every tick while notifications cannot be received. Until the first load
+   * succeeds, the timer tries again sooner than the full period (2 s).
    */
-  const reload = (mode: LoadMode): Promise<void> => {
-    if (closed) return Promise.resolve();
-    if (pending) {
-      if (STRENGTH[mode] > STRENGTH[pendingMode]) pendingMode = mode;
-      return pending;
-    }
-    if (loading) {
-      pendingMode = mode;
-      pending = loading
-        .catch(() => {})
-        .then(() => {
-          const next = pendingMode;
-          pending = null;
-          pendingMode = 'uptime';
-          return reload(next);
-        });
-      return pending;
-    }
-    loading = load(mode).finally(() => {
-      loading = null;
-    });
-    return loading;
-  };
-
-  const ensureListening = async (): Promise<void> => {
-    if (unlisten || closed) return;
-    try {
-      unlisten = await db.listen(FLEET_CHANGED_CHANNEL, () => {
-        if (debounce || closed) return;
-        debounce = setTimeout(() => {
-          debounce = null;
-          if (!closed) reload('fleet').catch(() => {});
-        }, debounceMs);
-        debounce.unref();
-      });
-    } catch (err) {
-      // The periodic reload keeps the snapshot fresh meanwhile; the next tick tries again.
-      if (!failing) warn(`cannot listen for fleet changes (${describe(err)}); retrying`);
-    }
-  };
-
-  let ticks = 0;
-  /**
-   * The periodic reload. While the listener is up, fleet changes arrive as notifications, so
-   * a tick refreshes only the uptimes (a full rebuild stalls requests for tens of ms at 10,000
-   * machines); every `FULL_RELOAD_EVERY`th tick reloads everything in case a notification was
-   * lost with a dropped connection.
-   */
-  const schedule = () => {
-    if (closed) return;
-    // Until the first load succeeds, retry sooner than the full period.
-    const delay = snapshot ? options.refreshMs : Math.min(options.refreshMs, 2_000);
-    tick = setTimeout(() => {
-      tick = null;
-      ticks++;
-      void ensureListening()
-        .then(() => reload(unlisten === null || ticks % FULL_RELOAD_EVERY === 0 ? 'full' : 'uptime'))
-        .catch(() => {})
-        .finally(schedule);
-    }, delay);
-    tick.unref();
-  };
+  const loop = createNotifiedLoop({
+    name: 'offer index',
+    log: options.log ?? silentLogger,
+    intervalMs: options.refreshMs,
+    firstIntervalMs: 2_000,
+    db,
+    channels: { [FLEET_CHANGED_CHANNEL]: { debounceMs } },
+    run: (cause) => {
+      const mode: LoadMode =
+        cause.asked || (cause.timer && (!cause.listening || cause.ticks % FULL_RELOAD_EVERY === 0)) ? 'full' : cause.notified.size > 0 ? 'fleet' : 'uptime';
+      return load(mode);
+    },
+    // Says what the customers see meanwhile; the error itself is the line's `err`.
+    failureMessage: () =>
+      snapshot
+        ? `offer index reload failed; serving the snapshot of ${snapshot.loadedAt.toISOString()} until a reload succeeds`
+        : 'offer index first load failed; capacity answers 503 until a load succeeds',
+  });
 
   const current = (): Snapshot => {
     if (snapshot) return snapshot;
@@ -259,22 +194,9 @@ export function createOfferIndex(db: Database, options: OfferIndexOptions): Offe
   const FIT_CACHE_LIMIT = 4096;
 
   return {
-    async start() {
-      await ensureListening();
-      await reload('full').catch(() => {});
-      schedule();
-    },
-    refresh: () => reload('full'),
-    async close() {
-      closed = true;
-      if (tick) clearTimeout(tick);
-      if (debounce) clearTimeout(debounce);
-      tick = null;
-      debounce = null;
-      await Promise.allSettled([loading, pending]);
-      if (unlisten) await unlisten().catch(() => {});
-      unlisten = null;
-    },
+    start: () => loop.start(),
+    refresh: () => loop.runNow(),
+    close: () => loop.close(),
     get version() {
       return snapshot?.version ?? 0;
     },

@@ -32,30 +32,57 @@ interface Pending<I, O> {
   reject(reason: unknown): void;
 }
 
-export function createBatcher<I, O>(run: (items: readonly I[]) => Promise<readonly O[]>, options: BatcherOptions): (item: I) => Promise<O> {
+/**
+ * A batched call: `batcher(item)` answers with a promise; `batcher.send(item, resolve, reject)`
+ * calls one of the two instead, once, from a later turn (never within `send`), as the promise
+ * would settle. `send` is for the hottest callers (a heartbeat of every machine every 10 s):
+ * no promise and no reaction per call when they pass functions made once.
+ */
+export interface Batcher<I, O> {
+  (item: I): Promise<O>;
+  send(item: I, resolve: (value: O) => void, reject: (reason: unknown) => void): void;
+}
+
+/**
+ * Calls a `send` callback as a promise's reaction would meet it: what it throws does not reach
+ * the batcher (nor the other items of its batch) but becomes an unhandled rejection.
+ */
+function settle<A>(callback: (value: A) => void, value: A): void {
+  try {
+    callback(value);
+  } catch (err) {
+    void Promise.reject(err);
+  }
+}
+
+export function createBatcher<I, O>(run: (items: readonly I[]) => Promise<readonly O[]>, options: BatcherOptions): Batcher<I, O> {
   if (!(options.maxInFlight >= 1 && options.maxBatch >= 1)) throw new RangeError('maxInFlight and maxBatch must be at least 1');
   const queue: Pending<I, O>[] = [];
   let inFlight = 0;
   let scheduled = false;
 
   const runAlone = async (pending: Pending<I, O>) => {
+    let result: O;
     try {
-      const [result] = await run([pending.item]);
-      pending.resolve(result as O);
+      [result] = (await run([pending.item])) as [O];
     } catch (err) {
-      pending.reject(err);
+      settle(pending.reject, err);
+      return;
     }
+    settle(pending.resolve, result);
   };
 
   const send = async (batch: Pending<I, O>[]) => {
+    let results: readonly O[];
     try {
-      const results = await run(batch.map((p) => p.item));
+      results = await run(batch.map((p) => p.item));
       if (results.length !== batch.length) throw new Error(`a batch of ${batch.length} gave ${results.length} results`);
-      batch.forEach((p, i) => p.resolve(results[i] as O));
     } catch (err) {
-      if (batch.length === 1) batch[0]!.reject(err);
+      if (batch.length === 1) settle(batch[0]!.reject, err);
       else await Promise.all(batch.map(runAlone));
+      return;
     }
+    for (let i = 0; i < batch.length; i++) settle(batch[i]!.resolve, results[i] as O);
   };
 
   const drain = () => {
@@ -79,10 +106,12 @@ export function createBatcher<I, O>(run: (items: readonly I[]) => Promise<readon
     else setImmediate(drain);
   };
 
-  return (item: I) =>
-    new Promise<O>((resolve, reject) => {
-      queue.push({ item, resolve, reject });
-      // Calls made in the same turn of the event loop (requests parsed from one read) leave together.
-      schedule();
-    });
+  const enqueue = (pending: Pending<I, O>) => {
+    queue.push(pending);
+    // Calls made in the same turn of the event loop (requests parsed from one read) leave together.
+    schedule();
+  };
+  const batcher = (item: I) => new Promise<O>((resolve, reject) => enqueue({ item, resolve, reject }));
+  batcher.send = (item: I, resolve: (value: O) => void, reject: (reason: unknown) => void) => enqueue({ item, resolve, reject });
+  return batcher;
 }

@@ -3,6 +3,7 @@ import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { EscrowDeps } from '../jobs/funding.js';
 import type { StartPhaseMetrics } from '../phases/record.js';
+import type { Logger } from '../logger.js';
 
 /** What the execution slice works with, built once in `server.ts` (or a test). */
 export interface ExecutionDeps {
@@ -11,7 +12,8 @@ export interface ExecutionDeps {
   escrow: EscrowDeps | null;
   config: ExecutionConfig;
   blobs: BlobStore;
-  log?: (message: string, err?: unknown) => void;
+  /** Where settlement, refund and indexing failures are logged (lines with `jobId`/`assignmentId`); default nowhere. */
+  log?: Logger;
   /**
    * The server's clock: when a run's start and end were received, which is what a run is billed
    * on (`billed-runtime.ts`). Default: the wall clock.

@@ -95,7 +95,7 @@ export async function settleFinished(deps: ExecutionDeps, assignmentId: string):
   // page lists and serves files from). A store failure leaves it unlisted and never holds the settlement up.
   for (const artifact of stored.values()) {
     if (artifact.kind !== 'output') continue;
-    await indexOutputArtifact(deps, artifact).catch((err: unknown) => deps.log?.(`indexing the output ${artifact.id} of assignment ${asg.id} failed; it is not listed`, err));
+    await indexOutputArtifact(deps, artifact).catch((err: unknown) => deps.log?.warn({ jobId: asg.job_id, assignmentId: asg.id, machineId: asg.machine_id, artifactId: artifact.id, err }, `indexing the output ${artifact.id} of assignment ${asg.id} failed; it is not listed`));
   }
 
   // The completion goes on chain first: the job turns COMPLETED with its receipt, never before it.

@@ -112,7 +112,7 @@ export async function assignmentStatus(deps: ExecutionDeps, machineId: string, m
   }
   if (message.state === 'finished') {
     await recordFinishReport(deps.db, asg.id, message);
-    await settleFinished(deps, asg.id).catch((err: unknown) => deps.log?.(`settling assignment ${asg.id} failed; the execution worker retries`, err));
+    await settleFinished(deps, asg.id).catch((err: unknown) => deps.log?.warn({ jobId: asg.job_id, assignmentId: asg.id, machineId: asg.machine_id, err }, `settling assignment ${asg.id} failed; the execution worker retries`));
   }
 }
 
@@ -248,7 +248,7 @@ async function failAssignment(
   });
   if (failedJob && deps.escrow) {
     const job = await findJobById(deps.db, failedJob);
-    if (job) await authorizePendingRefund({ db: deps.db, escrow: deps.escrow }, job).catch((err: unknown) => deps.log?.(`refund authorization for ${failedJob} failed; the escrow worker retries it`, err));
+    if (job) await authorizePendingRefund({ db: deps.db, escrow: deps.escrow }, job).catch((err: unknown) => deps.log?.warn({ jobId: failedJob, err }, `refund authorization for ${failedJob} failed; the escrow worker retries it`));
   }
 }
 

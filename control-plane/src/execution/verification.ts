@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
-import { argvSha256, verifyRecord, type ExecutionRecord, type VerificationLevel } from '@gpufarm/shared';
+import type { VerificationLevel } from '@gpufarm/shared';
+import { argvSha256, verifyRecord, type ExecutionRecord } from '@gpufarm/shared/node';
 import type { ExecutionConfig } from '../config.js';
 
 /**

@@ -2,6 +2,7 @@ import { runSteps, startPeriodic, type Periodic } from '../background/periodic.j
 import { settleFinished } from './finish.js';
 import type { ExecutionDeps } from './deps.js';
 import { listUnsettledFinished } from './store.js';
+import { silentLogger } from '../logger.js';
 
 /**
  * Background upkeep of the execution slice: assignments the machine finished but whose
@@ -21,5 +22,5 @@ export function startExecutionWorker(
       ...(options.sweeps ?? []).map((sweep) => [sweep.name, sweep.run] as const),
     ]);
   };
-  return startPeriodic({ name: 'execution worker', intervalMs: options.intervalMs, run: pass, log: deps.log ?? (() => undefined) });
+  return startPeriodic({ name: 'execution worker', intervalMs: options.intervalMs, run: pass, log: deps.log ?? silentLogger });
 }

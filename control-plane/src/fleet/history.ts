@@ -14,6 +14,7 @@ import {
   type HistoryTable,
   type SampleCell,
 } from './history-store.js';
+import type { Logger } from '../logger.js';
 
 /**
  * GPU history at a bounded cost. Heartbeats are summed in the replica per (machine, GPU, minute)
@@ -183,7 +184,7 @@ export async function maintainHistory(db: Database, nowMs: number): Promise<Hist
 }
 
 /** Flushes the ended minutes of `aggregator` every `flushMs` and runs the upkeep every minute, until closed. */
-export function startHistoryLoop(deps: { db: Database; aggregator: GpuSampleAggregator; log: (message: string, err?: unknown) => void; now?: () => number }, options: { flushMs?: number } = {}): Periodic {
+export function startHistoryLoop(deps: { db: Database; aggregator: GpuSampleAggregator; log: Logger; now?: () => number }, options: { flushMs?: number } = {}): Periodic {
   const now = deps.now ?? Date.now;
   let lastUpkeep = 0;
   return startPeriodic({

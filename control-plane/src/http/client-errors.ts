@@ -48,7 +48,7 @@ export function answerClientError(this: FastifyInstance, err: Error & { code?: s
         : new ApiError('invalid_request', 'The request is not valid HTTP/1.1.');
   const requestId = this.nextRequestId();
   const body = JSON.stringify(errorEnvelope(apiError, requestId));
-  this.log.info({ reqId: requestId, err }, 'client error');
+  this.log.info({ requestId, err }, 'client error');
   socket.end(
     `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n` +
       `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +

@@ -22,6 +22,7 @@ import {
   recordLateFunding,
   updateEscrowRecord,
 } from './store.js';
+import { silentLogger, type Logger } from '../logger.js';
 
 /** Blocks read per event scan request. */
 const SCAN_STEP = 2_000n;
@@ -39,7 +40,8 @@ export interface EscrowWorkerDeps {
    * ledger sends it once either way; default 0).
    */
   refundGraceMs?: number;
-  log?: (message: string, err?: unknown) => void;
+  /** Where failed passes are logged (`loop: 'escrow worker'`); default nowhere. */
+  log?: Logger;
 }
 
 const cursorKey = (deps: Pick<EscrowWorkerDeps, 'escrow'>) => `escrow_scan:${deps.escrow.chain.chainId}:${deps.escrow.chain.escrowAddress}`;
@@ -232,5 +234,5 @@ async function runEscrowSweeps(deps: EscrowWorkerDeps): Promise<void> {
 
 /** Runs the escrow worker every `intervalMs` until closed (one pass at a time, backing off while it fails). */
 export function startEscrowWorker(deps: EscrowWorkerDeps, options: { intervalMs: number }): Periodic {
-  return startPeriodic({ name: 'escrow worker', intervalMs: options.intervalMs, run: async () => void (await runEscrowWorkerOnce(deps)), log: deps.log ?? (() => undefined) });
+  return startPeriodic({ name: 'escrow worker', intervalMs: options.intervalMs, run: async () => void (await runEscrowWorkerOnce(deps)), log: deps.log ?? silentLogger });
 }

@@ -2,6 +2,7 @@ import { startPeriodic, type Periodic } from '../background/periodic.js';
 import { withAdvisoryLock } from '../db/advisory-lock.js';
 import type { Database } from '../db/database.js';
 import { createDayPartition, dayPartitionName, dropDayPartition, listDayPartitions } from './partition-store.js';
+import type { Logger } from '../logger.js';
 
 /**
  * Upkeep of the day partitions of `log_lines` (migration 011): the partitions of today and the
@@ -63,7 +64,7 @@ export async function maintainLogPartitions(db: Database, params: { nowMs: numbe
 
 /** Runs `maintainLogPartitions` now and then every `intervalMs` until closed. */
 export function startLogPartitionLoop(
-  deps: { db: Database; log: (message: string, err?: unknown) => void; now?: () => number },
+  deps: { db: Database; log: Logger; now?: () => number },
   options: { retentionDays: number; intervalMs?: number },
 ): Periodic {
   const now = deps.now ?? Date.now;
@@ -73,7 +74,7 @@ export function startLogPartitionLoop(
     log: deps.log,
     run: async () => {
       const pass = await maintainLogPartitions(deps.db, { nowMs: now(), retentionDays: options.retentionDays });
-      if (pass && pass.blocked.length > 0) deps.log(`log partitions: the lines of days ${pass.blocked.join(', ')} stay in the default partition`);
+      if (pass && pass.blocked.length > 0) deps.log.warn({ loop: 'log partitions', days: pass.blocked }, `log partitions: the lines of days ${pass.blocked.join(', ')} stay in the default partition`);
     },
   });
   void loop.runOnce();

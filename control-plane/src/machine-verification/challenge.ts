@@ -1,9 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { challengeLateness, checkOpening, prepareCheck, type ChallengeCommitMessage, type ChallengeOpeningsMessage, type ChallengePlan } from '@gpufarm/shared';
+import { challengeLateness, type ChallengeCommitMessage, type ChallengeOpeningsMessage, type ChallengePlan } from '@gpufarm/shared';
+import { checkOpening, prepareCheck } from '@gpufarm/shared/node';
 import type { ExecutionConfig } from '../config.js';
 import type { Database } from '../db/database.js';
 import { CHALLENGE_RETRY_SECONDS, machinesDueForChallenge, startChallenge, type ChallengeRow } from './challenge-store.js';
+import type { Logger } from '../logger.js';
 
 /**
  * When and how the control plane judges a GPU challenge (docs/decisions.md, "GPU proof"). A
@@ -15,7 +17,8 @@ import { CHALLENGE_RETRY_SECONDS, machinesDueForChallenge, startChallenge, type 
 export interface ChallengeDeps {
   db: Database;
   config: Pick<ExecutionConfig, 'allowSimulatedMachines'>;
-  log?: (message: string, err?: unknown) => void;
+  /** Where a machine that cannot be challenged is logged (with `machineId`); default nowhere. */
+  log?: Logger;
   /** Replaces every class's plan (tests that play a machine of a real class on the CPU). */
   challengePlan?: ChallengePlan;
 }
@@ -29,7 +32,7 @@ export async function scheduleChallenges(deps: ChallengeDeps, params: { machineI
   for (const machineId of due) {
     const start = await startChallenge(deps.db, { machineId, retryFailedAfterSeconds, allowSimulated, ...(deps.challengePlan ? { plan: deps.challengePlan } : {}) });
     if (start.started) started.push(start.challengeId);
-    else if (start.reason !== null) deps.log?.(`machine ${machineId} cannot prove its GPUs: ${start.reason}`);
+    else if (start.reason !== null) deps.log?.info({ machineId, reason: start.reason }, `machine ${machineId} cannot prove its GPUs: ${start.reason}`);
   }
   return started;
 }

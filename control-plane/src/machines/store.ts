@@ -1,6 +1,6 @@
 import type { EnrollRequest, GpuHealthReport, HeartbeatMessage, HelloMessage, MachineInventory } from '@gpufarm/shared';
 import type { ExecutionConfig } from '../config.js';
-import { createBatcher } from '../db/batcher.js';
+import { createBatcher, type Batcher } from '../db/batcher.js';
 import type { Queryable } from '../db/database.js';
 
 /**
@@ -141,6 +141,11 @@ export interface HeartbeatBeat {
   draining: boolean;
   reported: { status: LinkStatus; reason: string | null } | null;
   wantRow: boolean;
+  /**
+   * `gpus` as the frame spelled it (`agent-gateway/frame-gpus.ts`), a text whose jsonb is the
+   * value of `gpus`; null or absent: `gpus` is serialized again.
+   */
+  gpusJson?: string | null;
 }
 
 /**
@@ -162,6 +167,29 @@ function meanUtilization(gpus: HeartbeatMessage['gpus']): number | null {
 }
 
 /**
+ * The writer's input: the beats as one JSON array of `{ id, gpus, util, draining, status,
+ * reason, want_row }`, written out as text, each beat's `gpus` from `gpusJson` when it has one.
+ */
+export function heartbeatInput(beats: readonly HeartbeatBeat[]): string {
+  let out = '[';
+  for (let i = 0; i < beats.length; i++) {
+    const b = beats[i]!;
+    const util = meanUtilization(b.gpus);
+    const status = b.reported?.status ?? null;
+    const reason = b.reported?.reason ?? null;
+    if (i > 0) out += ',';
+    // Without a cut, one JSON.stringify of the whole beat costs less than one of its `gpus` and the rest by hand.
+    if (b.gpusJson == null) out += JSON.stringify({ id: b.machineId, gpus: b.gpus, util, draining: b.draining, status, reason, want_row: b.wantRow });
+    // String() of a finite number is its JSON text; a mean of figures is finite.
+    else out += `{"id":${JSON.stringify(b.machineId)},"gpus":${b.gpusJson},"util":${util === null ? 'null' : String(util)},"draining":${b.draining},"status":${JSON.stringify(status)},"reason":${JSON.stringify(reason)},"want_row":${b.wantRow}}`;
+  }
+  return `${out}]`;
+}
+
+/** The shared heartbeat writer (`heartbeatWriter`): a beat's promise, or `send` with callbacks and no promise. */
+export type HeartbeatWriter = Batcher<HeartbeatBeat, HeartbeatSeen>;
+
+/**
  * Writes beats of many machines in one statement: heard now, live GPU figures and their mean
  * utilization, draining, and the seconds since each machine's previous beat, at most
  * `maxGapSeconds`, added to today's uptime (UTC, never past 86,400). At 10,000 machines every
@@ -169,12 +197,10 @@ function meanUtilization(gpus: HeartbeatMessage['gpus']): number | null {
  * out together (`createBatcher`) as one JSON document, and rows come back only for machines
  * whose status or reason must change, that are gone, or whose row was asked for.
  */
-export function heartbeatWriter(db: Queryable, options: { maxGapSeconds: number }): (beat: HeartbeatBeat) => Promise<HeartbeatSeen> {
+export function heartbeatWriter(db: Queryable, options: { maxGapSeconds: number }): HeartbeatWriter {
   return createBatcher(
     async (beats: readonly HeartbeatBeat[]) => {
-      const input = JSON.stringify(
-        beats.map((b) => ({ id: b.machineId, gpus: b.gpus, util: meanUtilization(b.gpus), draining: b.draining, status: b.reported?.status ?? null, reason: b.reported?.reason ?? null, want_row: b.wantRow })),
-      );
+      const input = heartbeatInput(beats);
       const rows = await db.query<HeartbeatRow & { id: string; found: boolean }>(
         `WITH input AS (
            SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(id text, gpus jsonb, util real, draining boolean, status text, reason text, want_row boolean)

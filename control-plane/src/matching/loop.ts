@@ -1,8 +1,9 @@
-import { FailureStreak } from '../background/periodic.js';
+import { createNotifiedLoop } from '../background/notified-loop.js';
 import { FLEET_CHANGED_CHANNEL } from '../capacity/offer-index.js';
 import { JOBS_QUEUED_CHANNEL } from '../jobs/channels.js';
 import { matchQueuedJobs, type MatcherDeps, type MatchOptions, type MatchResult } from './matcher.js';
 import type { QueueFigures } from './queue-figures.js';
+import { silentLogger } from '../logger.js';
 
 /** The matchers wake on `jobs_queued` (raised by fund-confirm and every requeue, `jobs/channels.ts`). */
 export { JOBS_QUEUED_CHANNEL };
@@ -29,42 +30,36 @@ export interface MatcherMetrics {
 }
 
 export interface MatcherLoop {
-  /** Runs a pass as soon as the current one (if any) ends. */
+  /** Runs a pass as soon as the current one (if any) ends; while passes fail, at the next try. */
   wake(): void;
   /** Stops the loop and its listeners; waits for a running pass. */
   close(): Promise<void>;
 }
 
 /**
- * Runs `matchQueuedJobs` in the background. A pass runs on `wake()`, on a
- * NOTIFY of `jobs_queued`, shortly after a `fleet_changed` (GPUs freed, a machine online; the
- * fleet triggers of migration 001), right after a pass that left jobs contended, and every
- * `fullPassEvery` ticks regardless; otherwise a tick costs nothing, so a queue of jobs nothing
- * fits does not load the fleet every period. A failed pass is logged and the next one waits
- * longer each time it fails again (`FailureStreak`), until one goes through.
+ * Runs `matchQueuedJobs` in the background (a notified loop, `background/notified-loop.ts`).
+ * A pass runs at start, on `wake()`, on a NOTIFY of `jobs_queued`, 200 ms after a burst of
+ * `fleet_changed` (GPUs freed, a machine online; the fleet triggers of migration 001), at the
+ * tick after a pass that left jobs contended or failed, on every tick while a channel cannot be
+ * listened on, and every `fullPassEvery` ticks regardless; otherwise a tick only refreshes the
+ * queue figures, so a queue of jobs nothing fits does not load the fleet every period. A failed
+ * pass is logged (`loop: 'matcher'`, `err`) and the next one waits longer each time it fails
+ * again, until one goes through.
  */
 export function startMatcher(deps: MatcherDeps, options: MatcherLoopOptions): MatcherLoop {
-  const log = deps.log ?? ((message: string, err?: unknown) => console.warn(`matcher: ${message}${err instanceof Error ? `: ${err.message}` : ''}`));
+  const log = deps.log ?? silentLogger;
+  // The pass's own lines (a job not matched) say which loop they come from, as the loop's do.
+  const passDeps: MatcherDeps = { ...deps, log: log.child({ loop: 'matcher' }) };
   const fullPassEvery = options.fullPassEvery ?? 10;
-  let closed = false;
-  let dirty = true;
-  /** True while fleet changes cannot be heard: every tick passes. */
-  let fleetBlind = false;
-  let ticks = 0;
-  let running: Promise<void> | null = null;
-  let again = false;
-  const unlisten: Array<() => Promise<void>> = [];
-
-  const streak = new FailureStreak('matcher pass', options.intervalMs, log);
-  /** While passes fail, no pass before this time (epoch ms). */
-  let retryAt = 0;
+  /** A pass is due at the next tick: the last one left jobs contended, or failed. */
+  let dirty = false;
+  const refreshQueue = () => options.queue?.refresh().catch((err: unknown) => log.warn({ loop: 'matcher', err }, 'matcher: queue figures not refreshed'));
 
   const pass = async (): Promise<void> => {
+    dirty = false;
     try {
-      dirty = false;
       const started = performance.now();
-      const result = await matchQueuedJobs(deps, options);
-      streak.succeeded();
+      const result = await matchQueuedJobs(passDeps, options);
       if (result.contended > 0) dirty = true;
       if (result.considered > 0) {
         options.metrics?.pass((performance.now() - started) / 1000);
@@ -73,68 +68,26 @@ export function startMatcher(deps: MatcherDeps, options: MatcherLoopOptions): Ma
       }
     } catch (err) {
       dirty = true;
-      retryAt = Date.now() + streak.failed(err);
+      throw err;
+    } finally {
+      await refreshQueue();
     }
-    await options.queue?.refresh().catch((err: unknown) => log('queue figures not refreshed', err));
   };
-
-  const run = (): void => {
-    if (closed || Date.now() < retryAt) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    running = pass().finally(() => {
-      running = null;
-      if (again && !closed) {
-        again = false;
-        run();
-      }
-    });
-  };
-
-  const wake = (): void => {
-    dirty = true;
-    run();
-  };
-
-  const timer = setInterval(() => {
-    ticks += 1;
-    if (dirty || fleetBlind || ticks % fullPassEvery === 0) run();
-    else void options.queue?.refresh().catch((err: unknown) => log('queue figures not refreshed', err));
-  }, options.intervalMs);
-  timer.unref();
 
   // Reservations of the matcher itself change the fleet too: that costs one cheap extra pass.
-  let fleetDebounce: NodeJS.Timeout | null = null;
-  const onFleet = () => {
-    if (fleetDebounce || closed) return;
-    fleetDebounce = setTimeout(() => {
-      fleetDebounce = null;
-      dirty = true;
-    }, 200);
-    fleetDebounce.unref();
-  };
-  deps.db.listen(JOBS_QUEUED_CHANNEL, wake).then(
-    (stop) => (closed ? void stop() : unlisten.push(stop)),
-    (err: unknown) => log(`cannot listen on ${JOBS_QUEUED_CHANNEL}; passes run every ${options.intervalMs} ms`, err),
-  );
-  deps.db.listen(FLEET_CHANGED_CHANNEL, onFleet).then(
-    (stop) => (closed ? void stop() : unlisten.push(stop)),
-    () => {
-      fleetBlind = true;
+  const loop = createNotifiedLoop({
+    name: 'matcher',
+    log,
+    intervalMs: options.intervalMs,
+    db: deps.db,
+    channels: { [JOBS_QUEUED_CHANNEL]: { debounceMs: 0 }, [FLEET_CHANGED_CHANNEL]: { debounceMs: 200 } },
+    run: async (cause) => {
+      const due = cause.asked || cause.notified.size > 0 || dirty || !cause.listening || (cause.timer && cause.ticks % fullPassEvery === 0);
+      if (due) await pass();
+      else await refreshQueue();
     },
-  );
-  run();
+  });
+  void loop.start();
 
-  return {
-    wake,
-    async close() {
-      closed = true;
-      clearInterval(timer);
-      if (fleetDebounce) clearTimeout(fleetDebounce);
-      await Promise.all(unlisten.map((stop) => stop().catch(() => {})));
-      await running;
-    },
-  };
+  return { wake: () => loop.wake(), close: () => loop.close() };
 }

@@ -7,6 +7,7 @@ import { transitionFor } from '../jobs/transitions.js';
 import { appendServiceLine } from '../logs/store.js';
 import { buildAssignmentSpec, matchedLine, minVramOf, type ResolvedInput, type StoredJobSpec } from './assignment-spec.js';
 import { holdingsOf, machineImagesOf, rememberedImageKeys, wantedLayerDigests, type ImageKeyOf, type MachineImages } from './image-holdings.js';
+import { silentLogger, type Logger } from '../logger.js';
 import { CandidatePool, type CandidateGpu, type CandidateUnit, type JobNeed, type PlannedMatch } from './plan.js';
 import {
   anyQueuedJob,
@@ -40,8 +41,8 @@ export interface MatcherDeps {
   resolveInputs?: ResolveInputs;
   /** The clock (uptime windows). */
   now?: () => Date;
-  /** Where a job that cannot be matched for a reason other than capacity is reported. */
-  log?: (message: string, err?: unknown) => void;
+  /** Where a job that cannot be matched for a reason other than capacity is reported (lines with `jobId`); default nowhere. */
+  log?: Logger;
 }
 
 export interface MatchOptions {
@@ -96,7 +97,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
   const allowSimulated = options.allowSimulated ?? false;
   const lockRounds = options.lockRounds ?? 4;
   const now = deps.now ?? (() => new Date());
-  const log = deps.log ?? ((message: string, err?: unknown) => console.warn(`matcher: ${message}${err instanceof Error ? `: ${err.message}` : ''}`));
+  const log = deps.log ?? silentLogger;
   const { from, to } = transitionFor('QUEUED', 'match');
   const result: MatchResult = { considered: 0, matched: [], contended: 0, batches: 0 };
   if (!(await anyQueuedJob(deps.db))) return result;
@@ -112,7 +113,7 @@ export async function matchQueuedJobs(deps: MatcherDeps, options: MatchOptions =
       const needs: Array<{ job: ClaimedJob; need: JobNeed }> = [];
       for (const job of jobs) {
         if (history.live.has(job.id)) {
-          log(`job ${job.id} is QUEUED but still holds a live assignment; not matched`);
+          log.warn({ jobId: job.id }, `job ${job.id} is QUEUED but still holds a live assignment; not matched`);
           continue;
         }
         const spec = job.spec as StoredJobSpec;
@@ -257,7 +258,7 @@ async function recordFor(
   match: PlannedMatch,
   priceMicroUsd: number,
   attempt: number,
-  log: (message: string, err?: unknown) => void,
+  log: Logger,
 ): Promise<MatchRecord | null> {
   const spec = job.spec as StoredJobSpec;
   const unit: CandidateUnit = match.unit;
@@ -280,8 +281,8 @@ async function recordFor(
   } catch (err) {
     if (err instanceof JobInputUnavailableError) {
       await cancelForUnavailableInput(tx, job.id, err);
-      log(`job ${job.id} canceled: ${err.message}`);
-    } else log(`job ${job.id} not matched: its assignment could not be built`, err);
+      log.info({ jobId: job.id, assignmentId }, `job ${job.id} canceled: ${err.message}`);
+    } else log.warn({ jobId: job.id, assignmentId, machineId: unit.machine.id, err }, `job ${job.id} not matched: its assignment could not be built`);
     return null;
   }
 }

@@ -1,4 +1,4 @@
-import { publicNameProblem } from '@gpufarm/shared';
+import { publicNameProblem } from '@gpufarm/shared/node';
 import { quote, type Signal } from './findings.js';
 
 /**

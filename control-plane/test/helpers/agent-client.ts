@@ -2,13 +2,6 @@ import { execFile } from 'node:child_process';
 import { createHash, randomBytes, generateKeyPairSync } from 'node:crypto';
 import {
   AGENT_PROTOCOL_VERSION,
-  int8Matrix,
-  leafHash,
-  merkleLevels,
-  merklePath,
-  nextRoundSeed,
-  productRow,
-  seedFor,
   AGENT_PROTOCOL_VERSIONS,
   AGENT_WS_PATH,
   serverMessageSchema,
@@ -23,6 +16,7 @@ import {
   type RunningAssignment,
   type ServerMessage,
 } from '@gpufarm/shared';
+import { int8Matrix, leafHash, merkleLevels, merklePath, nextRoundSeed, productRow, seedFor } from '@gpufarm/shared/node';
 import WebSocket from 'ws';
 import { createEnrollmentToken } from '../../src/farms/enrollment-tokens.js';
 import { createAgentGateway, type AgentGateway } from '../../src/agent-gateway/gateway.js';
@@ -33,7 +27,8 @@ import type { Database } from '../../src/db/database.js';
 import { createControlPlaneMetrics, type ControlPlaneMetrics } from '../../src/metrics/registry.js';
 import { buildTestApp, createTestKey, type TestApp } from './app.js';
 import { tarOf } from './uploads.js';
-import { testCommand } from '../../../shared/build/test-bundles.js';
+import { testCommand } from '@gpufarm/shared/build/test-bundles';
+import { captureLog, type LogLine } from './logger.js';
 
 /**
  * A test agent: inventories, hello and heartbeat messages, and a real `ws` client that parses
@@ -239,7 +234,8 @@ export interface GatewayTestApp extends TestApp {
   gateway: AgentGateway;
   url: string;
   calls: LifecycleCall[];
-  logs: string[];
+  /** The gateway's and the lifecycle's log lines, parsed (fields and `msg`). */
+  logs: LogLine[];
   /** The gateway's metrics (agent log bytes, refused agent lines). */
   metrics: ControlPlaneMetrics;
 }
@@ -263,14 +259,14 @@ export async function startGatewayApp(
 ): Promise<GatewayTestApp> {
   const test = await buildTestApp(t, { env: { GF_HEARTBEAT_SECONDS: '5', ...options.env }, ...(options.db ? { db: options.db } : {}), ...(options.rateLimitNow ? { now: options.rateLimitNow } : {}) });
   const calls: LifecycleCall[] = [];
-  const logs: string[] = [];
+  const { log, lines: logs } = captureLog();
   const metrics = createControlPlaneMetrics();
   const deps: ExecutionDeps & { metrics: ControlPlaneMetrics; challengePlan?: ChallengePlan } = {
     db: test.db,
     escrow: null,
     config: test.config.execution,
     blobs: test.blobs,
-    log: (message, err) => logs.push(`${message}${err ? `: ${(err as Error).message}` : ''}`),
+    log,
     metrics,
     ...(options.now ? { now: options.now } : {}),
     ...(options.challengePlan ? { challengePlan: options.challengePlan } : {}),

@@ -15,7 +15,7 @@ import { createApiKey, setAccountStatus, type CreatedApiKey } from '../../src/au
 import { createOfferIndex, type OfferIndex } from '../../src/capacity/offer-index.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
-import { createFarm, createMachine } from '../../src/fleet/factories.js';
+import { createFarm, createMachine } from '../../src/testing/factories.js';
 import type { LogStreamOptions } from '../../src/logs/stream.js';
 import type { ControlPlaneMetrics } from '../../src/metrics/registry.js';
 import { createMemoryRateLimitStore, type RateLimitStore } from '../../src/http/rate-limit-store.js';
@@ -76,7 +76,7 @@ export async function closedPort(): Promise<number> {
 /** The real app on a PostgreSQL address where nothing listens: every query fails, the offer index never loads. */
 export async function buildUnreachableDatabaseApp(t: TestContext): Promise<{ app: FastifyInstance }> {
   const db = openPostgres(`postgres://gpufarm:gpufarm@127.0.0.1:${await closedPort()}/none`);
-  const offerIndex = createOfferIndex(db, { refreshMs: 60_000, onWarning: () => {} });
+  const offerIndex = createOfferIndex(db, { refreshMs: 60_000 });
   await offerIndex.start().catch(() => {});
   const rateLimitStore = createMemoryRateLimitStore();
   const config = loadConfig({});

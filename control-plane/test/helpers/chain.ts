@@ -1,7 +1,7 @@
 import { createPublicClient, createTestClient, createWalletClient, getAddress, http, type Abi, type Account, type Address, type Chain, type Hash, type PublicClient, type TestClient, type Transport, type WalletClient, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { FundingCall } from '@gpufarm/shared';
-import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '../../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '../../src/testing/anvil.js';
 import { chainFor, connectChain } from '../../src/chain/client.js';
 import { deployContracts, type Deployment } from '../../src/chain/deploy.js';
 import { startChainHealth } from '../../src/chain/health.js';

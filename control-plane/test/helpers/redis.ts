@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startRedisServer, type RedisServerProcess } from '../../src/http/redis-server.js';
+import { startRedisServer, type RedisServerProcess } from '../../src/testing/redis-server.js';
 
 interface TestContext {
   teardown(fn: () => unknown): void;

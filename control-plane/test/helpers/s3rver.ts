@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startS3rver as startS3rverProcess, type S3rverProcess } from '../../src/artifacts/s3rver.js';
+import { startS3rver as startS3rverProcess, type S3rverProcess } from '../../src/testing/s3rver.js';
 
-export { s3rverObjectPath } from '../../src/artifacts/s3rver.js';
+export { s3rverObjectPath } from '../../src/testing/s3rver.js';
 
 interface TestContext {
   teardown(fn: () => unknown): void;

@@ -8,7 +8,7 @@ import type { BlobStore } from '../../src/artifacts/blob-store.js';
 import { createFsBlobStore } from '../../src/artifacts/fs-blob-store.js';
 import { artifactRoutes, type ArtifactRoutesOptions } from '../../src/artifacts/routes.js';
 import { createUrlSigner, type UrlSigner } from '../../src/artifacts/signing.js';
-import { createFarm, createMachine } from '../../src/fleet/factories.js';
+import { createFarm, createMachine } from '../../src/testing/factories.js';
 import { deploymentSecret } from '../../src/settings/store.js';
 import { bearer, buildTestApp, createTestKey, type TestApp } from './app.js';
 

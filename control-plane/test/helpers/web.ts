@@ -5,7 +5,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { createSiweMessage, parseSiweMessage } from 'viem/siwe';
-import { ANVIL_ACCOUNTS } from '../../src/chain/anvil.js';
+import { ANVIL_ACCOUNTS } from '../../src/testing/anvil.js';
 import { createPostgresTestDatabase } from './database.js';
 import { buildTestApp, type TestApp } from './app.js';
 

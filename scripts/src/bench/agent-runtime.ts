@@ -8,9 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
-import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
-import { toContainerConfig } from '@gpufarm/agent/runtime/container-config.js';
-import { LABEL_OWNER } from '@gpufarm/agent/docker/labels.js';
+import { DockerRuntime, toContainerConfig } from '@gpufarm/agent/runtime';
+import { LABEL_OWNER } from '@gpufarm/agent/docker';
 import type { StandaloneSection } from './standalone.js';
 import { median } from './report.js';
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { openPostgres } from '@gpufarm/control-plane/db';
 
 export interface BenchDatabase {
   /** The fresh database's URL. */

@@ -6,10 +6,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import type { AssignmentSpec } from '@gpufarm/shared';
-import { listEgress } from '@gpufarm/agent/egress/network.js';
-import { execInContainer } from '@gpufarm/agent/docker/exec.js';
-import { DockerRuntime } from '@gpufarm/agent/runtime/docker-runtime.js';
-import { LABEL_OWNER } from '@gpufarm/agent/docker/labels.js';
+import { listEgress } from '@gpufarm/agent/egress';
+import { execInContainer, LABEL_OWNER } from '@gpufarm/agent/docker';
+import { DockerRuntime } from '@gpufarm/agent/runtime';
 import type { StandaloneSection } from './standalone.js';
 import { median } from './report.js';
 

@@ -1,20 +1,18 @@
 import { randomBytes } from 'node:crypto';
+import { challengePlan, findGpuClass, pickOpenings } from '@gpufarm/shared';
 import {
-  challengePlan,
   chainSeeds,
   checkOpenings,
   fillInt8,
-  findGpuClass,
   int8Matrix,
   leafHash,
   nextRoundSeed,
-  pickOpenings,
   productRow,
   rootFromPath,
   seedFor,
   solveChain,
   type RowOpening,
-} from '@gpufarm/shared';
+} from '@gpufarm/shared/node';
 import type { StandaloneSection } from './standalone.js';
 
 /** Seconds of one core the server may spend checking one GPU's challenge. */

@@ -1,7 +1,6 @@
-import { keyEnvironmentFor } from '@gpufarm/control-plane/auth/api-keys.js';
-import { createApiKey } from '@gpufarm/control-plane/auth/store.js';
-import { loadConfig } from '@gpufarm/control-plane/config.js';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
+import { createApiKey, keyEnvironmentFor } from '@gpufarm/control-plane/auth';
+import { loadConfig } from '@gpufarm/control-plane/config';
+import { openPostgres } from '@gpufarm/control-plane/db';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import type { SectionContext } from './capacity.js';

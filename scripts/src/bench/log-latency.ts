@@ -2,7 +2,7 @@ import { loadavg } from 'node:os';
 import { PassThrough } from 'node:stream';
 import Docker from 'dockerode';
 import { isTerminalStatus, type JobStatus, type LogLine } from '@gpufarm/shared';
-import { LABEL_JOB, LABEL_OWNER } from '@gpufarm/agent/docker/labels.js';
+import { LABEL_JOB, LABEL_OWNER } from '@gpufarm/agent/docker';
 import { figureCells, figures, followStream, LEAD_SECONDS, nowMs, Reader, writerScript } from './log-lines.js';
 import { startBenchMarketplace } from './marketplace.js';
 import { alignedTable } from './report.js';

@@ -1,12 +1,9 @@
-import { migrate } from '@gpufarm/control-plane/db/migrate.js';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
-import type { Database } from '@gpufarm/control-plane/db/database.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
-import { mulberry32, seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
-import { createJobOwner, createQueuedJobs, type QueuedJobInput } from '@gpufarm/control-plane/matching/factories.js';
-import { matchQueuedJobs } from '@gpufarm/control-plane/matching/matcher.js';
+import { type Database, migrate, openPostgres } from '@gpufarm/control-plane/db';
+import { syncCatalog } from '@gpufarm/control-plane/fleet';
+import { createJobOwner, createQueuedJobs, mulberry32, type QueuedJobInput, seedFleet } from '@gpufarm/control-plane/testing';
+import { matchQueuedJobs } from '@gpufarm/control-plane/matching';
 import { REGIONS } from '@gpufarm/shared';
-import { writeImageReport } from '@gpufarm/control-plane/agent-gateway/image-store.js';
+import { writeImageReport } from '@gpufarm/control-plane/agent-gateway';
 import { createBenchDatabase, type BenchDatabase } from './database.js';
 import { benchImageName, benchImageReport } from './image-reports.js';
 import type { StandaloneResult, StandaloneSection } from './standalone.js';
@@ -74,7 +71,7 @@ async function timeMatching(url: string, matchers: number): Promise<RunFigures> 
     let passes = 0;
     for (;;) {
       passes += 1;
-      const results = await Promise.all(pools.map((db) => matchQueuedJobs({ db, log: () => {} }, { batchSize: BATCH, allowSimulated: true })));
+      const results = await Promise.all(pools.map((db) => matchQueuedJobs({ db }, { batchSize: BATCH, allowSimulated: true })));
       const got = results.reduce((n, r) => n + r.matched.length, 0);
       const contended = results.reduce((n, r) => n + r.contended, 0);
       matched += got;

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startRedisServer } from '@gpufarm/control-plane/http/redis-server.js';
+import { startRedisServer } from '@gpufarm/control-plane/testing';
 import type { SectionContext } from './capacity.js';
 import { processCpuSeconds } from './cpu.js';
 import { measure, type LoadOptions, type LoadResult } from './load.js';

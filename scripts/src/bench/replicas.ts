@@ -1,13 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ANVIL_ACCOUNTS } from '@gpufarm/control-plane/chain/anvil.js';
-import { loadConfig } from '@gpufarm/control-plane/config.js';
-import { migrate } from '@gpufarm/control-plane/db/migrate.js';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
-import { seedFleet } from '@gpufarm/control-plane/fleet/seed.js';
-import { REDIS_INSTALL_HINT, redisServerVersion, startRedisServer, type RedisServerProcess } from '@gpufarm/control-plane/http/redis-server.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
+import { ANVIL_ACCOUNTS, REDIS_INSTALL_HINT, type RedisServerProcess, redisServerVersion, seedFleet, startRedisServer } from '@gpufarm/control-plane/testing';
+import { loadConfig } from '@gpufarm/control-plane/config';
+import { migrate, openPostgres } from '@gpufarm/control-plane/db';
+import { syncCatalog } from '@gpufarm/control-plane/fleet';
 import { randomBytes } from 'node:crypto';
 import { localChainEnv, startLocalChain, type LocalChain } from '../chain/local-chain.js';
 import { agentLinksByServer, haproxyVersion, HAPROXY_INSTALL_HINT, waitForServersUp } from '../cluster/haproxy.js';

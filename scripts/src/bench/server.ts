@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '@gpufarm/shared/net/free-port.js';
+import { freePort } from '@gpufarm/shared/node';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 

@@ -1,11 +1,8 @@
-import { writeImageReport } from '@gpufarm/control-plane/agent-gateway/image-store.js';
-import { migrate } from '@gpufarm/control-plane/db/migrate.js';
-import { openPostgres } from '@gpufarm/control-plane/db/postgres.js';
-import { createFarm, createMachine } from '@gpufarm/control-plane/fleet/factories.js';
-import { mulberry32 } from '@gpufarm/control-plane/fleet/seed.js';
-import { syncCatalog } from '@gpufarm/control-plane/fleet/store.js';
-import { createJobOwner, createQueuedJobs } from '@gpufarm/control-plane/matching/factories.js';
-import { matchQueuedJobs } from '@gpufarm/control-plane/matching/matcher.js';
+import { writeImageReport } from '@gpufarm/control-plane/agent-gateway';
+import { migrate, openPostgres } from '@gpufarm/control-plane/db';
+import { createFarm, createJobOwner, createMachine, createQueuedJobs, mulberry32 } from '@gpufarm/control-plane/testing';
+import { syncCatalog } from '@gpufarm/control-plane/fleet';
+import { matchQueuedJobs } from '@gpufarm/control-plane/matching';
 import { createBenchDatabase } from './database.js';
 import { benchImageName as imageName, benchImageReport as reportOf } from './image-reports.js';
 import { matchingSecondsPerJob } from './matching.js';
@@ -94,7 +91,7 @@ async function runMarket(serverUrl: string, imageAware: boolean): Promise<Market
       const ids = await createQueuedJobs(db, owner, arriving.map((image) => ({ spec: { image: imageName(image) }, capMicroUsd: 1_000_000 })));
       ids.forEach((id, i) => imageOf.set(id, arriving[i]!));
       const started = performance.now();
-      const result = await matchQueuedJobs({ db, log: () => {} }, { batchSize: 2_000 });
+      const result = await matchQueuedJobs({ db }, { batchSize: 2_000 });
       run.matcherSeconds += (performance.now() - started) / 1000;
       run.passes += 1;
       const changed = new Set<string>();

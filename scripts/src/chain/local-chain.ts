@@ -2,9 +2,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gpuFarmEscrowBytecode } from '@gpufarm/shared';
 import { keccak256 } from 'viem';
-import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/chain/anvil.js';
-import { contractHasCode, deployContracts, type Deployment } from '@gpufarm/control-plane/chain/deploy.js';
-import { deploymentEnv } from '@gpufarm/control-plane/deployment-file.js';
+import { ANVIL_ACCOUNTS, startAnvil, type Anvil } from '@gpufarm/control-plane/testing';
+import { contractHasCode, deployContracts, type Deployment, deploymentEnv } from '@gpufarm/control-plane/chain';
 
 /** Roles of anvil's dev accounts on the local chain. */
 export const LOCAL_OPERATOR = ANVIL_ACCOUNTS[0];

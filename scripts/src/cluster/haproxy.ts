@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared/node';
 import { z } from 'zod';
 
 /** The HAProxy binary of Debian's `haproxy` package. */

@@ -182,6 +182,39 @@ export function gpuHealthVerdict(report: GpuHealthReport, now: Date): GpuVerdict
   return { verdict: 'healthy', reasons: [] };
 }
 
+/**
+ * What of a GPU's live figures `gpuHealthVerdict` reads, as a small number: the temperature
+ * against the report's slowdown and shutdown thresholds, and, for a PCIe link below its
+ * generation, whether the utilization reaches `PCIE_GEN_CHECK_MIN_UTILIZATION`. Reports that
+ * differ only in their live temperature and utilization, with equal bands, get the same verdict
+ * at the same moment; a control plane judging every heartbeat judges again only when a band
+ * changes (or `verdictClockEdge` passes).
+ */
+export function liveFigureBand(report: Pick<GpuHealthReport, 'slowdownTempC' | 'shutdownTempC' | 'pcie'>, temperatureC: number | null, utilizationPercent: number | null): number {
+  let heat = 0;
+  if (temperatureC !== null && report.shutdownTempC !== null && temperatureC >= report.shutdownTempC) heat = 2;
+  else if (temperatureC !== null && report.slowdownTempC !== null && temperatureC >= report.slowdownTempC) heat = 1;
+  const { currentGen, maxGen } = report.pcie;
+  // Utilization swings across the line all day: it counts only where the verdict reads it.
+  const belowGen = currentGen !== null && maxGen !== null && currentGen < maxGen;
+  return heat * 2 + (belowGen && (utilizationPercent ?? 0) >= PCIE_GEN_CHECK_MIN_UTILIZATION ? 1 : 0);
+}
+
+/**
+ * The first moment (epoch ms) after `nowMs` at which the report's verdict changes with the
+ * clock alone: the end of the window of a warning XID still open at `nowMs`
+ * (`XID_WARNING_WINDOW_MS`). Infinity when none is open.
+ */
+export function verdictClockEdge(report: Pick<GpuHealthReport, 'xids'>, nowMs: number): number {
+  let edge = Number.POSITIVE_INFINITY;
+  for (const x of report.xids) {
+    if (describeXid(x.code).severity !== 'warning') continue;
+    const end = Date.parse(x.lastAt) + XID_WARNING_WINDOW_MS;
+    if (end > nowMs && end < edge) edge = end;
+  }
+  return edge;
+}
+
 export interface MachineVerdict {
   verdict: GpuHealthVerdict;
   reasons: string[];

@@ -1,4 +1,3 @@
-// Node only: imported by path (`@gpufarm/shared/net/metrics-listener.js`), not through the index the web app bundles.
 import { createServer } from 'node:http';
 import { errorText } from '../errors.js';
 

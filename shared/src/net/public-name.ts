@@ -1,8 +1,10 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import { isDnsName } from './dns-name.js';
 
 /**
  * The one definition of "a public DNS name" and "a public address" that the control plane's
- * workload policy (`lan_egress`) and the agent's egress proxy share. Pure, no I/O.
+ * workload policy (`lan_egress`) and the agent's egress proxy share. Pure, no I/O, but Node only
+ * (`node:net`): exported from `@gpufarm/shared/node`; the syntax check `isDnsName` is `dns-name.ts`.
  *
  * - `publicNameProblem(name)`: why an allowlist entry is not a public DNS host name (an IP
  *   literal in any notation, loopback and metadata names, single labels, suffixes that never
@@ -14,20 +16,6 @@ import { isIPv4, isIPv6 } from 'node:net';
  * A name can pass the first check and still resolve to a private address: the proxy checks
  * every answer with the second before it connects.
  */
-
-const DNS_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
-
-/**
- * A fully qualified DNS host name as written in an allowlist: at least two labels, letters,
- * digits and inner hyphens (IDNs in their `xn--` form), no trailing dot, no wildcard, and a
- * top-level label that is not all digits (so IPv4 literals are refused). Whether the name is
- * public (not LAN, not metadata) is `publicNameProblem`'s check.
- */
-export function isDnsName(name: string): boolean {
-  if (!DNS_NAME.test(name)) return false;
-  const tld = name.slice(name.lastIndexOf('.') + 1);
-  return !/^[0-9]+$/.test(tld);
-}
 
 /** Exact names that reach the machine itself or a cloud metadata service. */
 const METADATA_NAMES: ReadonlyMap<string, string> = new Map([

@@ -4,7 +4,7 @@ import { fieldDetail, type ErrorDetail } from '../errors.js';
 import { gpuClassIds, isGpuClassIdShape } from '../catalog/gpu-classes.js';
 import { findRegion, regionKeys } from '../catalog/regions.js';
 import { formatMicroUsd, parseUsdToMicroUsd } from '../money.js';
-import { isDnsName } from '../net/public-name.js';
+import { isDnsName } from '../net/dns-name.js';
 import { fieldError, formatFieldPath, isCleanText, issuesToDetails, utf8ByteLength } from './common.js';
 
 /**
@@ -172,7 +172,7 @@ export function isReservedEnvName(name: string): boolean {
 // ---------------------------------------------------------------------------------------------
 // DNS names and output paths
 // ---------------------------------------------------------------------------------------------
-/** Defined with the public-name rules (`net/public-name.ts`); re-exported for the schema's callers. */
+/** Defined beside the public-name rules (`net/dns-name.ts`); re-exported for the schema's callers. */
 export { isDnsName };
 
 const OUTPUT_SEGMENT = /^[A-Za-z0-9._-]+$/;

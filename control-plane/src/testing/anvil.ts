@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { LineTail, systemEnvironment, type ChildExit } from '@gpufarm/shared/node';
 
 /** anvil's well-known development accounts (mnemonic "test test … junk"): never use them on a real network. */
 export const ANVIL_ACCOUNTS = [

@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
-import { freePort } from '@gpufarm/shared/net/free-port.js';
-import { type ChildExit, errorText, LineTail, ownChild, systemEnvironment } from '@gpufarm/shared';
+import { errorText } from '@gpufarm/shared';
+import { freePort, LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared/node';
 
 /** The server binary of Debian's `redis-server` package. */
 export const REDIS_SERVER_BINARY = 'redis-server';

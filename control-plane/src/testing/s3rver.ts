@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared';
+import { LineTail, ownChild, systemEnvironment, type ChildExit } from '@gpufarm/shared/node';
 import { Secret, type S3StoreConfig } from '../config.js';
 
 /** s3rver accepts these credentials (its documented defaults). */

@@ -1,0 +1,2 @@
+/** Jobs as tests drive them (`@gpufarm/control-plane/jobs`). */
+export * from './expiry.js';

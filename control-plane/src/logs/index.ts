@@ -1,0 +1,3 @@
+/** Job logs as tests use them (`@gpufarm/control-plane/logs`). */
+export * from './store.js';
+export * from './stream.js';

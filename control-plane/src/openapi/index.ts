@@ -1,0 +1,2 @@
+/** The OpenAPI document (`@gpufarm/control-plane/openapi`), for the docs generator. */
+export * from './document.js';

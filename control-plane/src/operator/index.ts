@@ -1,0 +1,3 @@
+/** Operator views as tests read them (`@gpufarm/control-plane/operator`). */
+export * from './store.js';
+export * from './views.js';
