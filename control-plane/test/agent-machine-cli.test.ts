@@ -14,7 +14,9 @@ import { devWallet, fakeWebDist, PUBLIC_URL, session, signIn } from './helpers/w
  */
 t.test('behavior: the operator commands on the machine, with the verdict the operator area shows', async (t) => {
   const payout = devWallet(1);
-  const { app, db, url } = await startGatewayApp(t, { env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t) } });
+  // The test's link sends no heartbeat between its messages while the CLI runs (a process start
+  // each): a minute's interval keeps it from being closed as silent on a loaded machine.
+  const { app, db, url } = await startGatewayApp(t, { env: { GF_PUBLIC_URL: PUBLIC_URL, GF_WEB_DIR: fakeWebDist(t), GF_HEARTBEAT_SECONDS: '60' } });
   const root = mkdtempSync(join(tmpdir(), 'gf-agent-machine-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   const stateDir = join(root, 'state');

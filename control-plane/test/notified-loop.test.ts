@@ -1,5 +1,5 @@
-import t from 'tap';
-import { createNotifiedLoop, type PassCause } from '../src/background/notified-loop.js';
+import t, { type Test } from 'tap';
+import { createNotifiedLoop, type NotifiedLoopOptions, type PassCause } from '../src/background/notified-loop.js';
 import { captureLog, LEVEL } from './helpers/logger.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -23,19 +23,23 @@ function fakeListener(failures = 0) {
   };
 }
 
+/** A loop named `test loop` on `options`, whose log lines the test reads; closed when the test ends. */
+function testLoop(t: Test, options: Omit<NotifiedLoopOptions, 'name' | 'log'>) {
+  const { log, lines } = captureLog();
+  const loop = createNotifiedLoop({ name: 'test loop', log, ...options });
+  t.teardown(() => loop.close());
+  return { loop, lines };
+}
+
 t.test('behavior: a burst of notifications is one pass after the debounce; an undebounced channel passes at once', async (t) => {
   const pg = fakeListener();
   const passes: PassCause[] = [];
-  const { log } = captureLog();
-  const loop = createNotifiedLoop({
-    name: 'test loop',
-    log,
+  const { loop } = testLoop(t, {
     intervalMs: 60_000,
     db: pg.db,
     channels: { burst: { debounceMs: 80 }, now: { debounceMs: 0 } },
     run: async (cause) => void passes.push(cause),
   });
-  t.teardown(() => loop.close());
   await loop.start();
   t.equal(passes.length, 1, 'start runs a first pass');
   t.match(passes[0], { asked: true, timer: false, listening: true });
@@ -55,10 +59,7 @@ t.test('behavior: a request during a pass runs exactly one more pass after it, w
   const pg = fakeListener();
   const passes: PassCause[] = [];
   let release: () => void = () => {};
-  const { log } = captureLog();
-  const loop = createNotifiedLoop({
-    name: 'test loop',
-    log,
+  const { loop } = testLoop(t, {
     intervalMs: 60_000,
     db: pg.db,
     channels: { a: { debounceMs: 0 }, b: { debounceMs: 0 } },
@@ -67,7 +68,6 @@ t.test('behavior: a request during a pass runs exactly one more pass after it, w
       if (passes.length === 1) await new Promise<void>((r) => (release = r));
     },
   });
-  t.teardown(() => loop.close());
   const started = loop.start();
   await sleep(5);
   pg.notify('a');
@@ -84,9 +84,7 @@ t.test('behavior: a request during a pass runs exactly one more pass after it, w
 t.test('error: a failed listen is logged once, passes run on every tick meanwhile, and the tick listens again', async (t) => {
   const pg = fakeListener(2);
   const passes: PassCause[] = [];
-  const { log, lines } = captureLog();
-  const loop = createNotifiedLoop({ name: 'test loop', log, intervalMs: 40, db: pg.db, channels: { fleet: { debounceMs: 0 } }, run: async (cause) => void passes.push(cause) });
-  t.teardown(() => loop.close());
+  const { loop, lines } = testLoop(t, { intervalMs: 40, db: pg.db, channels: { fleet: { debounceMs: 0 } }, run: async (cause) => void passes.push(cause) });
   await loop.start();
   t.equal(loop.listening, false);
   t.match(passes[0], { listening: false }, 'the pass knows notifications cannot arrive');
@@ -108,10 +106,7 @@ t.test('error: a failed pass is logged with its streak; the timer backs off; wok
   // The wait doubles from 40 ms and stops at 80 ms: the second failure no longer grows it.
   let fail = true;
   let calls = 0;
-  const { log, lines } = captureLog();
-  const loop = createNotifiedLoop({
-    name: 'test loop',
-    log,
+  const { loop, lines } = testLoop(t, {
     intervalMs: 40,
     maxBackoffMs: 80,
     run: async () => {
@@ -120,7 +115,6 @@ t.test('error: a failed pass is logged with its streak; the timer backs off; wok
     },
     failureMessage: () => 'test loop failed; serving the old answer',
   });
-  t.teardown(() => loop.close());
   await loop.start();
   t.match(lines, [{ level: LEVEL.warn, loop: 'test loop', failures: 1, retryInMs: 80, err: { message: 'failure 1' }, msg: 'test loop failed; serving the old answer' }]);
   loop.wake();
@@ -137,9 +131,7 @@ t.test('error: a failed pass is logged with its streak; the timer backs off; wok
 });
 
 t.test('error: each failure that doubles the wait is a warning, the rest debug lines, every tenth a warning again', async (t) => {
-  const { log, lines } = captureLog();
-  const loop = createNotifiedLoop({ name: 'test loop', log, intervalMs: 10, maxBackoffMs: 40, run: async () => Promise.reject(new Error('down')) });
-  t.teardown(() => loop.close());
+  const { loop, lines } = testLoop(t, { intervalMs: 10, maxBackoffMs: 40, run: async () => Promise.reject(new Error('down')) });
   for (let i = 0; i < 10; i++) await loop.runNow().catch(() => {});
   t.same(
     lines.map((l) => [l.level, l.failures, l.retryInMs]),
@@ -157,10 +149,8 @@ t.test('behavior: close waits for the running pass, then nothing runs', async (t
   const pg = fakeListener();
   let release: () => void = () => {};
   let calls = 0;
-  const { log } = captureLog();
-  const loop = createNotifiedLoop({
-    name: 'test loop',
-    log,
+  // The test closes it itself; the teardown's second close finds nothing left to stop.
+  const { loop } = testLoop(t, {
     intervalMs: 20,
     db: pg.db,
     channels: { c: { debounceMs: 0 } },

@@ -107,6 +107,20 @@ async function storeContract(t: Test, store: RateLimitStore) {
   t.same(concurrent.flat().map((r) => r.hits).sort((x, y) => x - y), Array.from({ length: 100 }, (_, i) => Math.floor(i / 2) + 1), 'concurrent hits are each counted once, whatever the order of the keys');
 }
 
+t.test('behavior: the memory store drops a window when it ended by the clock its hits are counted on, not the wall clock', async (t) => {
+  const store = createMemoryRateLimitStore({ sweepMs: 5 });
+  t.teardown(() => store.close());
+  const sweeps = () => new Promise((resolve) => setTimeout(resolve, 40));
+  const windowMs = 60_000;
+  const now = 1_700_000_010_000;
+  t.equal((await store.hit(['a'], windowMs, now))[0]?.hits, 1);
+  await sweeps();
+  t.equal((await store.hit(['a'], windowMs, now + 1))[0]?.hits, 2, 'a pinned clock years behind the wall clock keeps its count across sweeps');
+  await store.hit(['b'], windowMs, now + windowMs);
+  await sweeps();
+  t.equal((await store.hit(['a'], windowMs, now + 2))[0]?.hits, 1, "once the hits' clock passed the window's end, the window is dropped");
+});
+
 for (const [name, open] of STORES) {
   t.test(`store contract: ${name}`, async (t) => {
     const store = await open(t);

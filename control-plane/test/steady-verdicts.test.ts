@@ -1,23 +1,13 @@
 import t from 'tap';
 import { XID_WARNING_WINDOW_MS, type GpuHealthReport, type HeartbeatMessage } from '@gpufarm/shared';
+import { gpuHealthReport } from '@gpufarm/shared/testing/gpu-reports';
 import { verdictsHold, verdictWindow } from '../src/agent-gateway/steady-verdicts.js';
 import { judgeReports, verdictKey, withLiveFigures } from '../src/fleet/gpu-health.js';
 
 const NOW = Date.parse('2026-11-29T12:00:00.000Z');
 
-function report(index: number, over: Partial<GpuHealthReport> = {}): GpuHealthReport {
-  return {
-    index, uuid: `GPU-${index}`, pciBusId: null, lost: false, lostReason: null,
-    ecc: { volatileCorrectable: 0, volatileUncorrectable: 0, aggregateCorrectable: 0, aggregateUncorrectable: 0 },
-    retiredPages: { singleBit: 0, doubleBit: 0, pending: false },
-    remappedRows: { correctable: 0, uncorrectable: 0, pending: false, failure: false },
-    clockEvents: { hwSlowdown: false, hwThermalSlowdown: false, hwPowerBrakeSlowdown: false, swThermalSlowdown: false, swPowerCap: false },
-    temperatureC: 50, slowdownTempC: 85, shutdownTempC: 90, fanPercent: 40, utilizationPercent: 50,
-    pcie: { currentGen: 4, maxGen: 4, currentWidth: 16, maxWidth: 16 },
-    xids: [],
-    ...over,
-  };
-}
+/** A healthy GPU's report at `index` (UUID `GPU-<index>`), with `over` on top. */
+const report = (index: number, over: Partial<GpuHealthReport> = {}) => gpuHealthReport({ index, ...over });
 
 /** The last reports of a machine whose GPUs read differently: a PCIe link below its generation, warning XIDs fading, a GPU without UUID. */
 const REPORTS: GpuHealthReport[] = [

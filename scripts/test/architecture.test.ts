@@ -1,9 +1,9 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import ts from 'typescript';
 import { z } from 'zod';
+import { listSources, moduleImports, type SourceFile } from '@gpufarm/shared/testing/import-graph';
 
 /**
  * The repository's package boundaries, read from every workspace's source: a package reaches
@@ -35,12 +35,6 @@ export interface Workspace {
   declared: string[];
 }
 
-export interface Source {
-  /** Path relative to the repository root, with `/`. */
-  path: string;
-  text: string;
-}
-
 /** The workspaces the root package.json lists, each with the entries its own package.json exports. */
 export function workspaces(root: string): Workspace[] {
   const listed = z.object({ workspaces: z.array(z.string()) }).parse(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))).workspaces;
@@ -51,16 +45,12 @@ export function workspaces(root: string): Workspace[] {
   });
 }
 
-/** Every source file under `dir` (relative to `root`), outside dependencies and build output. */
-export function sources(root: string, dir: string): Source[] {
-  const found: Source[] = [];
-  for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
-    if (SKIPPED.has(entry.name) || entry.name.startsWith('.')) continue;
-    const path = `${dir}/${entry.name}`;
-    if (entry.isDirectory()) found.push(...sources(root, path));
-    else if (SOURCE.test(entry.name) && !entry.name.endsWith('.d.ts')) found.push({ path, text: readFileSync(join(root, path), 'utf8') });
-  }
-  return found;
+/** Every source file under `dir` (relative to `root`), outside dependencies and build output; paths relative to `root`. */
+export function sources(root: string, dir: string): SourceFile[] {
+  return listSources(join(root, dir), {
+    isSource: (name) => SOURCE.test(name) && !name.endsWith('.d.ts'),
+    skip: (name) => SKIPPED.has(name) || name.startsWith('.'),
+  }).map((file) => ({ ...file, path: `${dir}/${file.path}` }));
 }
 
 /** Whether `subpath` (`./db`) is one of `entries`, a `*` pattern entry included. */
@@ -78,18 +68,15 @@ export function exported(entries: readonly string[], subpath: string): boolean {
  * workspace whose `exports` does not name `./sub` (a workspace without `exports` exports nothing),
  * or of a workspace the importing package.json does not declare (npm would not link it for them).
  */
-export function boundaryViolations(files: readonly Source[], packages: readonly Workspace[]): string[] {
+export function boundaryViolations(files: readonly SourceFile[], packages: readonly Workspace[]): string[] {
   const byName = new Map(packages.map((p) => [p.name, p]));
   const found: string[] = [];
   for (const file of files) {
     const own = packages.find((p) => file.path.startsWith(`${p.dir}/`));
     // Only `../` or a package name can reach past the package: most files are skipped unparsed.
     if (own === undefined || !(file.text.includes('../') || file.text.includes('@'))) continue;
-    const starts = [...file.text.matchAll(/\n/g)].map((m) => m.index);
-    const lineOf = (pos: number) => starts.filter((at) => at < pos).length + 1;
-    for (const imported of ts.preProcessFile(file.text, true, true).importedFiles) {
-      const specifier = imported.fileName;
-      const at = `${file.path}:${lineOf(imported.pos)}`;
+    for (const { specifier, line } of moduleImports(file)) {
+      const at = `${file.path}:${line}`;
       if (specifier.startsWith('.')) {
         const target = join(dirname(file.path), specifier).split(sep).join('/');
         if (!target.startsWith(`${own.dir}/`)) {
@@ -134,7 +121,7 @@ t.test('args: the check sees a relative import out of a package, an unexported s
     { dir: 'b', name: '@x/b', entries: null, declared: [] },
     { dir: 'c', name: '@x/c', entries: ['.'], declared: ['@x/a', 'zod'] },
   ];
-  const planted: Source[] = [
+  const planted: SourceFile[] = [
     { path: 'c/src/one.ts', text: "import { db } from '@x/a/db';\nimport { pool } from '../../a/src/db/pool.js';\n" },
     { path: 'c/test/two.test.ts', text: "import { a } from '@x/a';\nimport { deep } from '@x/a/src/deep.js';\nconst b = await import('@x/b/x.js');\n" },
     { path: 'c/test/three.test.ts', text: "import { h } from '@x/a/helpers/h.js';\nimport { one } from '../src/one.js';\nimport { z } from 'zod';\nimport { q } from '../../outside.js';\n" },

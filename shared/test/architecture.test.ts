@@ -5,14 +5,15 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import ts from 'typescript';
 import { z } from 'zod';
-import { importEdges, listSources, parse, type ImportEdge, type SourceFile } from './helpers/import-graph.js';
+import { checkImportGraph, fileLoops, folderLoops, importEdges, moduleImports, parse, type ImportEdge, type SourceFile } from './helpers/import-graph.js';
 
 /**
  * `@gpufarm/shared` has two entries (package.json `exports`): the root, which the dashboard
  * bundles and so must run in a browser, and `./node`, the code that needs Node. Read from the
  * source with the TypeScript parser: nothing the root reaches imports a Node builtin or a package
  * outside `BROWSER_PACKAGES`, or names one of Node's globals (a type included: the web app's
- * type check has no Node types); and every module is reached from one of the two entries.
+ * type check has no Node types); every module is reached from one of the two entries; and no
+ * import loop joins two folders of `src/` or two files (`fleet/` sits below `protocol/`).
  */
 
 const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -71,36 +72,31 @@ function nodeOnlyUses(files: readonly SourceFile[], entry: string): string[] {
   const problems: string[] = [];
   for (const file of files.filter((f) => from.has(f.path))) {
     const source = parse(file);
-    const at = (node: ts.Node) => `${file.path}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}`;
+    // Imports and globals of a file in source order, as one walk would list them.
+    const found: Array<{ pos: number; what: string }> = [];
+    const add = (pos: number, what: string) => found.push({ pos, what: `${file.path}:${source.getLineAndCharacterOfPosition(pos).line + 1} ${what} (via ${via(file.path)})` });
+    for (const { specifier: name, pos } of moduleImports(file, source)) {
+      if (name.startsWith('.')) continue;
+      if (name.startsWith('node:') || NODE_BUILTINS.has(name)) add(pos, `imports the Node builtin ${name}`);
+      else if (!BROWSER_PACKAGES.has(packageOf(name))) add(pos, `imports ${name}, not a package known to run in a browser`);
+    }
     const visit = (node: ts.Node) => {
-      let specifier: ts.Expression | undefined;
-      if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) specifier = node.moduleSpecifier;
-      else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) specifier = node.arguments[0];
-      else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) specifier = node.argument.literal;
-      if (specifier && ts.isStringLiteral(specifier) && !specifier.text.startsWith('.')) {
-        const name = specifier.text;
-        if (name.startsWith('node:') || NODE_BUILTINS.has(name)) problems.push(`${at(specifier)} imports the Node builtin ${name} (via ${via(file.path)})`);
-        else if (!BROWSER_PACKAGES.has(packageOf(name))) problems.push(`${at(specifier)} imports ${name}, not a package known to run in a browser (via ${via(file.path)})`);
-      }
-      if (ts.isIdentifier(node) && NODE_GLOBALS.has(node.text) && isGlobalUse(node)) problems.push(`${at(node)} uses Node's ${node.text} (via ${via(file.path)})`);
+      if (ts.isIdentifier(node) && NODE_GLOBALS.has(node.text) && isGlobalUse(node)) add(node.getStart(), `uses Node's ${node.text}`);
       ts.forEachChild(node, visit);
     };
     visit(source);
+    problems.push(...found.sort((a, b) => a.pos - b.pos).map((f) => f.what));
   }
   return problems;
 }
 
-// Not `checkImportGraph`: shared's folders still hold a loop (fleet/api.ts and protocol/), which
-// this test does not judge.
-const files = listSources(SRC);
-const edges = importEdges(files);
+const { files, edges } = checkImportGraph(t, SRC);
 const manifest = manifestSchema.parse(JSON.parse(readFileSync(join(PACKAGE, 'package.json'), 'utf8')));
 /** An entry's source file, relative to `src/` (`./src/node.ts` → `node.ts`). */
 const entryFile = (subpath: string) => manifest.exports[subpath]?.replace(/^\.\/src\//, '') ?? `(no "${subpath}" in package.json exports)`;
 
 t.test('behavior: the root entry reaches nothing Node-only', async (t) => {
   const root = entryFile('.');
-  t.ok(files.length > 50 && edges.length > 100, `the source was read: ${files.length} files, ${edges.length} relative imports`);
   t.ok(files.some((f) => f.path === root), `the root entry ${root} is a file of src/`);
   t.same(nodeOnlyUses(files, root), [], 'each use is listed with the imports that reach it: move the module to the Node entry (node.ts), or split off its browser-safe part');
 });
@@ -130,4 +126,17 @@ t.test('args: the check sees a planted Node import, package and global', async (
   ]);
   t.same(nodeOnlyUses(sample, 'node.ts'), ["node.ts:1 uses Node's NodeJS (via node.ts)", "node.ts:1 uses Node's process (via node.ts)"], 'a type and a value');
   t.same(nodeOnlyUses(sample.slice(0, 2).map((f) => (f.path === 'index.ts' ? { ...f, text: "export * from './money.js';\n" } : f)), 'index.ts'), [], 'zod and a property named process are browser-safe');
+});
+
+t.test('args: the loop checks see a planted loop', async (t) => {
+  const sample: SourceFile[] = [
+    { path: 'fleet/api.ts', text: "import { GPU_PROBE_STATES } from '../protocol/agent-messages.js';\nexport const probe = GPU_PROBE_STATES;\n" },
+    { path: 'protocol/agent-messages.ts', text: "import { probe } from '../fleet/api.js';\nexport const GPU_PROBE_STATES = probe;\n" },
+    { path: 'fleet/pre-offer.ts', text: "export const GPU_PROBE_STATES = ['passed'] as const;\n" },
+    { path: 'protocol/machine-api.ts', text: "import type { GPU_PROBE_STATES } from '../fleet/pre-offer.js';\nexport type Probe = typeof GPU_PROBE_STATES;\n" },
+  ];
+  const sampleEdges = importEdges(sample);
+  t.same(folderLoops(sampleEdges), ['folders fleet, protocol import each other:\n  fleet -> protocol: fleet/api.ts:1 imports protocol/agent-messages.ts\n  protocol -> fleet: protocol/agent-messages.ts:1 imports fleet/api.ts, protocol/machine-api.ts:1 imports fleet/pre-offer.ts']);
+  t.same(fileLoops(sampleEdges), ['files import each other: fleet/api.ts -> protocol/agent-messages.ts -> fleet/api.ts']);
+  t.same(folderLoops(importEdges(sample.slice(2))), [], 'protocol/ importing fleet/ alone is no loop');
 });

@@ -1,19 +1,9 @@
 import t from 'tap';
 import { gpuHealthVerdict, liveFigureBand, verdictClockEdge, XID_WARNING_WINDOW_MS, type GpuHealthReport } from '../src/index.js';
+import { gpuHealthReport } from './helpers/gpu-reports.js';
 
-function report(over: Partial<GpuHealthReport> = {}): GpuHealthReport {
-  return {
-    index: 0, uuid: 'GPU-a', pciBusId: null, lost: false, lostReason: null,
-    ecc: { volatileCorrectable: 0, volatileUncorrectable: 0, aggregateCorrectable: 0, aggregateUncorrectable: 0 },
-    retiredPages: { singleBit: 0, doubleBit: 0, pending: false },
-    remappedRows: { correctable: 0, uncorrectable: 0, pending: false, failure: false },
-    clockEvents: { hwSlowdown: false, hwThermalSlowdown: false, hwPowerBrakeSlowdown: false, swThermalSlowdown: false, swPowerCap: false },
-    temperatureC: 50, slowdownTempC: 85, shutdownTempC: 90, fanPercent: 40, utilizationPercent: 50,
-    pcie: { currentGen: 4, maxGen: 4, currentWidth: 16, maxWidth: 16 },
-    xids: [],
-    ...over,
-  };
-}
+/** A healthy GPU's report with `over` on top; the UUID is the one these tests always used. */
+const report = (over: Partial<GpuHealthReport> = {}) => gpuHealthReport({ uuid: 'GPU-a', ...over });
 
 const NOW = Date.parse('2026-11-29T12:00:00.000Z');
 

@@ -15,16 +15,23 @@ export function windowStart(now: number, windowMs: number): number {
   return Math.floor(now / windowMs) * windowMs;
 }
 
-export function createMemoryRateLimitStore(): RateLimitStore {
+/** `sweepMs`: how often ended windows are dropped. */
+export function createMemoryRateLimitStore(options: { sweepMs?: number } = {}): RateLimitStore {
   const counters = new Map<string, { hits: number; resetAt: number }>();
+  /**
+   * The latest `now` a hit brought: windows end by the clock the hits are counted on (the
+   * limiter's), not the wall clock, or a limiter on another clock (a pinned one in tests) would
+   * see its counts dropped mid-window by a sweep.
+   */
+  let latest = Number.NEGATIVE_INFINITY;
   // Drops ended windows now and then, so memory follows the number of active callers.
   const sweep = setInterval(() => {
-    const now = Date.now();
-    for (const [key, counter] of counters) if (counter.resetAt <= now) counters.delete(key);
-  }, 30_000);
+    for (const [key, counter] of counters) if (counter.resetAt <= latest) counters.delete(key);
+  }, options.sweepMs ?? 30_000);
   sweep.unref();
   return {
     async hit(keys, windowMs, now) {
+      if (now > latest) latest = now;
       const start = windowStart(now, windowMs);
       return keys.map((key) => {
         const id = `${key}@${start}`;

@@ -6,6 +6,7 @@ import { AGENT_PROTOCOL_VERSION, AGENT_PROTOCOL_VERSIONS, AGENT_WS_PATH, type Gp
 import { createWebSession, ensureAccount, hashAgentToken, newAgentToken } from '@gpufarm/control-plane/auth';
 import { type Database, migrate, openPostgres } from '@gpufarm/control-plane/db';
 import { seedFleet } from '@gpufarm/control-plane/testing';
+import { gpuHealthReport } from '@gpufarm/shared/testing/gpu-reports';
 import { syncCatalog } from '@gpufarm/control-plane/fleet';
 import { processCpuSeconds } from './cpu.js';
 import { createBenchDatabase } from './database.js';
@@ -145,18 +146,9 @@ interface Link {
   reportedHealth: boolean;
 }
 
-/** A healthy GPU's health report, as an agent reads it from nvidia-smi. */
+/** A healthy GPU's health report, as an agent reads it from nvidia-smi; slowdown at 90 °C and shutdown at 95 °C, above every temperature the links send. */
 function healthyReport(gpu: { index: number; uuid: string }): GpuHealthReport {
-  return {
-    index: gpu.index, uuid: gpu.uuid, pciBusId: null, lost: false, lostReason: null,
-    ecc: { volatileCorrectable: 0, volatileUncorrectable: 0, aggregateCorrectable: 0, aggregateUncorrectable: 0 },
-    retiredPages: { singleBit: 0, doubleBit: 0, pending: false },
-    remappedRows: { correctable: 0, uncorrectable: 0, pending: false, failure: false },
-    clockEvents: { hwSlowdown: false, hwThermalSlowdown: false, hwPowerBrakeSlowdown: false, swThermalSlowdown: false, swPowerCap: false },
-    temperatureC: 50, slowdownTempC: 90, shutdownTempC: 95, fanPercent: 40, utilizationPercent: 50,
-    pcie: { currentGen: 4, maxGen: 4, currentWidth: 16, maxWidth: 16 },
-    xids: [],
-  };
+  return gpuHealthReport({ index: gpu.index, uuid: gpu.uuid, slowdownTempC: 90, shutdownTempC: 95 });
 }
 
 /** Opens `count` agent links (50 at a time), each through hello and welcome. */

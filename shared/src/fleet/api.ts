@@ -3,9 +3,9 @@ import { jobTimelineSchema } from '../dashboard/job-timeline.js';
 import { jobSchema } from '../schemas/job.js';
 import { logLineSchema } from '../schemas/logs.js';
 import { earningVerdictSchema } from './earning.js';
-import { GPU_PROBE_STATES } from '../protocol/agent-messages.js';
 import { GPU_HEALTH_VERDICTS } from './gpu-health.js';
 import { MACHINE_STATES } from './machine-state.js';
+import { GPU_PROBE_STATES } from './pre-offer.js';
 
 /**
  * The fleet contract: the answers of `/admin/api/` and `/operator/api/` (issue 18), which the web

@@ -8,6 +8,12 @@
  * every side that prints them.
  */
 
+/**
+ * The GPU probe, the first check: a container started with the NVIDIA runtime ran `nvidia-smi -L`
+ * and saw the GPUs. The agent reports its state in the machine's health.
+ */
+export const GPU_PROBE_STATES = ['passed', 'failed', 'not_run', 'simulated', 'no_gpus'] as const;
+
 /** What separates a machine health reason from its fix (`reasonWithFix`). */
 const FIX_SEPARATOR = '; fix: ';
 

@@ -4,6 +4,7 @@ import { MAX_CLASS_ID_LENGTH, NVIDIA_ARCHITECTURES } from '../catalog/gpu-classe
 import { isoTimeSchema, nonNegativeIntSchema, sha256HexSchema } from '../schemas/common.js';
 import { logStreamSchema } from '../schemas/logs.js';
 import { gpuHealthReportSchema } from '../fleet/gpu-health.js';
+import { GPU_PROBE_STATES } from '../fleet/pre-offer.js';
 import { assignmentSpecSchema } from './assignment.js';
 import { imageCacheReportSchema } from './image-cache.js';
 
@@ -171,9 +172,6 @@ export const hostInventorySchema = z.strictObject({
   arch: z.string().max(32),
 });
 export type HostInventory = z.infer<typeof hostInventorySchema>;
-
-/** The GPU probe: a container started with the NVIDIA runtime ran `nvidia-smi -L` and saw the GPUs. */
-export const GPU_PROBE_STATES = ['passed', 'failed', 'not_run', 'simulated', 'no_gpus'] as const;
 
 /**
  * Whether the machine may be offered. A machine whose GPUs no container can see is `unhealthy`

@@ -5,14 +5,32 @@ import ts from 'typescript';
 
 /**
  * The import graph of a package's `src/`, read with the TypeScript parser, and its loops: the
- * part of an architecture test that does not depend on the package (the agent's uses it; the
- * control plane's holds the same functions and can import these instead).
+ * part of an architecture test that does not depend on the package. Every architecture test
+ * reads its sources and their imports here (shared's, the control plane's, the agent's, and the
+ * repository's package boundaries).
  */
 
 export interface SourceFile {
-  /** Path relative to `src/`, with `/`. */
+  /** Path relative to the folder read (a package's `src/`), with `/`. */
   path: string;
   text: string;
+}
+
+/** A module a file names. */
+export interface ModuleImport {
+  /** As written: `./x.js`, `@gpufarm/shared/node`, `node:fs`. */
+  specifier: string;
+  /** Its line (from 1), and its offset in the text, to order it among other findings. */
+  line: number;
+  pos: number;
+}
+
+/** Which files `listSources` reads. */
+export interface SourceOptions {
+  /** Whether a file is a source, by its name: `.ts` files unless told. */
+  isSource?: (name: string) => boolean;
+  /** Folders and files not read, by name: none unless told. */
+  skip?: (name: string) => boolean;
 }
 
 export interface ImportEdge {
@@ -21,14 +39,19 @@ export interface ImportEdge {
   line: number;
 }
 
-/** Every `.ts` file under `root`, with its path relative to `root`. */
-export function listSources(root: string, dir = root): SourceFile[] {
+/** Every source file under `root` (`.ts` unless `options` say otherwise), with its path relative to `root`. */
+export function listSources(root: string, options: SourceOptions = {}): SourceFile[] {
+  const { isSource = (name) => name.endsWith('.ts'), skip = () => false } = options;
   const files: SourceFile[] = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const full = join(dir, entry.name);
-    if (entry.isDirectory()) files.push(...listSources(root, full));
-    else if (entry.name.endsWith('.ts')) files.push({ path: relative(root, full).split(sep).join('/'), text: readFileSync(full, 'utf8') });
-  }
+  const read = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (skip(entry.name)) continue;
+      const full = join(dir, entry.name);
+      if (entry.isDirectory()) read(full);
+      else if (isSource(entry.name)) files.push({ path: relative(root, full).split(sep).join('/'), text: readFileSync(full, 'utf8') });
+    }
+  };
+  read(root);
   return files;
 }
 
@@ -38,8 +61,34 @@ export function nodeOf(path: string): string {
   return slash < 0 ? path : path.slice(0, slash);
 }
 
+/** The file's syntax tree, parsed as TypeScript, TSX or JavaScript by its extension. */
 export function parse(file: SourceFile): ts.SourceFile {
-  return ts.createSourceFile(file.path, file.text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const kind = /\.tsx$/.test(file.path) ? ts.ScriptKind.TSX : /\.[cm]?js$/.test(file.path) ? ts.ScriptKind.JS : ts.ScriptKind.TS;
+  return ts.createSourceFile(file.path, file.text, ts.ScriptTarget.Latest, true, kind);
+}
+
+/**
+ * Every module `file` names, in source order: import and export declarations (type-only ones
+ * too), `import()` calls and types, `require()` calls, `import x = require()`, and the modules a
+ * module file augments (`declare module 'fastify'`), as TypeScript's `preProcessFile` lists them.
+ */
+export function moduleImports(file: SourceFile, source: ts.SourceFile = parse(file)): ModuleImport[] {
+  const found: ModuleImport[] = [];
+  const visit = (node: ts.Node) => {
+    let specifier: ts.Node | undefined;
+    if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) specifier = node.moduleSpecifier;
+    else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))) specifier = node.arguments[0];
+    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) specifier = node.argument.literal;
+    else if (ts.isExternalModuleReference(node)) specifier = node.expression;
+    else if (ts.isModuleDeclaration(node) && ts.isExternalModule(source)) specifier = node.name;
+    if (specifier && ts.isStringLiteral(specifier)) {
+      const pos = specifier.getStart();
+      found.push({ specifier: specifier.text, line: source.getLineAndCharacterOfPosition(pos).line + 1, pos });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
 }
 
 /** Every relative import and re-export of the files (type-only ones too: they are arrows as well). */
@@ -47,18 +96,11 @@ export function importEdges(files: readonly SourceFile[]): ImportEdge[] {
   const known = new Set(files.map((f) => f.path));
   const edges: ImportEdge[] = [];
   for (const file of files) {
-    const source = parse(file);
-    const visit = (node: ts.Node) => {
-      let specifier: ts.Expression | undefined;
-      if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) specifier = node.moduleSpecifier;
-      else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) specifier = node.arguments[0];
-      if (specifier && ts.isStringLiteral(specifier) && specifier.text.startsWith('.')) {
-        const target = join(dirname(file.path), specifier.text).split(sep).join('/').replace(/\.js$/, '.ts');
-        if (known.has(target)) edges.push({ from: file.path, to: target, line: source.getLineAndCharacterOfPosition(specifier.getStart()).line + 1 });
-      }
-      ts.forEachChild(node, visit);
-    };
-    visit(source);
+    for (const { specifier, line } of moduleImports(file)) {
+      if (!specifier.startsWith('.')) continue;
+      const target = join(dirname(file.path), specifier).split(sep).join('/').replace(/\.js$/, '.ts');
+      if (known.has(target)) edges.push({ from: file.path, to: target, line });
+    }
   }
   return edges;
 }
