@@ -105,6 +105,9 @@ t.test('matcher: a job lands on the machine whose agent reported its image when 
   await holder!.agent.barrier();
   partial!.agent.send(heartbeat({ images: report(['ghcr.io/acme/base:1'], [['a', 4]]) }));
   await partial!.agent.barrier();
+  // The heartbeats above counted their machines' seconds since hello as uptime, which ranks before
+  // the id: whole seconds on a loaded machine. The three start even, so only images break the tie.
+  await s.db.query('DELETE FROM machine_uptime_days WHERE machine_id = ANY($1::text[])', [[first.machineId, second.machineId, third.machineId]]);
 
   const owner = await createJobOwner(s.db);
   const [other, pinned, tagged, base] = await createQueuedJobs(s.db, owner, [
