@@ -22,7 +22,8 @@ import { until } from './helpers/wait.js';
  * anvil: who may open which area, and what each area's pages do.
  */
 
-t.setTimeout(600_000);
+// Chromium, a marketplace and two agents: 620 s in a CI run on two slow cores.
+t.setTimeout(900_000);
 
 const ADMIN = ANVIL_ACCOUNTS[2];
 const OPERATOR = ANVIL_ACCOUNTS[3];

@@ -52,6 +52,9 @@ export interface HaproxyConfigOptions {
  * chain and offer index), link servers with `GET /healthz` (the process: a database blip must not
  * cut every agent's link at once); both are marked down at the first refused connection (`observe layer4`); a refused connection is retried on another server
  * (`option redispatch`), so an agent reconnecting right after a replica died is not sent to it.
+ * A check that connected has 5 s to answer (`timeout check`): without it the whole check must
+ * finish within `inter`, 250 ms while a state changes, so a replica slowed by a busy machine was
+ * marked down and every agent link on it cut. A dead replica still refuses at once.
  * Long-lived traffic: `timeout tunnel` for the upgraded agent link (its pings keep it busy), and
  * `timeout client`/`server` above the SSE stream's keep-alive comments.
  */
@@ -65,6 +68,7 @@ global
 defaults
   mode http
   timeout connect 1s
+  timeout check 5s
   timeout client 75s
   timeout server 75s
   timeout http-request 15s
