@@ -51,26 +51,32 @@ done
 # and lost, challenge windows) and use little CPU start first, two at a time in a tap of their own
 # beside the pass. In name order they started among the last files and left the cores idle at the
 # end of the pass (see docs/decisions.md).
+# Then, in the same two places, the client's tests (@gpufarm/client and `gf`, which customers run
+# on their own Node) on the oldest Node it declares; the agent and the control plane ship with
+# their own Node 24. Those two places were idle for the last two thirds of the pass, and the
+# client's pass ran after it for a minute and a half.
+# Five minutes a file: on that Node each file loads the client and the control plane through tsx
+# without a compile cache. Its files leave through client/test/helpers/exit-at-end.ts: Node
+# 20.11's own teardown can spin forever after a file is done (see there). tap takes --node-arg
+# whole, so its two are repeated.
 waiting=(test/soak.test.ts test/e2e-partition.test.ts test/e2e-agent-failures.test.ts test/e2e-outcomes.test.ts)
 mapfile -t others < <(PATH="$node24:$PATH" node_modules/.bin/tap list | grep -vxF -f <(printf '%s\n' "${waiting[@]}"))
-pass 'Node 24, the waiting files' "$node24" --jobs=2 "${waiting[@]}" >test-output/waiting-pass.log 2>&1 &
-waiting_pid=$!
+oldest=$(runtime oldest) || exit 1
+(
+  lane=0
+  pass 'Node 24, the waiting files' "$node24" --jobs=2 "${waiting[@]}" >test-output/waiting-pass.log 2>&1 || lane=1
+  pass "the client's oldest Node" "$oldest" --jobs=2 --timeout=300 \
+    --node-arg=--import=tsx --node-arg=--conditions=@gpufarm/source --node-arg=--import=./client/test/helpers/exit-at-end.ts \
+    'client/test/**/*.test.ts' >test-output/client-pass.log 2>&1 || lane=1
+  exit $lane
+) &
+lane_pid=$!
 
 status=0
 pass 'Node 24' "$node24" "${others[@]}" || status=1
-wait "$waiting_pid" || status=1
-cat test-output/waiting-pass.log
+wait "$lane_pid" || status=1
+cat test-output/waiting-pass.log test-output/client-pass.log
 for entry in "${beside[@]}"; do
   wait "${entry%%:*}" || echo "::: scripts/${entry#*:}.sh failed beside the tests: see test-output/${entry#*:}.log"
 done
-# Only the client: the agent and the control plane ship with their own Node 24. After the Node 24
-# pass, not beside it: on two cores a fifth test process starved `gf`'s own timing (see
-# docs/decisions.md).
-# Five minutes a file, not two: on that Node each file loads the client and the control plane
-# through tsx without a compile cache, and four of them at once took 80 s before their first test.
-# Its files leave through client/test/helpers/exit-at-end.ts: Node 20.11's own teardown can spin
-# forever after a file is done (see there). tap takes --node-arg whole, so its two are repeated.
-pass "the client's oldest Node" "$(runtime oldest)" --timeout=300 \
-  --node-arg=--import=tsx --node-arg=--conditions=@gpufarm/source --node-arg=--import=./client/test/helpers/exit-at-end.ts \
-  'client/test/**/*.test.ts' || status=1
 exit $status
