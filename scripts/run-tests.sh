@@ -28,13 +28,14 @@ pass() {
   return $code
 }
 
-node24=$(runtime 24)
+node24=$(runtime 24) || exit 1
 # The agent and the control plane as the tests start them: bundled, not through tsx (seconds).
 NODE_OPTIONS='' node_modules/.bin/tsx scripts/src/build-test-bundles.ts || { echo "run-tests: bundling the agent and the control plane failed; see above" >&2; exit 1; }
 if [ $# -gt 0 ]; then
   pass 'Node 24' "$node24" "$@"
   exit
 fi
+oldest=$(runtime oldest) || exit 1
 
 # Builds that take minutes of disk copying or downloading and little CPU start beside the tests,
 # so the files that need them find them ready: the control plane's image (vfs layers) and the
@@ -51,17 +52,15 @@ done
 # and lost, challenge windows) and use little CPU start first, two at a time in a tap of their own
 # beside the pass. In name order they started among the last files and left the cores idle at the
 # end of the pass (see docs/decisions.md).
-# Then, in the same two places, the client's tests (@gpufarm/client and `gf`, which customers run
-# on their own Node) on the oldest Node it declares; the agent and the control plane ship with
-# their own Node 24. Those two places were idle for the last two thirds of the pass, and the
-# client's pass ran after it for a minute and a half.
+# Then, in the same two places, idle for the rest of the pass, the client's tests (@gpufarm/client
+# and `gf`, which customers run on their own Node) on the oldest Node it declares; the agent and
+# the control plane ship with their own Node 24.
 # Ten minutes a file: on that Node each file loads the client and the control plane through tsx
 # without a compile cache, and beside the Node 24 pass its files take three times as long as
 # alone. They leave through client/test/helpers/exit-at-end.ts: Node 20.11's own teardown can spin
 # forever after a file is done (see there). tap takes --node-arg whole, so its two are repeated.
 waiting=(test/soak.test.ts test/e2e-partition.test.ts test/e2e-agent-failures.test.ts test/e2e-outcomes.test.ts)
 mapfile -t others < <(PATH="$node24:$PATH" node_modules/.bin/tap list | grep -vxF -f <(printf '%s\n' "${waiting[@]}"))
-oldest=$(runtime oldest) || exit 1
 (
   lane=0
   pass 'Node 24, the waiting files' "$node24" --jobs=2 "${waiting[@]}" >test-output/waiting-pass.log 2>&1 || lane=1

@@ -15,6 +15,8 @@ import { until } from './helpers/wait.js';
 // Two starts of the whole marketplace and three restarts of its children, each up to two minutes
 // when every core is busy (a CI run on two slow cores).
 t.setTimeout(600_000);
+/** How long a start, a restart or a stop of `npm start` or one of its children may take. */
+const STEP_MS = 120_000;
 
 /** `NAME=value` pairs of a running process's environment. */
 function environOf(pid: number): Map<string, string> {
@@ -29,7 +31,7 @@ function environOf(pid: number): Map<string, string> {
 t.test('behavior: a killed control plane and agent are restarted, a killed chain stops everything; the agent and the chain hold no secret', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-supervise-'));
   const start = await npmStart(t, dataDir);
-  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', STEP_MS);
   const banner = start.output();
   const url = /API\s+(http:\/\/\S+)\/v1/.exec(banner)![1]!;
   const controlPlanePid = Number(/control plane pid (\d+)/.exec(banner)![1]);
@@ -50,25 +52,25 @@ t.test('behavior: a killed control plane and agent are restarted, a killed chain
   const linksUp = () => start.output().match(/ link up: /g)?.length ?? 0;
   const links = linksUp();
   signalIfStill(controlPlanePid, /control-plane\/src\/main\.ts/);
-  await start.waitForOutput(/the control plane \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the control plane named with how it ended', 120_000);
-  const again = await start.waitForOutput(/the control plane is running again \(pid (\d+)\)/, 'the control plane restarted', 120_000);
+  await start.waitForOutput(/the control plane \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the control plane named with how it ended', STEP_MS);
+  const again = await start.waitForOutput(/the control plane is running again \(pid (\d+)\)/, 'the control plane restarted', STEP_MS);
   t.not(Number(again[1]), controlPlanePid, 'a new control plane process');
   t.equal((await fetch(`${url}/v1`)).status, 200, 'answering at the same address');
-  await until(() => linksUp() > links, 'the agent to link again', { timeoutMs: 120_000, describe: () => start.tail(10) });
+  await until(() => linksUp() > links, 'the agent to link again', { timeoutMs: STEP_MS, describe: () => start.tail(10) });
 
   signalIfStill(agentPid, /gf-agent\.js run/);
-  await start.waitForOutput(/the local agent \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the agent named with how it ended', 120_000);
-  const agentAgain = await start.waitForOutput(/the local agent is running again \(pid (\d+)\)/, 'the agent restarted', 120_000);
+  await start.waitForOutput(/the local agent \(pid \d+\) exited with signal SIGKILL; its last lines:/, 'the agent named with how it ended', STEP_MS);
+  const agentAgain = await start.waitForOutput(/the local agent is running again \(pid (\d+)\)/, 'the agent restarted', STEP_MS);
   const newAgentPid = Number(agentAgain[1]);
   t.notOk(environOf(newAgentPid).has('GF_ADMIN_TOKEN'), 'the restarted agent holds no secret either');
   await until(
     async () => ((await (await fetch(`${url}/v1/capacity?farm=local`)).json()) as { data: unknown[] }).data.length === 1,
     'the local farm offered again',
-    { timeoutMs: 120_000 },
+    { timeoutMs: STEP_MS },
   );
 
   signalIfStill(anvilPid, /anvil/);
-  await start.waitForOutput(/the local chain \(anvil\) \(pid \d+\) exited with signal SIGKILL/, 'the chain named', 120_000);
+  await start.waitForOutput(/the local chain \(anvil\) \(pid \d+\) exited with signal SIGKILL/, 'the chain named', STEP_MS);
   t.match(start.output(), /nothing runs without it: stopping the marketplace/, 'says why everything stops');
   t.equal(await start.exited, 1, 'npm start exits non-zero');
   t.notOk(isAlive(Number(again[1])), 'the control plane is stopped');
@@ -78,7 +80,7 @@ t.test('behavior: a killed control plane and agent are restarted, a killed chain
 t.test('behavior: npm start in a process group of its own, given SIGTERM as a group twice (timeout, a CI runner, npm forwarding it), stops the control plane, the agent and the chain, then exits', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'gf-start-group-'));
   const start = await npmStart(t, dataDir, {}, { throughNpm: true });
-  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', 120_000);
+  await start.waitForOutput(/Stop with Ctrl-C/, 'the banner', STEP_MS);
   const banner = start.output();
   const children = {
     'the control plane': Number(/control plane pid (\d+)/.exec(banner)![1]),
@@ -95,7 +97,7 @@ t.test('behavior: npm start in a process group of its own, given SIGTERM as a gr
   } catch {
     // the whole group is already gone
   }
-  const exited = await exitedWithin(start.child, 120_000);
+  const exited = await exitedWithin(start.child, STEP_MS);
   t.ok(exited, 'npm start exits');
   if (!exited) t.comment(start.tail(15));
   // npm exits once its shell does; the supervisor under it may still be stopping its children.

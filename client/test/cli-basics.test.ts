@@ -16,7 +16,7 @@ import { listening } from './helpers/control-plane.js';
 import { gf, gfHome, gfOnTerminal, gfShellLine } from './helpers/gf.js';
 
 const run = promisify(execFile);
-// Every case spawns gf as a fresh process through tsx: minutes when other test files share the cores.
+// Every case spawns gf as a fresh process: minutes when other test files share the cores.
 // Ten minutes: on the client's oldest Node this file runs beside the Node 24 pass (160 s there in
 // a CI run on two cores, 50 s alone).
 t.setTimeout(600_000);
