@@ -119,10 +119,12 @@ wss.on('listening', () => console.log(wss.address().port));`],
   };
   try {
     const port = Number(await firstLine(server, 'the bare ws server'));
-    driver = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--bare-links', String(port)], { cwd: SCRIPTS_DIR, stdio: ['pipe', 'pipe', 'inherit'] });
-    driver.stdin!.end(JSON.stringify(gpusPerLink));
-    await firstLine(driver, "the bare server's links");
-    const links = driver;
+    const links = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--bare-links', String(port)], { cwd: SCRIPTS_DIR, stdio: ['pipe', 'pipe', 'inherit'] });
+    driver = links;
+    // A driver that died at once fails its pipe: `firstLine` reports the exit instead.
+    links.stdin!.on('error', () => undefined);
+    links.stdin!.end(JSON.stringify(gpusPerLink));
+    await firstLine(links, "the bare server's links");
     return { pid: server.pid!, alive: () => running(server) && running(links), stop };
   } catch (err) {
     stop();
