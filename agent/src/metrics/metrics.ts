@@ -1,4 +1,5 @@
 import { gpuHealthVerdict, type GpuHealthReport } from '@gpufarm/shared';
+import { EVENT_LOOP_SAMPLE_MS } from '@gpufarm/shared/node';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { InventorySnapshot } from '../inventory/snapshot.js';
 import type { AssignmentReport } from '../link/assignment-runner.js';
@@ -34,7 +35,7 @@ export interface AgentMetrics {
 /** A fresh registry with every agent metric, reading `sources` at each scrape; `gf-agent run` makes one. */
 export function createAgentMetrics(sources: AgentMetricsSources): AgentMetrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: AGENT_METRIC_PREFIX });
+  collectDefaultMetrics({ register: registry, prefix: AGENT_METRIC_PREFIX, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   const registers = [registry];
   new Gauge({
     name: `${AGENT_METRIC_PREFIX}gpus`,

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { EVENT_LOOP_SAMPLE_MS } from '@gpufarm/shared/node';
 import type { AgentLogRefusal } from '../agent-gateway/lifecycle-port.js';
 import type { ChainHealth } from '../chain/health.js';
 import type { Database } from '../db/database.js';
@@ -46,7 +47,7 @@ export interface ControlPlaneMetrics extends StartPhaseMetrics {
 /** A fresh registry with every control-plane metric; `server.ts` makes one per control plane. */
 export function createControlPlaneMetrics(): ControlPlaneMetrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+  collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   let sources: ScrapeSources = {};
   const registers = [registry];
 

@@ -1,6 +1,14 @@
 import { createServer } from 'node:http';
 import { errorText } from '../errors.js';
 
+/**
+ * How often prom-client's default metrics sample the event loop's delay
+ * (`collectDefaultMetrics({ eventLoopMonitoringPrecision })`). Its default, 10 ms, is a timer
+ * that wakes an idle process 200 times a second: half a percent of a core on a small VM, in
+ * every control plane and on every farm machine, for a lag figure scraped every 15 s.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 /** The exposition to serve: Prometheus text and its content type (a prom-client registry gives both). */
 export interface MetricsSource {
   readonly contentType: string;
