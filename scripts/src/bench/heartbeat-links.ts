@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 import type { GpuHealthReport } from '@gpufarm/shared';
 import { gpuHealthReport } from '@gpufarm/shared/testing/gpu-reports';
+import { exited } from './server.js';
 
 /**
  * Agent links for the fleet bench's heartbeat ingest, and its baseline: a bare `ws` server that
@@ -111,7 +112,6 @@ wss.on('connection', (ws) => ws.on('message', (data) => JSON.parse(data.toString
 wss.on('listening', () => console.log(wss.address().port));`],
     { cwd: SCRIPTS_DIR, stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  const running = (p: ReturnType<typeof spawn>) => p.exitCode === null && p.signalCode === null;
   let driver: ReturnType<typeof spawn> | null = null;
   const stop = () => {
     driver?.kill();
@@ -125,7 +125,7 @@ wss.on('listening', () => console.log(wss.address().port));`],
     links.stdin!.on('error', () => undefined);
     links.stdin!.end(JSON.stringify(gpusPerLink));
     await firstLine(links, "the bare server's links");
-    return { pid: server.pid!, alive: () => running(server) && running(links), stop };
+    return { pid: server.pid!, alive: () => !exited(server) && !exited(links), stop };
   } catch (err) {
     stop();
     throw err;

@@ -14,7 +14,8 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-function exited(child: ChildProcess): boolean {
+/** Whether `child` has ended (by an exit code or a signal). */
+export function exited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;
 }
 
