@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import tap from 'tap';
 import { z } from 'zod';
 import { CHROMIUM, CHROMIUM_ARGS } from '@gpufarm/scripts/chromium';
 
@@ -54,14 +55,33 @@ interface TestContext {
   teardown(fn: () => unknown): void;
 }
 
+let shared: Promise<Browser> | null = null;
+
 /**
- * A fresh headless Chromium with one page that records its console errors, CSP violations and
- * requests. The browser is closed when the test ends.
+ * The test file's one headless Chromium, started on first use and closed when the file's tests
+ * are done. A start costs about 1.5 CPU-seconds more than a context, and the page files sign in
+ * a dozen times each.
+ */
+function sharedBrowser(): Promise<Browser> {
+  if (!shared) {
+    const launched = chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+    shared = launched;
+    // A browser that crashed is replaced for the next page rather than failing every later test.
+    launched.then((browser) => browser.on('disconnected', () => { if (shared === launched) shared = null; }), () => { if (shared === launched) shared = null; });
+    tap.teardown(() => launched.then((browser) => browser.close(), () => undefined));
+  }
+  return shared;
+}
+
+/**
+ * A page in a browser context of its own (cookies, storage, cache and permissions: what a fresh
+ * browser would have) that records its console errors, CSP violations and requests. The context
+ * is closed when the test ends; the browser is the file's one (`sharedBrowser`).
  */
 export async function openBrowserPage(t: TestContext): Promise<BrowserPage> {
-  const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
-  t.teardown(() => browser.close());
+  const browser = await sharedBrowser();
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  t.teardown(() => context.close());
   // The suite runs test files side by side on few cores; Playwright's 30 s default is tight there.
   context.setDefaultTimeout(60_000);
   const page = await context.newPage();

@@ -15,7 +15,7 @@ export interface DashboardSession extends BrowserPage {
   csrfToken(): Promise<string>;
 }
 
-/** Opens the dashboard's sign-in page in a fresh browser with the test wallet and signs in the way a person does. */
+/** Opens the dashboard's sign-in page in a fresh browser context with the test wallet and signs in the way a person does. */
 export async function signInToDashboard(t: Test, market: Marketplace, privateKey: Hex): Promise<DashboardSession> {
   const browser = await openBrowserPage(t);
   const { page } = browser;
