@@ -58,14 +58,14 @@ done
 # Ten minutes a file: on that Node each file loads the client and the control plane through tsx
 # without a compile cache, and beside the Node 24 pass its files take three times as long as
 # alone. They leave through client/test/helpers/exit-at-end.ts: Node 20.11's own teardown can spin
-# forever after a file is done (see there). tap takes --node-arg whole, so its two are repeated.
+# forever after a file is done (see there). tap takes --node-arg whole, so package.json's three are repeated.
 waiting=(test/soak.test.ts test/e2e-partition.test.ts test/e2e-agent-failures.test.ts test/e2e-outcomes.test.ts)
 mapfile -t others < <(PATH="$node24:$PATH" node_modules/.bin/tap list | grep -vxF -f <(printf '%s\n' "${waiting[@]}"))
 (
   lane=0
   pass 'Node 24, the waiting files' "$node24" --jobs=2 "${waiting[@]}" >test-output/waiting-pass.log 2>&1 || lane=1
   pass "the client's oldest Node" "$oldest" --jobs=2 --timeout=600 \
-    --node-arg=--import=tsx --node-arg=--conditions=@gpufarm/source --node-arg=--import=./client/test/helpers/exit-at-end.ts \
+    --node-arg=--import=tsx --node-arg=--conditions=@gpufarm/source --node-arg=--import=./test/helpers/tap-children.ts --node-arg=--import=./client/test/helpers/exit-at-end.ts \
     'client/test/**/*.test.ts' >test-output/client-pass.log 2>&1 || lane=1
   exit $lane
 ) &
