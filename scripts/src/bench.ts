@@ -199,9 +199,13 @@ async function main(): Promise<number> {
   return broken.length > 0 ? 1 : 0;
 }
 
-process.once('SIGINT', () => {
-  void cleanUp().finally(() => process.exit(130));
-});
+// Ctrl-C, and the SIGTERM that `timeout` and job runners send: the control plane and the other
+// processes the bench started end with it.
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  process.once(signal, () => {
+    void cleanUp().finally(() => process.exit(code));
+  });
+}
 
 main()
   .then(async (code) => {
