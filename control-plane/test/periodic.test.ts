@@ -1,5 +1,6 @@
 import t from 'tap';
-import { MAX_BACKOFF_MS, retryDelayMs, runSteps, startPeriodic, StepsFailedError } from '../src/background/periodic.js';
+import { MAX_BACKOFF_MS, retryDelayMs } from '../src/background/notified-loop.js';
+import { runSteps, startPeriodic, StepsFailedError } from '../src/background/periodic.js';
 import { captureLog, LEVEL } from './helpers/logger.js';
 
 t.test('retryDelayMs: the period, then doubling waits, capped', async (t) => {

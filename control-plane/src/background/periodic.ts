@@ -9,8 +9,6 @@ import { errorText, GpufarmError } from '@gpufarm/shared';
 import type { Logger } from '../logger.js';
 import { createNotifiedLoop } from './notified-loop.js';
 
-export { MAX_BACKOFF_MS, retryDelayMs } from './notified-loop.js';
-
 /** Thrown by `runSteps` when some of its steps failed: names each, keeps their errors. */
 export class StepsFailedError extends GpufarmError<'steps_failed'> {
   constructor(readonly failed: Array<{ name: string; error: unknown }>) {
