@@ -1,6 +1,7 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { errorText, issuesToDetails, isTerminalStatus, type JobStatus, jobStatusSchema, logCursorSchema, type LogLine, logLineSchema, type LogList, type LogStream } from '@gpufarm/shared';
 import { z } from 'zod';
+import { parseAnswer } from './answer.js';
 import { GfError } from './errors.js';
 import { backoffMs, failureOf, sleep, type Query } from './transport.js';
 
@@ -120,18 +121,18 @@ async function* streamOnce(deps: FollowDeps, jobId: string, position: { cursor: 
         received = true;
         const data = parseJson(event.data);
         if (event.event === 'log') {
-          const line = logLineSchema.safeParse(data);
+          const line = parseAnswer(logLineSchema, data);
           if (!line.success) throw invalid('a log line that does not match its schema', issuesToDetails(line.error.issues));
           // A line at or before the cursor was already yielded (a replayed event after a resume).
           if (line.data.id <= Number(position.cursor)) continue;
           position.cursor = String(line.data.id);
           yield line.data;
         } else if (event.event === 'end') {
-          const end = endEventSchema.safeParse(data);
+          const end = parseAnswer(endEventSchema, data);
           if (!end.success) throw invalid('an end event that does not match its schema', issuesToDetails(end.error.issues));
           return { kind: 'end', end: { jobStatus: end.data.jobStatus, nextCursor: Number(end.data.nextCursor) > Number(position.cursor) ? end.data.nextCursor : position.cursor } };
         } else if (event.event === 'status') {
-          if (!statusEventSchema.safeParse(data).success) throw invalid('a status event that does not match its schema');
+          if (!parseAnswer(statusEventSchema, data).success) throw invalid('a status event that does not match its schema');
         }
       }
     }

@@ -1,5 +1,6 @@
 import { errorEnvelopeSchema, errorText, issuesToDetails } from '@gpufarm/shared';
 import type { z } from 'zod';
+import { parseAnswer } from './answer.js';
 import { GfError } from './errors.js';
 
 /** One HTTP call as it happened, for tracing (`gf --explain`). `status` is null when no answer came. */
@@ -112,7 +113,7 @@ function answerError(res: Response, body: unknown, what: string): GfError {
   const status = res.status;
   const retryable = status === 429 || status >= 500;
   const retryAfter = retryAfterMs(res.headers.get('retry-after'));
-  const envelope = errorEnvelopeSchema.safeParse(body);
+  const envelope = parseAnswer(errorEnvelopeSchema, body);
   if (envelope.success) {
     const { code, message, requestId, details } = envelope.data.error;
     return new GfError(code, message, { status, details, requestId, retryable, retryAfterMs: retryAfter });
@@ -167,7 +168,7 @@ export function createTransport(options: TransportOptions) {
       }
       const body = parseBody(await res.text());
       if (!schema) throw answerError(res, body, what);
-      const parsed = schema.safeParse(body);
+      const parsed = parseAnswer(schema, body);
       if (!parsed.success) {
         const details = issuesToDetails(parsed.error.issues);
         throw new GfError('invalid_response', `${what} answered a body that does not match its schema: ${details.map((d) => d.message).join('; ')}. Check that the client and the server versions match.`, {

@@ -6,6 +6,7 @@ import { buildTestApp, createTestKey } from '@gpufarm/control-plane/testing/app'
 import { buildEscrowTestApp, sendFundingCalls, startTestChain } from '@gpufarm/control-plane/testing/chain';
 import { createClient, type RequestEvent } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
+import { ADDED_FIELD, frontOf } from './helpers/front.js';
 
 const SPEC = { image: 'ghcr.io/acme/job:1', gpu: { count: 1 }, maxPricePerGpuHour: '2', title: 'sdk test' };
 const CUSTOMER = ANVIL_ACCOUNTS[1];
@@ -82,6 +83,41 @@ t.test('error: a server error keeps its status, code, message, details and reque
   t.equal(invalid.status, 422);
   t.ok(invalid.details.some((d) => d.field.startsWith('gpu')), 'details name the field');
   t.equal(invalid.retryable, false);
+});
+
+t.test('behavior: answers with fields this client does not know, as a newer server may send, are read without them', async (t) => {
+  const s = await listening((env) => buildTestApp(t, { env }));
+  const { key } = await createTestKey(s.db);
+  const newer = await frontOf(t, s.baseUrl, [], {}, 'forward-as-newer');
+  const gf = createClient({ baseUrl: newer.baseUrl, apiKey: key });
+  const direct = createClient({ baseUrl: s.baseUrl, apiKey: key });
+  const without = (value: unknown) => !JSON.stringify(value).includes(ADDED_FIELD);
+  // Each capacity page says when it was made; the two reads differ only there.
+  const undated = <T extends { generatedAt: string }>(page: T) => ({ ...page, generatedAt: 'when answered' });
+
+  const created = await gf.jobs.create(SPEC);
+  // The strict schema refuses a field it does not know (the applied defaults' free JSON values keep theirs).
+  t.ok(shared.jobCreatedSchema.safeParse(created).success, 'job.created as this client knows it');
+  const read = {
+    index: await gf.index(),
+    pricing: await gf.pricing(),
+    capacity: undated(await gf.capacity.list({ limit: 5 })),
+    job: await gf.jobs.get(created.job.id),
+    jobs: await gf.jobs.list({ limit: 5 }),
+  };
+  t.ok(without(read), 'no added field in any answer');
+  t.same(read, {
+    index: await direct.index(),
+    pricing: await direct.pricing(),
+    capacity: undated(await direct.capacity.list({ limit: 5 })),
+    job: await direct.jobs.get(created.job.id),
+    jobs: await direct.jobs.list({ limit: 5 }),
+  }, 'each as the server answers it directly');
+
+  const missing = await failure(gf.jobs.get('job_01jz0000000000000000000000'));
+  t.equal(missing.code, 'not_found', 'an error envelope with added fields keeps its code');
+  t.equal(missing.status, 404);
+  t.match(missing.requestId, /^req_/);
 });
 
 t.test('error: invalid_response names the field of an answer that fails its schema', async (t) => {

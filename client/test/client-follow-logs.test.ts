@@ -6,7 +6,7 @@ import { bearer, buildTestApp, createOfferedJob, createTestKey } from '@gpufarm/
 import { insertAgentLines, type LogStreamOptions } from '@gpufarm/control-plane/logs';
 import { createClient, type FollowLogsEnd, type RequestEvent } from '../src/index.js';
 import { failure, listening } from './helpers/control-plane.js';
-import { frontOf } from './helpers/front.js';
+import { ADDED_FIELD, frontOf } from './helpers/front.js';
 
 /**
  * `followLogs` against the real control plane and its database: lines are stored as the agent
@@ -185,6 +185,29 @@ t.test('behavior: a 503 from the stream is retried on the stream; a 200 that is 
   t.equal(end.jobStatus, 'CANCELED');
   t.same(streamCalls(polled).map((e) => e.status), [200]);
   t.equal(pollCalls(polled).length, 1, 'one page: the job is final and the page short');
+});
+
+t.test('behavior: stream events and log pages with fields this client does not know, as a newer server may send, are read without them', async (t) => {
+  const s = await setup(t);
+  await s.store(0, 30);
+  await s.cancel();
+  const expected = await s.allLines();
+  const newer = await frontOf(t, s.baseUrl, [], {}, 'forward-as-newer');
+  const events: RequestEvent[] = [];
+  const gf = createClient({ baseUrl: newer.baseUrl, apiKey: s.key, onRequest: (e) => events.push(e) });
+  const streamed = await drain(gf.followLogs(s.jobId));
+  t.same(streamed.lines, expected, 'every line from the stream');
+  t.notOk(JSON.stringify(streamed).includes(ADDED_FIELD), 'without the added fields');
+  t.equal(streamed.end.jobStatus, 'CANCELED', 'the end event read');
+  t.same(streamCalls(events).map((e) => e.status), [200], 'one stream, not given up for polling');
+
+  const notStream = await frontOf(t, s.baseUrl, [200], {}, 'forward-as-newer');
+  const polled: RequestEvent[] = [];
+  const throughPolls = createClient({ baseUrl: notStream.baseUrl, apiKey: s.key, onRequest: (e) => polled.push(e) });
+  const paged = await drain(throughPolls.followLogs(s.jobId));
+  t.same(paged.lines, expected, 'every line from the pages');
+  t.notOk(JSON.stringify(paged).includes(ADDED_FIELD), 'without the added fields');
+  t.equal(pollCalls(polled).length, 1, 'one page');
 });
 
 t.test('behavior: a cursor starts after that line; stream filters', async (t) => {
