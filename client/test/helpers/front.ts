@@ -53,6 +53,7 @@ function withAddedFields(value: unknown): unknown {
 
 /** The answer's body as a newer server could send it (see `forward-as-newer`). */
 function asNewer(contentType: string | undefined, body: Buffer): Buffer {
+  if (body.length === 0) return body;
   if (contentType?.startsWith('application/json')) return Buffer.from(JSON.stringify(withAddedFields(JSON.parse(body.toString('utf8')))));
   if (contentType?.startsWith('text/event-stream')) {
     return Buffer.from(body.toString('utf8').replace(/^data: (.*)$/gm, (_, data: string) => `data: ${JSON.stringify(withAddedFields(JSON.parse(data)))}`));
@@ -60,7 +61,7 @@ function asNewer(contentType: string | undefined, body: Buffer): Buffer {
   return body;
 }
 
-function forward(upstream: string, req: IncomingMessage, body: Buffer, res: ServerResponse, step: 'forward' | 'forward-then-503' | 'forward-as-newer'): void {
+function forward(upstream: string, req: IncomingMessage, body: Buffer, res: ServerResponse, step: Exclude<Step, number>): void {
   const headers = { ...req.headers };
   delete headers.host;
   const out = httpRequest(`${upstream}${req.url}`, { method: req.method, headers }, (answer) => {
@@ -83,6 +84,11 @@ function forward(upstream: string, req: IncomingMessage, body: Buffer, res: Serv
       res.writeHead(answer.statusCode!, answer.headers);
       res.end(Buffer.concat(chunks));
     });
+  });
+  // The control plane unreachable: the client sees a gateway error, not a front that crashed the test.
+  out.on('error', (err) => {
+    if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+    res.end(`front: ${err.message}`);
   });
   out.end(body);
 }
